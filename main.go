@@ -1,0 +1,73 @@
+// Command crosstalk-mcp is a Model Context Protocol server that lets separate
+// AI contexts talk in groups stored as SQLite databases on a shared filesystem.
+//
+// With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
+// local read-only dashboard.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// version is the release reported by --version and serverInfo.version. It is
+// stamped at build time with -ldflags "-X main.version=1.2.3"; the default is
+// the Python original's release whose behaviour this port mirrors.
+var version = "1.1.10"
+
+// usage is printed by --help. Its wording follows the original's so scripts
+// that grep it keep working.
+const usage = `Usage: crosstalk-mcp [COMMAND]
+
+Run without a command to start the stdio MCP server.
+
+Commands:
+  observe [OPTIONS]            Start the local read-only observer dashboard.
+    --silent                   Do not open a browser automatically.
+    --port PORT                Bind exactly this loopback port.
+    --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
+    --groups-dir PATH          Read group databases from this directory.
+
+Options:
+  -h, --help                   Show this help message.
+  --version                    Show the installed Crosstalk version.
+
+Run 'crosstalk-mcp observe --help' for observer option details.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches the command line and returns the process exit status, so
+// that tests can drive the CLI without a subprocess.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return runServer(stdin, stdout, stderr)
+	}
+	switch args[0] {
+	case "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "--version":
+		fmt.Fprintln(stdout, version)
+		return 0
+	}
+	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
+	return 2
+}
+
+// groupsDirFromEnv returns CROSSTALK_GROUPS_DIR, or ~/.cache/crosstalk when it
+// is unset or empty.
+func groupsDirFromEnv() (string, error) {
+	if dir := os.Getenv("CROSSTALK_GROUPS_DIR"); dir != "" {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find home directory for the default groups directory: %w", err)
+	}
+	return filepath.Join(home, ".cache", "crosstalk"), nil
+}
