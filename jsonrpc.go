@@ -1,8 +1,642 @@
 package main
 
-import "io"
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
 
-// runServer serves MCP over stdio until stdin closes.
+// server is one MCP session over a newline-delimited JSON-RPC 2.0 stream.
+// Requests are handled one at a time in arrival order; the subscription
+// poller writes notifications concurrently through the same writer.
+type server struct {
+	store *store
+	subs  *subscriptions
+	out   *lineWriter
+
+	initialized bool // initialize was answered
+	ready       bool // notifications/initialized arrived after that
+
+	// audit, when set, receives every completed tools/call.
+	audit func(toolCall)
+}
+
+// toolCall describes one completed tools/call for the audit log.
+type toolCall struct {
+	requestID json.RawMessage
+	name      string
+	args      toolArgs // zero when arguments was not an object
+	result    toolResult
+	started   time.Time
+	// groupName is the group's name read before a delete_group ran, so the
+	// audit keeps it after the group is gone.
+	groupName string
+}
+
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	code    int
+	message string
+}
+
+func (e *rpcError) Error() string { return e.message }
+
+// The JSON-RPC errors the server answers, with the original's messages.
+var (
+	errParse          = &rpcError{-32700, "Parse error"}
+	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
+	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
+	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
+	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
+	errInternal       = &rpcError{-32603, "Internal server error"}
+)
+
+func errMethodNotFound(method string) *rpcError {
+	return &rpcError{-32601, "Method not found: " + method}
+}
+
+func errInvalidParams(msg string) *rpcError {
+	return &rpcError{-32602, "Invalid params: " + msg}
+}
+
+// supportedProtocolVersions are answered as sent; any other client version
+// gets the newest, which is first.
+var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// lineWriter writes one JSON-RPC message per line. Its lock keeps responses
+// and poller notifications from interleaving within a line.
+type lineWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (w *lineWriter) write(v any) error {
+	line := pyJSON(v) + "\n"
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.w.WriteString(line); err != nil {
+		return err
+	}
+	return w.w.Flush()
+}
+
+func logf(format string, args ...any) { log.Printf(format, args...) }
+
+// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
+// non-positive or non-finite value means the default 0.5 s.
+func pollInterval(value string) time.Duration {
+	v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 86400 {
+		v = defaultPollSec
+	}
+	return time.Duration(v * float64(time.Second))
+}
+
+// runServer serves MCP over stdio until stdin closes, then exits 0.
 func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
+	log.SetOutput(stderr)
+	log.SetFlags(0)
+	log.SetPrefix("crosstalk-mcp: ")
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer st.close()
+	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	defer s.subs.close()
+	if err := s.serve(stdin); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	return 0
+}
+
+func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
+	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}}
+	s.subs = newSubscriptions(st, interval, s.notify)
+	return s
+}
+
+// notify writes a server-to-client notification.
+func (s *server) notify(method string, params object) error {
+	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
+}
+
+// serve reads messages until EOF. Lines have no length limit: a 16 MiB
+// message is one line like any other.
+func (s *server) serve(stdin io.Reader) error {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			if reply := s.handleLine(line); reply != nil {
+				if werr := s.out.write(reply); werr != nil {
+					return fmt.Errorf("write response: %w", werr)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
+// handleLine answers one line: a request, a notification or a batch. It
+// returns nil when nothing is to be written.
+func (s *server) handleLine(line []byte) any {
+	trimmed := bytes.TrimSpace(line)
+	if !json.Valid(trimmed) {
+		return errorResponse(nil, errParse)
+	}
+	if trimmed[0] != '[' {
+		if r := s.handle(trimmed); r != nil {
+			return r
+		}
+		return nil
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(trimmed, &batch); err != nil {
+		return errorResponse(nil, errParse)
+	}
+	if len(batch) == 0 {
+		return errorResponse(nil, errInvalidRequest)
+	}
+	for _, item := range batch {
+		var m map[string]json.RawMessage
+		var method string
+		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
+			return errorResponse(nil, errBatchInit)
+		}
+	}
+	var replies []any
+	for _, item := range batch {
+		if r := s.handle(item); r != nil {
+			replies = append(replies, r)
+		}
+	}
+	if len(replies) == 0 {
+		return nil
+	}
+	return replies
+}
+
+// request is a decoded JSON-RPC message.
+type request struct {
+	id     json.RawMessage // nil for a notification (absent or null id)
+	method string
+	params json.RawMessage // nil when absent
+}
+
+// handle answers one JSON-RPC message, or returns nil for notifications.
+func (s *server) handle(raw json.RawMessage) any {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil || string(m["jsonrpc"]) != `"2.0"` {
+		return errorResponse(nil, errInvalidRequest)
+	}
+	var req request
+	if id, ok := m["id"]; ok && string(id) != "null" {
+		if id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
+			return errorResponse(nil, errInvalidRequest)
+		}
+		req.id = id
+	}
+	if json.Unmarshal(m["method"], &req.method) != nil || len(m["method"]) == 0 || m["method"][0] != '"' {
+		if req.id == nil {
+			return nil
+		}
+		return errorResponse(req.id, errInvalidRequest)
+	}
+	if p, ok := m["params"]; ok {
+		req.params = p
+	}
+	result, err := s.dispatch(req)
+	if req.id == nil {
+		return nil
+	}
+	if err != nil {
+		return errorResponse(req.id, err)
+	}
+	if result == nil {
+		return nil
+	}
+	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"result", result}}
+}
+
+func errorResponse(id json.RawMessage, e *rpcError) object {
+	var idv any
+	if id != nil {
+		idv = rawJSON(id)
+	}
+	return object{{"jsonrpc", "2.0"}, {"id", idv}, {"error", object{{"code", e.code}, {"message", e.message}}}}
+}
+
+// params decodes request params as an object; absent params are an empty
+// object, anything else that is not an object is an error naming method.
+func (req request) paramsObject() (toolArgs, *rpcError) {
+	if req.params == nil {
+		return toolArgs{values: map[string]json.RawMessage{}}, nil
+	}
+	a, ok := parseArgs(req.params)
+	if !ok {
+		return a, errInvalidParams(req.method + " params must be an object.")
+	}
+	return a, nil
+}
+
+// dispatch runs one request and returns its result, an error, or (nil, nil)
+// when nothing is to be answered.
+func (s *server) dispatch(req request) (any, *rpcError) {
+	switch req.method {
+	case "initialize":
+		return s.initialize(req)
+	case "notifications/initialized":
+		if s.initialized {
+			s.ready = true
+		}
+		return nil, nil
+	case "ping":
+		return object{}, nil
+	}
+	if !s.ready {
+		return nil, errNotInitialized
+	}
+	if req.id == nil {
+		return nil, nil
+	}
+	switch req.method {
+	case "tools/list":
+		return toolList, nil
+	case "tools/call":
+		return s.toolsCall(req)
+	case "resources/list":
+		return s.resourcesList()
+	case "resources/read":
+		return s.resourcesRead(req)
+	case "resources/subscribe":
+		return s.resourcesSubscribe(req)
+	case "resources/unsubscribe":
+		return s.resourcesUnsubscribe(req)
+	}
+	return nil, errMethodNotFound(req.method)
+}
+
+func (s *server) initialize(req request) (any, *rpcError) {
+	if req.id == nil || s.initialized {
+		return nil, errInvalidInit
+	}
+	p, err := req.paramsObject()
+	if err != nil {
+		return nil, err
+	}
+	client, ok := p.str("protocolVersion")
+	if !ok || strings.TrimSpace(client) == "" {
+		return nil, errInvalidParams("initialize protocolVersion must be a non-empty string.")
+	}
+	answer := supportedProtocolVersions[0]
+	for _, v := range supportedProtocolVersions {
+		if v == client {
+			answer = v
+		}
+	}
+	s.initialized = true
+	return object{
+		{"protocolVersion", answer},
+		{"capabilities", object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}},
+		{"serverInfo", object{{"name", "crosstalk"}, {"version", version}}},
+	}, nil
+}
+
+func (s *server) toolsCall(req request) (any, *rpcError) {
+	p, perr := req.paramsObject()
+	if perr != nil {
+		return nil, perr
+	}
+	call := toolCall{requestID: req.id, started: time.Now()}
+	if raw, ok := p.values["name"]; ok {
+		if name, ok := p.str("name"); ok {
+			call.name = name
+		} else {
+			call.name = string(raw)
+		}
+	}
+	rawArgs, hasArgs := p.values["arguments"]
+	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
+	if hasArgs {
+		args, argsOK = parseArgs(rawArgs)
+	}
+	caller, _ := args.str("caller_name")
+	var rerr *rpcError
+	switch {
+	case !argsOK:
+		call.result = failure(validationErrorf("tools/call arguments must be an object."))
+		rerr = errInvalidParams("tools/call arguments must be an object.")
+	case strings.TrimSpace(caller) == "":
+		call.args = args
+		call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
+		rerr = errInvalidParams("tools/call caller_name must be a non-empty string.")
+	default:
+		call.args = args
+		if call.name == "delete_group" && s.audit != nil {
+			if meta, err := s.store.groupMetadata(args.groupID()); err == nil {
+				call.groupName = meta.name
+			}
+		}
+		call.result = s.callTool(call.name, args)
+	}
+	if s.audit != nil {
+		s.audit(call)
+	}
+	if rerr != nil {
+		return nil, rerr
+	}
+	return call.result.wire(), nil
+}
+
+func (s *server) resourcesList() (any, *rpcError) {
+	var groups []groupMeta
+	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
+		logf("resources/list: %v", err)
+		return nil, errInternal
+	}
+	list := make([]any, len(groups))
+	for i, g := range groups {
+		list[i] = object{
+			{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID},
+			{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
+			{"mimeType", "application/json"},
+		}
+	}
+	return object{{"resources", list}}, nil
+}
+
+// resourceURI returns the uri param of a resources/* request.
+func (req request) resourceURI() (string, *rpcError) {
+	p, err := req.paramsObject()
+	if err != nil {
+		return "", err
+	}
+	if !p.has("uri") {
+		return "", nil
+	}
+	uri, ok := p.str("uri")
+	if !ok {
+		return "", errInvalidParams("Invalid Crosstalk subscription URI.")
+	}
+	return uri, nil
+}
+
+// resourceError maps a domain or storage error of a resources/* request.
+func resourceError(err error) *rpcError {
+	var te *toolError
+	if errors.As(err, &te) {
+		return errInvalidParams(te.msg)
+	}
+	logf("resource request: %v", err)
+	return errInternal
+}
+
+func (s *server) resourcesRead(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	var snapshot object
+	err := retryBusy(func() error {
+		if isWakeupURI(uri) {
+			g, c, err := parseWakeupURI(uri)
+			if err != nil {
+				return err
+			}
+			if !s.subs.isAuthorized(uri) {
+				return errWakeupNotAuthorized
+			}
+			events, err := s.store.wakeups(g, c)
+			if err != nil {
+				return err
+			}
+			list := make([]any, len(events))
+			for i, w := range events {
+				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
+					{"created_at", w.createdAt}, {"acknowledged_at", w.acknowledgedAt}, {"last_notified_at", w.lastNotifiedAt}}
+			}
+			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", list}}
+			return nil
+		}
+		g, err := parseGroupURI(uri)
+		if err != nil {
+			return err
+		}
+		count, latest, err := s.store.groupSnapshot(g)
+		snapshot = object{{"group_id", g}, {"message_count", count}, {"latest_message_id", latest}}
+		return err
+	})
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
+}
+
+func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
+		return nil, resourceError(err)
+	}
+	return object{}, nil
+}
+
+// resourcesUnsubscribe stops a subscription. Unsubscribing a joined
+// context's wakeup resource also leaves the group, as in the original.
+func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if !isWakeupURI(uri) {
+		s.subs.unsubscribe(uri)
+		return object{}, nil
+	}
+	g, c, err := parseWakeupURI(uri)
+	if err == nil && !s.subs.isAuthorized(uri) {
+		err = errWakeupNotAuthorized
+	}
+	if err == nil {
+		err = retryBusy(func() error { return s.store.leaveGroup(g, c, "", false) })
+	}
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	s.subs.revoke(uri)
+	return object{}, nil
+}
+
+// object is a JSON object that keeps its keys in insertion order, so results
+// render like the original's json.dumps of a dict.
+type object []field
+
+// field is one key of an object.
+type field struct {
+	key   string
+	value any
+}
+
+func (o object) get(key string) any {
+	for _, f := range o {
+		if f.key == key {
+			return f.value
+		}
+	}
+	return nil
+}
+
+// stringList is a JSON array of strings; nil renders as [].
+type stringList []string
+
+// rawJSON is JSON text written as it came, such as a request id.
+type rawJSON json.RawMessage
+
+// pyJSON encodes v the way Python's json.dumps does by default: ", " and
+// ": " separators and every non-ASCII character escaped. Tool results carry
+// this text, and agents (and golden transcripts) see it byte for byte.
+func pyJSON(v any) string {
+	var b strings.Builder
+	writePyJSON(&b, v)
+	return b.String()
+}
+
+func writePyJSON(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case int:
+		b.WriteString(strconv.Itoa(v))
+	case int64:
+		b.WriteString(strconv.FormatInt(v, 10))
+	case *int64:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			b.WriteString(strconv.FormatInt(*v, 10))
+		}
+	case string:
+		writePyString(b, v)
+	case *string:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			writePyString(b, *v)
+		}
+	case rawJSON:
+		b.Write(v)
+	case stringList:
+		b.WriteByte('[')
+		for i, s := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyString(b, s)
+		}
+		b.WriteByte(']')
+	case []any:
+		b.WriteByte('[')
+		for i, item := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyJSON(b, item)
+		}
+		b.WriteByte(']')
+	case object:
+		b.WriteByte('{')
+		for i, f := range v {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyString(b, f.key)
+			b.WriteString(": ")
+			writePyJSON(b, f.value)
+		}
+		b.WriteByte('}')
+	default:
+		panic(fmt.Sprintf("pyJSON: unsupported type %T", v))
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// writePyString writes s as a JSON string with Python's ensure_ascii
+// escaping: lowercase \uXXXX for control and non-ASCII characters,
+// surrogate pairs above the BMP.
+func writePyString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x20 && r < 0x7f && r != '"' && r != '\\' {
+			i += size
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				writeU(b, r1)
+				writeU(b, r2)
+			} else {
+				writeU(b, r)
+			}
+		}
+		i += size
+		start = i
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
+func writeU(b *strings.Builder, r rune) {
+	b.WriteString(`\u`)
+	b.WriteByte(hexDigits[r>>12&0xf])
+	b.WriteByte(hexDigits[r>>8&0xf])
+	b.WriteByte(hexDigits[r>>4&0xf])
+	b.WriteByte(hexDigits[r&0xf])
 }
