@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestCommandLine(t *testing.T) {
+	for _, tt := range []struct {
+		args             []string
+		code             int
+		stdout, stderr   string
+		stdoutHasVersion bool
+	}{
+		{[]string{"--help"}, 0, usage, "", false},
+		{[]string{"-h"}, 0, usage, "", false},
+		{[]string{"--version"}, 0, version + "\n", "", true},
+		{[]string{"serve"}, 2, "", "Unknown command: serve\n", false},
+		{[]string{"--port"}, 2, "", "Unknown command: --port\n", false},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.code || stdout.String() != tt.stdout || stderr.String() != tt.stderr {
+				t.Errorf("got %d %q %q; want %d %q %q", code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestServeExitsOnEOF(t *testing.T) {
+	t.Setenv("CROSSTALK_GROUPS_DIR", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	in := `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n"
+	if code := run(nil, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("got exit %d (%s); want 0", code, stderr.String())
+	}
+	if got := stdout.String(); got != `{"jsonrpc": "2.0", "id": 1, "result": {}}`+"\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestGroupsDirFromEnv(t *testing.T) {
+	t.Setenv("CROSSTALK_GROUPS_DIR", "/srv/groups")
+	if got, _ := groupsDirFromEnv(); got != "/srv/groups" {
+		t.Errorf("got %s; want /srv/groups", got)
+	}
+	t.Setenv("CROSSTALK_GROUPS_DIR", "")
+	t.Setenv("HOME", "/home/u")
+	if got, _ := groupsDirFromEnv(); got != "/home/u/.cache/crosstalk" {
+		t.Errorf("got %s; want /home/u/.cache/crosstalk", got)
+	}
+}

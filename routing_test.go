@@ -1,0 +1,263 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestHasMention(t *testing.T) {
+	for _, tt := range []struct {
+		text, id string
+		want     bool
+	}{
+		{"@bob", "bob", true},
+		{"hi @bob", "bob", true},
+		{"hi @Bob, there", "bob", true},
+		{"@bob.", "bob", true},
+		{"@bob!", "bob", true},
+		{"@bob?", "bob", true},
+		{"@bob;", "bob", true},
+		{"@bob:", "bob", true},
+		{"@bob\tx", "bob", true},
+		{"@bob\nx", "bob", true},
+		{"@bobby", "bob", false},
+		{"@bob-1", "bob", false},
+		{"@bob's", "bob", false},
+		{"email bob@bob.com", "bob", true},
+		{"@bobby and @bob", "bob", true},
+		{"bob", "bob", false},
+		{"@ALL hands", "all", true},
+		{"@allison", "all", false},
+		{"@carol/1!", "carol/1", true},
+		{"@ünïcode ok", "ÜNÏCODE", true},
+	} {
+		if got := hasMention(strings.ToLower(tt.text), tt.id); got != tt.want {
+			t.Errorf("hasMention(%q, %q): got %v; want %v", tt.text, tt.id, got, tt.want)
+		}
+	}
+}
+
+func TestRoute(t *testing.T) {
+	others := []recipient{{"b", "Bob"}, {"c", "Carol"}, {"d", "dave"}}
+	for _, tt := range []struct {
+		name, text, priority string
+		wake                 []string
+		want                 routing
+	}{
+		{"fallback", "hello", "normal", nil, routing{[]string{}, []target{{"b", "fallback"}, {"c", "fallback"}, {"d", "fallback"}}, "fallback"}},
+		{"mention by name", "ping @carol", "normal", nil, routing{[]string{"c"}, []target{{"c", "mentioned"}}, "mentioned"}},
+		{"mention by id", "ping @d", "high", nil, routing{[]string{"d"}, []target{{"d", "mentioned"}}, "mentioned"}},
+		{"mentions keep member order", "@dave @bob", "normal", nil, routing{[]string{"b", "d"}, []target{{"b", "mentioned"}, {"d", "mentioned"}}, "mentioned"}},
+		{"all", "@all", "low", nil, routing{[]string{"b", "c", "d"}, []target{{"b", "mentioned"}, {"c", "mentioned"}, {"d", "mentioned"}}, "mentioned"}},
+		{"urgent beats mentions", "@bob now", "urgent", nil, routing{[]string{"b"}, []target{{"b", "urgent"}, {"c", "urgent"}, {"d", "urgent"}}, "urgent"}},
+		{"explicit beats urgent", "@bob now", "urgent", []string{"d", "x"}, routing{[]string{"b"}, []target{{"d", "explicit"}}, "explicit"}},
+		{"unknown explicit ids fall through", "@bob", "normal", []string{"x"}, routing{[]string{"b"}, []target{{"b", "mentioned"}}, "mentioned"}},
+		{"explicit in member order", "x", "normal", []string{"d", "b"}, routing{[]string{}, []target{{"b", "explicit"}, {"d", "explicit"}}, "explicit"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := route(others, tt.text, tt.priority, tt.wake); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v; want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := route(nil, "@all", "urgent", nil); len(got.targets) != 0 || got.reason != "urgent" {
+		t.Errorf("alone in a group: got %+v; want no targets", got)
+	}
+}
+
+func TestResourceURIs(t *testing.T) {
+	g := "grp_" + strings.Repeat("0a", 16)
+	for _, ctx := range []string{"plain", "with/slash", "sp ace", "ü@:?#&=+%", "a.b_c-d~e"} {
+		uri := wakeupURI(g, ctx)
+		gotG, gotC, err := parseWakeupURI(uri)
+		if err != nil || gotG != g || gotC != ctx {
+			t.Errorf("round trip %q via %s: got %q %q %v", ctx, uri, gotG, gotC, err)
+		}
+	}
+	if got := wakeupURI(g, "C/x y"); got != "crosstalk://groups/"+g+"/wakeups/C%2Fx%20y" {
+		t.Errorf("got %s; want Python's quote(safe='') encoding", got)
+	}
+	for _, tt := range []struct{ uri, wantErr string }{
+		{"crosstalk://groups/" + g + "/messages", ""},
+		{"crosstalk://groups/" + g + "/other", "Invalid Crosstalk subscription URI."},
+		{"crosstalk://groups/../" + g[3:] + "/messages", "Invalid group_id."},
+		{"crosstalk://groups/messages", "Invalid Crosstalk subscription URI."},
+	} {
+		_, err := parseGroupURI(tt.uri)
+		if got := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && got != tt.wantErr) {
+			t.Errorf("parseGroupURI(%s): got %v; want %q", tt.uri, err, tt.wantErr)
+		}
+	}
+	if _, _, err := parseWakeupURI("crosstalk://groups/" + g + "/wakeups/%zz"); err != nil {
+		t.Errorf("malformed escapes are kept like Python's unquote: %v", err)
+	}
+}
+
+// recorder collects notifications and can be told to fail writes.
+type recorder struct {
+	mu   sync.Mutex
+	fail bool
+	got  []string
+}
+
+func (r *recorder) notify(method string, params object) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("broken pipe")
+	}
+	r.got = append(r.got, method+" "+pyJSON(params))
+	return nil
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.got
+	r.got = nil
+	return got
+}
+
+func (r *recorder) setFail(fail bool) {
+	r.mu.Lock()
+	r.fail = fail
+	r.mu.Unlock()
+}
+
+func TestSubscriptionPolling(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	// Drive polls by hand: the monitor's own ticker is an hour.
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := createGroup(t, s, "alice")
+	join(t, s, g, "alice", "Alice")
+	join(t, s, g, "bob", "Bob")
+	groupURI := groupURI(g)
+	bobURI := wakeupURI(g, "bob")
+	if err := m.subscribe(bobURI); !errors.Is(err, errWakeupNotAuthorized) {
+		t.Fatalf("unauthorized wakeup subscribe: got %v; want %v", err, errWakeupNotAuthorized)
+	}
+	m.authorize(bobURI)
+	for _, uri := range []string{groupURI, bobURI} {
+		if err := m.subscribe(uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("nothing changed: got %v", got)
+	}
+
+	send(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
+	rec.setFail(true)
+	m.poll()
+	rec.setFail(false)
+	var notified *string
+	s.store.withGroup(g, func(db *sql.DB) error {
+		return db.QueryRow("SELECT last_notified_at FROM wakeup_events WHERE context_id = 'bob'").Scan(&notified)
+	})
+	if notified != nil {
+		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
+	}
+	m.poll()
+	want := []string{
+		`notifications/resources/updated {"uri": "` + groupURI + `", "priority": "normal", "relevance": "group_change"}`,
+		`notifications/resources/updated {"uri": "` + bobURI + `", "priority": "high", "relevance": "mentioned"}`,
+	}
+	if got := rec.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after a send:\ngot  %v\nwant %v", got, want)
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("no reminder before 300 s: got %v", got)
+	}
+
+	// A reminder is due 300 s after the last notification.
+	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+	m.poll()
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
+		t.Errorf("reminder: got %v; want one wakeup notification", got)
+	}
+	s.store.now = time.Now
+	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
+	s.store.now = func() time.Time { return time.Now().Add(2 * wakeupReminderInterval) }
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("acknowledged by reading: got %v; want no reminder", got)
+	}
+	s.store.now = time.Now
+
+	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
+	m.poll()
+	want = []string{
+		`notifications/resources/updated {"uri": "` + groupURI + `", "relevance": "deleted"}`,
+		`notifications/resources/updated {"uri": "` + bobURI + `", "relevance": "deleted"}`,
+	}
+	if got := rec.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after delete:\ngot  %v\nwant %v", got, want)
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("deleted subscriptions are dropped: got %v", got)
+	}
+}
+
+func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := createGroup(t, s, "alice")
+	join(t, s, g, "alice", "Alice")
+	if err := m.subscribe(groupURI(g)); err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, g, "alice", "Alice", "one", nil)
+	rec.setFail(true)
+	m.poll()
+	rec.setFail(false)
+	m.poll()
+	if got := rec.take(); len(got) != 1 {
+		t.Errorf("got %v; want the change notified once the write works", got)
+	}
+}
+
+func TestBusyKeepsSubscription(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := createGroup(t, s, "alice")
+	join(t, s, g, "alice", "Alice")
+	if err := m.subscribe(groupURI(g)); err != nil {
+		t.Fatal(err)
+	}
+	s.store.forget(g) // the next poll opens the file anew, under the lock
+	locker := openRaw(t, s.store.groupPath(g))
+	locker.SetMaxOpenConns(1)
+	// An exclusive-mode write keeps readers of a WAL database out.
+	for _, q := range []string{"PRAGMA locking_mode=EXCLUSIVE", "BEGIN EXCLUSIVE", "UPDATE group_state SET message_revision = message_revision + 1"} {
+		if _, err := locker.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("while locked: got %v; want nothing", got)
+	}
+	if _, err := locker.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	locker.Close()
+	m.poll()
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
+		t.Errorf("after the lock: got %v; want the change", got)
+	}
+}
