@@ -97,11 +97,12 @@ func logf(format string, args ...any) { log.Printf(format, args...) }
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
 // non-positive or non-finite value means the default 0.5 s.
 func pollInterval(value string) time.Duration {
-	v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 86400 {
+	v, err := strconv.ParseFloat(strings.TrimFunc(value, isPySpace), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		v = defaultPollSec
 	}
-	return time.Duration(v * float64(time.Second))
+	// Clamp where a time.Duration would overflow (about 292 years).
+	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
 }
 
 // runServer serves MCP over stdio until stdin closes, then exits 0.
@@ -310,7 +311,7 @@ func (s *server) initialize(req request) (any, *rpcError) {
 		return nil, err
 	}
 	client, ok := p.str("protocolVersion")
-	if !ok || strings.TrimSpace(client) == "" {
+	if !ok || isBlank(client) {
 		return nil, errInvalidParams("initialize protocolVersion must be a non-empty string.")
 	}
 	answer := supportedProtocolVersions[0]
@@ -351,7 +352,7 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 	case !argsOK:
 		call.result = failure(validationErrorf("tools/call arguments must be an object."))
 		rerr = errInvalidParams("tools/call arguments must be an object.")
-	case strings.TrimSpace(caller) == "":
+	case isBlank(caller):
 		call.args = args
 		call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
 		rerr = errInvalidParams("tools/call caller_name must be a non-empty string.")
@@ -552,7 +553,12 @@ func writePyJSON(b *strings.Builder, v any) {
 			writePyString(b, *v)
 		}
 	case rawJSON:
-		b.Write(v)
+		var s string
+		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
+			writePyString(b, s) // ASCII-only, like everything Python writes
+		} else {
+			b.Write(v)
+		}
 	case stringList:
 		b.WriteByte('[')
 		for i, s := range v {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // subscriptions watches the resources one MCP session subscribed to and
@@ -59,7 +61,7 @@ type routing struct {
 // wins. others is in the group_members table's natural order.
 func route(others []recipient, text, priority string, wakeIDs []string) routing {
 	var r routing
-	lower := strings.ToLower(text)
+	lower := pyLower(text)
 	var mentioned []recipient
 	if strings.Contains(lower, "@") {
 		if hasMention(lower, "all") {
@@ -108,7 +110,7 @@ func route(others []recipient, text, priority string, wakeIDs []string) routing 
 // token "@identifier": followed by the end of the text, whitespace or one of
 // .,!?;: so that "@bob" does not match "@bobby".
 func hasMention(lower, identifier string) bool {
-	needle := "@" + strings.ToLower(identifier)
+	needle := "@" + pyLower(identifier)
 	for start := 0; ; start++ {
 		i := strings.Index(lower[start:], needle)
 		if i < 0 {
@@ -192,7 +194,7 @@ func parseWakeupURI(uri string) (groupID, contextID string, err error) {
 		return "", "", err
 	}
 	contextID = percentDecode(encoded)
-	if strings.TrimSpace(contextID) == "" {
+	if isBlank(contextID) {
 		return "", "", validationErrorf("Invalid wakeup context ID.")
 	}
 	return groupID, contextID, nil
@@ -369,3 +371,73 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	m.mu.Unlock()
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
 }
+
+// pyLower lowercases s as Python's str.lower() does: simple Unicode
+// lowercase mappings plus the two special cases Python applies, İ → i̇ and a
+// word-final Σ → ς. Mentions are matched on this form, so "@ΑΣ" means the
+// same to a Go and a Python server.
+func pyLower(s string) string {
+	if isASCII(s) {
+		return strings.ToLower(s)
+	}
+	runes := []rune(s)
+	var b strings.Builder
+	for i, r := range runes {
+		switch {
+		case r == 'İ':
+			b.WriteString("i\u0307")
+		case r == 'Σ' && finalSigma(runes, i):
+			b.WriteRune('ς')
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// finalSigma implements Unicode's Final_Sigma condition for runes[i]: a
+// cased letter comes before it and none after it, skipping case-ignorable
+// characters both ways.
+func finalSigma(runes []rune, i int) bool {
+	j := i - 1
+	for j >= 0 && caseIgnorable(runes[j]) {
+		j--
+	}
+	if j < 0 || !cased(runes[j]) {
+		return false
+	}
+	k := i + 1
+	for k < len(runes) && caseIgnorable(runes[k]) {
+		k++
+	}
+	return k == len(runes) || !cased(runes[k])
+}
+
+func cased(r rune) bool {
+	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
+		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
+}
+
+func caseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
+
+// isPySpace is Python's str.isspace() for one character: Go's
+// unicode.IsSpace plus the separators U+001C–U+001F.
+func isPySpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
+
+// isBlank reports whether s is empty after Python's str.strip().
+func isBlank(s string) bool { return strings.TrimFunc(s, isPySpace) == "" }

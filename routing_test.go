@@ -261,3 +261,27 @@ func TestBusyKeepsSubscription(t *testing.T) {
 		t.Errorf("after the lock: got %v; want the change", got)
 	}
 }
+
+func TestPythonTextRules(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"ABC", "abc"},
+		{"İpek", "i\u0307pek"},
+		{"ΑΣ", "ας"},
+		{"ΑΣ x", "ας x"},
+		{"Σ", "σ"},
+		{"ΑΣΑ", "ασα"},
+		{"ΑΣ'", "ας'"},
+	} {
+		if got := pyLower(tt.in); got != tt.want {
+			t.Errorf("pyLower(%q): got %q; want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{{"", true}, {" \t\n", true}, {"\x1c\x1d\x1e\x1f", true}, {"\u00a0\u2003", true}, {"x", false}, {"\u200b", false}} {
+		if got := isBlank(tt.in); got != tt.want {
+			t.Errorf("isBlank(%q): got %v; want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -136,11 +136,12 @@ var toolsByName = func() map[string]*tool {
 var toolList = func() object {
 	list := make([]any, len(tools))
 	for i, t := range tools {
-		schema := object{
-			{"type", "object"},
-			{"properties", withProps(t.properties, callerName)},
-			{"required", stringList(append(append([]string{}, t.required...), "caller_name"))},
-			{"additionalProperties", false},
+		required := field{"required", stringList(append(append([]string{}, t.required...), "caller_name"))}
+		schema := object{{"type", "object"}, {"properties", withProps(t.properties, callerName)}, required, {"additionalProperties", false}}
+		if len(t.required) == 0 {
+			// The original appends caller_name's "required" to schemas
+			// that had none, after additionalProperties.
+			schema[2], schema[3] = schema[3], schema[2]
 		}
 		def := object{{"name", t.name}, {"description", t.description}}
 		if t.destructive {
@@ -207,7 +208,7 @@ func (a toolArgs) isNull(key string) bool {
 // whitespace, failing with the original's "<key> must be a non-empty string."
 func (a toolArgs) nonEmpty(key string) (string, error) {
 	v, ok := a.str(key)
-	if !ok || strings.TrimSpace(v) == "" {
+	if !ok || isBlank(v) {
 		return "", validationErrorf("%s must be a non-empty string.", key)
 	}
 	return v, nil
@@ -473,7 +474,9 @@ func (s *server) getUnreadMessages(a toolArgs) (any, error) {
 	return messagesObject(msgs), err
 }
 
-var nonNegativeInteger = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+// nonNegativeInteger matches the JSON integers Python reads as an int of at
+// least zero ("-0" is 0); fractions and exponents make a float there.
+var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
 
 func (s *server) getMessagesAfter(a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
@@ -519,7 +522,7 @@ func (s *server) sendMessage(a toolArgs) (any, error) {
 		}
 		for _, raw := range items {
 			var id string
-			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || strings.TrimSpace(id) == "" {
+			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
 				return nil, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 			}
 			wake = append(wake, id)
