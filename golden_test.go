@@ -127,14 +127,17 @@ func (g *goldenBuffer) String() string {
 	return g.b.String()
 }
 
-func startGoldenSession(t *testing.T, header goldenHeader, steps []goldenStep) *goldenSession {
+// startGoldenSession runs the server in-process on groups directory dir
+// with the given environment; group ids written literally in steps are not
+// replaced by placeholders.
+func startGoldenSession(t *testing.T, dir string, env map[string]string, steps []goldenStep) *goldenSession {
 	t.Helper()
-	t.Setenv("CROSSTALK_GROUPS_DIR", t.TempDir())
+	t.Setenv("CROSSTALK_GROUPS_DIR", dir)
 	t.Setenv("CROSSTALK_OBSERVABILITY_RETENTION_DAYS", "")
 	os.Unsetenv("CROSSTALK_OBSERVABILITY_RETENTION_DAYS")
 	t.Setenv("CROSSTALK_POLL_INTERVAL_SECONDS", "")
 	os.Unsetenv("CROSSTALK_POLL_INTERVAL_SECONDS")
-	for k, v := range header.Env {
+	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	s := &goldenSession{
@@ -145,7 +148,7 @@ func startGoldenSession(t *testing.T, header goldenHeader, steps []goldenStep) *
 		literal: map[string]bool{},
 		toPH:    map[string]string{},
 		fromPH:  map[string]string{},
-		poll:    goldenPollInterval(header.Env["CROSSTALK_POLL_INTERVAL_SECONDS"]),
+		poll:    goldenPollInterval(env["CROSSTALK_POLL_INTERVAL_SECONDS"]),
 	}
 	s.quiet = s.poll >= time.Hour
 	for _, st := range steps {
@@ -353,7 +356,7 @@ func (s *goldenSession) substitute(line string) (string, error) {
 }
 
 func replayGolden(t *testing.T, header goldenHeader, steps []goldenStep) {
-	s := startGoldenSession(t, header, steps)
+	s := startGoldenSession(t, t.TempDir(), header.Env, steps)
 	for i, st := range steps {
 		label := fmt.Sprintf("step %d", i+1)
 		if st.Note != "" {
