@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -28,6 +30,9 @@ type goldenStep struct {
 	Expect               json.RawMessage  `json:"expect"`
 	Await                *json.RawMessage `json:"await"`
 	Exit                 *int             `json:"exit"`
+	SQL                  *string          `json:"sql"`
+	Group                string           `json:"group"`
+	Remove               *string          `json:"remove"`
 	Note                 string           `json:"note"`
 	Unordered            bool             `json:"unordered"`
 	Deviation            string           `json:"deviation"`
@@ -95,6 +100,7 @@ func readGoldenTranscript(t *testing.T, file string) (goldenHeader, []goldenStep
 // mapping between real group ids and the transcript's placeholders.
 type goldenSession struct {
 	t       *testing.T
+	dir     string
 	stdin   *io.PipeWriter
 	lines   chan []byte
 	exit    chan int
@@ -142,6 +148,7 @@ func startGoldenSession(t *testing.T, dir string, env map[string]string, steps [
 	}
 	s := &goldenSession{
 		t:       t,
+		dir:     dir,
 		lines:   make(chan []byte, 4096),
 		exit:    make(chan int, 1),
 		stderr:  &goldenBuffer{},
@@ -369,6 +376,10 @@ func replayGolden(t *testing.T, header goldenHeader, steps []goldenStep) {
 			s.replayAwait(label, *st.Await)
 		case st.Exit != nil:
 			s.finish(*st.Exit)
+		case st.SQL != nil:
+			s.foreignSQL(label, st.Group, *st.SQL)
+		case st.Remove != nil:
+			s.foreignRemove(label, *st.Remove)
 		default:
 			t.Fatalf("%s: step has neither send, await nor exit", label)
 		}
@@ -532,6 +543,40 @@ func (s *goldenSession) finish(want int) {
 	}
 	if len(s.pending) > 0 && s.quiet {
 		t.Errorf("got notifications %s; want none", goldenJSON(s.pending))
+	}
+}
+
+// foreignPath is the database file of a group named by placeholder.
+func (s *goldenSession) foreignPath(label, placeholder string) string {
+	id, err := s.substitute(placeholder)
+	if err != nil {
+		s.t.Fatalf("%s: %v", label, err)
+	}
+	return filepath.Join(s.dir, id+".sqlite3")
+}
+
+// foreignSQL plays another process writing to a group database while the
+// server runs, as a second server or an older client would.
+func (s *goldenSession) foreignSQL(label, group, statement string) {
+	path := s.foreignPath(label, group)
+	// A generous busy timeout: the server may hold the write lock briefly.
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		s.t.Fatalf("%s: open %s: %v", label, path, err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(statement); err != nil {
+		s.t.Fatalf("%s: %s: %v", label, statement, err)
+	}
+}
+
+// foreignRemove deletes a group's files behind the server's back.
+func (s *goldenSession) foreignRemove(label, group string) {
+	path := s.foreignPath(label, group)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !os.IsNotExist(err) {
+			s.t.Fatalf("%s: remove %s: %v", label, path+suffix, err)
+		}
 	}
 }
 
