@@ -400,6 +400,12 @@ func (s *goldenSession) replaySend(label string, st goldenStep) {
 		t.Errorf("%s: send %s: got notifications %s; want none (poll interval %v)", label, line, goldenJSON(s.pending), s.poll)
 		s.pending = nil
 	}
+	for _, out := range raw {
+		if i := strings.IndexFunc(out, func(r rune) bool { return r > 0x7e || r < 0x20 }); i >= 0 {
+			t.Errorf("%s: send %s: output byte %d of %q is not printable ASCII; the original escapes everything (json.dumps ensure_ascii)",
+				label, line, i, goldenTruncate(out, 200))
+		}
+	}
 	if st.Unordered {
 		for _, msg := range checkListOrder(responses) {
 			t.Errorf("%s: send %s: %s", label, line, msg)
