@@ -443,12 +443,130 @@ func (s *goldenSession) replaySend(label string, st goldenStep) {
 	}
 	var diffs []string
 	goldenDiff("$", wantList, got, &diffs)
+	if len(diffs) == 0 && !st.Unordered {
+		diffs = s.compareLines(st.Expect, raw)
+	}
 	if len(diffs) > 0 {
 		if len(diffs) > 12 {
 			diffs = append(diffs[:12], fmt.Sprintf("... and %d more", len(diffs)-12))
 		}
 		t.Errorf("%s:\n  %s\n  raw answer: %s", where, strings.Join(diffs, "\n  "), goldenTruncate(strings.Join(raw, "\n              "), 1500))
 	}
+}
+
+// goldenVersionRE finds serverInfo.version in a raw line.
+var goldenVersionRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": )"(?:[^"\\]|\\.)*"`)
+
+// compareLines checks each output line byte for byte against the expected
+// value rendered as Python's json.dumps renders it, after normalization.
+// It catches what a structural comparison cannot: key order, separators and
+// escaping in the envelope.
+func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []string {
+	var lines []json.RawMessage
+	if err := json.Unmarshal(expect, &lines); err != nil || len(lines) != len(raw) {
+		return []string{fmt.Sprintf("transcript expect: %v", err)}
+	}
+	var diffs []string
+	for i, want := range lines {
+		w, err := pyDumps(want)
+		if err != nil {
+			return []string{fmt.Sprintf("render expect: %v", err)}
+		}
+		g := goldenGroupRE.ReplaceAllStringFunc(raw[i], s.placeholder)
+		g = goldenTimestampRE.ReplaceAllString(g, "<ts>")
+		g = goldenVersionRE.ReplaceAllString(g, `$1"<version>"`)
+		if g != w {
+			at := goldenFirstDiff(w, g)
+			diffs = append(diffs, fmt.Sprintf("line %d: same JSON, different bytes at offset %d: got …%q…; want …%q…",
+				i, at, goldenWindow(g, at), goldenWindow(w, at)))
+		}
+	}
+	return diffs
+}
+
+// pyDumps renders JSON with the key order it was written in, the way
+// Python's json.dumps does by default: ", " and ": " separators and every
+// character outside printable ASCII escaped.
+func pyDumps(data []byte) (string, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var b strings.Builder
+	var render func() error
+	render = func() error {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			closing := map[json.Delim]string{'{': "}", '[': "]"}[v]
+			b.WriteString(v.String())
+			for i := 0; d.More(); i++ {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				if v == '{' {
+					key, err := d.Token()
+					if err != nil {
+						return err
+					}
+					pyString(&b, key.(string))
+					b.WriteString(": ")
+				}
+				if err := render(); err != nil {
+					return err
+				}
+			}
+			if _, err := d.Token(); err != nil {
+				return err
+			}
+			b.WriteString(closing)
+		case string:
+			pyString(&b, v)
+		case json.Number:
+			b.WriteString(v.String())
+		case bool:
+			b.WriteString(strconv.FormatBool(v))
+		case nil:
+			b.WriteString("null")
+		}
+		return nil
+	}
+	if err := render(); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// pyString writes s as a JSON string with ensure_ascii escaping.
+func pyString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r >= 0x20 && r <= 0x7e:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r -= 0x10000
+			fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+		default:
+			fmt.Fprintf(b, `\u%04x`, r)
+		}
+	}
+	b.WriteByte('"')
 }
 
 // replayAwait waits until every expected notification arrived, then a little
