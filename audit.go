@@ -1,0 +1,1098 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	_ "modernc.org/sqlite"
+)
+
+// auditLog is the opt-in audit writer: one row per completed tools/call in
+// observability.sqlite3, plus the pre-aggregated rollups the dashboard reads.
+// Every method is safe on a nil receiver, which is what a server with
+// auditing disabled holds. A failing audit database never changes a tool
+// result: each call gets one bounded attempt and errors are swallowed.
+type auditLog struct {
+	path   string
+	config auditConfig
+
+	// groupName returns a group's current name ("" when unnamed); it is
+	// consulted for the group-name snapshot of each event.
+	groupName func(groupID string) (string, error)
+	// memberName returns the name a context joined a group with; it is the
+	// caller-name fallback when a call carries no caller_name.
+	memberName func(groupID, contextID string) (string, error)
+	// now is the clock used for retention; tests move it.
+	now func() time.Time
+
+	// mu serializes attempts because the rollup upserts and the retention
+	// state must not interleave between goroutines sharing the handle.
+	mu          sync.Mutex
+	db          *sql.DB
+	ready       bool
+	nextCleanup time.Time
+	warn        io.Writer
+	warned      bool
+}
+
+// auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
+type auditConfig struct {
+	enabled bool
+	// days is the retention in days; 0 means unlimited ("inf").
+	days int
+	// setting is the value recorded in metadata.retention_setting.
+	setting string
+}
+
+// auditConfigError is the message the original prints, byte for byte, before
+// exiting with status 2.
+var auditConfigError = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer.")
+
+const (
+	auditRetentionVar     = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
+	auditDatabaseName     = "observability.sqlite3"
+	auditSchemaVersion    = 2
+	auditDetailsMaxBytes  = 2048
+	auditCleanupBatchSize = 1000
+	// auditCleanupBudget bounds the retention work done inside one tool call;
+	// a large backlog is drained over the following calls instead.
+	auditCleanupBudget = 50 * time.Millisecond
+	// auditMaxRetentionDays is past the start of the calendar for any clock
+	// this program runs on, so longer settings can never expire a row.
+	auditMaxRetentionDays = 1_000_000
+)
+
+var auditDaysPattern = regexp.MustCompile(`^[1-9][0-9]*$`)
+
+// auditConfigFromEnv validates the retention variable without touching any
+// storage, so that main can refuse to start before a file is created.
+func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error) {
+	value, ok := lookup(auditRetentionVar)
+	switch {
+	case !ok:
+		return auditConfig{}, nil
+	case value == "inf":
+		return auditConfig{enabled: true, setting: "inf"}, nil
+	case auditDaysPattern.MatchString(value):
+		days, err := strconv.Atoi(value)
+		if err != nil {
+			days = math.MaxInt
+		}
+		return auditConfig{enabled: true, days: days, setting: value}, nil
+	}
+	return auditConfig{}, auditConfigError
+}
+
+// auditResolutions are the rollup tables' suffixes and bucket widths.
+var auditResolutions = []struct {
+	suffix  string
+	seconds int64
+}{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+
+// auditTables are the tables a complete version-2 audit schema has.
+var auditTables = []string{
+	"metadata", "tool_calls", "tool_call_group_names",
+	"analytics_1m", "analytics_1h", "analytics_1d", "analytics_30d",
+	"analytics_latency_1m", "analytics_latency_1h", "analytics_latency_1d", "analytics_latency_30d",
+	"analytics_filter_values",
+}
+
+const auditBaseSchema = `
+CREATE TABLE metadata (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	schema_version INTEGER NOT NULL,
+	created_at TEXT NOT NULL,
+	audit_enabled_at TEXT NOT NULL,
+	last_retention_cleanup_at TEXT,
+	retention_setting TEXT
+);
+CREATE TABLE tool_calls (
+	id INTEGER PRIMARY KEY,
+	occurred_at TEXT NOT NULL,
+	audit_request_id TEXT,
+	tool_name TEXT NOT NULL,
+	group_id TEXT,
+	context_id TEXT,
+	name TEXT,
+	outcome TEXT NOT NULL,
+	duration_ms INTEGER NOT NULL,
+	result_count INTEGER,
+	error_category TEXT,
+	details_json TEXT
+);`
+
+const auditIndexes = `
+CREATE INDEX IF NOT EXISTS tool_calls_by_occurred_at ON tool_calls(occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_tool_and_occurred_at ON tool_calls(tool_name, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_group_and_occurred_at ON tool_calls(group_id, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_context_and_occurred_at ON tool_calls(context_id, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_name_and_occurred_at ON tool_calls(name, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_outcome_and_occurred_at ON tool_calls(outcome, occurred_at);
+CREATE TABLE IF NOT EXISTS tool_call_group_names (
+	tool_call_id INTEGER PRIMARY KEY,
+	group_name TEXT NOT NULL
+);`
+
+// auditDimensions are the rollup key columns after bucket_start, in order.
+const auditDimensions = "tool_name, group_id, context_id, name, outcome, error_category"
+
+// auditRollupSchema returns the rollup and filter-value tables; every
+// statement is idempotent so an upgrade can run it over a partial schema.
+func auditRollupSchema() string {
+	var b strings.Builder
+	dims := "tool_name TEXT NOT NULL DEFAULT '', group_id TEXT NOT NULL DEFAULT '', " +
+		"context_id TEXT NOT NULL DEFAULT '', name TEXT NOT NULL DEFAULT '', " +
+		"outcome TEXT NOT NULL DEFAULT '', error_category TEXT NOT NULL DEFAULT ''"
+	for _, r := range auditResolutions {
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS analytics_%s (bucket_start INTEGER NOT NULL, %s, "+
+			"call_count INTEGER NOT NULL, error_count INTEGER NOT NULL, duration_sum_ms INTEGER NOT NULL, "+
+			"PRIMARY KEY (bucket_start, %s));\n", r.suffix, dims, auditDimensions)
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS analytics_latency_%s (bucket_start INTEGER NOT NULL, %s, "+
+			"latency_bucket TEXT NOT NULL, sample_count INTEGER NOT NULL, "+
+			"PRIMARY KEY (bucket_start, %s, latency_bucket));\n", r.suffix, dims, auditDimensions)
+	}
+	b.WriteString("CREATE TABLE IF NOT EXISTS analytics_filter_values (field TEXT NOT NULL, value TEXT NOT NULL, " +
+		"label TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(field, value));\n")
+	return b.String()
+}
+
+// auditEvent is one tool_calls row plus the group-name snapshot stored beside it.
+type auditEvent struct {
+	occurredAt    string
+	requestID     sql.NullString
+	toolName      string
+	groupID       sql.NullString
+	contextID     sql.NullString
+	name          sql.NullString
+	outcome       string
+	durationMS    int64
+	resultCount   sql.NullInt64
+	errorCategory sql.NullString
+	detailsJSON   sql.NullString
+	groupName     string
+}
+
+// openAuditLog returns the audit writer for dir, or nil when auditing is
+// disabled. The schema is prepared now; if that fails (another process holds
+// the write lock, say) the server still starts and each later write retries
+// the preparation within its own bounded attempt.
+func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, error) {
+	if !config.enabled {
+		return nil, nil
+	}
+	path := filepath.Join(dir, auditDatabaseName)
+	// busy_timeout(100) bounds how long one audit attempt can wait for a lock;
+	// synchronous(NORMAL) is durable in WAL mode against process crashes and
+	// keeps a per-call fsync off the tool-call path.
+	db, err := sql.Open("sqlite", sqliteDSN(path, "")+"&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("open audit database %s: %w", path, err)
+	}
+	// One connection: writes are serialized anyway, and a single handle keeps
+	// per-connection state (prepared schema, WAL mode) in one place.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	if warn == nil {
+		warn = io.Discard
+	}
+	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.prepare(); err != nil {
+		a.report(err)
+	}
+	return a, nil
+}
+
+// close releases the database handle.
+func (a *auditLog) close() error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.db.Close()
+}
+
+// report writes the first audit failure to stderr; later ones are silent so a
+// broken audit database cannot flood the log.
+func (a *auditLog) report(err error) {
+	if a.warned {
+		return
+	}
+	a.warned = true
+	fmt.Fprintf(a.warn, "crosstalk: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
+}
+
+// prepare creates or upgrades the version-2 schema. It is a no-op once done.
+func (a *auditLog) prepare() error {
+	if a.ready {
+		return nil
+	}
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
+		return fmt.Errorf("create audit directory: %w", err)
+	}
+	var pages int64
+	if err := a.db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		return fmt.Errorf("read audit database size: %w", err)
+	}
+	if pages == 0 {
+		// The mode is recorded in the header only while the file has no tables.
+		if _, err := a.db.ExecContext(ctx, "PRAGMA auto_vacuum=INCREMENTAL"); err != nil {
+			return fmt.Errorf("set audit auto_vacuum: %w", err)
+		}
+	}
+	var mode string
+	if err := a.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("set audit journal mode: %w", err)
+	}
+	var version int
+	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read audit schema version: %w", err)
+	}
+	tables, err := auditExistingTables(ctx, a.db)
+	if err != nil {
+		return err
+	}
+	if version == auditSchemaVersion && hasAll(tables, auditTables) {
+		a.ready = true
+		return nil
+	}
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin audit schema transaction: %w", err)
+	}
+	defer tx.Rollback()
+	// Re-read inside the write lock: another process may have just done this.
+	if tables, err = auditExistingTables(ctx, tx); err != nil {
+		return err
+	}
+	if tables["metadata"] {
+		err = auditUpgrade(ctx, tx, tables)
+	} else {
+		err = auditCreate(ctx, tx, formatTimestamp(a.now()))
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET schema_version = ? WHERE id = 1", auditSchemaVersion); err != nil {
+		return fmt.Errorf("record audit schema version: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version="+strconv.Itoa(auditSchemaVersion)); err != nil {
+		return fmt.Errorf("set audit user_version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit audit schema: %w", err)
+	}
+	a.ready = true
+	return nil
+}
+
+// auditQuerier is the part of *sql.DB and *sql.Tx the schema helpers use.
+type auditQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func auditExistingTables(ctx context.Context, q auditQuerier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		return nil, fmt.Errorf("list audit tables: %w", err)
+	}
+	defer rows.Close()
+	tables := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list audit tables: %w", err)
+		}
+		tables[name] = true
+	}
+	return tables, rows.Err()
+}
+
+func hasAll(set map[string]bool, names []string) bool {
+	for _, n := range names {
+		if !set[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// auditCreate lays down a fresh version-2 schema inside tx.
+func auditCreate(ctx context.Context, tx *sql.Tx, now string) error {
+	for _, script := range []string{auditBaseSchema, auditIndexes, auditRollupSchema()} {
+		if _, err := tx.ExecContext(ctx, script); err != nil {
+			return fmt.Errorf("create audit schema: %w", err)
+		}
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, "+
+		"last_retention_cleanup_at, retention_setting) VALUES (1, ?, ?, ?, NULL, NULL)", auditSchemaVersion, now, now)
+	if err != nil {
+		return fmt.Errorf("create audit metadata: %w", err)
+	}
+	return nil
+}
+
+// auditUpgrade brings a version-1 database (tool_calls without rollups) to
+// version 2. The rollups and filter values are backfilled only when the
+// newest rollup table is missing, so running it twice counts nothing twice.
+func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
+	backfill := !tables["analytics_30d"]
+	if _, err := tx.ExecContext(ctx, auditRollupSchema()); err != nil {
+		return fmt.Errorf("create audit rollups: %w", err)
+	}
+	if !backfill {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, auditIndexes); err != nil {
+		return fmt.Errorf("create audit indexes: %w", err)
+	}
+	nameColumn := "NULL"
+	cols, err := tx.QueryContext(ctx, "SELECT name FROM pragma_table_info('tool_calls')")
+	if err != nil {
+		return fmt.Errorf("inspect audit tool_calls: %w", err)
+	}
+	for cols.Next() {
+		var c string
+		if err := cols.Scan(&c); err != nil {
+			cols.Close()
+			return fmt.Errorf("inspect audit tool_calls: %w", err)
+		}
+		if c == "name" {
+			nameColumn = "name"
+		}
+	}
+	cols.Close()
+	events, err := auditQueryEvents(ctx, tx, "SELECT occurred_at, tool_name, group_id, context_id, "+nameColumn+
+		", outcome, duration_ms, error_category FROM tool_calls")
+	if err != nil {
+		return fmt.Errorf("read audit rows to backfill: %w", err)
+	}
+	var valid []auditEvent
+	for _, e := range events {
+		// A row whose time cannot be read has no bucket; skipping it keeps the
+		// upgrade from failing on one malformed row written by someone else.
+		if _, err := auditBucketStart(e.occurredAt, 60); err == nil {
+			valid = append(valid, e)
+		}
+	}
+	if err := auditApplyRollups(ctx, tx, valid, 1); err != nil {
+		return err
+	}
+	for _, field := range []string{"tool_name", "name"} {
+		if field == "name" && nameColumn == "NULL" {
+			continue
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
+			"SELECT ?, "+field+", "+field+", COUNT(*) FROM tool_calls WHERE "+field+" IS NOT NULL AND "+field+" != '' "+
+			"GROUP BY "+field+" ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count", field)
+		if err != nil {
+			return fmt.Errorf("backfill audit filter values: %w", err)
+		}
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
+		"SELECT 'group_id', tool_calls.group_id, COALESCE(MAX(tool_call_group_names.group_name), tool_calls.group_id), COUNT(*) "+
+		"FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id "+
+		"WHERE tool_calls.group_id IS NOT NULL AND tool_calls.group_id != '' GROUP BY tool_calls.group_id "+
+		"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count")
+	if err != nil {
+		return fmt.Errorf("backfill audit group filter values: %w", err)
+	}
+	return nil
+}
+
+// auditQueryEvents reads the rollup-relevant columns of tool_calls rows from
+// a SELECT of occurred_at, tool_name, group_id, context_id, name, outcome,
+// duration_ms and error_category, in that order.
+func auditQueryEvents(ctx context.Context, q auditQuerier, query string, args ...any) ([]auditEvent, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var events []auditEvent
+	for rows.Next() {
+		var e auditEvent
+		var tool, outcome sql.NullString
+		var duration sql.NullInt64
+		if err := rows.Scan(&e.occurredAt, &tool, &e.groupID, &e.contextID, &e.name, &outcome, &duration, &e.errorCategory); err != nil {
+			return nil, err
+		}
+		e.toolName, e.outcome, e.durationMS = tool.String, outcome.String, duration.Int64
+		events = append(events, e)
+	}
+	return events, rows.Err()
+}
+
+// auditBucketStart returns the Unix second at which the bucket of the given
+// width containing occurredAt starts. A timestamp without a zone is UTC.
+func auditBucketStart(occurredAt string, seconds int64) (int64, error) {
+	s := strings.Replace(occurredAt, "Z", "+00:00", 1)
+	var t time.Time
+	var err error
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+		if t, err = time.Parse(layout, s); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("parse audit timestamp %q: %w", occurredAt, err)
+	}
+	unix := t.Unix()
+	start := unix / seconds * seconds
+	if unix < 0 && unix%seconds != 0 {
+		start -= seconds
+	}
+	return start, nil
+}
+
+// auditLatencyBucket keeps exact milliseconds up to one second, where the
+// dashboard's percentiles need them, and power-of-two buckets above.
+func auditLatencyBucket(ms int64) string {
+	if ms <= 1000 {
+		return "exact:" + strconv.FormatInt(ms, 10)
+	}
+	return "log:" + strconv.Itoa(bits.Len64(uint64(ms))-1)
+}
+
+// auditRollupKey identifies one row of a rollup table.
+type auditRollupKey struct {
+	table  int
+	bucket int64
+	dims   [6]string
+}
+
+// auditApplyRollups adds delta times each event to every rollup resolution,
+// aggregating first so a batch costs one upsert per distinct row.
+func auditApplyRollups(ctx context.Context, tx *sql.Tx, events []auditEvent, delta int64) error {
+	type sums struct{ calls, errs, duration int64 }
+	totals := map[auditRollupKey]*sums{}
+	latency := map[auditRollupKey]map[string]int64{}
+	var order []auditRollupKey
+	for _, e := range events {
+		dims := [6]string{e.toolName, e.groupID.String, e.contextID.String, e.name.String, e.outcome, e.errorCategory.String}
+		for i, r := range auditResolutions {
+			start, err := auditBucketStart(e.occurredAt, r.seconds)
+			if err != nil {
+				return err
+			}
+			k := auditRollupKey{table: i, bucket: start, dims: dims}
+			s := totals[k]
+			if s == nil {
+				s = &sums{}
+				totals[k] = s
+				latency[k] = map[string]int64{}
+				order = append(order, k)
+			}
+			s.calls += delta
+			if e.outcome == "error" {
+				s.errs += delta
+			}
+			s.duration += delta * e.durationMS
+			latency[k][auditLatencyBucket(e.durationMS)] += delta
+		}
+	}
+	for _, k := range order {
+		suffix := auditResolutions[k.table].suffix
+		s := totals[k]
+		args := []any{k.bucket, k.dims[0], k.dims[1], k.dims[2], k.dims[3], k.dims[4], k.dims[5]}
+		_, err := tx.ExecContext(ctx, "INSERT INTO analytics_"+suffix+"(bucket_start, "+auditDimensions+
+			", call_count, error_count, duration_sum_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "+
+			"ON CONFLICT(bucket_start, "+auditDimensions+") DO UPDATE SET call_count = call_count + excluded.call_count, "+
+			"error_count = error_count + excluded.error_count, duration_sum_ms = duration_sum_ms + excluded.duration_sum_ms",
+			append(args, s.calls, s.errs, s.duration)...)
+		if err != nil {
+			return fmt.Errorf("update audit rollup %s: %w", suffix, err)
+		}
+		buckets := make([]string, 0, len(latency[k]))
+		for b := range latency[k] {
+			buckets = append(buckets, b)
+		}
+		sort.Strings(buckets)
+		for _, b := range buckets {
+			_, err := tx.ExecContext(ctx, "INSERT INTO analytics_latency_"+suffix+"(bucket_start, "+auditDimensions+
+				", latency_bucket, sample_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "+
+				"ON CONFLICT(bucket_start, "+auditDimensions+", latency_bucket) DO UPDATE SET "+
+				"sample_count = sample_count + excluded.sample_count",
+				append(args[:7:7], b, latency[k][b])...)
+			if err != nil {
+				return fmt.Errorf("update audit latency rollup %s: %w", suffix, err)
+			}
+		}
+	}
+	return nil
+}
+
+// auditFilterValues lists the (field, value, label) triples an event adds to
+// analytics_filter_values; empty values are not listed.
+func auditFilterValues(e auditEvent) [][3]string {
+	var out [][3]string
+	if e.toolName != "" {
+		out = append(out, [3]string{"tool_name", e.toolName, e.toolName})
+	}
+	if e.name.String != "" {
+		out = append(out, [3]string{"name", e.name.String, e.name.String})
+	}
+	if e.groupID.String != "" {
+		label := e.groupName
+		if label == "" {
+			label = e.groupID.String
+		}
+		out = append(out, [3]string{"group_id", e.groupID.String, label})
+	}
+	return out
+}
+
+// record writes one event and its rollups in a single IMMEDIATE transaction.
+func (a *auditLog) record(ctx context.Context, e auditEvent) error {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin audit write: %w", err)
+	}
+	defer tx.Rollback()
+	// The guard skips the page write when the setting is already recorded.
+	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?",
+		a.config.setting, a.config.setting); err != nil {
+		return fmt.Errorf("record audit retention setting: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, "+
+		"name, outcome, duration_ms, result_count, error_category, details_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name, e.outcome, e.durationMS,
+		e.resultCount, e.errorCategory, e.detailsJSON)
+	if err != nil {
+		return fmt.Errorf("insert audit row: %w", err)
+	}
+	if e.groupName != "" {
+		id, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("read audit row id: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)", id, e.groupName); err != nil {
+			return fmt.Errorf("insert audit group name: %w", err)
+		}
+	}
+	if err := auditApplyRollups(ctx, tx, []auditEvent{e}, 1); err != nil {
+		return err
+	}
+	for _, f := range auditFilterValues(e) {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) VALUES (?, ?, ?, 1) "+
+			"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count, label = excluded.label", f[0], f[1], f[2]); err != nil {
+			return fmt.Errorf("update audit filter values: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit audit write: %w", err)
+	}
+	return nil
+}
+
+// cleanup removes rows older than the retention period at most once a day.
+// Each batch of up to 1,000 rows is deleted, and its rollups and filter
+// values decremented, in its own IMMEDIATE transaction, so a concurrent
+// writer never sees counts that disagree with the rows. The work done in one
+// call is bounded by auditCleanupBudget; an unfinished pass resumes on the
+// next call. It returns the number of rows deleted.
+func (a *auditLog) cleanup(ctx context.Context) (int, error) {
+	days := a.config.days
+	if days == 0 || days > auditMaxRetentionDays {
+		return 0, nil
+	}
+	now := a.now().UTC()
+	if now.Before(a.nextCleanup) {
+		return 0, nil
+	}
+	cutoff := formatTimestamp(now.AddDate(0, 0, -days))
+	deadline := time.Now().Add(auditCleanupBudget)
+	deleted := 0
+	for first := true; ; first = false {
+		done, n, err := a.cleanupBatch(ctx, now, cutoff, first)
+		deleted += n
+		if err != nil || done {
+			return deleted, err
+		}
+		if time.Now().After(deadline) {
+			return deleted, nil
+		}
+	}
+}
+
+// cleanupBatch deletes one batch; done reports that the pass is finished
+// (either nothing was due or the last expired row is gone).
+func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff string, first bool) (done bool, deleted int, err error) {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, 0, fmt.Errorf("begin audit cleanup: %w", err)
+	}
+	defer tx.Rollback()
+	if first {
+		var last sql.NullString
+		if err := tx.QueryRowContext(ctx, "SELECT last_retention_cleanup_at FROM metadata WHERE id = 1").Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, 0, fmt.Errorf("read audit cleanup time: %w", err)
+		}
+		if last.String != "" {
+			if t, err := auditParseTime(last.String); err == nil && now.Sub(t) < 24*time.Hour {
+				a.nextCleanup = t.Add(24 * time.Hour)
+				return true, 0, nil
+			}
+		}
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM tool_calls WHERE occurred_at < ? ORDER BY occurred_at LIMIT ?", cutoff, auditCleanupBatchSize)
+	if err != nil {
+		return false, 0, fmt.Errorf("select expired audit rows: %w", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return false, 0, fmt.Errorf("select expired audit rows: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) > 0 {
+		in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+		events, err := auditQueryEvents(ctx, tx, "SELECT occurred_at, tool_name, group_id, context_id, name, outcome, "+
+			"duration_ms, error_category FROM tool_calls WHERE id IN "+in, ids...)
+		if err != nil {
+			return false, 0, fmt.Errorf("read expired audit rows: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+in, ids...); err != nil {
+			return false, 0, fmt.Errorf("delete expired audit group names: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_calls WHERE id IN "+in, ids...); err != nil {
+			return false, 0, fmt.Errorf("delete expired audit rows: %w", err)
+		}
+		var valid []auditEvent
+		counts := map[[2]string]int64{}
+		var keys [][2]string
+		for _, e := range events {
+			if _, err := auditBucketStart(e.occurredAt, 60); err == nil {
+				valid = append(valid, e)
+			}
+			for _, f := range auditFilterValues(e) {
+				k := [2]string{f[0], f[1]}
+				if counts[k] == 0 {
+					keys = append(keys, k)
+				}
+				counts[k]++
+			}
+		}
+		if err := auditApplyRollups(ctx, tx, valid, -1); err != nil {
+			return false, 0, err
+		}
+		for _, k := range keys {
+			if _, err := tx.ExecContext(ctx, "UPDATE analytics_filter_values SET count = count - ? WHERE field = ? AND value = ?", counts[k], k[0], k[1]); err != nil {
+				return false, 0, fmt.Errorf("decrement audit filter values: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM analytics_filter_values WHERE count <= 0"); err != nil {
+			return false, 0, fmt.Errorf("drop audit filter values: %w", err)
+		}
+		deleted = len(ids)
+	}
+	done = len(ids) < auditCleanupBatchSize
+	if done {
+		if _, err := tx.ExecContext(ctx, "UPDATE metadata SET last_retention_cleanup_at = ? WHERE id = 1", formatTimestamp(now)); err != nil {
+			return false, 0, fmt.Errorf("record audit cleanup time: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, 0, fmt.Errorf("commit audit cleanup: %w", err)
+	}
+	if done {
+		a.nextCleanup = now.Add(24 * time.Hour)
+	}
+	return done, deleted, nil
+}
+
+// auditParseTime reads a stored timestamp; one without a zone is UTC.
+func auditParseTime(s string) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
+}
+
+// auditCall is what the tools/call path knows about one call. begin fills
+// the request side before the tool runs; the caller completes the rest.
+type auditCall struct {
+	tool      string
+	arguments json.RawMessage
+	requestID json.RawMessage
+	started   time.Time
+	// groupNameBefore is delete_group's group name read before the deletion.
+	groupNameBefore string
+}
+
+// begin notes the start of a tools/call: its time, and for delete_group the
+// group's name, which the deletion is about to destroy. arguments is the
+// "arguments" member as sent (nil when absent).
+func (a *auditLog) begin(tool string, arguments, requestID json.RawMessage) auditCall {
+	c := auditCall{tool: tool, arguments: arguments, requestID: requestID}
+	if a == nil {
+		return c
+	}
+	c.started = time.Now()
+	if tool == "delete_group" && a.groupName != nil {
+		args, ok := auditArguments(arguments)
+		if id, isString := auditString(args["group_id"]); ok && isString {
+			if name, err := a.groupName(id); err == nil {
+				c.groupNameBefore = name
+			}
+		}
+	}
+	return c
+}
+
+// finish records a completed call: payload is the JSON text of the result's
+// content, isError its flag and category the failure category. It makes one
+// bounded attempt and never reports failure to the caller.
+func (a *auditLog) finish(c auditCall, payload []byte, isError bool, category string) {
+	if a == nil {
+		return
+	}
+	e := auditBuildEvent(c, payload, isError, category, time.Since(c.started))
+	if !e.name.Valid && e.groupID.String != "" && e.contextID.String != "" && a.memberName != nil {
+		if name, err := a.memberName(e.groupID.String, e.contextID.String); err == nil && name != "" {
+			e.name = sql.NullString{String: name, Valid: true}
+		}
+	}
+	if e.groupName == "" && e.groupID.String != "" && a.groupName != nil {
+		if name, err := a.groupName(e.groupID.String); err == nil {
+			e.groupName = name
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.attempt(e); err != nil {
+		a.report(err)
+	}
+}
+
+// attempt prepares the schema if needed, records e and runs due retention.
+func (a *auditLog) attempt(e auditEvent) error {
+	if err := a.prepare(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := a.record(ctx, e); err != nil {
+		return err
+	}
+	_, err := a.cleanup(ctx)
+	return err
+}
+
+// auditCallerNameTools are the tools whose "name" argument is the caller's
+// own label, and so a fallback for a missing caller_name.
+var auditCallerNameTools = map[string]bool{
+	"join_group": true, "leave_group": true, "get_all_messages": true, "get_latest_messages": true,
+	"get_unread_messages": true, "get_messages_after": true, "search_messages": true, "send_message": true,
+}
+
+// auditBuildEvent turns a completed call into its row, before the lookups
+// that need the group store (member-name fallback, group-name snapshot).
+func auditBuildEvent(c auditCall, payload []byte, isError bool, category string, elapsed time.Duration) auditEvent {
+	e := auditEvent{
+		occurredAt: formatTimestamp(c.started),
+		toolName:   c.tool,
+		outcome:    "success",
+		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
+		groupName:  c.groupNameBefore,
+	}
+	if id, ok := auditRequestID(c.requestID); ok {
+		e.requestID = sql.NullString{String: id, Valid: true}
+	}
+	args, _ := auditArguments(c.arguments)
+	var result map[string]json.RawMessage
+	if json.Unmarshal(payload, &result) != nil {
+		result = nil
+	}
+	if s, ok := auditString(args["group_id"]); ok {
+		e.groupID = sql.NullString{String: s, Valid: true}
+	}
+	if s, ok := auditString(args["context_id"]); ok {
+		e.contextID = sql.NullString{String: s, Valid: true}
+	}
+	if s, ok := auditString(args["caller_name"]); ok && pyStrip(s) != "" {
+		e.name = sql.NullString{String: pyStrip(s), Valid: true}
+	} else if s, ok := auditString(args["name"]); ok && auditCallerNameTools[c.tool] && pyStrip(s) != "" {
+		e.name = sql.NullString{String: pyStrip(s), Valid: true}
+	}
+	if isError {
+		e.outcome = "error"
+		if category == "" {
+			category = "internal"
+		}
+		e.errorCategory = sql.NullString{String: category, Valid: true}
+	} else if c.tool == "create_group" {
+		if s, ok := auditString(result["group_id"]); ok {
+			e.groupID = sql.NullString{String: s, Valid: true}
+		}
+	}
+	var messages []json.RawMessage
+	if json.Unmarshal(result["messages"], &messages) == nil && messages != nil {
+		e.resultCount = sql.NullInt64{Int64: int64(len(messages)), Valid: true}
+	}
+	if !isError {
+		if details, ok := auditDetails(c.tool, result); ok {
+			e.detailsJSON = sql.NullString{String: details, Valid: true}
+		}
+	}
+	return e
+}
+
+// auditArguments decodes the arguments object; ok is false when it is not a
+// JSON object. Absent arguments count as an empty object.
+func auditArguments(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return map[string]json.RawMessage{}, true
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(raw, &args) != nil || args == nil {
+		return map[string]json.RawMessage{}, false
+	}
+	return args, true
+}
+
+// auditString reports the value of a JSON string.
+func auditString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// auditRequestID renders a JSON-RPC id as the original's str() does: a string
+// as-is, an integer as its digits, a fraction as a Python float.
+func auditRequestID(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	if s, ok := auditString(raw); ok {
+		return s, true
+	}
+	switch string(raw) {
+	case "true":
+		return "True", true
+	case "false":
+		return "False", true
+	}
+	return pyNumber(string(raw)), true
+}
+
+// pyNumber renders a JSON number literal as Python prints the value it
+// decodes to: integers exactly ("-0" is "0"), other numbers as floats.
+func pyNumber(lit string) string {
+	if digits := strings.TrimPrefix(lit, "-"); digits != "" && strings.Trim(digits, "0123456789") == "" {
+		if strings.TrimLeft(digits, "0") == "" {
+			return "0"
+		}
+		return lit
+	}
+	if f, err := strconv.ParseFloat(lit, 64); err == nil {
+		return pyFloatRepr(f)
+	}
+	return lit
+}
+
+// pyFloatRepr formats f like Python's repr(float): shortest digits, fixed
+// notation with at least one decimal for exponents in [-4, 16).
+func pyFloatRepr(f float64) string {
+	if math.IsInf(f, 0) {
+		return map[bool]string{true: "inf", false: "-inf"}[f > 0]
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expText, _ := strings.Cut(s, "e")
+	exp, _ := strconv.Atoi(expText)
+	sign := ""
+	if strings.HasPrefix(mant, "-") {
+		sign, mant = "-", mant[1:]
+	}
+	digits := strings.Replace(mant, ".", "", 1)
+	if exp < -4 || exp >= 16 {
+		m := digits[:1]
+		if len(digits) > 1 {
+			m += "." + digits[1:]
+		}
+		es := fmt.Sprintf("%+03d", exp)
+		return sign + m + "e" + es
+	}
+	if exp < 0 {
+		return sign + "0." + strings.Repeat("0", -exp-1) + digits
+	}
+	if len(digits) <= exp+1 {
+		return sign + digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
+	}
+	return sign + digits[:exp+1] + "." + digits[exp+1:]
+}
+
+// pyStrip trims what Python's str.strip() trims: Unicode whitespace plus the
+// ASCII file, group, record and unit separators.
+func pyStrip(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) })
+}
+
+// auditDetails builds the allowlisted, content-free summary of a successful
+// result, or reports false when the tool has none or it exceeds 2 KiB.
+func auditDetails(tool string, result map[string]json.RawMessage) (string, bool) {
+	details := map[string]any{}
+	count := func(key string) (int, bool) {
+		var items []json.RawMessage
+		if json.Unmarshal(result[key], &items) != nil || items == nil {
+			return 0, false
+		}
+		return len(items), true
+	}
+	switch tool {
+	case "create_group":
+		if s, ok := auditString(result["group_id"]); ok {
+			details["created_group_id"] = s
+		}
+	case "list_groups":
+		if n, ok := count("groups"); ok {
+			details["group_count"] = n
+		}
+	case "update_group_metadata":
+		fields := []any{}
+		for _, f := range []string{"description", "name"} {
+			if _, ok := result[f]; ok {
+				fields = append(fields, f)
+			}
+		}
+		details["updated_fields"] = fields
+	case "get_users":
+		if n, ok := count("users"); ok {
+			details["member_count"] = n
+		}
+	case "delete_group", "join_group", "leave_group":
+		details["completed"] = true
+	case "get_all_messages", "get_latest_messages", "get_unread_messages", "get_messages_after", "search_messages":
+		if n, ok := count("messages"); ok {
+			details["message_count"] = n
+		}
+	case "send_message":
+		for _, key := range []string{"message_id", "priority", "routing_reason"} {
+			if raw, ok := result[key]; ok {
+				var v any
+				d := json.NewDecoder(bytes.NewReader(raw))
+				d.UseNumber()
+				if d.Decode(&v) == nil {
+					details[key] = v
+				}
+			}
+		}
+		if n, ok := count("wakeup_targets"); ok {
+			details["wakeup_target_count"] = n
+		}
+	}
+	if len(details) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	pyJSON(&b, details)
+	if b.Len() > auditDetailsMaxBytes {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// pyJSON writes v as Python's json.dumps(sort_keys=True, separators=(",",
+// ":"), ensure_ascii=False) would, so details_json is byte-identical across
+// writers. v holds only decoded JSON values.
+func pyJSON(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case int:
+		b.WriteString(strconv.Itoa(v))
+	case json.Number:
+		b.WriteString(pyNumber(string(v)))
+	case string:
+		pyJSONString(b, v)
+	case []any:
+		b.WriteByte('[')
+		for i, item := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			pyJSON(b, item)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			pyJSONString(b, k)
+			b.WriteByte(':')
+			pyJSON(b, v[k])
+		}
+		b.WriteByte('}')
+	}
+}
+
+// pyJSONString escapes like Python with ensure_ascii=False: quotes,
+// backslashes and control characters only.
+func pyJSONString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+}
