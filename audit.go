@@ -40,6 +40,9 @@ type auditLog struct {
 	memberName func(groupID, contextID string) (string, error)
 	// now is the clock used for retention; tests move it.
 	now func() time.Time
+	// cleanupBudget bounds the retention work done inside one tool call; a
+	// large backlog is drained over the following calls instead.
+	cleanupBudget time.Duration
 
 	// mu serializes attempts because the rollup upserts and the retention
 	// state must not interleave between goroutines sharing the handle.
@@ -70,8 +73,7 @@ const (
 	auditSchemaVersion    = 2
 	auditDetailsMaxBytes  = 2048
 	auditCleanupBatchSize = 1000
-	// auditCleanupBudget bounds the retention work done inside one tool call;
-	// a large backlog is drained over the following calls instead.
+	// auditCleanupBudget is the default auditLog.cleanupBudget.
 	auditCleanupBudget = 50 * time.Millisecond
 	// auditMaxRetentionDays is past the start of the calendar for any clock
 	// this program runs on, so longer settings can never expire a row.
@@ -211,7 +213,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if warn == nil {
 		warn = io.Discard
 	}
-	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now}
+	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now, cleanupBudget: auditCleanupBudget}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.prepare(); err != nil {
@@ -609,8 +611,8 @@ func (a *auditLog) record(ctx context.Context, e auditEvent) error {
 // Each batch of up to 1,000 rows is deleted, and its rollups and filter
 // values decremented, in its own IMMEDIATE transaction, so a concurrent
 // writer never sees counts that disagree with the rows. The work done in one
-// call is bounded by auditCleanupBudget; an unfinished pass resumes on the
-// next call. It returns the number of rows deleted.
+// call is bounded by cleanupBudget; an unfinished pass resumes on the next
+// call. It returns the number of rows deleted.
 func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 	days := a.config.days
 	if days == 0 || days > auditMaxRetentionDays {
@@ -621,7 +623,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	cutoff := formatTimestamp(now.AddDate(0, 0, -days))
-	deadline := time.Now().Add(auditCleanupBudget)
+	deadline := time.Now().Add(a.cleanupBudget)
 	deleted := 0
 	for first := true; ; first = false {
 		done, n, err := a.cleanupBatch(ctx, now, cutoff, first)

@@ -1,0 +1,839 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// auditFixture is the database the Python original wrote for
+// testdata/audit/session.jsonl (see testdata/audit/gen_fixture.py).
+const auditFixture = "testdata/audit/original.sqlite3"
+
+// copyAuditFixture copies the original's database into a fresh directory so
+// that opening it (which creates -shm files) never touches testdata.
+func copyAuditFixture(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(auditFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "fixture.sqlite3")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openTestDB opens a separate connection pool to a database file.
+func openTestDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", sqliteDSN(path, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// queryStrings runs query and renders each row as one string, NULL as "NULL".
+func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			switch v := v.(type) {
+			case nil:
+				parts[i] = "NULL"
+			case []byte:
+				parts[i] = string(v)
+			default:
+				parts[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func queryInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
+	t.Helper()
+	var n sql.NullInt64
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n.Int64
+}
+
+// newTestAudit opens an audit log in a fresh directory with fake lookups.
+func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := openAuditLog(dir, config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.close() })
+	return a, dir
+}
+
+var auditInf = auditConfig{enabled: true, setting: "inf"}
+
+// fixtureEvents reads the original's rows back as events, with their snapshots.
+func fixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
+	t.Helper()
+	rows, err := db.Query("SELECT occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, " +
+		"result_count, error_category, details_json, COALESCE(group_name, '') FROM tool_calls " +
+		"LEFT JOIN tool_call_group_names ON tool_call_id = tool_calls.id ORDER BY tool_calls.id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var events []auditEvent
+	for rows.Next() {
+		var e auditEvent
+		if err := rows.Scan(&e.occurredAt, &e.requestID, &e.toolName, &e.groupID, &e.contextID, &e.name, &e.outcome,
+			&e.durationMS, &e.resultCount, &e.errorCategory, &e.detailsJSON, &e.groupName); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	if len(events) == 0 {
+		t.Fatal("fixture has no tool_calls rows")
+	}
+	return events
+}
+
+// rollupTables are every table whose contents derive from tool_calls.
+func rollupTables() []string {
+	var tables []string
+	for _, r := range auditResolutions {
+		tables = append(tables, "analytics_"+r.suffix, "analytics_latency_"+r.suffix)
+	}
+	return tables
+}
+
+func TestAuditConfigFromEnv(t *testing.T) {
+	tests := []struct {
+		name  string
+		value *string
+		want  auditConfig
+		err   bool
+	}{
+		{name: "unset", want: auditConfig{}},
+		{name: "inf", value: ptr("inf"), want: auditConfig{enabled: true, setting: "inf"}},
+		{name: "days", value: ptr("30"), want: auditConfig{enabled: true, days: 30, setting: "30"}},
+		{name: "one", value: ptr("1"), want: auditConfig{enabled: true, days: 1, setting: "1"}},
+		{name: "zero", value: ptr("0"), err: true},
+		{name: "negative", value: ptr("-1"), err: true},
+		{name: "fraction", value: ptr("1.5"), err: true},
+		{name: "leading space", value: ptr(" 1"), err: true},
+		{name: "trailing newline", value: ptr("1\n"), err: true},
+		{name: "leading zero", value: ptr("01"), err: true},
+		{name: "upper case", value: ptr("INF"), err: true},
+		{name: "empty", value: ptr(""), err: true},
+		{name: "word", value: ptr("invalid"), err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(key string) (string, bool) {
+				if key != auditRetentionVar || tt.value == nil {
+					return "", false
+				}
+				return *tt.value, true
+			}
+			got, err := auditConfigFromEnv(lookup)
+			if tt.err {
+				const want = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer."
+				if err == nil || err.Error() != want {
+					t.Fatalf("got error %v; want %q", err, want)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v, nil", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func TestAuditDisabledOpensNothing(t *testing.T) {
+	dir := t.TempDir()
+	a, err := openAuditLog(dir, auditConfig{}, nil)
+	if a != nil || err != nil {
+		t.Fatalf("got %v, %v; want nil, nil", a, err)
+	}
+	a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"x"}`), json.RawMessage(`1`)), []byte(`{"groups":[]}`), false, "")
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Fatalf("got %d files in the groups directory; want 0", len(entries))
+	}
+}
+
+// schemaShape describes every audit table's columns, keys and indexes.
+func schemaShape(t *testing.T, db *sql.DB) map[string][]string {
+	t.Helper()
+	shape := map[string][]string{}
+	for _, table := range auditTables {
+		shape[table] = append(shape[table], queryStrings(t, db, "SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", table)...)
+		for _, idx := range queryStrings(t, db, "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", table) {
+			name := strings.Split(idx, "|")[0]
+			cols := queryStrings(t, db, "SELECT seqno, cid, name, \"desc\", coll, key FROM pragma_index_xinfo(?)", name)
+			shape[table] = append(shape[table], "index "+idx+" "+strings.Join(cols, ","))
+		}
+	}
+	return shape
+}
+
+func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
+	original := openTestDB(t, copyAuditFixture(t))
+	want := schemaShape(t, original)
+
+	t.Run("new file", func(t *testing.T) {
+		_, dir := newTestAudit(t, auditInf)
+		db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
+		if got := schemaShape(t, db); !reflect.DeepEqual(got, want) {
+			t.Fatalf("got schema %v; want %v", got, want)
+		}
+		checks := []struct{ query, want string }{
+			{"PRAGMA user_version", "2"},
+			{"PRAGMA journal_mode", "wal"},
+			{"PRAGMA auto_vacuum", "2"},
+			{"SELECT schema_version || '|' || (created_at = audit_enabled_at) || '|' || COALESCE(last_retention_cleanup_at, 'NULL') FROM metadata", "2|1|NULL"},
+		}
+		for _, c := range checks {
+			if got := queryStrings(t, db, c.query); len(got) != 1 || got[0] != c.want {
+				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
+			}
+		}
+	})
+
+	t.Run("beside the core's catalog", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, auditDatabaseName)
+		core := openTestDB(t, path)
+		for _, stmt := range []string{
+			"PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
+			"CREATE TABLE groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
+			"INSERT INTO groups VALUES ('grp_1', 'One', '', NULL, 'now')",
+		} {
+			if _, err := core.Exec(stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := openAuditLog(dir, auditInf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		if got := schemaShape(t, core); !reflect.DeepEqual(got, want) {
+			t.Fatalf("got schema %v; want %v", got, want)
+		}
+		if got := queryStrings(t, core, "SELECT group_id, name FROM groups"); !reflect.DeepEqual(got, []string{"grp_1|One"}) {
+			t.Fatalf("got catalog %v; want [grp_1|One]", got)
+		}
+		if got := queryInt(t, core, "PRAGMA auto_vacuum"); got != 2 {
+			t.Fatalf("got auto_vacuum %d; want 2", got)
+		}
+	})
+}
+
+func TestAuditRollupsMatchOriginal(t *testing.T) {
+	original := openTestDB(t, copyAuditFixture(t))
+	a, dir := newTestAudit(t, auditInf)
+	for _, e := range fixtureEvents(t, original) {
+		if err := a.record(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
+	for _, table := range append(rollupTables(), "analytics_filter_values", "tool_call_group_names") {
+		t.Run(table, func(t *testing.T) {
+			q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
+			if table == "analytics_filter_values" || table == "tool_call_group_names" {
+				q = "SELECT * FROM " + table + " ORDER BY 1, 2"
+			}
+			got, want := queryStrings(t, db, q), queryStrings(t, original, q)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %d rows %v; want %d rows %v", len(got), got, len(want), want)
+			}
+		})
+	}
+	if got := queryStrings(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"inf"}) {
+		t.Fatalf("got retention_setting %v; want [inf]", got)
+	}
+}
+
+func TestAuditLatencyBucket(t *testing.T) {
+	tests := []struct {
+		ms   int64
+		want string
+	}{{0, "exact:0"}, {17, "exact:17"}, {1000, "exact:1000"}, {1001, "log:9"}, {1023, "log:9"}, {1024, "log:10"}, {5000, "log:12"}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.ms), func(t *testing.T) {
+			if got := auditLatencyBucket(tt.ms); got != tt.want {
+				t.Fatalf("got %s; want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// createV1 writes the original's version-1 layout: tool_calls and metadata
+// without rollups, filter values or indexes.
+func createV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
+	t.Helper()
+	db := openTestDB(t, path)
+	stmts := []string{
+		"CREATE TABLE metadata (id INTEGER PRIMARY KEY, schema_version INTEGER NOT NULL, created_at TEXT NOT NULL, audit_enabled_at TEXT NOT NULL, last_retention_cleanup_at TEXT, retention_setting TEXT)",
+		"CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, audit_request_id TEXT, tool_name TEXT NOT NULL, group_id TEXT, context_id TEXT, name TEXT, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, result_count INTEGER, error_category TEXT, details_json TEXT)",
+		"INSERT INTO metadata VALUES (1, 1, '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', NULL, 'inf')",
+		"PRAGMA user_version=1",
+	}
+	if withGroupNames {
+		stmts = append(stmts, "CREATE TABLE tool_call_group_names (tool_call_id INTEGER PRIMARY KEY, group_name TEXT NOT NULL)")
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+func TestAuditUpgradeFromV1(t *testing.T) {
+	t.Run("original's legacy case", func(t *testing.T) {
+		dir := t.TempDir()
+		db := createV1(t, filepath.Join(dir, auditDatabaseName), false)
+		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := openAuditLog(dir, auditInf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		checks := []struct{ query, want string }{
+			{"SELECT SUM(call_count) || '|' || SUM(error_count) || '|' || SUM(duration_sum_ms) FROM analytics_30d", "1|1|17"},
+			{"SELECT bucket_start || '|' || latency_bucket || '|' || sample_count FROM analytics_latency_1m", "1767225600|exact:17|1"},
+			{"SELECT group_concat(field || '=' || value || ':' || count) FROM analytics_filter_values", "tool_name=list_groups:1"},
+			{"PRAGMA user_version", "2"},
+			{"SELECT schema_version FROM metadata", "2"},
+		}
+		for _, c := range checks {
+			if got := queryStrings(t, db, c.query); len(got) != 1 || got[0] != c.want {
+				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
+			}
+		}
+	})
+
+	t.Run("fixture rows backfill the original's rollups once", func(t *testing.T) {
+		original := openTestDB(t, copyAuditFixture(t))
+		dir := t.TempDir()
+		path := filepath.Join(dir, auditDatabaseName)
+		db := createV1(t, path, true)
+		for i, e := range fixtureEvents(t, original) {
+			if _, err := db.Exec("INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", i+1, e.occurredAt, e.requestID, e.toolName,
+				e.groupID, e.contextID, e.name, e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON); err != nil {
+				t.Fatal(err)
+			}
+			if e.groupName != "" {
+				if _, err := db.Exec("INSERT INTO tool_call_group_names VALUES (?, ?)", i+1, e.groupName); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		upgrade := func() {
+			a, err := openAuditLog(dir, auditInf, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.close()
+		}
+		upgrade()
+		compare := func(stage string) {
+			for _, table := range rollupTables() {
+				q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
+				if got, want := queryStrings(t, db, q), queryStrings(t, original, q); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s: %s: got %v; want %v", stage, table, got, want)
+				}
+			}
+			q := "SELECT field, value, count FROM analytics_filter_values ORDER BY 1, 2"
+			if got, want := queryStrings(t, db, q), queryStrings(t, original, q); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: filter values: got %v; want %v", stage, got, want)
+			}
+			// The backfill labels a group with its greatest recorded name.
+			labels := queryStrings(t, db, "SELECT label FROM analytics_filter_values WHERE field = 'group_id' AND value IN (SELECT group_id FROM tool_calls WHERE details_json LIKE '%created_group_id%' AND context_id = 'lead-ctx')")
+			if !reflect.DeepEqual(labels, []string{"Release train"}) {
+				t.Fatalf("%s: got group label %v; want [Release train]", stage, labels)
+			}
+		}
+		compare("first upgrade")
+		// A database marked version 1 again, with its rollups present, must
+		// not be backfilled a second time.
+		if _, err := db.Exec("PRAGMA user_version=1"); err != nil {
+			t.Fatal(err)
+		}
+		upgrade()
+		compare("second upgrade")
+		if got := queryInt(t, db, "PRAGMA user_version"); got != 2 {
+			t.Fatalf("got user_version %d; want 2", got)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
+			t.Fatalf("got %d tool_calls indexes; want 6", got)
+		}
+	})
+
+	t.Run("a locked database stays version 1", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, auditDatabaseName)
+		db := createV1(t, path, false)
+		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		a, err := openAuditLog(dir, auditInf, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
+			t.Fatalf("got %d analytics tables after a failed upgrade; want 0", got)
+		}
+		if !strings.Contains(stderr.String(), "audit") {
+			t.Fatalf("got stderr %q; want one audit warning", stderr.String())
+		}
+		// The next write retries the upgrade and succeeds.
+		a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"ops"}`), json.RawMessage(`1`)), []byte(`{"groups":[]}`), false, "")
+		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
+			t.Fatalf("got %d calls in analytics_30d; want 1", got)
+		}
+	})
+}
+
+func TestAuditRetention(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	event := func(age time.Duration, tool, group, groupName string) auditEvent {
+		return auditEvent{
+			occurredAt: formatTimestamp(now.Add(-age)), toolName: tool, outcome: "success", durationMS: 3,
+			groupID: sql.NullString{String: group, Valid: group != ""}, groupName: groupName,
+			name: sql.NullString{String: "ops", Valid: true},
+		}
+	}
+	setup := func(t *testing.T, config auditConfig, events ...auditEvent) (*auditLog, *sql.DB) {
+		a, dir := newTestAudit(t, config)
+		a.now = func() time.Time { return now }
+		for _, e := range events {
+			if err := a.record(context.Background(), e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a, openTestDB(t, filepath.Join(dir, auditDatabaseName))
+	}
+	oneDay := auditConfig{enabled: true, days: 1, setting: "1"}
+
+	t.Run("expired rows and their counts go", func(t *testing.T) {
+		a, db := setup(t, oneDay,
+			event(72*time.Hour, "get_users", "grp_old", "Old group"),
+			event(25*time.Hour, "list_groups", "", ""),
+			event(time.Hour, "list_groups", "grp_new", "New group"),
+		)
+		n, err := a.cleanup(context.Background())
+		if n != 2 || err != nil {
+			t.Fatalf("got %d, %v; want 2, nil", n, err)
+		}
+		checks := []struct {
+			query string
+			want  []string
+		}{
+			{"SELECT id FROM tool_calls", []string{"3"}},
+			{"SELECT tool_call_id || '|' || group_name FROM tool_call_group_names", []string{"3|New group"}},
+			{"SELECT field || '|' || value || '|' || count FROM analytics_filter_values ORDER BY 1", []string{"group_id|grp_new|1", "name|ops|1", "tool_name|list_groups|1"}},
+			{"SELECT last_retention_cleanup_at FROM metadata", []string{formatTimestamp(now)}},
+		}
+		for _, table := range rollupTables() {
+			col := "call_count"
+			if strings.Contains(table, "latency") {
+				col = "sample_count"
+			}
+			checks = append(checks, struct {
+				query string
+				want  []string
+			}{"SELECT SUM(" + col + ") FROM " + table, []string{"1"}})
+		}
+		for _, c := range checks {
+			if got := queryStrings(t, db, c.query); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("%s: got %v; want %v", c.query, got, c.want)
+			}
+		}
+	})
+
+	t.Run("at most once a day", func(t *testing.T) {
+		a, db := setup(t, oneDay, event(48*time.Hour, "list_groups", "", ""))
+		if n, _ := a.cleanup(context.Background()); n != 1 {
+			t.Fatalf("first cleanup deleted %d; want 1", n)
+		}
+		if err := a.record(context.Background(), event(48*time.Hour, "list_groups", "", "")); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(23 * time.Hour)
+		if n, _ := a.cleanup(context.Background()); n != 0 {
+			t.Fatalf("cleanup within the day deleted %d; want 0", n)
+		}
+		// Another process (no in-memory schedule) also respects the metadata.
+		a.nextCleanup = time.Time{}
+		if n, _ := a.cleanup(context.Background()); n != 0 {
+			t.Fatalf("cleanup within the day by a fresh writer deleted %d; want 0", n)
+		}
+		now = now.Add(2 * time.Hour)
+		if n, _ := a.cleanup(context.Background()); n != 1 {
+			t.Fatalf("cleanup a day later deleted %d; want 1", n)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+			t.Fatalf("got %d rows; want 0", got)
+		}
+	})
+
+	t.Run("batches of 1000", func(t *testing.T) {
+		a, db := setup(t, oneDay)
+		tx, err := a.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []auditEvent
+		for i := range 2500 {
+			e := event(48*time.Hour+time.Duration(i)*time.Second, "list_groups", "", "")
+			events = append(events, e)
+			if _, err := tx.Exec("INSERT INTO tool_calls(occurred_at, tool_name, name, outcome, duration_ms) VALUES (?, ?, 'ops', 'success', 3)", e.occurredAt, e.toolName); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := auditApplyRollups(context.Background(), tx, events, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("INSERT INTO analytics_filter_values VALUES ('tool_name', 'list_groups', 'list_groups', 2500), ('name', 'ops', 'ops', 2500)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		a.cleanupBudget = 0
+		var got []int
+		for range 4 {
+			n, err := a.cleanup(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, n)
+		}
+		if want := []int{1000, 1000, 500, 0}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("got deletions per call %v; want %v", got, want)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
+			t.Fatalf("got %d filter values; want 0", got)
+		}
+		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_1m"); got != 0 {
+			t.Fatalf("got %d calls left in analytics_1m; want 0", got)
+		}
+	})
+
+	t.Run("inf never deletes", func(t *testing.T) {
+		a, db := setup(t, auditInf, event(24*3650*time.Hour, "list_groups", "", ""))
+		if n, err := a.cleanup(context.Background()); n != 0 || err != nil {
+			t.Fatalf("got %d, %v; want 0, nil", n, err)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+			t.Fatalf("got %d rows; want 1", got)
+		}
+		if got := queryStrings(t, db, "SELECT COALESCE(last_retention_cleanup_at, 'NULL') || '|' || retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"NULL|inf"}) {
+			t.Fatalf("got metadata %v; want [NULL|inf]", got)
+		}
+	})
+
+	t.Run("setting recorded by the writer", func(t *testing.T) {
+		_, db := setup(t, auditConfig{enabled: true, days: 30, setting: "30"}, event(0, "list_groups", "", ""))
+		if got := queryStrings(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"30"}) {
+			t.Fatalf("got %v; want [30]", got)
+		}
+	})
+}
+
+func TestAuditDetails(t *testing.T) {
+	tests := []struct {
+		tool    string
+		payload string
+		want    string // "" means no details
+	}{
+		{"send_message", `{"message_id":7,"priority":"high","routing_reason":"mentioned","wakeup_targets":["a","b"],"message":"secret","metadata":{"k":"secret"}}`,
+			`{"message_id":7,"priority":"high","routing_reason":"mentioned","wakeup_target_count":2}`},
+		{"create_group", `{"group_id":"grp_1","name":"secret","description":"secret"}`, `{"created_group_id":"grp_1"}`},
+		{"create_group", `{"group_id":"` + strings.Repeat("x", 3000) + `"}`, ""},
+		{"list_groups", `{"groups":[{"name":"secret"},{}]}`, `{"group_count":2}`},
+		{"update_group_metadata", `{"group_id":"g","name":"n","description":"d"}`, `{"updated_fields":["description","name"]}`},
+		{"update_group_metadata", `{"group_id":"g"}`, `{"updated_fields":[]}`},
+		{"get_users", `{"users":[{"name":"a"}]}`, `{"member_count":1}`},
+		{"delete_group", `{"group_id":"g","deleted":true}`, `{"completed":true}`},
+		{"join_group", `{}`, `{"completed":true}`},
+		{"search_messages", `{"messages":[{"message":"secret"},{},{}]}`, `{"message_count":3}`},
+		{"get_group_metadata", `{"name":"secret","description":"secret"}`, ""},
+		{"get_unread_messages", `{"messages":"not a list"}`, ""},
+		{"send_message", `{"message_id":1,"priority":"ünïcode \"q\" <&>","routing_reason":"line\nbreak"}`, `{"message_id":1,"priority":"ünïcode \"q\" <&>","routing_reason":"line\nbreak"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			var result map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tt.payload), &result); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := auditDetails(tt.tool, result)
+			if ok != (tt.want != "") || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, ok, tt.want)
+			}
+			if len(got) > auditDetailsMaxBytes {
+				t.Fatalf("got %d bytes; want at most %d", len(got), auditDetailsMaxBytes)
+			}
+		})
+	}
+	t.Run("cap is on bytes", func(t *testing.T) {
+		// 2,048 bytes exactly is allowed; one more is not.
+		overhead := len(`{"created_group_id":""}`)
+		for _, extra := range []int{0, 1} {
+			id := strings.Repeat("é", (auditDetailsMaxBytes-overhead)/2) + strings.Repeat("x", (auditDetailsMaxBytes-overhead)%2+extra)
+			raw, _ := json.Marshal(map[string]string{"group_id": id})
+			var result map[string]json.RawMessage
+			json.Unmarshal(raw, &result)
+			_, ok := auditDetails("create_group", result)
+			if ok != (extra == 0) {
+				t.Fatalf("extra %d: got ok %v; want %v", extra, ok, extra == 0)
+			}
+		}
+	})
+}
+
+func TestAuditBuildEvent(t *testing.T) {
+	started := time.Date(2026, 11, 29, 13, 7, 12, 245158000, time.UTC)
+	tests := []struct {
+		name     string
+		tool     string
+		args     string
+		id       string
+		payload  string
+		isError  bool
+		category string
+		want     string
+	}{
+		{name: "explicit caller_name wins", tool: "update_group_metadata", args: `{"group_id":"g","context_id":"c","name":"New title","caller_name":" operator "}`, id: `2`,
+			payload: `{"group_id":"g","name":"New title","description":""}`, want: `2|update_group_metadata|g|c|operator|success|NULL|NULL|{"updated_fields":["description","name"]}`},
+		{name: "metadata name is not a caller", tool: "update_group_metadata", args: `{"group_id":"g","context_id":"c","name":"New title","caller_name":"  "}`, id: `"a"`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `a|update_group_metadata|g|c|NULL|error|validation|NULL|NULL`},
+		{name: "member name fallback for a caller tool", tool: "send_message", args: `{"group_id":"g","context_id":"c","name":"developer","message":"secret"}`, id: `3`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `3|send_message|g|c|developer|error|validation|NULL|NULL`},
+		{name: "create_group records the new group", tool: "create_group", args: `{"context_id":"c","name":"Group title","caller_name":"lead"}`, id: `"req-1"`,
+			payload: `{"group_id":"grp_new","name":"Group title"}`, want: `req-1|create_group|grp_new|c|lead|success|NULL|NULL|{"created_group_id":"grp_new"}`},
+		{name: "failed create_group keeps no group", tool: "create_group", args: `{"context_id":"c","caller_name":"lead"}`, id: `4`,
+			isError: true, category: "internal", payload: `{"group_id":"grp_new"}`, want: `4|create_group|NULL|c|lead|error|internal|NULL|NULL`},
+		{name: "messages counted", tool: "get_unread_messages", args: `{"group_id":"g","context_id":"c","name":"dev","caller_name":"dev"}`, id: `1.0`,
+			payload: `{"messages":[{},{}]}`, want: `1.0|get_unread_messages|g|c|dev|success|NULL|2|{"message_count":2}`},
+		{name: "arguments not an object", tool: "list_groups", args: `["caller_name"]`, id: `-0`,
+			isError: true, category: "validation", payload: `{"error":"tools/call arguments must be an object."}`, want: `0|list_groups|NULL|NULL|NULL|error|validation|NULL|NULL`},
+		{name: "arguments null", tool: "list_groups", args: `null`, id: `12345678901234567890`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `12345678901234567890|list_groups|NULL|NULL|NULL|error|validation|NULL|NULL`},
+		{name: "arguments absent", tool: "list_groups", args: ``, id: `1e3`,
+			isError: true, category: "", payload: `{"error":"x"}`, want: `1000.0|list_groups|NULL|NULL|NULL|error|internal|NULL|NULL`},
+		{name: "non-string identity ignored", tool: "get_users", args: `{"group_id":5,"context_id":null,"caller_name":7}`, id: `5`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `5|get_users|NULL|NULL|NULL|error|validation|NULL|NULL`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := auditCall{tool: tt.tool, arguments: json.RawMessage(tt.args), requestID: json.RawMessage(tt.id), started: started}
+			e := auditBuildEvent(c, []byte(tt.payload), tt.isError, tt.category, 1500*time.Microsecond)
+			ns := func(s sql.NullString) string {
+				if !s.Valid {
+					return "NULL"
+				}
+				return s.String
+			}
+			count := "NULL"
+			if e.resultCount.Valid {
+				count = fmt.Sprint(e.resultCount.Int64)
+			}
+			got := strings.Join([]string{ns(e.requestID), e.toolName, ns(e.groupID), ns(e.contextID), ns(e.name), e.outcome,
+				ns(e.errorCategory), count, ns(e.detailsJSON)}, "|")
+			if got != tt.want {
+				t.Fatalf("got %s; want %s", got, tt.want)
+			}
+			if e.occurredAt != "2026-11-29T13:07:12.245158+00:00" {
+				t.Fatalf("got occurred_at %s; want 2026-11-29T13:07:12.245158+00:00", e.occurredAt)
+			}
+			if e.durationMS != 2 {
+				t.Fatalf("got duration %d ms; want 2 (1.5 rounds half to even)", e.durationMS)
+			}
+		})
+	}
+}
+
+func TestAuditFinishLookups(t *testing.T) {
+	names := map[string]string{"grp_a": "Alpha"}
+	members := map[[2]string]string{{"grp_a", "c1"}: "joined-name"}
+	a, dir := newTestAudit(t, auditInf)
+	a.groupName = func(id string) (string, error) {
+		if n, ok := names[id]; ok {
+			return n, nil
+		}
+		return "", errors.New("not found")
+	}
+	a.memberName = func(id, ctx string) (string, error) {
+		if n, ok := members[[2]string{id, ctx}]; ok {
+			return n, nil
+		}
+		return "", errors.New("not a member")
+	}
+	call := func(tool, args, payload string, isError bool) {
+		c := a.begin(tool, json.RawMessage(args), json.RawMessage(`1`))
+		if tool == "delete_group" {
+			delete(names, "grp_a")
+		}
+		a.finish(c, []byte(payload), isError, "validation")
+	}
+	call("update_group_metadata", `{"group_id":"grp_a","context_id":"c1","description":"d"}`, `{"error":"x"}`, true)
+	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"users":[]}`, false)
+	call("delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"lead"}`, `{"group_id":"grp_a","deleted":true}`, false)
+	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"error":"gone"}`, true)
+	db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
+	got := queryStrings(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
+	want := []string{
+		"update_group_metadata|joined-name|Alpha",
+		"get_users|ops|Alpha",
+		"delete_group|lead|Alpha",
+		"get_users|ops|NULL",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v; want %v", got, want)
+	}
+	// The latest label wins, as in the original: the last call saw no name.
+	if got := queryStrings(t, db, "SELECT label || '|' || count FROM analytics_filter_values WHERE field = 'group_id'"); !reflect.DeepEqual(got, []string{"grp_a|4"}) {
+		t.Fatalf("got group filter %v; want [grp_a|4]", got)
+	}
+}
+
+func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
+	finishOne := func(a *auditLog) time.Duration {
+		start := time.Now()
+		a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"ops"}`), json.RawMessage(`9`)), []byte(`{"groups":[]}`), false, "")
+		return time.Since(start)
+	}
+	t.Run("locked", func(t *testing.T) {
+		var stderr bytes.Buffer
+		dir := t.TempDir()
+		a, err := openAuditLog(dir, auditInf, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if d := finishOne(a); d > 2*time.Second {
+				t.Fatalf("a locked audit write took %v; want well under 2s", d)
+			}
+		}
+		conn.ExecContext(context.Background(), "ROLLBACK")
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+			t.Fatalf("got %d rows while locked; want 0", got)
+		}
+		if n := strings.Count(stderr.String(), "\n"); n != 1 {
+			t.Fatalf("got %d warning lines %q; want 1", n, stderr.String())
+		}
+		finishOne(a)
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+			t.Fatalf("got %d rows after the lock was released; want 1", got)
+		}
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		var stderr bytes.Buffer
+		dir := t.TempDir()
+		garbage := bytes.Repeat([]byte("not a database "), 512)
+		if err := os.WriteFile(filepath.Join(dir, auditDatabaseName), garbage, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := openAuditLog(dir, auditInf, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		if d := finishOne(a); d > 2*time.Second {
+			t.Fatalf("a corrupt audit write took %v; want well under 2s", d)
+		}
+		if stderr.Len() == 0 {
+			t.Fatal("got no warning; want one")
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, auditDatabaseName))
+		if !bytes.Equal(data, garbage) {
+			t.Fatal("the corrupt file was modified; want it left alone")
+		}
+	})
+}
+
+func TestAuditRequestID(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{`"abc"`, "abc"}, {`""`, ""}, {`7`, "7"}, {`-3`, "-3"}, {`-0`, "0"}, {`1.5`, "1.5"}, {`2.0`, "2.0"},
+		{`1e16`, "1e+16"}, {`1.5e-5`, "1.5e-05"}, {`0.0001`, "0.0001"}, {`123456789012345678901234567890`, "123456789012345678901234567890"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			got, ok := auditRequestID(json.RawMessage(tt.raw))
+			if !ok || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+	if _, ok := auditRequestID(json.RawMessage(`null`)); ok {
+		t.Fatal("got an id for null; want none")
+	}
+}
