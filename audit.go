@@ -202,7 +202,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	// busy_timeout(100) bounds how long one audit attempt can wait for a lock;
 	// synchronous(NORMAL) is durable in WAL mode against process crashes and
 	// keeps a per-call fsync off the tool-call path.
-	db, err := sql.Open("sqlite", sqliteDSN(path, "")+"&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open audit database %s: %w", path, err)
 	}
@@ -737,50 +737,42 @@ func auditParseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
 }
 
-// auditCall is what the tools/call path knows about one call. begin fills
-// the request side before the tool runs; the caller completes the rest.
-type auditCall struct {
-	tool      string
-	arguments json.RawMessage
-	requestID json.RawMessage
-	started   time.Time
-	// groupNameBefore is delete_group's group name read before the deletion.
-	groupNameBefore string
-}
-
-// begin notes the start of a tools/call: its time, and for delete_group the
-// group's name, which the deletion is about to destroy. arguments is the
-// "arguments" member as sent (nil when absent).
-func (a *auditLog) begin(tool string, arguments, requestID json.RawMessage) auditCall {
-	c := auditCall{tool: tool, arguments: arguments, requestID: requestID}
-	if a == nil {
-		return c
-	}
-	c.started = time.Now()
-	if tool == "delete_group" && a.groupName != nil {
-		args, ok := auditArguments(arguments)
-		if id, isString := auditString(args["group_id"]); ok && isString {
-			if name, err := a.groupName(id); err == nil {
-				c.groupNameBefore = name
-			}
-		}
-	}
-	return c
-}
-
-// finish records a completed call: payload is the JSON text of the result's
-// content, isError its flag and category the failure category. It makes one
-// bounded attempt and never reports failure to the caller.
-func (a *auditLog) finish(c auditCall, payload []byte, isError bool, category string) {
+// attach makes a record every completed tools/call of srv, consulting srv's
+// store for group names and members' joined names.
+func (a *auditLog) attach(srv *server) {
 	if a == nil {
 		return
 	}
-	e := auditBuildEvent(c, payload, isError, category, time.Since(c.started))
+	a.groupName = func(id string) (string, error) {
+		meta, err := srv.store.groupMetadata(id)
+		return meta.name, err
+	}
+	a.memberName = func(id, contextID string) (string, error) {
+		members, err := srv.store.users(id)
+		for _, m := range members {
+			if m.contextID == contextID && m.name != "" {
+				return m.name, nil
+			}
+		}
+		return "", err
+	}
+	srv.audit = a.observe
+}
+
+// observe records one completed tools/call. It makes one bounded attempt and
+// never reports failure to the caller: the tool result is already decided.
+func (a *auditLog) observe(c toolCall) {
+	if a == nil {
+		return
+	}
+	e := auditBuildEvent(c, time.Since(c.started))
 	if !e.name.Valid && e.groupID.String != "" && e.contextID.String != "" && a.memberName != nil {
 		if name, err := a.memberName(e.groupID.String, e.contextID.String); err == nil && name != "" {
 			e.name = sql.NullString{String: name, Valid: true}
 		}
 	}
+	// delete_group's name was read before the group was destroyed; a lookup
+	// now would fail, so the snapshot is kept rather than replaced.
 	if e.groupName == "" && e.groupID.String != "" && a.groupName != nil {
 		if name, err := a.groupName(e.groupID.String); err == nil {
 			e.groupName = name
@@ -815,22 +807,20 @@ var auditCallerNameTools = map[string]bool{
 
 // auditBuildEvent turns a completed call into its row, before the lookups
 // that need the group store (member-name fallback, group-name snapshot).
-func auditBuildEvent(c auditCall, payload []byte, isError bool, category string, elapsed time.Duration) auditEvent {
+// Identity comes from the arguments; only a successful create_group takes
+// its group from the result.
+func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	e := auditEvent{
 		occurredAt: formatTimestamp(c.started),
-		toolName:   c.tool,
+		toolName:   c.name,
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
-		groupName:  c.groupNameBefore,
+		groupName:  c.groupName,
 	}
 	if id, ok := auditRequestID(c.requestID); ok {
 		e.requestID = sql.NullString{String: id, Valid: true}
 	}
-	args, _ := auditArguments(c.arguments)
-	var result map[string]json.RawMessage
-	if json.Unmarshal(payload, &result) != nil {
-		result = nil
-	}
+	args := c.args.values
 	if s, ok := auditString(args["group_id"]); ok {
 		e.groupID = sql.NullString{String: s, Valid: true}
 	}
@@ -839,43 +829,76 @@ func auditBuildEvent(c auditCall, payload []byte, isError bool, category string,
 	}
 	if s, ok := auditString(args["caller_name"]); ok && pyStrip(s) != "" {
 		e.name = sql.NullString{String: pyStrip(s), Valid: true}
-	} else if s, ok := auditString(args["name"]); ok && auditCallerNameTools[c.tool] && pyStrip(s) != "" {
+	} else if s, ok := auditString(args["name"]); ok && auditCallerNameTools[c.name] && pyStrip(s) != "" {
 		e.name = sql.NullString{String: pyStrip(s), Valid: true}
 	}
-	if isError {
+	result := c.result.value
+	if c.result.isError {
 		e.outcome = "error"
+		category := c.result.category
 		if category == "" {
-			category = "internal"
+			category = categoryInternal
 		}
 		e.errorCategory = sql.NullString{String: category, Valid: true}
-	} else if c.tool == "create_group" {
-		if s, ok := auditString(result["group_id"]); ok {
+	} else if c.name == "create_group" {
+		if s, ok := auditResultString(result, "group_id"); ok {
 			e.groupID = sql.NullString{String: s, Valid: true}
 		}
 	}
-	var messages []json.RawMessage
-	if json.Unmarshal(result["messages"], &messages) == nil && messages != nil {
-		e.resultCount = sql.NullInt64{Int64: int64(len(messages)), Valid: true}
+	if n, ok := auditResultLen(result, "messages"); ok {
+		e.resultCount = sql.NullInt64{Int64: int64(n), Valid: true}
 	}
-	if !isError {
-		if details, ok := auditDetails(c.tool, result); ok {
+	if !c.result.isError {
+		if details, ok := auditDetails(c.name, result); ok {
 			e.detailsJSON = sql.NullString{String: details, Valid: true}
 		}
 	}
 	return e
 }
 
-// auditArguments decodes the arguments object; ok is false when it is not a
-// JSON object. Absent arguments count as an empty object.
-func auditArguments(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return map[string]json.RawMessage{}, true
+// auditResultField returns a key of a tool result value: an object built by
+// the tools, or a map decoded from JSON.
+func auditResultField(v any, key string) (any, bool) {
+	switch v := v.(type) {
+	case object:
+		for _, f := range v {
+			if f.key == key {
+				return f.value, true
+			}
+		}
+	case map[string]any:
+		value, ok := v[key]
+		return value, ok
 	}
-	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil || args == nil {
-		return map[string]json.RawMessage{}, false
+	return nil, false
+}
+
+// auditResultString returns a string-valued key of a tool result.
+func auditResultString(v any, key string) (string, bool) {
+	value, _ := auditResultField(v, key)
+	switch value := value.(type) {
+	case string:
+		return value, true
+	case *string:
+		if value != nil {
+			return *value, true
+		}
 	}
-	return args, true
+	return "", false
+}
+
+// auditResultLen returns the length of a list-valued key of a tool result.
+func auditResultLen(v any, key string) (int, bool) {
+	value, _ := auditResultField(v, key)
+	switch value := value.(type) {
+	case []any:
+		return len(value), true
+	case stringList:
+		return len(value), true
+	case []string:
+		return len(value), true
+	}
+	return 0, false
 }
 
 // auditString reports the value of a JSON string.
@@ -963,54 +986,42 @@ func pyStrip(s string) string {
 
 // auditDetails builds the allowlisted, content-free summary of a successful
 // result, or reports false when the tool has none or it exceeds 2 KiB.
-func auditDetails(tool string, result map[string]json.RawMessage) (string, bool) {
+func auditDetails(tool string, result any) (string, bool) {
 	details := map[string]any{}
-	count := func(key string) (int, bool) {
-		var items []json.RawMessage
-		if json.Unmarshal(result[key], &items) != nil || items == nil {
-			return 0, false
-		}
-		return len(items), true
-	}
 	switch tool {
 	case "create_group":
-		if s, ok := auditString(result["group_id"]); ok {
+		if s, ok := auditResultString(result, "group_id"); ok {
 			details["created_group_id"] = s
 		}
 	case "list_groups":
-		if n, ok := count("groups"); ok {
+		if n, ok := auditResultLen(result, "groups"); ok {
 			details["group_count"] = n
 		}
 	case "update_group_metadata":
 		fields := []any{}
 		for _, f := range []string{"description", "name"} {
-			if _, ok := result[f]; ok {
+			if _, ok := auditResultField(result, f); ok {
 				fields = append(fields, f)
 			}
 		}
 		details["updated_fields"] = fields
 	case "get_users":
-		if n, ok := count("users"); ok {
+		if n, ok := auditResultLen(result, "users"); ok {
 			details["member_count"] = n
 		}
 	case "delete_group", "join_group", "leave_group":
 		details["completed"] = true
 	case "get_all_messages", "get_latest_messages", "get_unread_messages", "get_messages_after", "search_messages":
-		if n, ok := count("messages"); ok {
+		if n, ok := auditResultLen(result, "messages"); ok {
 			details["message_count"] = n
 		}
 	case "send_message":
 		for _, key := range []string{"message_id", "priority", "routing_reason"} {
-			if raw, ok := result[key]; ok {
-				var v any
-				d := json.NewDecoder(bytes.NewReader(raw))
-				d.UseNumber()
-				if d.Decode(&v) == nil {
-					details[key] = v
-				}
+			if v, ok := auditResultField(result, key); ok {
+				details[key] = v
 			}
 		}
-		if n, ok := count("wakeup_targets"); ok {
+		if n, ok := auditResultLen(result, "wakeup_targets"); ok {
 			details["wakeup_target_count"] = n
 		}
 	}
@@ -1018,17 +1029,17 @@ func auditDetails(tool string, result map[string]json.RawMessage) (string, bool)
 		return "", false
 	}
 	var b strings.Builder
-	pyJSON(&b, details)
+	writeCompactJSON(&b, details)
 	if b.Len() > auditDetailsMaxBytes {
 		return "", false
 	}
 	return b.String(), true
 }
 
-// pyJSON writes v as Python's json.dumps(sort_keys=True, separators=(",",
-// ":"), ensure_ascii=False) would, so details_json is byte-identical across
-// writers. v holds only decoded JSON values.
-func pyJSON(b *strings.Builder, v any) {
+// writeCompactJSON writes v as Python's json.dumps(sort_keys=True,
+// separators=(",", ":"), ensure_ascii=False) would, so details_json is
+// byte-identical across writers. v holds tool result values or decoded JSON.
+func writeCompactJSON(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -1036,19 +1047,45 @@ func pyJSON(b *strings.Builder, v any) {
 		b.WriteString(strconv.FormatBool(v))
 	case int:
 		b.WriteString(strconv.Itoa(v))
+	case int64:
+		b.WriteString(strconv.FormatInt(v, 10))
+	case *int64:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			b.WriteString(strconv.FormatInt(*v, 10))
+		}
 	case json.Number:
 		b.WriteString(pyNumber(string(v)))
 	case string:
-		pyJSONString(b, v)
+		writeCompactString(b, v)
+	case *string:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			writeCompactString(b, *v)
+		}
+	case stringList:
+		list := make([]any, len(v))
+		for i, s := range v {
+			list[i] = s
+		}
+		writeCompactJSON(b, list)
 	case []any:
 		b.WriteByte('[')
 		for i, item := range v {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			pyJSON(b, item)
+			writeCompactJSON(b, item)
 		}
 		b.WriteByte(']')
+	case object:
+		m := make(map[string]any, len(v))
+		for _, f := range v {
+			m[f.key] = f.value
+		}
+		writeCompactJSON(b, m)
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {
@@ -1060,17 +1097,19 @@ func pyJSON(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			pyJSONString(b, k)
+			writeCompactString(b, k)
 			b.WriteByte(':')
-			pyJSON(b, v[k])
+			writeCompactJSON(b, v[k])
 		}
 		b.WriteByte('}')
+	default:
+		b.WriteString("null")
 	}
 }
 
-// pyJSONString escapes like Python with ensure_ascii=False: quotes,
+// writeCompactString escapes like Python with ensure_ascii=False: quotes,
 // backslashes and control characters only.
-func pyJSONString(b *strings.Builder, s string) {
+func writeCompactString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 	for _, r := range s {
 		switch r {

@@ -35,9 +35,9 @@ func copyAuditFixture(t *testing.T) string {
 }
 
 // openTestDB opens a separate connection pool to a database file.
-func openTestDB(t *testing.T, path string) *sql.DB {
+func openAuditDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(path, ""))
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func openTestDB(t *testing.T, path string) *sql.DB {
 }
 
 // queryStrings runs query and renders each row as one string, NULL as "NULL".
-func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string {
+func auditRows(t *testing.T, db *sql.DB, query string, args ...any) []string {
 	t.Helper()
 	rows, err := db.Query(query, args...)
 	if err != nil {
@@ -83,7 +83,7 @@ func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string 
 	return out
 }
 
-func queryInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
+func auditInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
 	t.Helper()
 	var n sql.NullInt64
 	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
@@ -106,8 +106,41 @@ func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 
 var auditInf = auditConfig{enabled: true, setting: "inf"}
 
+// auditDecode decodes a JSON value the way a tool result is handed to the
+// audit log: objects as maps, numbers exact.
+func auditDecode(t *testing.T, text string) any {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(text))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("decode %s: %v", text, err)
+	}
+	return v
+}
+
+// auditTestCall builds the toolCall the tools/call path hands to the audit
+// hook. args "" means the arguments member was absent.
+func auditTestCall(tool, args, id, payload string, isError bool, category string) toolCall {
+	c := toolCall{name: tool, requestID: json.RawMessage(id), started: time.Now()}
+	c.args = toolArgs{values: map[string]json.RawMessage{}}
+	if args != "" {
+		parsed, ok := parseArgs(json.RawMessage(args))
+		if !ok {
+			parsed = toolArgs{}
+		}
+		c.args = parsed
+	}
+	d := json.NewDecoder(strings.NewReader(payload))
+	d.UseNumber()
+	var v any
+	d.Decode(&v)
+	c.result = toolResult{value: v, isError: isError, category: category}
+	return c
+}
+
 // fixtureEvents reads the original's rows back as events, with their snapshots.
-func fixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
+func auditFixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 	t.Helper()
 	rows, err := db.Query("SELECT occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, " +
 		"result_count, error_category, details_json, COALESCE(group_name, '') FROM tool_calls " +
@@ -132,7 +165,7 @@ func fixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 }
 
 // rollupTables are every table whose contents derive from tool_calls.
-func rollupTables() []string {
+func auditRollupTables() []string {
 	var tables []string
 	for _, r := range auditResolutions {
 		tables = append(tables, "analytics_"+r.suffix, "analytics_latency_"+r.suffix)
@@ -148,18 +181,18 @@ func TestAuditConfigFromEnv(t *testing.T) {
 		err   bool
 	}{
 		{name: "unset", want: auditConfig{}},
-		{name: "inf", value: ptr("inf"), want: auditConfig{enabled: true, setting: "inf"}},
-		{name: "days", value: ptr("30"), want: auditConfig{enabled: true, days: 30, setting: "30"}},
-		{name: "one", value: ptr("1"), want: auditConfig{enabled: true, days: 1, setting: "1"}},
-		{name: "zero", value: ptr("0"), err: true},
-		{name: "negative", value: ptr("-1"), err: true},
-		{name: "fraction", value: ptr("1.5"), err: true},
-		{name: "leading space", value: ptr(" 1"), err: true},
-		{name: "trailing newline", value: ptr("1\n"), err: true},
-		{name: "leading zero", value: ptr("01"), err: true},
-		{name: "upper case", value: ptr("INF"), err: true},
-		{name: "empty", value: ptr(""), err: true},
-		{name: "word", value: ptr("invalid"), err: true},
+		{name: "inf", value: auditPtr("inf"), want: auditConfig{enabled: true, setting: "inf"}},
+		{name: "days", value: auditPtr("30"), want: auditConfig{enabled: true, days: 30, setting: "30"}},
+		{name: "one", value: auditPtr("1"), want: auditConfig{enabled: true, days: 1, setting: "1"}},
+		{name: "zero", value: auditPtr("0"), err: true},
+		{name: "negative", value: auditPtr("-1"), err: true},
+		{name: "fraction", value: auditPtr("1.5"), err: true},
+		{name: "leading space", value: auditPtr(" 1"), err: true},
+		{name: "trailing newline", value: auditPtr("1\n"), err: true},
+		{name: "leading zero", value: auditPtr("01"), err: true},
+		{name: "upper case", value: auditPtr("INF"), err: true},
+		{name: "empty", value: auditPtr(""), err: true},
+		{name: "word", value: auditPtr("invalid"), err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,7 +217,7 @@ func TestAuditConfigFromEnv(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func auditPtr(s string) *string { return &s }
 
 func TestAuditDisabledOpensNothing(t *testing.T) {
 	dir := t.TempDir()
@@ -192,7 +225,7 @@ func TestAuditDisabledOpensNothing(t *testing.T) {
 	if a != nil || err != nil {
 		t.Fatalf("got %v, %v; want nil, nil", a, err)
 	}
-	a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"x"}`), json.RawMessage(`1`)), []byte(`{"groups":[]}`), false, "")
+	a.observe(auditTestCall("list_groups", `{"caller_name":"x"}`, `1`, `{"groups":[]}`, false, ""))
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 0 {
 		t.Fatalf("got %d files in the groups directory; want 0", len(entries))
@@ -200,14 +233,14 @@ func TestAuditDisabledOpensNothing(t *testing.T) {
 }
 
 // schemaShape describes every audit table's columns, keys and indexes.
-func schemaShape(t *testing.T, db *sql.DB) map[string][]string {
+func auditSchemaShape(t *testing.T, db *sql.DB) map[string][]string {
 	t.Helper()
 	shape := map[string][]string{}
 	for _, table := range auditTables {
-		shape[table] = append(shape[table], queryStrings(t, db, "SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", table)...)
-		for _, idx := range queryStrings(t, db, "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", table) {
+		shape[table] = append(shape[table], auditRows(t, db, "SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", table)...)
+		for _, idx := range auditRows(t, db, "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", table) {
 			name := strings.Split(idx, "|")[0]
-			cols := queryStrings(t, db, "SELECT seqno, cid, name, \"desc\", coll, key FROM pragma_index_xinfo(?)", name)
+			cols := auditRows(t, db, "SELECT seqno, cid, name, \"desc\", coll, key FROM pragma_index_xinfo(?)", name)
 			shape[table] = append(shape[table], "index "+idx+" "+strings.Join(cols, ","))
 		}
 	}
@@ -215,13 +248,13 @@ func schemaShape(t *testing.T, db *sql.DB) map[string][]string {
 }
 
 func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
-	original := openTestDB(t, copyAuditFixture(t))
-	want := schemaShape(t, original)
+	original := openAuditDB(t, copyAuditFixture(t))
+	want := auditSchemaShape(t, original)
 
 	t.Run("new file", func(t *testing.T) {
 		_, dir := newTestAudit(t, auditInf)
-		db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
-		if got := schemaShape(t, db); !reflect.DeepEqual(got, want) {
+		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+		if got := auditSchemaShape(t, db); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
 		}
 		checks := []struct{ query, want string }{
@@ -231,7 +264,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 			{"SELECT schema_version || '|' || (created_at = audit_enabled_at) || '|' || COALESCE(last_retention_cleanup_at, 'NULL') FROM metadata", "2|1|NULL"},
 		}
 		for _, c := range checks {
-			if got := queryStrings(t, db, c.query); len(got) != 1 || got[0] != c.want {
+			if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
 				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
 			}
 		}
@@ -240,7 +273,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 	t.Run("beside the core's catalog", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, auditDatabaseName)
-		core := openTestDB(t, path)
+		core := openAuditDB(t, path)
 		for _, stmt := range []string{
 			"PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
 			"CREATE TABLE groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
@@ -255,40 +288,40 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		if got := schemaShape(t, core); !reflect.DeepEqual(got, want) {
+		if got := auditSchemaShape(t, core); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
 		}
-		if got := queryStrings(t, core, "SELECT group_id, name FROM groups"); !reflect.DeepEqual(got, []string{"grp_1|One"}) {
+		if got := auditRows(t, core, "SELECT group_id, name FROM groups"); !reflect.DeepEqual(got, []string{"grp_1|One"}) {
 			t.Fatalf("got catalog %v; want [grp_1|One]", got)
 		}
-		if got := queryInt(t, core, "PRAGMA auto_vacuum"); got != 2 {
+		if got := auditInt(t, core, "PRAGMA auto_vacuum"); got != 2 {
 			t.Fatalf("got auto_vacuum %d; want 2", got)
 		}
 	})
 }
 
 func TestAuditRollupsMatchOriginal(t *testing.T) {
-	original := openTestDB(t, copyAuditFixture(t))
+	original := openAuditDB(t, copyAuditFixture(t))
 	a, dir := newTestAudit(t, auditInf)
-	for _, e := range fixtureEvents(t, original) {
+	for _, e := range auditFixtureEvents(t, original) {
 		if err := a.record(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
-	for _, table := range append(rollupTables(), "analytics_filter_values", "tool_call_group_names") {
+	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+	for _, table := range append(auditRollupTables(), "analytics_filter_values", "tool_call_group_names") {
 		t.Run(table, func(t *testing.T) {
 			q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
 			if table == "analytics_filter_values" || table == "tool_call_group_names" {
 				q = "SELECT * FROM " + table + " ORDER BY 1, 2"
 			}
-			got, want := queryStrings(t, db, q), queryStrings(t, original, q)
+			got, want := auditRows(t, db, q), auditRows(t, original, q)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %d rows %v; want %d rows %v", len(got), got, len(want), want)
 			}
 		})
 	}
-	if got := queryStrings(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"inf"}) {
+	if got := auditRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"inf"}) {
 		t.Fatalf("got retention_setting %v; want [inf]", got)
 	}
 }
@@ -309,9 +342,9 @@ func TestAuditLatencyBucket(t *testing.T) {
 
 // createV1 writes the original's version-1 layout: tool_calls and metadata
 // without rollups, filter values or indexes.
-func createV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
+func createAuditV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
 	t.Helper()
-	db := openTestDB(t, path)
+	db := openAuditDB(t, path)
 	stmts := []string{
 		"CREATE TABLE metadata (id INTEGER PRIMARY KEY, schema_version INTEGER NOT NULL, created_at TEXT NOT NULL, audit_enabled_at TEXT NOT NULL, last_retention_cleanup_at TEXT, retention_setting TEXT)",
 		"CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, audit_request_id TEXT, tool_name TEXT NOT NULL, group_id TEXT, context_id TEXT, name TEXT, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, result_count INTEGER, error_category TEXT, details_json TEXT)",
@@ -332,7 +365,7 @@ func createV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
 func TestAuditUpgradeFromV1(t *testing.T) {
 	t.Run("original's legacy case", func(t *testing.T) {
 		dir := t.TempDir()
-		db := createV1(t, filepath.Join(dir, auditDatabaseName), false)
+		db := createAuditV1(t, filepath.Join(dir, auditDatabaseName), false)
 		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
 			t.Fatal(err)
 		}
@@ -349,18 +382,18 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 			{"SELECT schema_version FROM metadata", "2"},
 		}
 		for _, c := range checks {
-			if got := queryStrings(t, db, c.query); len(got) != 1 || got[0] != c.want {
+			if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
 				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
 			}
 		}
 	})
 
 	t.Run("fixture rows backfill the original's rollups once", func(t *testing.T) {
-		original := openTestDB(t, copyAuditFixture(t))
+		original := openAuditDB(t, copyAuditFixture(t))
 		dir := t.TempDir()
 		path := filepath.Join(dir, auditDatabaseName)
-		db := createV1(t, path, true)
-		for i, e := range fixtureEvents(t, original) {
+		db := createAuditV1(t, path, true)
+		for i, e := range auditFixtureEvents(t, original) {
 			if _, err := db.Exec("INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", i+1, e.occurredAt, e.requestID, e.toolName,
 				e.groupID, e.contextID, e.name, e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON); err != nil {
 				t.Fatal(err)
@@ -380,18 +413,18 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		upgrade()
 		compare := func(stage string) {
-			for _, table := range rollupTables() {
+			for _, table := range auditRollupTables() {
 				q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
-				if got, want := queryStrings(t, db, q), queryStrings(t, original, q); !reflect.DeepEqual(got, want) {
+				if got, want := auditRows(t, db, q), auditRows(t, original, q); !reflect.DeepEqual(got, want) {
 					t.Fatalf("%s: %s: got %v; want %v", stage, table, got, want)
 				}
 			}
 			q := "SELECT field, value, count FROM analytics_filter_values ORDER BY 1, 2"
-			if got, want := queryStrings(t, db, q), queryStrings(t, original, q); !reflect.DeepEqual(got, want) {
+			if got, want := auditRows(t, db, q), auditRows(t, original, q); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: filter values: got %v; want %v", stage, got, want)
 			}
 			// The backfill labels a group with its greatest recorded name.
-			labels := queryStrings(t, db, "SELECT label FROM analytics_filter_values WHERE field = 'group_id' AND value IN (SELECT group_id FROM tool_calls WHERE details_json LIKE '%created_group_id%' AND context_id = 'lead-ctx')")
+			labels := auditRows(t, db, "SELECT label FROM analytics_filter_values WHERE field = 'group_id' AND value IN (SELECT group_id FROM tool_calls WHERE details_json LIKE '%created_group_id%' AND context_id = 'lead-ctx')")
 			if !reflect.DeepEqual(labels, []string{"Release train"}) {
 				t.Fatalf("%s: got group label %v; want [Release train]", stage, labels)
 			}
@@ -404,10 +437,10 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		upgrade()
 		compare("second upgrade")
-		if got := queryInt(t, db, "PRAGMA user_version"); got != 2 {
+		if got := auditInt(t, db, "PRAGMA user_version"); got != 2 {
 			t.Fatalf("got user_version %d; want 2", got)
 		}
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
 			t.Fatalf("got %d tool_calls indexes; want 6", got)
 		}
 	})
@@ -415,7 +448,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 	t.Run("a locked database stays version 1", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, auditDatabaseName)
-		db := createV1(t, path, false)
+		db := createAuditV1(t, path, false)
 		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
 			t.Fatal(err)
 		}
@@ -436,15 +469,15 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
 			t.Fatal(err)
 		}
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
 			t.Fatalf("got %d analytics tables after a failed upgrade; want 0", got)
 		}
 		if !strings.Contains(stderr.String(), "audit") {
 			t.Fatalf("got stderr %q; want one audit warning", stderr.String())
 		}
 		// The next write retries the upgrade and succeeds.
-		a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"ops"}`), json.RawMessage(`1`)), []byte(`{"groups":[]}`), false, "")
-		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
+		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, ""))
+		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
 			t.Fatalf("got %d calls in analytics_30d; want 1", got)
 		}
 	})
@@ -467,7 +500,7 @@ func TestAuditRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return a, openTestDB(t, filepath.Join(dir, auditDatabaseName))
+		return a, openAuditDB(t, filepath.Join(dir, auditDatabaseName))
 	}
 	oneDay := auditConfig{enabled: true, days: 1, setting: "1"}
 
@@ -490,7 +523,7 @@ func TestAuditRetention(t *testing.T) {
 			{"SELECT field || '|' || value || '|' || count FROM analytics_filter_values ORDER BY 1", []string{"group_id|grp_new|1", "name|ops|1", "tool_name|list_groups|1"}},
 			{"SELECT last_retention_cleanup_at FROM metadata", []string{formatTimestamp(now)}},
 		}
-		for _, table := range rollupTables() {
+		for _, table := range auditRollupTables() {
 			col := "call_count"
 			if strings.Contains(table, "latency") {
 				col = "sample_count"
@@ -501,7 +534,7 @@ func TestAuditRetention(t *testing.T) {
 			}{"SELECT SUM(" + col + ") FROM " + table, []string{"1"}})
 		}
 		for _, c := range checks {
-			if got := queryStrings(t, db, c.query); !reflect.DeepEqual(got, c.want) {
+			if got := auditRows(t, db, c.query); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("%s: got %v; want %v", c.query, got, c.want)
 			}
 		}
@@ -528,7 +561,7 @@ func TestAuditRetention(t *testing.T) {
 		if n, _ := a.cleanup(context.Background()); n != 1 {
 			t.Fatalf("cleanup a day later deleted %d; want 1", n)
 		}
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
 			t.Fatalf("got %d rows; want 0", got)
 		}
 	})
@@ -568,10 +601,10 @@ func TestAuditRetention(t *testing.T) {
 		if want := []int{1000, 1000, 500, 0}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("got deletions per call %v; want %v", got, want)
 		}
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
 			t.Fatalf("got %d filter values; want 0", got)
 		}
-		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_1m"); got != 0 {
+		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_1m"); got != 0 {
 			t.Fatalf("got %d calls left in analytics_1m; want 0", got)
 		}
 	})
@@ -581,17 +614,17 @@ func TestAuditRetention(t *testing.T) {
 		if n, err := a.cleanup(context.Background()); n != 0 || err != nil {
 			t.Fatalf("got %d, %v; want 0, nil", n, err)
 		}
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
 			t.Fatalf("got %d rows; want 1", got)
 		}
-		if got := queryStrings(t, db, "SELECT COALESCE(last_retention_cleanup_at, 'NULL') || '|' || retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"NULL|inf"}) {
+		if got := auditRows(t, db, "SELECT COALESCE(last_retention_cleanup_at, 'NULL') || '|' || retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"NULL|inf"}) {
 			t.Fatalf("got metadata %v; want [NULL|inf]", got)
 		}
 	})
 
 	t.Run("setting recorded by the writer", func(t *testing.T) {
 		_, db := setup(t, auditConfig{enabled: true, days: 30, setting: "30"}, event(0, "list_groups", "", ""))
-		if got := queryStrings(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"30"}) {
+		if got := auditRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"30"}) {
 			t.Fatalf("got %v; want [30]", got)
 		}
 	})
@@ -620,11 +653,7 @@ func TestAuditDetails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
-			var result map[string]json.RawMessage
-			if err := json.Unmarshal([]byte(tt.payload), &result); err != nil {
-				t.Fatal(err)
-			}
-			got, ok := auditDetails(tt.tool, result)
+			got, ok := auditDetails(tt.tool, auditDecode(t, tt.payload))
 			if ok != (tt.want != "") || got != tt.want {
 				t.Fatalf("got %q, %v; want %q", got, ok, tt.want)
 			}
@@ -638,10 +667,7 @@ func TestAuditDetails(t *testing.T) {
 		overhead := len(`{"created_group_id":""}`)
 		for _, extra := range []int{0, 1} {
 			id := strings.Repeat("é", (auditDetailsMaxBytes-overhead)/2) + strings.Repeat("x", (auditDetailsMaxBytes-overhead)%2+extra)
-			raw, _ := json.Marshal(map[string]string{"group_id": id})
-			var result map[string]json.RawMessage
-			json.Unmarshal(raw, &result)
-			_, ok := auditDetails("create_group", result)
+			_, ok := auditDetails("create_group", object{{"group_id", id}})
 			if ok != (extra == 0) {
 				t.Fatalf("extra %d: got ok %v; want %v", extra, ok, extra == 0)
 			}
@@ -684,8 +710,9 @@ func TestAuditBuildEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := auditCall{tool: tt.tool, arguments: json.RawMessage(tt.args), requestID: json.RawMessage(tt.id), started: started}
-			e := auditBuildEvent(c, []byte(tt.payload), tt.isError, tt.category, 1500*time.Microsecond)
+			c := auditTestCall(tt.tool, tt.args, tt.id, tt.payload, tt.isError, tt.category)
+			c.started = started
+			e := auditBuildEvent(c, 1500*time.Microsecond)
 			ns := func(s sql.NullString) string {
 				if !s.Valid {
 					return "NULL"
@@ -728,18 +755,20 @@ func TestAuditFinishLookups(t *testing.T) {
 		return "", errors.New("not a member")
 	}
 	call := func(tool, args, payload string, isError bool) {
-		c := a.begin(tool, json.RawMessage(args), json.RawMessage(`1`))
+		c := auditTestCall(tool, args, `1`, payload, isError, "validation")
 		if tool == "delete_group" {
+			// As the tools/call path does: read the name, then delete.
+			c.groupName = names["grp_a"]
 			delete(names, "grp_a")
 		}
-		a.finish(c, []byte(payload), isError, "validation")
+		a.observe(c)
 	}
 	call("update_group_metadata", `{"group_id":"grp_a","context_id":"c1","description":"d"}`, `{"error":"x"}`, true)
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"users":[]}`, false)
 	call("delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"lead"}`, `{"group_id":"grp_a","deleted":true}`, false)
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"error":"gone"}`, true)
-	db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
-	got := queryStrings(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
+	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+	got := auditRows(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
 	want := []string{
 		"update_group_metadata|joined-name|Alpha",
 		"get_users|ops|Alpha",
@@ -750,15 +779,15 @@ func TestAuditFinishLookups(t *testing.T) {
 		t.Fatalf("got %v; want %v", got, want)
 	}
 	// The latest label wins, as in the original: the last call saw no name.
-	if got := queryStrings(t, db, "SELECT label || '|' || count FROM analytics_filter_values WHERE field = 'group_id'"); !reflect.DeepEqual(got, []string{"grp_a|4"}) {
+	if got := auditRows(t, db, "SELECT label || '|' || count FROM analytics_filter_values WHERE field = 'group_id'"); !reflect.DeepEqual(got, []string{"grp_a|4"}) {
 		t.Fatalf("got group filter %v; want [grp_a|4]", got)
 	}
 }
 
 func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
-	finishOne := func(a *auditLog) time.Duration {
+	observeOne := func(a *auditLog) time.Duration {
 		start := time.Now()
-		a.finish(a.begin("list_groups", json.RawMessage(`{"caller_name":"ops"}`), json.RawMessage(`9`)), []byte(`{"groups":[]}`), false, "")
+		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `9`, `{"groups":[]}`, false, ""))
 		return time.Since(start)
 	}
 	t.Run("locked", func(t *testing.T) {
@@ -769,7 +798,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		db := openTestDB(t, filepath.Join(dir, auditDatabaseName))
+		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
 		conn, err := db.Conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -779,19 +808,19 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if d := finishOne(a); d > 2*time.Second {
+			if d := observeOne(a); d > 2*time.Second {
 				t.Fatalf("a locked audit write took %v; want well under 2s", d)
 			}
 		}
 		conn.ExecContext(context.Background(), "ROLLBACK")
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
 			t.Fatalf("got %d rows while locked; want 0", got)
 		}
 		if n := strings.Count(stderr.String(), "\n"); n != 1 {
 			t.Fatalf("got %d warning lines %q; want 1", n, stderr.String())
 		}
-		finishOne(a)
-		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+		observeOne(a)
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
 			t.Fatalf("got %d rows after the lock was released; want 1", got)
 		}
 	})
@@ -807,7 +836,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		if d := finishOne(a); d > 2*time.Second {
+		if d := observeOne(a); d > 2*time.Second {
 			t.Fatalf("a corrupt audit write took %v; want well under 2s", d)
 		}
 		if stderr.Len() == 0 {
