@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -922,14 +923,15 @@ func auditToolText(t testing.TB, reply map[string]any) (map[string]any, bool) {
 }
 
 // runAuditScript replays testdata/audit/session.jsonl, replacing $G1, $G2…
-// with the group ids create_group returns, as gen_fixture.py does.
-func runAuditScript(t *testing.T, s *server) {
+// with the group ids create_group returns, as gen_fixture.py does. It returns
+// the replies with group ids and timestamps masked.
+func runAuditScript(t *testing.T, s *server) []string {
 	t.Helper()
 	script, err := os.ReadFile("testdata/audit/session.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var groups []string
+	var groups, replies []string
 	for _, line := range strings.Split(strings.TrimSpace(string(script)), "\n") {
 		for i, g := range groups {
 			line = strings.ReplaceAll(line, fmt.Sprintf("$G%d", i+1), g)
@@ -939,8 +941,17 @@ func runAuditScript(t *testing.T, s *server) {
 			out, _ := auditToolText(t, reply)
 			groups = append(groups, out["group_id"].(string))
 		}
+		text, _ := json.Marshal(reply)
+		masked := string(text)
+		for i, g := range groups {
+			masked = strings.ReplaceAll(masked, g, fmt.Sprintf("G%d", i+1))
+		}
+		replies = append(replies, auditTimestamp.ReplaceAllString(masked, "TIME"))
 	}
+	return replies
 }
+
+var auditTimestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00`)
 
 // auditNormalized reads what the audit tables say about a session with the
 // time-, duration- and id-dependent parts removed: group ids become G1, G2…
@@ -979,7 +990,14 @@ func auditNormalized(t *testing.T, db *sql.DB) map[string][]string {
 
 func TestAuditSessionMatchesOriginal(t *testing.T) {
 	s, dir := newAuditServer(t, auditInf)
-	runAuditScript(t, s)
+	replies := runAuditScript(t, s)
+	if len(replies) != 37 || !strings.Contains(replies[32], `\"deleted\": true`) {
+		t.Fatalf("got %d replies, reply 33 %s; want 37, the second delete_group succeeding", len(replies), replies[32])
+	}
+	off, _ := newAuditServer(t, auditConfig{})
+	if want := runAuditScript(t, off); !reflect.DeepEqual(replies, want) {
+		t.Fatalf("replies with auditing on differ from replies with it off:\ngot  %v\nwant %v", replies, want)
+	}
 	got := auditNormalized(t, openAuditDB(t, filepath.Join(dir, auditDatabaseName)))
 	want := auditNormalized(t, openAuditDB(t, copyAuditFixture(t)))
 	if len(want["tool_calls"]) != 31 {
