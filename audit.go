@@ -63,9 +63,9 @@ type auditConfig struct {
 	setting string
 }
 
-// auditConfigError is the message the original prints, byte for byte, before
+// errAuditRetention is the message the original prints, byte for byte, before
 // exiting with status 2.
-var auditConfigError = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer.")
+var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer.")
 
 const (
 	auditRetentionVar     = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
@@ -98,7 +98,7 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 		}
 		return auditConfig{enabled: true, days: days, setting: value}, nil
 	}
-	return auditConfig{}, auditConfigError
+	return auditConfig{}, errAuditRetention
 }
 
 // auditResolutions are the rollup tables' suffixes and bucket widths.
@@ -239,7 +239,7 @@ func (a *auditLog) report(err error) {
 		return
 	}
 	a.warned = true
-	fmt.Fprintf(a.warn, "crosstalk: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
+	fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
 }
 
 // prepare creates or upgrades the version-2 schema. It is a no-op once done.
@@ -446,18 +446,11 @@ func auditQueryEvents(ctx context.Context, q auditQuerier, query string, args ..
 }
 
 // auditBucketStart returns the Unix second at which the bucket of the given
-// width containing occurredAt starts. A timestamp without a zone is UTC.
+// width containing occurredAt starts.
 func auditBucketStart(occurredAt string, seconds int64) (int64, error) {
-	s := strings.Replace(occurredAt, "Z", "+00:00", 1)
-	var t time.Time
-	var err error
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
-		if t, err = time.Parse(layout, s); err == nil {
-			break
-		}
-	}
+	t, err := auditParseTime(occurredAt)
 	if err != nil {
-		return 0, fmt.Errorf("parse audit timestamp %q: %w", occurredAt, err)
+		return 0, err
 	}
 	unix := t.Unix()
 	start := unix / seconds * seconds
@@ -727,9 +720,13 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 	return done, deleted, nil
 }
 
-// auditParseTime reads a stored timestamp; one without a zone is UTC.
+// auditParseTime reads a stored ISO 8601 timestamp as the original's
+// datetime.fromisoformat does; one without a zone is UTC.
 func auditParseTime(s string) (time.Time, error) {
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999"} {
+	for _, layout := range []string{
+		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
+		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
+	} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t, nil
 		}
@@ -737,7 +734,7 @@ func auditParseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
 }
 
-// attach makes a record every completed tools/call of srv, consulting srv's
+// attach makes srv record every completed tools/call of srv, consulting srv's
 // store for group names and members' joined names.
 func (a *auditLog) attach(srv *server) {
 	if a == nil {

@@ -1121,3 +1121,28 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 		})
 	}
 }
+
+func TestAuditBucketStart(t *testing.T) {
+	tests := []struct {
+		at         string
+		minute, hr int64
+	}{
+		{"2026-01-01T00:00:59.999999+00:00", 1767225600, 1767225600},
+		{"2026-01-01T00:00:00Z", 1767225600, 1767225600},
+		{"2026-01-01T00:01:00", 1767225660, 1767225600},
+		{"2026-01-01T01:30:00+02:00", 1767223800, 1767222000},
+		{"2026-01-01 00:02:00.5+00:00", 1767225720, 1767225600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.at, func(t *testing.T) {
+			m, err1 := auditBucketStart(tt.at, 60)
+			h, err2 := auditBucketStart(tt.at, 3600)
+			if m != tt.minute || h != tt.hr || err1 != nil || err2 != nil {
+				t.Fatalf("got %d, %d (%v, %v); want %d, %d", m, h, err1, err2, tt.minute, tt.hr)
+			}
+		})
+	}
+	if _, err := auditBucketStart("yesterday", 60); err == nil {
+		t.Fatal("got no error for an unreadable time; want one")
+	}
+}
