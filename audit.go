@@ -80,6 +80,7 @@ const (
 	auditMaxRetentionDays = 1_000_000
 )
 
+// auditDaysPattern is the original's accepted form of a number of days.
 var auditDaysPattern = regexp.MustCompile(`^[1-9][0-9]*$`)
 
 // auditConfigFromEnv validates the retention variable without touching any
@@ -115,6 +116,7 @@ var auditTables = []string{
 	"analytics_filter_values",
 }
 
+// auditBaseSchema is the original's version-2 metadata and tool_calls tables.
 const auditBaseSchema = `
 CREATE TABLE metadata (
 	id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -139,6 +141,8 @@ CREATE TABLE tool_calls (
 	details_json TEXT
 );`
 
+// auditIndexes are the tool_calls indexes and the group-name snapshot table;
+// idempotent, so an upgrade can add them to a version-1 file.
 const auditIndexes = `
 CREATE INDEX IF NOT EXISTS tool_calls_by_occurred_at ON tool_calls(occurred_at);
 CREATE INDEX IF NOT EXISTS tool_calls_by_tool_and_occurred_at ON tool_calls(tool_name, occurred_at);
@@ -313,6 +317,7 @@ type auditQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// auditExistingTables returns the names of the tables in the database.
 func auditExistingTables(ctx context.Context, q auditQuerier) (map[string]bool, error) {
 	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
 	if err != nil {
@@ -330,6 +335,7 @@ func auditExistingTables(ctx context.Context, q auditQuerier) (map[string]bool, 
 	return tables, rows.Err()
 }
 
+// hasAll reports whether set holds every one of names.
 func hasAll(set map[string]bool, names []string) bool {
 	for _, n := range names {
 		if !set[n] {
