@@ -49,6 +49,7 @@ type auditLog struct {
 	mu          sync.Mutex
 	db          *sql.DB
 	ready       bool
+	stmts       map[string]*sql.Stmt
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
@@ -107,6 +108,35 @@ var auditResolutions = []struct {
 	suffix  string
 	seconds int64
 }{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+
+// auditRollupSQL and auditLatencySQL are the upserts of each resolution,
+// indexed like auditResolutions.
+var auditRollupSQL, auditLatencySQL = func() (rollup, latency []string) {
+	for _, r := range auditResolutions {
+		rollup = append(rollup, "INSERT INTO analytics_"+r.suffix+"(bucket_start, "+auditDimensions+
+			", call_count, error_count, duration_sum_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "+
+			"ON CONFLICT(bucket_start, "+auditDimensions+") DO UPDATE SET call_count = call_count + excluded.call_count, "+
+			"error_count = error_count + excluded.error_count, duration_sum_ms = duration_sum_ms + excluded.duration_sum_ms")
+		latency = append(latency, "INSERT INTO analytics_latency_"+r.suffix+"(bucket_start, "+auditDimensions+
+			", latency_bucket, sample_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "+
+			"ON CONFLICT(bucket_start, "+auditDimensions+", latency_bucket) DO UPDATE SET "+
+			"sample_count = sample_count + excluded.sample_count")
+	}
+	return rollup, latency
+}()
+
+// The statements of one audit write, prepared once per connection.
+const (
+	auditSetRetentionSQL = "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?"
+	auditInsertCallSQL   = "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, " +
+		"name, outcome, duration_ms, result_count, error_category, details_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	auditInsertNameSQL  = "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)"
+	auditCountFilterSQL = "INSERT INTO analytics_filter_values(field, value, label, count) VALUES (?, ?, ?, 1) " +
+		"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count, label = excluded.label"
+)
+
+// auditExec runs one statement of an audit transaction.
+type auditExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
 
 // auditTables are the tables a complete version-2 audit schema has.
 var auditTables = []string{
@@ -233,6 +263,9 @@ func (a *auditLog) close() error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for _, st := range a.stmts {
+		st.Close()
+	}
 	return a.db.Close()
 }
 
@@ -279,6 +312,7 @@ func (a *auditLog) prepare() error {
 	}
 	if version == auditSchemaVersion && hasAll(tables, auditTables) {
 		a.ready = true
+		a.prepareStatements(ctx)
 		return nil
 	}
 	tx, err := a.db.BeginTx(ctx, nil)
@@ -308,6 +342,7 @@ func (a *auditLog) prepare() error {
 		return fmt.Errorf("commit audit schema: %w", err)
 	}
 	a.ready = true
+	a.prepareStatements(ctx)
 	return nil
 }
 
@@ -403,7 +438,7 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 			valid = append(valid, e)
 		}
 	}
-	if err := auditApplyRollups(ctx, tx, valid, 1); err != nil {
+	if err := auditApplyRollups(ctx, tx.ExecContext, valid, 1); err != nil {
 		return err
 	}
 	for _, field := range []string{"tool_name", "name"} {
@@ -484,7 +519,7 @@ type auditRollupKey struct {
 
 // auditApplyRollups adds delta times each event to every rollup resolution,
 // aggregating first so a batch costs one upsert per distinct row.
-func auditApplyRollups(ctx context.Context, tx *sql.Tx, events []auditEvent, delta int64) error {
+func auditApplyRollups(ctx context.Context, exec auditExec, events []auditEvent, delta int64) error {
 	type sums struct{ calls, errs, duration int64 }
 	totals := map[auditRollupKey]*sums{}
 	latency := map[auditRollupKey]map[string]int64{}
@@ -516,11 +551,7 @@ func auditApplyRollups(ctx context.Context, tx *sql.Tx, events []auditEvent, del
 		suffix := auditResolutions[k.table].suffix
 		s := totals[k]
 		args := []any{k.bucket, k.dims[0], k.dims[1], k.dims[2], k.dims[3], k.dims[4], k.dims[5]}
-		_, err := tx.ExecContext(ctx, "INSERT INTO analytics_"+suffix+"(bucket_start, "+auditDimensions+
-			", call_count, error_count, duration_sum_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "+
-			"ON CONFLICT(bucket_start, "+auditDimensions+") DO UPDATE SET call_count = call_count + excluded.call_count, "+
-			"error_count = error_count + excluded.error_count, duration_sum_ms = duration_sum_ms + excluded.duration_sum_ms",
-			append(args, s.calls, s.errs, s.duration)...)
+		_, err := exec(ctx, auditRollupSQL[k.table], append(args, s.calls, s.errs, s.duration)...)
 		if err != nil {
 			return fmt.Errorf("update audit rollup %s: %w", suffix, err)
 		}
@@ -530,11 +561,7 @@ func auditApplyRollups(ctx context.Context, tx *sql.Tx, events []auditEvent, del
 		}
 		sort.Strings(buckets)
 		for _, b := range buckets {
-			_, err := tx.ExecContext(ctx, "INSERT INTO analytics_latency_"+suffix+"(bucket_start, "+auditDimensions+
-				", latency_bucket, sample_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "+
-				"ON CONFLICT(bucket_start, "+auditDimensions+", latency_bucket) DO UPDATE SET "+
-				"sample_count = sample_count + excluded.sample_count",
-				append(args[:7:7], b, latency[k][b])...)
+			_, err := exec(ctx, auditLatencySQL[k.table], append(args[:7:7], b, latency[k][b])...)
 			if err != nil {
 				return fmt.Errorf("update audit latency rollup %s: %w", suffix, err)
 			}
@@ -570,15 +597,18 @@ func (a *auditLog) record(ctx context.Context, e auditEvent) error {
 		return fmt.Errorf("begin audit write: %w", err)
 	}
 	defer tx.Rollback()
+	exec := func(ctx context.Context, query string, args ...any) (sql.Result, error) {
+		if st := a.stmts[query]; st != nil {
+			return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		}
+		return tx.ExecContext(ctx, query, args...)
+	}
 	// The guard skips the page write when the setting is already recorded.
-	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?",
-		a.config.setting, a.config.setting); err != nil {
+	if _, err := exec(ctx, auditSetRetentionSQL, a.config.setting, a.config.setting); err != nil {
 		return fmt.Errorf("record audit retention setting: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, "+
-		"name, outcome, duration_ms, result_count, error_category, details_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name, e.outcome, e.durationMS,
-		e.resultCount, e.errorCategory, e.detailsJSON)
+	res, err := exec(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
+		e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
 	if err != nil {
 		return fmt.Errorf("insert audit row: %w", err)
 	}
@@ -587,16 +617,15 @@ func (a *auditLog) record(ctx context.Context, e auditEvent) error {
 		if err != nil {
 			return fmt.Errorf("read audit row id: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)", id, e.groupName); err != nil {
+		if _, err := exec(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
 			return fmt.Errorf("insert audit group name: %w", err)
 		}
 	}
-	if err := auditApplyRollups(ctx, tx, []auditEvent{e}, 1); err != nil {
+	if err := auditApplyRollups(ctx, exec, []auditEvent{e}, 1); err != nil {
 		return err
 	}
 	for _, f := range auditFilterValues(e) {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) VALUES (?, ?, ?, 1) "+
-			"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count, label = excluded.label", f[0], f[1], f[2]); err != nil {
+		if _, err := exec(ctx, auditCountFilterSQL, f[0], f[1], f[2]); err != nil {
 			return fmt.Errorf("update audit filter values: %w", err)
 		}
 	}
@@ -604,6 +633,19 @@ func (a *auditLog) record(ctx context.Context, e auditEvent) error {
 		return fmt.Errorf("commit audit write: %w", err)
 	}
 	return nil
+}
+
+// prepareStatements compiles the statements of record once: compiling them
+// on every call costs about as much as running them. A statement that fails
+// to compile is simply run unprepared.
+func (a *auditLog) prepareStatements(ctx context.Context) {
+	queries := append([]string{auditSetRetentionSQL, auditInsertCallSQL, auditInsertNameSQL, auditCountFilterSQL}, auditRollupSQL...)
+	a.stmts = map[string]*sql.Stmt{}
+	for _, q := range append(queries, auditLatencySQL...) {
+		if st, err := a.db.PrepareContext(ctx, q); err == nil {
+			a.stmts[q] = st
+		}
+	}
 }
 
 // cleanup removes rows older than the retention period at most once a day.
@@ -698,7 +740,7 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 				counts[k]++
 			}
 		}
-		if err := auditApplyRollups(ctx, tx, valid, -1); err != nil {
+		if err := auditApplyRollups(ctx, tx.ExecContext, valid, -1); err != nil {
 			return false, 0, err
 		}
 		for _, k := range keys {

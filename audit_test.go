@@ -583,7 +583,7 @@ func TestAuditRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := auditApplyRollups(context.Background(), tx, events, 1); err != nil {
+		if err := auditApplyRollups(context.Background(), tx.ExecContext, events, 1); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec("INSERT INTO analytics_filter_values VALUES ('tool_name', 'list_groups', 'list_groups', 2500), ('name', 'ops', 'ops', 2500)"); err != nil {
