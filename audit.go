@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -44,8 +45,17 @@ type auditLog struct {
 	// large backlog is drained over the following calls instead.
 	cleanupBudget time.Duration
 
-	// mu serializes attempts because the rollup upserts and the retention
-	// state must not interleave between goroutines sharing the handle.
+	// queue carries events from tool calls to the writer goroutine, so that
+	// no tool call waits for the audit database. It is bounded: when the
+	// writer falls behind by this much, new events are dropped.
+	queue   chan auditEvent
+	written chan struct{} // closed when the writer has exited
+	pending sync.WaitGroup
+	// closing guards queue against sends after close.
+	closing sync.RWMutex
+	closed  bool
+
+	// mu serializes use of the database handle and the retention state.
 	mu          sync.Mutex
 	db          *sql.DB
 	ready       bool
@@ -53,6 +63,8 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
+	// dropped is set, without waiting for mu, when an event is first dropped.
+	dropped atomic.Bool
 }
 
 // auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
@@ -76,6 +88,15 @@ const (
 	auditCleanupBatchSize = 1000
 	// auditCleanupBudget is the default auditLog.cleanupBudget.
 	auditCleanupBudget = 50 * time.Millisecond
+	// auditQueueSize bounds the events waiting for the writer; at a few
+	// hundred bytes each this is well under a megabyte.
+	auditQueueSize = 4096
+	// auditMaxBatch bounds the events written in one transaction, and so how
+	// long the write lock is held.
+	auditMaxBatch = 256
+	// auditLinger is how long, during a run of calls, the writer waits to
+	// gather a batch; it is also the most a row lags behind its call then.
+	auditLinger = 10 * time.Millisecond
 	// auditMaxRetentionDays is past the start of the calendar for any clock
 	// this program runs on, so longer settings can never expire a row.
 	auditMaxRetentionDays = 1_000_000
@@ -247,20 +268,29 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if warn == nil {
 		warn = io.Discard
 	}
-	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now, cleanupBudget: auditCleanupBudget}
+	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now, cleanupBudget: auditCleanupBudget,
+		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if err := a.prepare(); err != nil {
 		a.report(err)
 	}
+	a.mu.Unlock()
+	go a.write()
 	return a, nil
 }
 
-// close releases the database handle.
+// close writes what is queued, stops the writer and releases the database.
 func (a *auditLog) close() error {
 	if a == nil {
 		return nil
 	}
+	a.closing.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.queue)
+	}
+	a.closing.Unlock()
+	<-a.written
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, st := range a.stmts {
@@ -269,8 +299,66 @@ func (a *auditLog) close() error {
 	return a.db.Close()
 }
 
+// flush waits until every event observed so far has had its write attempt.
+func (a *auditLog) flush() {
+	if a != nil {
+		a.pending.Wait()
+	}
+}
+
+// write is the writer goroutine. It records waiting events in batches of up
+// to auditMaxBatch, one attempt per batch in one transaction: a batch costs
+// little more than a single event, because the same rollup and index pages
+// are written once. After a quiet spell the first event is written at once;
+// while calls keep coming, it lingers up to auditLinger to gather a batch.
+func (a *auditLog) write() {
+	defer close(a.written)
+	var lastWrite time.Time
+	for e := range a.queue {
+		batch := []auditEvent{e}
+		var timer *time.Timer
+		var deadline <-chan time.Time
+		if time.Since(lastWrite) < auditLinger {
+			timer = time.NewTimer(auditLinger)
+			deadline = timer.C
+		}
+	more:
+		for len(batch) < auditMaxBatch {
+			var next auditEvent
+			var ok bool
+			if deadline == nil {
+				select {
+				case next, ok = <-a.queue:
+				default:
+					break more
+				}
+			} else {
+				select {
+				case next, ok = <-a.queue:
+				case <-deadline:
+					break more
+				}
+			}
+			if !ok {
+				break
+			}
+			batch = append(batch, next)
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		a.mu.Lock()
+		if err := a.attempt(batch); err != nil {
+			a.report(err)
+		}
+		a.mu.Unlock()
+		lastWrite = time.Now()
+		a.pending.Add(-len(batch))
+	}
+}
+
 // report writes the first audit failure to stderr; later ones are silent so a
-// broken audit database cannot flood the log.
+// broken audit database cannot flood the log. Callers hold a.mu.
 func (a *auditLog) report(err error) {
 	if a.warned {
 		return
@@ -590,8 +678,8 @@ func auditFilterValues(e auditEvent) [][3]string {
 	return out
 }
 
-// record writes one event and its rollups in a single IMMEDIATE transaction.
-func (a *auditLog) record(ctx context.Context, e auditEvent) error {
+// record writes events and their rollups in a single IMMEDIATE transaction.
+func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin audit write: %w", err)
@@ -607,27 +695,30 @@ func (a *auditLog) record(ctx context.Context, e auditEvent) error {
 	if _, err := exec(ctx, auditSetRetentionSQL, a.config.setting, a.config.setting); err != nil {
 		return fmt.Errorf("record audit retention setting: %w", err)
 	}
-	res, err := exec(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
-		e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
-	if err != nil {
-		return fmt.Errorf("insert audit row: %w", err)
-	}
-	if e.groupName != "" {
-		id, err := res.LastInsertId()
+	for _, e := range events {
+		res, err := exec(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
+			e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
 		if err != nil {
-			return fmt.Errorf("read audit row id: %w", err)
+			return fmt.Errorf("insert audit row: %w", err)
 		}
-		if _, err := exec(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
-			return fmt.Errorf("insert audit group name: %w", err)
+		if e.groupName != "" {
+			id, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("read audit row id: %w", err)
+			}
+			if _, err := exec(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
+				return fmt.Errorf("insert audit group name: %w", err)
+			}
+		}
+		// In call order, so the latest group name labels the filter value.
+		for _, f := range auditFilterValues(e) {
+			if _, err := exec(ctx, auditCountFilterSQL, f[0], f[1], f[2]); err != nil {
+				return fmt.Errorf("update audit filter values: %w", err)
+			}
 		}
 	}
-	if err := auditApplyRollups(ctx, exec, []auditEvent{e}, 1); err != nil {
+	if err := auditApplyRollups(ctx, exec, events, 1); err != nil {
 		return err
-	}
-	for _, f := range auditFilterValues(e) {
-		if _, err := exec(ctx, auditCountFilterSQL, f[0], f[1], f[2]); err != nil {
-			return fmt.Errorf("update audit filter values: %w", err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit write: %w", err)
@@ -804,8 +895,10 @@ func (a *auditLog) attach(srv *server) {
 	srv.audit = a.observe
 }
 
-// observe records one completed tools/call. It makes one bounded attempt and
-// never reports failure to the caller: the tool result is already decided.
+// observe queues the record of one completed tools/call and returns at once:
+// the tool result is already decided, and the audit database (however slow,
+// locked or broken) must not hold it up. The lookups that snapshot the
+// group's state happen here, before later calls can change it.
 func (a *auditLog) observe(c toolCall) {
 	if a == nil {
 		return
@@ -823,20 +916,30 @@ func (a *auditLog) observe(c toolCall) {
 			e.groupName = name
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.attempt(e); err != nil {
-		a.report(err)
+	a.closing.RLock()
+	defer a.closing.RUnlock()
+	if a.closed {
+		return
+	}
+	a.pending.Add(1)
+	select {
+	case a.queue <- e:
+	default:
+		a.pending.Done()
+		if a.dropped.CompareAndSwap(false, true) {
+			fmt.Fprintln(a.warn, "crosstalk-mcp: audit writer is behind; dropping audit events (reported once)")
+		}
 	}
 }
 
-// attempt prepares the schema if needed, records e and runs due retention.
-func (a *auditLog) attempt(e auditEvent) error {
+// attempt prepares the schema if needed, records events and runs due
+// retention: one attempt, whose failure loses these events only.
+func (a *auditLog) attempt(events []auditEvent) error {
 	if err := a.prepare(); err != nil {
 		return err
 	}
 	ctx := context.Background()
-	if err := a.record(ctx, e); err != nil {
+	if err := a.record(ctx, events...); err != nil {
 		return err
 	}
 	_, err := a.cleanup(ctx)

@@ -480,6 +480,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		// The next write retries the upgrade and succeeds.
 		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, ""))
+		a.flush()
 		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
 			t.Fatalf("got %d calls in analytics_30d; want 1", got)
 		}
@@ -770,6 +771,7 @@ func TestAuditFinishLookups(t *testing.T) {
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"users":[]}`, false)
 	call("delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"lead"}`, `{"group_id":"grp_a","deleted":true}`, false)
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"error":"gone"}`, true)
+	a.flush()
 	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
 	got := auditRows(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
 	want := []string{
@@ -788,10 +790,14 @@ func TestAuditFinishLookups(t *testing.T) {
 }
 
 func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
-	observeOne := func(a *auditLog) time.Duration {
+	// observeOne returns how long the call path was held up, and how long
+	// the write attempt took in the background.
+	observeOne := func(a *auditLog) (call, attempt time.Duration) {
 		start := time.Now()
 		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `9`, `{"groups":[]}`, false, ""))
-		return time.Since(start)
+		call = time.Since(start)
+		a.flush()
+		return call, time.Since(start)
 	}
 	t.Run("locked", func(t *testing.T) {
 		var stderr bytes.Buffer
@@ -811,8 +817,9 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if d := observeOne(a); d > 2*time.Second {
-				t.Fatalf("a locked audit write took %v; want well under 2s", d)
+			call, attempt := observeOne(a)
+			if call > 50*time.Millisecond || attempt > 2*time.Second {
+				t.Fatalf("a locked audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
 			}
 		}
 		conn.ExecContext(context.Background(), "ROLLBACK")
@@ -839,8 +846,8 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		if d := observeOne(a); d > 2*time.Second {
-			t.Fatalf("a corrupt audit write took %v; want well under 2s", d)
+		if call, attempt := observeOne(a); call > 50*time.Millisecond || attempt > 2*time.Second {
+			t.Fatalf("a corrupt audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
 		}
 		if stderr.Len() == 0 {
 			t.Fatal("got no warning; want one")
@@ -872,7 +879,7 @@ func TestAuditRequestID(t *testing.T) {
 
 // newAuditServer starts a server on a fresh groups directory with auditing
 // configured as given, wired as runServer wires it.
-func newAuditServer(t testing.TB, config auditConfig) (*server, string) {
+func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLog) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := newStore(dir)
@@ -890,7 +897,7 @@ func newAuditServer(t testing.TB, config auditConfig) (*server, string) {
 		s.subs.close()
 		st.close()
 	})
-	return s, dir
+	return s, dir, a
 }
 
 // auditReply handles one line and decodes the reply (nil when none).
@@ -989,12 +996,13 @@ func auditNormalized(t *testing.T, db *sql.DB) map[string][]string {
 }
 
 func TestAuditSessionMatchesOriginal(t *testing.T) {
-	s, dir := newAuditServer(t, auditInf)
+	s, dir, a := newAuditServer(t, auditInf)
 	replies := runAuditScript(t, s)
+	a.flush()
 	if len(replies) != 37 || !strings.Contains(replies[32], `\"deleted\": true`) {
 		t.Fatalf("got %d replies, reply 33 %s; want 37, the second delete_group succeeding", len(replies), replies[32])
 	}
-	off, _ := newAuditServer(t, auditConfig{})
+	off, _, _ := newAuditServer(t, auditConfig{})
 	if want := runAuditScript(t, off); !reflect.DeepEqual(replies, want) {
 		t.Fatalf("replies with auditing on differ from replies with it off:\ngot  %v\nwant %v", replies, want)
 	}
@@ -1062,13 +1070,14 @@ func TestAuditServerEnvironment(t *testing.T) {
 }
 
 func TestAuditLockedDuringToolCall(t *testing.T) {
-	s, dir := newAuditServer(t, auditInf)
+	s, dir, a := newAuditServer(t, auditInf)
 	auditReply(t, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
 	auditReply(t, s, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	created, _ := auditToolText(t, auditReply(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_group","arguments":{"context_id":"a","caller_name":"a"}}}`))
 	g := created["group_id"].(string)
 	auditReply(t, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"join_group","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","caller_name":"a"}}}`)
 
+	a.flush()
 	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
 	before := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls")
 	conn, err := db.Conn(context.Background())
@@ -1082,6 +1091,7 @@ func TestAuditLockedDuringToolCall(t *testing.T) {
 	start := time.Now()
 	reply := auditReply(t, s, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","message":"hi","caller_name":"a"}}}`)
 	elapsed := time.Since(start)
+	a.flush()
 	conn.ExecContext(context.Background(), "ROLLBACK")
 	out, isError := auditToolText(t, reply)
 	if isError || out["message_id"] != float64(1) || out["routing_reason"] != "fallback" {
@@ -1103,7 +1113,7 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 		config auditConfig
 	}{{"off", auditConfig{}}, {"on", auditInf}} {
 		b.Run(mode.name, func(b *testing.B) {
-			s, _ := newAuditServer(b, mode.config)
+			s, dir, a := newAuditServer(b, mode.config)
 			auditReply(b, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
 			auditReply(b, s, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			created, _ := auditToolText(b, auditReply(b, s, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_group","arguments":{"context_id":"a","caller_name":"a"}}}`))
@@ -1112,10 +1122,23 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 				auditReply(b, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"join_group","arguments":{"group_id":"`+g+`","context_id":"`+c+`","name":"`+c+`","caller_name":"`+c+`"}}}`)
 			}
 			line := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"` + g + `","context_id":"a","name":"a","message":"hello @b","caller_name":"a"}}}`)
+			a.flush()
+			var before int64
+			if a != nil {
+				before = auditBenchCount(b, dir)
+			}
 			b.ResetTimer()
-			for b.Loop() {
+			for range b.N {
 				if s.handleLine(line) == nil {
 					b.Fatal("no reply")
+				}
+			}
+			// The queued writes are part of the cost: wait for them.
+			a.flush()
+			b.StopTimer()
+			if a != nil {
+				if got := auditBenchCount(b, dir) - before; got != int64(b.N) {
+					b.Fatalf("got %d audit rows for %d calls; want one each", got, b.N)
 				}
 			}
 		})
@@ -1145,4 +1168,18 @@ func TestAuditBucketStart(t *testing.T) {
 	if _, err := auditBucketStart("yesterday", 60); err == nil {
 		t.Fatal("got no error for an unreadable time; want one")
 	}
+}
+
+// auditBenchCount counts the audit rows in dir's audit database.
+func auditBenchCount(b *testing.B, dir string) int64 {
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, auditDatabaseName), "rw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow("SELECT COUNT(*) FROM tool_calls").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
