@@ -1183,3 +1183,62 @@ func auditBenchCount(b *testing.B, dir string) int64 {
 	}
 	return n
 }
+
+func TestAuditWriterQueue(t *testing.T) {
+	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
+	t.Run("close writes what is queued", func(t *testing.T) {
+		dir := t.TempDir()
+		a, err := openAuditLog(dir, auditInf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			a.observe(call)
+		}
+		if err := a.close(); err != nil {
+			t.Fatal(err)
+		}
+		a.observe(call) // after close: ignored, not a panic
+		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 50 {
+			t.Fatalf("got %d rows; want 50", got)
+		}
+		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_1d"); got != 50 {
+			t.Fatalf("got %d calls in analytics_1d; want 50", got)
+		}
+	})
+	t.Run("a stalled writer drops, never blocks", func(t *testing.T) {
+		var stderr bytes.Buffer
+		dir := t.TempDir()
+		a, err := openAuditLog(dir, auditInf, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		a.mu.Lock() // the writer stalls as if on a slow disk
+		a.observe(call)
+		deadline := time.Now().Add(5 * time.Second)
+		for len(a.queue) > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // until the writer holds the first event
+		}
+		start := time.Now()
+		// The writer may take up to one batch more before it blocks.
+		total := 1 + auditMaxBatch + auditQueueSize + 10
+		for range total - 1 {
+			a.observe(call)
+		}
+		held := time.Since(start)
+		a.mu.Unlock()
+		a.flush()
+		if held > 2*time.Second {
+			t.Fatalf("observing with a stalled writer took %v; want no waiting", held)
+		}
+		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got < auditQueueSize || got >= int64(total) {
+			t.Fatalf("got %d rows of %d calls; want a full queue's worth and some dropped", got, total)
+		}
+		if n := strings.Count(stderr.String(), "dropping"); n != 1 {
+			t.Fatalf("got stderr %q; want one drop warning", stderr.String())
+		}
+	})
+}
