@@ -27,8 +27,9 @@ import (
 // auditLog is the opt-in audit writer: one row per completed tools/call in
 // observability.sqlite3, plus the pre-aggregated rollups the dashboard reads.
 // Every method is safe on a nil receiver, which is what a server with
-// auditing disabled holds. A failing audit database never changes a tool
-// result: each call gets one bounded attempt and errors are swallowed.
+// auditing disabled holds. Tool calls only queue their events; a background
+// writer records them, one bounded attempt per batch, so a slow or failing
+// audit database never changes or delays a tool result.
 type auditLog struct {
 	path   string
 	config auditConfig
@@ -256,13 +257,13 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	path := filepath.Join(dir, auditDatabaseName)
 	// busy_timeout(100) bounds how long one audit attempt can wait for a lock;
 	// synchronous(NORMAL) is durable in WAL mode against process crashes and
-	// keeps a per-call fsync off the tool-call path.
+	// saves an fsync per write, which analytics do not need.
 	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("open audit database %s: %w", path, err)
 	}
-	// One connection: writes are serialized anyway, and a single handle keeps
-	// per-connection state (prepared schema, WAL mode) in one place.
+	// One connection: there is one writer anyway, and the prepared statements
+	// belong to the connection they were prepared on.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	if warn == nil {
