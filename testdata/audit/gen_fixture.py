@@ -24,10 +24,16 @@ with open(os.path.join(here, "session.jsonl")) as script:
         request = json.loads(line)
         proc.stdin.write(line)
         proc.stdin.flush()
+        if isinstance(request, list):
+            # A batch is answered by one array; skip notifications before it.
+            response = json.loads(proc.stdout.readline())
+            while not isinstance(response, list):
+                response = json.loads(proc.stdout.readline())
+            continue
         if request.get("id") is None:
             continue
         response = json.loads(proc.stdout.readline())
-        while response.get("id") != request["id"]:
+        while not isinstance(response, dict) or response.get("id") != request["id"]:
             response = json.loads(proc.stdout.readline())
         params = request.get("params") or {}
         if params.get("name") == "create_group" and "result" in response:
