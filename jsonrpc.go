@@ -110,6 +110,12 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	log.SetOutput(stderr)
 	log.SetFlags(0)
 	log.SetPrefix("crosstalk-mcp: ")
+	// Like the original, refuse a bad audit setting before any storage exists.
+	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	dir, err := groupsDirFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -123,6 +129,13 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	defer st.close()
 	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
 	defer s.subs.close()
+	audit, err := openAuditLog(dir, auditCfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer audit.close()
+	audit.attach(s)
 	if err := s.serve(stdin); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
