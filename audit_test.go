@@ -19,7 +19,8 @@ import (
 )
 
 // auditFixture is the database the Python original wrote for
-// testdata/audit/session.jsonl (see testdata/audit/gen_fixture.py).
+// testdata/audit/session.jsonl, replayed over stdio with
+// CROSSTALK_OBSERVABILITY_RETENTION_DAYS=inf and then checkpointed.
 const auditFixture = "testdata/audit/original.sqlite3"
 
 // copyAuditFixture copies the original's database into a fresh directory so
@@ -930,7 +931,7 @@ func auditToolText(t testing.TB, reply map[string]any) (map[string]any, bool) {
 }
 
 // runAuditScript replays testdata/audit/session.jsonl, replacing $G1, $G2…
-// with the group ids create_group returns, as gen_fixture.py does. It returns
+// with the group ids create_group returns. It returns
 // the replies with group ids and timestamps masked.
 func runAuditScript(t *testing.T, s *server) []string {
 	t.Helper()
