@@ -10,9 +10,11 @@ import (
 	"log"
 	"math"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -136,9 +138,21 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer audit.close()
 	audit.attach(s)
-	if err := s.serve(stdin); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	// A client that stops the server with SIGINT or SIGTERM gets the same
+	// orderly end as on EOF, so queued audit rows are still written. A read
+	// from a blocking stdin cannot be interrupted, so serving runs aside.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(stdin) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	case <-sig:
 	}
 	return 0
 }
