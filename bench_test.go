@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// pipeSession is a server running in this process behind io.Pipe, so a
+// benchmark measures the stdio loop and the store without process start-up.
+type pipeSession struct {
+	tb    testing.TB
+	dir   string
+	store *store
+	in    *io.PipeWriter
+	out   *bufio.Reader
+	done  chan error
+}
+
+func newPipeSession(tb testing.TB) *pipeSession {
+	tb.Helper()
+	dir := tb.TempDir()
+	st, err := newStore(dir)
+	if err != nil {
+		tb.Fatalf("newStore: %v", err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	srv := newServer(st, outW, pollInterval(""))
+	ps := &pipeSession{tb: tb, dir: dir, store: st, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
+	go func() {
+		err := srv.serve(inR)
+		srv.subs.close()
+		st.close()
+		outW.Close()
+		ps.done <- err
+	}()
+	tb.Cleanup(func() {
+		inW.Close()
+		// Drain notifications and answers nobody read, so serve can finish.
+		io.Copy(io.Discard, ps.out)
+		if err := <-ps.done; err != nil {
+			tb.Errorf("serve: %v", err)
+		}
+	})
+	ps.write(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	ps.response()
+	return ps
+}
+
+func (ps *pipeSession) write(s string) {
+	if _, err := io.WriteString(ps.in, s); err != nil {
+		ps.tb.Errorf("write request: %v", err)
+	}
+}
+
+// response returns the next response line, skipping notifications.
+func (ps *pipeSession) response() []byte {
+	for {
+		line, err := ps.out.ReadBytes('\n')
+		if err != nil {
+			ps.tb.Fatalf("read response: %v", err)
+		}
+		var m struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(line, &m) != nil || m.Method == "" {
+			return line
+		}
+	}
+}
+
+// toolLine renders one tools/call request line.
+func toolLine(id int, name string, args map[string]any) string {
+	args["caller_name"] = "bench"
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+		"params": map[string]any{"name": name, "arguments": args}})
+	if err != nil {
+		panic(err)
+	}
+	return string(b) + "\n"
+}
+
+// mustSucceed fails tb unless line is a successful tools/call answer, and
+// returns the tool's JSON text.
+func mustSucceed(tb testing.TB, line []byte) string {
+	tb.Helper()
+	var reply toolReply
+	var msg rpcMessage
+	err := json.Unmarshal(line, &msg)
+	if err == nil {
+		reply, err = parseToolReply(&msg)
+	}
+	if err != nil || reply.isError {
+		tb.Fatalf("tool answer: got %.300s (%v); want success", line, err)
+	}
+	return reply.text
+}
+
+// benchText is a typical chat message of about 200 bytes; i keeps
+// messages distinct.
+func benchText(i int) string {
+	return fmt.Sprintf("Message %d: I finished the migration of the store package and ran the full suite; "+
+		"two tests in the observer still fail on Windows paths. Can you take a look at those today?", i)
+}
+
+// setupGroup creates a group in ps with "sender" joined through the session
+// and "reader" joined directly in the store, so that the session has no
+// subscription on the reader's wake events.
+func (ps *pipeSession) setupGroup() string {
+	ps.tb.Helper()
+	ps.write(toolLine(1, "create_group", map[string]any{"context_id": "sender", "name": "bench"}))
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	json.Unmarshal([]byte(mustSucceed(ps.tb, ps.response())), &g)
+	ps.write(toolLine(2, "join_group", map[string]any{"group_id": g.GroupID, "context_id": "sender", "name": "sender"}))
+	mustSucceed(ps.tb, ps.response())
+	if err := ps.store.joinGroup(g.GroupID, "reader", "reader"); err != nil {
+		ps.tb.Fatalf("join reader: %v", err)
+	}
+	return g.GroupID
+}
+
+// synchronousSetting reports PRAGMA synchronous of a database, so that the
+// send and raw-commit benchmarks can be seen to pay for the same syncs.
+func synchronousSetting(tb testing.TB, path string) int {
+	tb.Helper()
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
+	if err != nil {
+		tb.Fatalf("open %s: %v", path, err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("PRAGMA synchronous").Scan(&n); err != nil {
+		tb.Fatalf("PRAGMA synchronous: %v", err)
+	}
+	return n
+}
+
+// BenchmarkSendMessagePipelined sends b.N messages through the stdio loop
+// as fast as the client can write them, one group with two members.
+func BenchmarkSendMessagePipelined(b *testing.B) {
+	ps := newPipeSession(b)
+	gid := ps.setupGroup()
+	b.Logf("synchronous=%d", synchronousSetting(b, ps.store.groupPath(gid)))
+	lines := make([]string, b.N)
+	for i := range lines {
+		lines[i] = toolLine(100+i, "send_message", map[string]any{"group_id": gid, "context_id": "sender", "name": "sender", "message": benchText(i)})
+	}
+	b.ResetTimer()
+	go func() {
+		for _, l := range lines {
+			ps.write(l)
+		}
+	}()
+	for range b.N {
+		if line := ps.response(); bytes.Contains(line, []byte(`\"error\"`)) {
+			b.Fatalf("send_message: got %.300s; want success", line)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkRawCommit is the floor for BenchmarkSendMessagePipelined: one
+// single-row INSERT committed per operation into a WAL database on the same
+// disk, opened with the store's DSN and so its synchronous setting.
+func BenchmarkRawCommit(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "raw.sqlite3")
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{"PRAGMA journal_mode=WAL", "CREATE TABLE t (id INTEGER PRIMARY KEY, content TEXT NOT NULL)"} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	b.Logf("synchronous=%d", synchronousSetting(b, path))
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := db.Exec("INSERT INTO t(content) VALUES (?)", benchText(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkGetUnread1000 reads 1,000 unread messages (with their wake
+// events) through the stdio loop; between iterations they are made unread
+// again outside the timer.
+func BenchmarkGetUnread1000(b *testing.B) {
+	const count = 1000
+	ps := newPipeSession(b)
+	gid := ps.setupGroup()
+	for i := range count {
+		if _, err := ps.store.sendMessage(gid, "sender", "sender", benchText(i), "normal", nil); err != nil {
+			b.Fatalf("send: %v", err)
+		}
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(ps.store.groupPath(gid), "rw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	reset := func() {
+		tx, err := db.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tx.Rollback()
+		for _, q := range []string{
+			"INSERT OR IGNORE INTO member_unread_messages(context_id, message_id) SELECT 'reader', id FROM messages",
+			"UPDATE group_members SET unread_count = (SELECT COUNT(*) FROM messages) WHERE context_id = 'reader'",
+			"UPDATE wakeup_events SET acknowledged_at = NULL WHERE context_id = 'reader'",
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				b.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		reset()
+		b.StartTimer()
+		ps.write(toolLine(1000+i, "get_unread_messages", map[string]any{"group_id": gid, "context_id": "reader", "name": "reader"}))
+		line := ps.response()
+		if i > 0 {
+			// Decoding 1,000 messages would cost the client more than the
+			// server spends; the first answer was checked in full.
+			if !bytes.HasSuffix(bytes.TrimSpace(line), []byte(`"isError": false}}`)) {
+				b.Fatalf("get_unread_messages: got %.300s; want success", line)
+			}
+			continue
+		}
+		var got messageList
+		if err := json.Unmarshal([]byte(mustSucceed(b, line)), &got); err != nil || len(got.Messages) != count {
+			b.Fatalf("get_unread_messages: got %d messages (%v); want %d", len(got.Messages), err, count)
+		}
+	}
+}
+
+// BenchmarkStartup measures from starting the built binary to reading its
+// initialize answer, on a groups directory that already has its catalog.
+func BenchmarkStartup(b *testing.B) {
+	bin := builtBinary(b)
+	dir := b.TempDir()
+	initLine := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n")
+	run := func() {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stdin.Write(initLine)
+		line, err := bufio.NewReader(stdout).ReadBytes('\n')
+		b.StopTimer()
+		if err != nil || !bytes.Contains(line, []byte(`"serverInfo"`)) {
+			b.Fatalf("initialize: got %q (%v); want its answer", line, err)
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("exit: %v", err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	run() // creates the catalog, as any earlier session would have
+	b.StartTimer()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}
+
+// BenchmarkStartupVersion runs the built binary with --version to its exit:
+// the cost of starting the process at all, which BenchmarkStartup includes.
+func BenchmarkStartupVersion(b *testing.B) {
+	bin := builtBinary(b)
+	b.ResetTimer()
+	for range b.N {
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil || string(out) != e2eVersion+"\n" {
+			b.Fatalf("--version: got %q (%v); want %q", out, err, e2eVersion)
+		}
+	}
+}
+
+// peakRSSLimit is the target for a 1,000-message session.
+const peakRSSLimit = 25 << 20
+
+// TestPeakRSS runs a 1,000-message session through the built binary (send
+// them all, then read them all as another member) and checks the process's
+// peak resident set size.
+func TestPeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("VmHWM is read from /proc; Linux only")
+	}
+	const count = 1000
+	p := startSession(t, "P", t.TempDir())
+	gid := p.createGroup("sender")
+	p.join(gid, "sender", "sender")
+	p.join(gid, "reader", "reader")
+	reqs := make([]rpcRequest, count)
+	for i := range reqs {
+		reqs[i] = toolRequest("send_message", map[string]any{"group_id": gid, "context_id": "sender", "name": "sender", "message": benchText(i)})
+	}
+	chans, err := p.send(reqs...)
+	if err != nil {
+		t.Fatalf("write sends: %v", err)
+	}
+	for i, ch := range chans {
+		msg, err := p.await(ch, e2eTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply, err := parseToolReply(msg); err != nil || reply.isError {
+			t.Fatalf("send %d: got %q (%v); want success", i, reply.text, err)
+		}
+	}
+	var unread messageList
+	p.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "reader", "name": "reader"}, &unread)
+	if len(unread.Messages) != count {
+		t.Fatalf("get_unread_messages: got %d messages; want %d", len(unread.Messages), count)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read status: %v", err)
+	}
+	var hwm int64 = -1
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("parse %q: %v", line, err)
+			}
+			hwm = kb << 10
+		}
+	}
+	if hwm < 0 {
+		t.Fatalf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+	}
+	t.Logf("peak RSS of a %d-message session: %.1f MiB", count, float64(hwm)/(1<<20))
+	if hwm >= peakRSSLimit {
+		t.Errorf("peak RSS: got %.1f MiB; want < %d MiB", float64(hwm)/(1<<20), peakRSSLimit>>20)
+	}
+}
