@@ -72,8 +72,13 @@ func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// chooseTier picks the finest rollup whose 360 buckets cover the range.
-func chooseTier(f auditFilter, now time.Time) (string, int64) {
+// chooseTier picks the finest rollup whose 360 buckets cover the range. For
+// all history, oldest is the oldest audit row, so a young audit log still
+// charts in fine buckets.
+func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
+	if f.From.IsZero() {
+		f.From = oldest
+	}
 	if f.From.IsZero() {
 		last := rollupTiers[len(rollupTiers)-1]
 		return last.Name, last.Seconds
@@ -349,7 +354,14 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if err != nil || !tables["tool_calls"] {
 		return v
 	}
-	tier, seconds := chooseTier(f, now)
+	var oldest time.Time
+	if f.From.IsZero() {
+		var first sql.NullString
+		if db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
+			oldest, _ = parseStamp(first.String)
+		}
+	}
+	tier, seconds := chooseTier(f, now, oldest)
 	v.Tier = tier
 	var agg []aggregateRow
 	var hist []latencyCount

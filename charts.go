@@ -29,7 +29,7 @@ type donutSegment struct {
 // chart geometry shared by the templates.
 const (
 	donutRadius = 60.0
-	chartWidth  = 960.0
+	chartWidth  = 1200.0
 	chartHeight = 220.0
 	padLeft     = 44.0
 	padRight    = 16.0
@@ -93,8 +93,9 @@ type axisTick struct {
 	Y     string
 	X     string
 	Label string
-	ISO   string
-	Fmt   string
+	ISO    string
+	Fmt    string
+	Anchor string
 }
 
 // barChart is a server-drawn SVG column chart.
@@ -285,7 +286,13 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		if seconds >= 86400 {
 			layout, format = "2006-01-02", "date"
 		}
-		c.XTicks = append(c.XTicks, axisTick{X: f1(xOf(i)), Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format})
+		anchor := "middle"
+		if labels > 1 && j == 0 {
+			anchor = "start"
+		} else if labels > 1 && j == labels-1 {
+			anchor = "end"
+		}
+		c.XTicks = append(c.XTicks, axisTick{X: f1(xOf(i)), Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format, Anchor: anchor})
 	}
 	return c
 }
