@@ -90,9 +90,9 @@ func trimPercent(p float64) string {
 
 // axisTick is one labelled gridline.
 type axisTick struct {
-	Y     string
-	X     string
-	Label string
+	Y      string
+	X      string
+	Label  string
 	ISO    string
 	Fmt    string
 	Anchor string
