@@ -89,7 +89,7 @@ func seedLoad(tb testing.TB, groups, perGroup, auditRows int) (*observeFixture, 
 			}
 		}
 		for _, field := range []string{"tool_name", "name", "group_id"} {
-			if _, err := tx.Exec("INSERT INTO analytics_filter_values(field, value, label, count) SELECT ?, " + field + ", " + field + ", COUNT(*) FROM tool_calls GROUP BY " + field, field); err != nil {
+			if _, err := tx.Exec("INSERT INTO analytics_filter_values(field, value, label, count) SELECT ?, "+field+", "+field+", COUNT(*) FROM tool_calls GROUP BY "+field, field); err != nil {
 				return err
 			}
 		}
