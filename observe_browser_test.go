@@ -273,6 +273,7 @@ func TestObserveInBrowser(t *testing.T) {
 	c.call(t, false, "Network.enable", map[string]any{}, nil)
 	c.call(t, false, "Page.enable", map[string]any{}, nil)
 	c.call(t, false, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1600, "height": 900, "deviceScaleFactor": 1, "mobile": false}, nil)
+	c.call(t, false, "Emulation.setTimezoneOverride", map[string]any{"timezoneId": "Asia/Kolkata"}, nil)
 
 	var requestsMu sync.Mutex
 	var requests []string
@@ -304,6 +305,25 @@ func TestObserveInBrowser(t *testing.T) {
 			t.Errorf("overview text lacks %q", want)
 		}
 	}
+	var shown string
+	c.eval(t, "document.querySelector('.group-row time').textContent", &shown)
+	if !strings.HasSuffix(shown, "(+0530)") {
+		t.Errorf("got timestamp %q; want it in the viewer's zone (+0530)", shown)
+	}
+	var second struct {
+		TargetID string `json:"targetId"`
+	}
+	c.call(t, true, "Target.createTarget", map[string]any{"url": base}, &second)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && !workerShared(c, t, second.TargetID) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Give a tab that did not share the stream time to open its own.
+	time.Sleep(2 * poll)
+	if n := obs.hub.subscriberCount(); n != 1 {
+		t.Errorf("two tabs hold %d event streams; want 1 shared stream", n)
+	}
+	c.call(t, true, "Target.closeTarget", map[string]any{"targetId": second.TargetID}, nil)
 	var injected bool
 	c.eval(t, "window.__xss === true || document.querySelector('#panel script') !== null", &injected)
 	if injected {
@@ -363,6 +383,29 @@ func TestObserveInBrowser(t *testing.T) {
 	if t.Failed() {
 		t.Logf("chromium stderr:\n%s", stderr.String())
 	}
+}
+
+// workerShared reports whether the second tab's page finished loading and
+// shows the live state, which it can only learn through the shared worker.
+func workerShared(c *cdp, t testing.TB, targetID string) bool {
+	var targets struct {
+		TargetInfos []struct {
+			TargetID string `json:"targetId"`
+			Type     string `json:"type"`
+			URL      string `json:"url"`
+		} `json:"targetInfos"`
+	}
+	c.call(t, true, "Target.getTargets", map[string]any{}, &targets)
+	pageReady, workers := false, 0
+	for _, ti := range targets.TargetInfos {
+		if ti.TargetID == targetID && strings.HasPrefix(ti.URL, "http://127.0.0.1") {
+			pageReady = true
+		}
+		if ti.Type == "shared_worker" {
+			workers++
+		}
+	}
+	return pageReady && workers == 1
 }
 
 // seedShowcase fills a fixture with a realistic little deployment and
