@@ -11,6 +11,29 @@ import (
 	"time"
 )
 
+// analyticsView is the Tool analytics fragment.
+type analyticsView struct {
+	Available  bool
+	RangeValue string
+	Units      []selectOption
+	Tools      []selectOption
+	Outcomes   []selectOption
+	Callers    []selectOption
+	Groups     []selectOption
+	Hidden     []hiddenField
+	Total      int64
+	P50        string
+	P95        string
+	ErrorRate  string
+	ErrorAlert bool
+	Tier       string
+	ByTool     donutChart
+	ByOutcome  donutChart
+	OverTime   lineChart
+	ByCaller   barChart
+	Rows       []toolCallRow
+}
+
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
 type auditFilter struct {
 	From    time.Time
@@ -231,6 +254,7 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 	}
 	defer rows.Close()
 	names := map[string]string{}
+	deleted := map[string]bool{}
 	var out []toolCallRow
 	for rows.Next() {
 		var r toolCallRow
@@ -250,7 +274,12 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 		}
 		r.GroupID = group.String
 		if r.GroupID != "" {
-			r.Deleted = !o.groupFileExists(r.GroupID)
+			gone, ok := deleted[r.GroupID]
+			if !ok {
+				gone = !o.groupFileExists(r.GroupID)
+				deleted[r.GroupID] = gone
+			}
+			r.Deleted = gone
 			label := gname.String
 			if label == "" {
 				if n, ok := names[r.GroupID]; ok {
@@ -285,29 +314,6 @@ type selectOption struct {
 type hiddenField struct {
 	Name  string
 	Value string
-}
-
-// analyticsView is the Tool analytics fragment.
-type analyticsView struct {
-	Available  bool
-	RangeValue string
-	Units      []selectOption
-	Tools      []selectOption
-	Outcomes   []selectOption
-	Callers    []selectOption
-	Groups     []selectOption
-	Hidden     []hiddenField
-	Total      int64
-	P50        string
-	P95        string
-	ErrorRate  string
-	ErrorAlert bool
-	Tier       string
-	ByTool     donutChart
-	ByOutcome  donutChart
-	OverTime   lineChart
-	ByCaller   barChart
-	Rows       []toolCallRow
 }
 
 // analyticsLogLimit is how many matching calls the event log lists.

@@ -28,9 +28,7 @@ type dashboardView struct {
 var staticFiles embed.FS
 
 // pageTemplates holds every page and fragment; it is parsed once.
-var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"add": func(a, b int) int { return a + b },
-}).ParseFS(staticFiles, "static/*.html"))
+var pageTemplates = template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
 
 // staticHandler serves the embedded assets. Browsers revalidate them on each
 // load (they are tiny) so an upgraded binary never shows stale scripts.
@@ -369,7 +367,7 @@ const overviewEventLimit = 500
 // overviewView collects every group once and derives the whole Overview.
 func (o *observer) overviewView(ctx context.Context) overviewView {
 	var v overviewView
-	ids, exists := discoverGroups(o.dir, o.dbs)
+	ids, exists := discoverGroups(o.dir)
 	v.GroupsMissing = !exists
 	summaries := make([]groupSummary, 0, len(ids))
 	contexts := map[string]bool{}
@@ -846,7 +844,7 @@ type messagePage struct {
 const messagePageSize = 100
 
 func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
-	ids, _ := discoverGroups(o.dir, o.dbs)
+	ids, _ := discoverGroups(o.dir)
 	names := catalogNames(ctx, o.dir, o.dbs)
 	var v chatsView
 	found := false

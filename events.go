@@ -11,6 +11,7 @@ import (
 // Publishing never blocks: events are refresh hints, not a durable log, so a
 // subscriber whose buffer is full is dropped and reconnects for a snapshot.
 type eventHub struct {
+	// mu guards subs and closed; it is held only for non-blocking sends.
 	mu     sync.Mutex
 	subs   map[*eventSubscriber]struct{}
 	closed bool

@@ -39,6 +39,7 @@ type observer struct {
 	markers     map[string][4]int64
 	latestAudit int64
 	auditKnown  bool
+	polled      bool
 }
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
@@ -271,6 +272,8 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	// The baseline comes before any client can subscribe, so existing records
 	// are represented by the snapshot rather than replayed as live events.
 	o.pollOnce()
+	// The header timeout stops an idle local client from pinning a
+	// connection; no write timeout, because event streams are long-lived.
 	srv := &http.Server{
 		Handler:           o,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -293,6 +296,8 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	// Closing the hub ends every event stream first; otherwise Shutdown
 	// would wait for those never-idle connections until its deadline.
 	o.hub.close()
+	// Two seconds is ample for in-flight fragment renders; after that the
+	// remaining connections are closed so Ctrl-C always ends promptly.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -325,7 +330,7 @@ func (o *observer) pollLoop(ctx context.Context) {
 // cannot be read right now (locked, half-written) is skipped and compared
 // again next time, so nothing is lost.
 func (o *observer) pollOnce() {
-	ids, dirExists := discoverGroups(o.dir, o.dbs)
+	ids, dirExists := discoverGroups(o.dir)
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		seen[id] = true
@@ -336,6 +341,10 @@ func (o *observer) pollOnce() {
 		prev, known := o.markers[id]
 		if !known {
 			o.markers[id] = marker
+			// A group that appears after the baseline is news to open pages.
+			if o.polled {
+				o.hub.publish("group.changed", map[string]any{"group_id": id})
+			}
 			continue
 		}
 		if marker[0] != prev[0] {
@@ -379,13 +388,14 @@ func (o *observer) pollOnce() {
 		o.latestAudit = 0
 	}
 	o.auditKnown = true
+	o.polled = true
 }
 
 // snapshot is sent first on every event stream so a (re)connecting browser
 // can reconcile what it shows without replaying history.
 func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
-	ids, _ := discoverGroups(o.dir, o.dbs)
+	ids, _ := discoverGroups(o.dir)
 	for _, id := range ids {
 		marker, err := o.dbs.groupRevisions(o.dir, id)
 		if err != nil {

@@ -888,6 +888,11 @@ func TestPollerPublishesChanges(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %q; want %q", got, want)
 	}
+	added := fx.group("Newcomer", "", now)
+	obs.pollOnce()
+	if got, want := next(), "event: group.changed\ndata: {\"group_id\":\""+added+"\"}"; got != want {
+		t.Errorf("got %q for a new group; want %q", got, want)
+	}
 }
 
 func TestEventHub(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // path still names the same file, so a deleted and recreated group is never
 // read through a stale handle.
 type readOnlyPool struct {
+	// mu guards entries, which request handlers and the poller share.
 	mu      sync.Mutex
 	entries map[string]*readOnlyEntry
 }
@@ -258,7 +259,7 @@ func columnNames(ctx context.Context, q queryer, table string) (map[string]bool,
 
 // discoverGroups lists the group ids whose database files exist in dir,
 // sorted, and reports whether dir exists at all.
-func discoverGroups(dir string, _ *readOnlyPool) ([]string, bool) {
+func discoverGroups(dir string) ([]string, bool) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, false

@@ -91,15 +91,22 @@
   }
 
   var loadSerial = 0;
+  var navigating = 0;
 
   // loadPanel replaces the whole view; a later load wins over an earlier one.
+  // A live refresh (keepScroll) is skipped while the user's own navigation
+  // is in flight, so it can never bring back the view the user just left.
   function loadPanel(url, keepScroll) {
+    if (keepScroll && navigating) return Promise.resolve();
     var serial = ++loadSerial;
+    if (!keepScroll) navigating++;
+    var settle = function () { if (!keepScroll) navigating--; };
     var scrolls = {};
     if (keepScroll) {
       panel.querySelectorAll('.scroll').forEach(function (node, index) { scrolls[index] = node.scrollTop; });
     }
     return fetchText(url).then(function (result) {
+      settle();
       if (serial !== loadSerial) return;
       panel.innerHTML = result.text;
       if (keepScroll) {
@@ -109,6 +116,7 @@
       }
       afterSwap(panel);
     }).catch(function () {
+      settle();
       if (serial !== loadSerial) return;
       panel.innerHTML = '<p class="banner">The observer could not be reached. It may have stopped; retry shortly.</p>';
     });
