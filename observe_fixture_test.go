@@ -20,9 +20,9 @@ type observeFixture struct {
 	dir string
 }
 
-// groupSchema is the original's group database schema (mcp.py
+// fixtureGroupSchema is the original's group database schema (mcp.py
 // _initialize_group), without the FTS index the dashboard never reads.
-const groupSchema = `
+const fixtureGroupSchema = `
 PRAGMA journal_mode=WAL;
 CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, sender_context_id TEXT NOT NULL, sender_name TEXT NOT NULL,
   content TEXT NOT NULL, created_at TEXT NOT NULL, priority TEXT NOT NULL DEFAULT 'normal', mentions TEXT NOT NULL DEFAULT '[]',
@@ -135,7 +135,7 @@ func (f *observeFixture) group(name, description string, at time.Time, members .
 	rand.Read(raw)
 	id := "grp_" + hex.EncodeToString(raw)
 	file := id + ".sqlite3"
-	f.script(file, groupSchema)
+	f.script(file, fixtureGroupSchema)
 	ts := formatTimestamp(at)
 	creator := "creator"
 	if len(members) > 0 {

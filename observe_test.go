@@ -1009,3 +1009,53 @@ func TestOfflineAssets(t *testing.T) {
 		t.Error("page has inline script or style, which the CSP blocks")
 	}
 }
+
+// TestObserveReadsStoreWrittenGroups browses groups written by the server's
+// own store, so the dashboard and the writer agree on the schema.
+func TestObserveReadsStoreWrittenGroups(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "groups")
+	s, err := newStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	meta, err := s.createGroup("writer", "Store written", "by the MCP server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := meta.groupID
+	for _, m := range []struct{ ctx, name string }{{"writer", "Writer"}, {"reader", "Reader"}} {
+		if err := s.joinGroup(id, m.ctx, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs := newTestObserver(t, dir, time.Second)
+	obs.pollOnce()
+	sub := obs.hub.subscribe()
+	defer obs.hub.unsubscribe(sub)
+	sent, err := s.sendMessage(id, "writer", "Writer", "hello @reader <b>there</b>", "urgent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.pollOnce()
+	select {
+	case ev := <-sub.ch:
+		if want := fmt.Sprintf(`event: message.created`+"\n"+`data: {"group_id":%q,"message_id":%d}`, id, sent.messageID); !strings.HasPrefix(string(ev), want) {
+			t.Errorf("got %q; want %q", ev, want)
+		}
+	default:
+		t.Error("a message written by the store published no event")
+	}
+	checks := []struct{ path, want string }{
+		{"/fragments/overview", "Store written"},
+		{"/fragments/overview", "Messages</strong><span>1"},
+		{"/fragments/chats?group_id=" + id, "hello @reader &lt;b&gt;there&lt;/b&gt;"},
+		{"/fragments/chats?group_id=" + id, "1 unread"},
+		{"/fragments/chats?group_id=" + id, "by the MCP server"},
+	}
+	for _, c := range checks {
+		if _, body, _ := get(t, obs, c.path); !strings.Contains(body, c.want) {
+			t.Errorf("%s lacks %q", c.path, c.want)
+		}
+	}
+}
