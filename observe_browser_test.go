@@ -360,6 +360,10 @@ func TestObserveInBrowser(t *testing.T) {
 		t.Error("analytics charts have no hover titles")
 	}
 	c.screenshot(t, filepath.Join(shots, "analytics.png"))
+	c.eval(t, "document.getElementById('panel').scrollTop = 1e6", nil)
+	c.screenshot(t, filepath.Join(shots, "analytics-log.png"))
+	c.eval(t, "var s = document.querySelector('select[name=outcome]'); s.value = 'error'; s.dispatchEvent(new Event('change', {bubbles: true}))", nil)
+	c.waitFor(t, "document.querySelector('select[name=outcome]').value === 'error' && document.querySelectorAll('.event-log tbody tr').length === 11", 10*time.Second)
 
 	c.eval(t, "document.querySelector('.rail-nav [data-nav=storage]').click()", nil)
 	c.waitFor(t, "document.querySelector('.storage .details')", 10*time.Second)
