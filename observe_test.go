@@ -1059,3 +1059,32 @@ func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 		}
 	}
 }
+
+func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
+	held, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", defaultObserverPort))
+	if err == nil {
+		defer held.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	restoreSignals := observeSignals
+	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
+	defer func() { observeSignals = restoreSignals }()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- runObserve([]string{"--silent", "--groups-dir", t.TempDir()}, &stdout, &stderr) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for stdout.String() == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("got exit %d; want 0", code)
+	}
+	url := strings.TrimSpace(stdout.String())
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, fmt.Sprintf(":%d/", defaultObserverPort)) {
+		t.Fatalf("got URL %q; want a fallback loopback port", url)
+	}
+	if want := fmt.Sprintf("Port %d is unavailable; using %s\n", defaultObserverPort, url); stderr.String() != want {
+		t.Errorf("got stderr %q; want %q", stderr.String(), want)
+	}
+}
