@@ -122,9 +122,14 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 			if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
 				return opts, errors.New("argument --poll-interval: poll interval must be a finite positive number of seconds")
 			}
-			opts.pollInterval = time.Duration(seconds * float64(time.Second))
-			if opts.pollInterval < time.Millisecond {
+			// The ticker needs a representable, non-zero duration.
+			switch nanos := seconds * float64(time.Second); {
+			case nanos >= math.MaxInt64:
+				opts.pollInterval = time.Duration(math.MaxInt64)
+			case nanos < float64(time.Millisecond):
 				opts.pollInterval = time.Millisecond
+			default:
+				opts.pollInterval = time.Duration(nanos)
 			}
 		case "--groups-dir":
 			v, err := takeValue()
@@ -139,6 +144,8 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 	return opts, nil
 }
 
+// isNumber reports whether s parses as a number, so "--port -1" reads -1 as
+// the value (and rejects it) rather than as a missing argument.
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,6 +54,8 @@ func TestParseObserveOptions(t *testing.T) {
 		{"equals forms", []string{"--port=1", "--poll-interval=0.1", "--groups-dir=rel"},
 			observeOptions{port: 1, pollInterval: 100 * time.Millisecond, groupsDir: "rel"}},
 		{"highest port", []string{"--port", "65535"}, observeOptions{port: 65535, pollInterval: 500 * time.Millisecond}},
+		{"huge interval", []string{"--poll-interval", "1e300"}, observeOptions{pollInterval: time.Duration(math.MaxInt64)}},
+		{"tiny interval", []string{"--poll-interval", "1e-9"}, observeOptions{pollInterval: time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
