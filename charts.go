@@ -209,8 +209,10 @@ type lineChart struct {
 
 // linePoint is one bucket with its hover title.
 type linePoint struct {
-	X, Y  string
-	Title string
+	X, Y   string
+	Title  string
+	ISO    string
+	Suffix string
 }
 
 // maxFilledBuckets bounds gap filling; sparser series keep only real points.
@@ -271,7 +273,9 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		fmt.Fprintf(&line, "%s%.1f %.1f ", cmd, x, y)
 		fmt.Fprintf(&area, "L%.1f %.1f ", x, y)
 		t := time.Unix(k, 0).In(o.location)
-		c.Points = append(c.Points, linePoint{X: f1(x), Y: f1(y), Title: fmt.Sprintf("%s: %d calls", t.Format("2006-01-02 15:04:05 MST"), byTime[k])})
+		suffix := fmt.Sprintf(": %d calls", byTime[k])
+		c.Points = append(c.Points, linePoint{X: f1(x), Y: f1(y), Title: t.Format("2006-01-02 15:04:05 MST") + suffix,
+			ISO: t.UTC().Format(time.RFC3339), Suffix: suffix})
 	}
 	fmt.Fprintf(&area, "L%.1f %.1f Z", xOf(len(keys)-1), base)
 	c.Line, c.Area = strings.TrimSpace(line.String()), area.String()

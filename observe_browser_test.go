@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -358,6 +359,11 @@ func TestObserveInBrowser(t *testing.T) {
 	c.eval(t, "document.querySelectorAll('.analytics svg title').length", &titles)
 	if titles == 0 {
 		t.Error("analytics charts have no hover titles")
+	}
+	var pointTitle string
+	c.eval(t, "document.querySelector('.analytics .point title').textContent", &pointTitle)
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d .*\(\+0530\): \d+ calls$`).MatchString(pointTitle) {
+		t.Errorf("got point title %q; want the exact count at a local time", pointTitle)
 	}
 	c.screenshot(t, filepath.Join(shots, "analytics.png"))
 	c.eval(t, "document.getElementById('panel').scrollTop = 1e6", nil)

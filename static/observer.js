@@ -49,7 +49,7 @@
     (root || document).querySelectorAll('[data-ts]:not([data-local])').forEach(function (node) {
       var date = new Date(node.getAttribute('data-ts'));
       if (isNaN(date.getTime())) return;
-      node.textContent = formatLocal(date, node.getAttribute('data-ts-format'));
+      node.textContent = formatLocal(date, node.getAttribute('data-ts-format')) + (node.getAttribute('data-ts-suffix') || '');
       node.setAttribute('data-local', '1');
     });
   }
