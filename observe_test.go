@@ -1091,3 +1091,74 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 		t.Errorf("got stderr %q; want %q", stderr.String(), want)
 	}
 }
+
+// copyFile copies a fixture database into a test's groups directory, so
+// read-only opens never leave sidecar files in testdata.
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestObserveReadsOriginalsDatabases browses databases the Python original
+// wrote: the interop group and an audit log with rollups. Latency
+// percentiles read from the rollups must equal those computed from raw rows.
+func TestObserveReadsOriginalsDatabases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "groups")
+	const id = "grp_cadcd261ac1a428b90ccb8b7c8633132"
+	copyFile(t, filepath.Join("testdata", "interop", id+".sqlite3"), groupPath(dir, id))
+	copyFile(t, filepath.Join("testdata", "audit", "original.sqlite3"), filepath.Join(dir, observabilityFile))
+	obs := newTestObserver(t, dir, time.Second)
+
+	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var durations []int64
+	rows, err := db.Query("SELECT duration_ms FROM tool_calls ORDER BY duration_ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var d int64
+		if err := rows.Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		durations = append(durations, d)
+	}
+	rows.Close()
+	rank := func(p float64) int64 { return durations[int(math.Ceil(float64(len(durations))*p))-1] }
+	var errs int64
+	if err := db.QueryRow("SELECT COUNT(*) FROM tool_calls WHERE outcome = 'error'").Scan(&errs); err != nil {
+		t.Fatal(err)
+	}
+
+	checks := []struct{ path, want string }{
+		{"/fragments/overview", "Interop ✓ Café"},
+		{"/fragments/overview", "Messages</strong><span>10"},
+		{"/fragments/overview", fmt.Sprintf("Tool calls</strong><span>%d", len(durations))},
+		{"/fragments/overview", fmt.Sprintf("%d ms p95", rank(0.95))},
+		{"/fragments/overview", "<td>10</td>"},
+		{"/fragments/chats?group_id=" + id, "Grüße aus München — ünïcödé"},
+		{"/fragments/chats?group_id=" + id, "routing: mentioned"},
+		{"/fragments/chats?group_id=" + id, "7 unread"},
+		{"/fragments/analytics", fmt.Sprintf("Total calls</strong><span>%d", len(durations))},
+		{"/fragments/analytics", fmt.Sprintf("%d / %d ms", rank(0.5), rank(0.95))},
+		{"/fragments/analytics", fmt.Sprintf("Error rate</strong><span>%s", percentText(errs, int64(len(durations))))},
+		{"/fragments/storage", fmt.Sprintf("Audit rows</dt><dd>%d", len(durations))},
+	}
+	for _, c := range checks {
+		if _, body, _ := get(t, obs, c.path); !strings.Contains(body, c.want) {
+			t.Errorf("%s lacks %q", c.path, c.want)
+		}
+	}
+}
