@@ -54,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "--version":
 		fmt.Fprintln(stdout, version)
 		return 0
+	case "observe":
+		return runObserve(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"sort"
+	"strings"
+)
+
+// chatsView is the Chats workspace: picker plus the selected chat.
+type chatsView struct {
+	Groups []pickerItem
+	Chat   chatView
+}
+
+// pickerItem is one group in the Chats picker.
+type pickerItem struct {
+	ID     string
+	Name   string
+	Active bool
+}
+
+// chatView is one group's conversation, members and wake events.
+type chatView struct {
+	Selected    bool
+	Unavailable bool
+	ID          string
+	Name        string
+	Description string
+	Members     []memberInfo
+	Wakeups     []wakeupRow
+	WakeupTotal int64
+	Messages    messagePage
+}
+
+// wakeupRow is one wake event as the chat's side panel shows it.
+type wakeupRow struct {
+	MessageID    int64
+	ContextID    string
+	Priority     string
+	Relevance    string
+	Created      stamp
+	Acknowledged stamp
+	Notified     stamp
+	Pending      bool
+}
+
+// messageRow is one chat message.
+type messageRow struct {
+	ID       int64
+	Sender   string
+	Content  string
+	Created  stamp
+	Priority string
+	Routing  string
+}
+
+// messagePage is one page of a chat, oldest first, with the cursor for the
+// page before it (zero when there is none).
+type messagePage struct {
+	GroupID     string
+	Messages    []messageRow
+	OlderCursor int64
+	Error       string
+}
+
+// messagePageSize is how many messages one chat page holds.
+const messagePageSize = 100
+
+func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
+	ids, _ := discoverGroups(o.dir)
+	names := catalogNames(ctx, o.dir, o.dbs)
+	var v chatsView
+	found := false
+	for _, id := range ids {
+		name := names[id]
+		if name == "" {
+			name = o.groupName(ctx, id)
+		}
+		v.Groups = append(v.Groups, pickerItem{ID: id, Name: name})
+		if id == selected {
+			found = true
+		}
+	}
+	sort.SliceStable(v.Groups, func(i, j int) bool {
+		return strings.ToLower(v.Groups[i].Name) < strings.ToLower(v.Groups[j].Name)
+	})
+	if !found && len(v.Groups) > 0 {
+		selected = v.Groups[0].ID
+	}
+	for i := range v.Groups {
+		v.Groups[i].Active = v.Groups[i].ID == selected
+	}
+	if len(v.Groups) > 0 {
+		v.Chat = o.chatView(ctx, selected)
+	}
+	return v
+}
+
+// groupName reads a group's name from its own metadata.
+func (o *observer) groupName(ctx context.Context, id string) string {
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return "Untitled group"
+	}
+	var name sql.NullString
+	if db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name) != nil || name.String == "" {
+		return "Untitled group"
+	}
+	return name.String
+}
+
+// wakeupListLimit bounds the side panel; the total is still shown.
+const wakeupListLimit = 200
+
+func (o *observer) chatView(ctx context.Context, id string) chatView {
+	v := chatView{ID: id}
+	if !validGroupID(id) {
+		return v
+	}
+	v.Selected = true
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		v.Unavailable = true
+		return v
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		v.Unavailable = true
+		return v
+	}
+	defer conn.Close()
+	var name, desc sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT name, description FROM group_metadata WHERE id = 1").Scan(&name, &desc); err != nil && err != sql.ErrNoRows {
+		v.Unavailable = true
+		return v
+	}
+	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
+	if v.Members, err = readMembers(ctx, conn); err != nil {
+		v.Unavailable = true
+		return v
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM wakeup_events").Scan(&v.WakeupTotal); err != nil {
+		v.Unavailable = true
+		return v
+	}
+	rows, err := conn.QueryContext(ctx, "SELECT message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM "+
+		"(SELECT * FROM wakeup_events ORDER BY id DESC LIMIT ?) ORDER BY id", wakeupListLimit)
+	if err != nil {
+		v.Unavailable = true
+		return v
+	}
+	for rows.Next() {
+		var w wakeupRow
+		var msg sql.NullInt64
+		var ctxID, rel, prio, created, acked, notified sql.NullString
+		if rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified) != nil {
+			rows.Close()
+			v.Unavailable = true
+			return v
+		}
+		w.MessageID, w.ContextID, w.Relevance = msg.Int64, firstNonEmpty(ctxID.String, "—"), rel.String
+		w.Priority = firstNonEmpty(prio.String, "normal")
+		w.Created = o.stampOf(created.String, "—")
+		w.Acknowledged = o.stampOf(acked.String, "pending")
+		w.Notified = o.stampOf(notified.String, "never")
+		w.Pending = !acked.Valid
+		v.Wakeups = append(v.Wakeups, w)
+	}
+	rows.Close()
+	conn.Close()
+	v.Messages = o.messagePageView(ctx, id, 0)
+	if v.Messages.Error != "" && len(v.Messages.Messages) == 0 {
+		v.Unavailable = v.Messages.Error != ""
+	}
+	return v
+}
+
+// messagePageView reads the page of messages older than cursor (or the
+// newest page for zero). One extra row is read to know whether an older page
+// exists, so "Load older" never leads to an empty page.
+func (o *observer) messagePageView(ctx context.Context, id string, cursor int64) messagePage {
+	p := messagePage{GroupID: id}
+	if !validGroupID(id) {
+		p.Error = "Choose a valid group."
+		return p
+	}
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		p.Error = "Messages are temporarily unavailable; retry shortly."
+		return p
+	}
+	if cursor <= 0 {
+		cursor = math.MaxInt64
+	}
+	rows, err := db.QueryContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
+	if err != nil {
+		p.Error = "Messages are temporarily unavailable; retry shortly."
+		return p
+	}
+	defer rows.Close()
+	var page []messageRow
+	for rows.Next() {
+		m, err := o.scanMessage(rows)
+		if err != nil {
+			p.Error = "Messages are temporarily unavailable; retry shortly."
+			return p
+		}
+		page = append(page, m)
+	}
+	if rows.Err() != nil {
+		p.Error = "Messages are temporarily unavailable; retry shortly."
+		return p
+	}
+	if len(page) > messagePageSize {
+		page = page[:messagePageSize]
+		p.OlderCursor = page[len(page)-1].ID
+	}
+	for i, j := 0, len(page)-1; i < j; i, j = i+1, j-1 {
+		page[i], page[j] = page[j], page[i]
+	}
+	p.Messages = page
+	return p
+}
+
+func (o *observer) scanMessage(rows interface{ Scan(...any) error }) (messageRow, error) {
+	var m messageRow
+	var sender, senderName, content, created, prio, routing sql.NullString
+	if err := rows.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
+		return m, err
+	}
+	m.Sender = firstNonEmpty(senderName.String, sender.String, "Unknown")
+	m.Content = content.String
+	m.Created = o.stampOf(created.String, "")
+	m.Priority = firstNonEmpty(prio.String, "normal")
+	m.Routing = firstNonEmpty(routing.String, "normal")
+	return m, nil
+}
+
+// singleMessageView is one message for live appends to an open chat.
+type singleMessageView struct {
+	Message messageRow
+	Found   bool
+	Notice  string
+}
+
+func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
+	if !validGroupID(id) {
+		return singleMessageView{Notice: "Message is unavailable."}
+	}
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return singleMessageView{Notice: "Message is temporarily unavailable."}
+	}
+	row := db.QueryRowContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id = ?", messageID)
+	m, err := o.scanMessage(row)
+	if err == sql.ErrNoRows {
+		return singleMessageView{Notice: "Message is no longer available."}
+	}
+	if err != nil {
+		return singleMessageView{Notice: "Message is temporarily unavailable."}
+	}
+	return singleMessageView{Message: m, Found: true}
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// readOnlyPool keeps one read-only handle per database file the dashboard
+// reads. Opening a SQLite connection costs milliseconds, which fifty groups
+// polled twice a second cannot afford; a handle is reused only while the
+// path still names the same file, so a deleted and recreated group is never
+// read through a stale handle.
+type readOnlyPool struct {
+	// mu guards entries, which request handlers and the poller share.
+	mu      sync.Mutex
+	entries map[string]*readOnlyEntry
+}
+
+// readOnlyEntry is one cached handle and the identity of the file it opened.
+type readOnlyEntry struct {
+	db   *sql.DB
+	info os.FileInfo
+}
+
+// errNoDatabase reports that an allowed database file does not exist.
+var errNoDatabase = errors.New("database does not exist")
+
+// observabilityFile is the catalog and audit database's name.
+const observabilityFile = "observability.sqlite3"
+
+var groupFilePattern = regexp.MustCompile(`^grp_[0-9a-f]{32}\.sqlite3$`)
+
+func newReadOnlyPool() *readOnlyPool {
+	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
+}
+
+// validGroupID reports whether id has the shape of a group id, which is also
+// what keeps it from naming any other path.
+func validGroupID(id string) bool {
+	return groupFilePattern.MatchString(id + ".sqlite3")
+}
+
+func groupPath(dir, id string) string {
+	return filepath.Join(dir, id+".sqlite3")
+}
+
+// readOnlyDSN opens path with mode=ro (which never creates a file) and
+// query_only, so no statement from this process can write. The busy timeout
+// stays short: a locked group is skipped and shown again on the next poll.
+func readOnlyDSN(path string) string {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(100)")
+	q.Add("_pragma", "query_only(1)")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// checkedFile returns the file information of an allowed database below dir:
+// a group file or the observability file, a regular file, and not a symlink
+// that leads outside dir.
+func checkedFile(dir, path string) (os.FileInfo, error) {
+	name := filepath.Base(path)
+	if name != observabilityFile && !groupFilePattern.MatchString(name) {
+		return nil, fmt.Errorf("database name %q is not allowed", name)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errNoDatabase
+		}
+		return nil, fmt.Errorf("stat %s: %w", name, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if l, err := os.Lstat(path); err == nil && l.Mode()&os.ModeSymlink != 0 {
+		realDir, err1 := filepath.EvalSymlinks(dir)
+		realFile, err2 := filepath.EvalSymlinks(path)
+		if err1 != nil || err2 != nil || filepath.Dir(realFile) != realDir {
+			return nil, fmt.Errorf("%s points outside the groups directory", name)
+		}
+	}
+	return info, nil
+}
+
+// get returns a read-only handle for path, reopening it when the file was
+// replaced since the handle was made.
+func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
+	info, err := checkedFile(dir, path)
+	if err != nil {
+		if errors.Is(err, errNoDatabase) {
+			p.forget(path)
+		}
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.entries[path]; ok {
+		if os.SameFile(e.info, info) {
+			return e.db, nil
+		}
+		e.db.Close()
+		delete(p.entries, path)
+	}
+	db, err := sql.Open("sqlite", readOnlyDSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %s read-only: %w", filepath.Base(path), err)
+	}
+	// A few connections serve concurrent requests; idle ones are closed soon
+	// so the dashboard does not hold files open between looks.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxIdleTime(10 * time.Second)
+	p.entries[path] = &readOnlyEntry{db: db, info: info}
+	return db, nil
+}
+
+// forget closes and drops the handle for path, if any.
+func (p *readOnlyPool) forget(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.entries[path]; ok {
+		e.db.Close()
+		delete(p.entries, path)
+	}
+}
+
+// closeAll closes every cached handle.
+func (p *readOnlyPool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for path, e := range p.entries {
+		e.db.Close()
+		delete(p.entries, path)
+	}
+}
+
+// group returns a handle for a group database.
+func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
+	if !validGroupID(id) {
+		return nil, fmt.Errorf("invalid group id %q", id)
+	}
+	return p.get(dir, groupPath(dir, id))
+}
+
+// audit returns a handle for observability.sqlite3.
+func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
+	return p.get(dir, filepath.Join(dir, observabilityFile))
+}
+
+// groupRevisions reads the four group_state counters writers bump.
+func (p *readOnlyPool) groupRevisions(dir, id string) ([4]int64, error) {
+	var m [4]int64
+	db, err := p.group(dir, id)
+	if err != nil {
+		return m, err
+	}
+	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision FROM group_state WHERE id = 1").
+		Scan(&m[0], &m[1], &m[2], &m[3])
+	if err != nil {
+		return m, fmt.Errorf("read revisions of %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// latestMessageID returns the newest message id, or nil for an empty group.
+func (p *readOnlyPool) latestMessageID(dir, id string) (any, error) {
+	db, err := p.group(dir, id)
+	if err != nil {
+		return nil, err
+	}
+	var latest sql.NullInt64
+	if err := db.QueryRow("SELECT MAX(id) FROM messages").Scan(&latest); err != nil {
+		return nil, fmt.Errorf("read latest message of %s: %w", id, err)
+	}
+	if !latest.Valid {
+		return nil, nil
+	}
+	return latest.Int64, nil
+}
+
+// latestAuditID returns the newest audit row id; ok is false when there is
+// no audit table (auditing disabled) or no row yet.
+func (p *readOnlyPool) latestAuditID(dir string) (int64, bool, error) {
+	db, err := p.audit(dir)
+	if errors.Is(err, errNoDatabase) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	tables, err := tableNames(context.Background(), db)
+	if err != nil {
+		return 0, false, err
+	}
+	if !tables["tool_calls"] {
+		return 0, false, nil
+	}
+	var latest sql.NullInt64
+	if err := db.QueryRow("SELECT MAX(id) FROM tool_calls").Scan(&latest); err != nil {
+		return 0, false, fmt.Errorf("read latest audit id: %w", err)
+	}
+	return latest.Int64, latest.Valid, nil
+}
+
+// queryer is what both *sql.DB and *sql.Conn offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// tableNames lists the tables of a database.
+func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list tables: %w", err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
+}
+
+// columnNames lists the columns of table.
+func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
+	if err != nil {
+		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
+}
+
+// discoverGroups lists the group ids whose database files exist in dir,
+// sorted, and reports whether dir exists at all.
+func discoverGroups(dir string) ([]string, bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && groupFilePattern.MatchString(e.Name()) {
+			ids = append(ids, strings.TrimSuffix(e.Name(), ".sqlite3"))
+		}
+	}
+	sort.Strings(ids)
+	return ids, true
+}
+
+// catalogNames reads every group name from the catalog table in one query;
+// it is empty when there is no catalog.
+func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[string]string {
+	names := map[string]string{}
+	db, err := pool.audit(dir)
+	if err != nil {
+		return names
+	}
+	rows, err := db.QueryContext(ctx, "SELECT group_id, name FROM groups")
+	if err != nil {
+		return names
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var name sql.NullString
+		if rows.Scan(&id, &name) == nil && validGroupID(id) {
+			names[id] = name.String
+		}
+	}
+	return names
+}

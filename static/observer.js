@@ -1,0 +1,399 @@
+// Crosstalk observer client: swaps server-rendered fragments into the page,
+// follows the live event stream, and shows timestamps in the viewer's zone.
+// It never writes group data; the only POSTs are the two Storage actions.
+(function () {
+  'use strict';
+
+  var panel = document.getElementById('panel');
+  var shell = document.getElementById('shell');
+  var liveStatus = document.getElementById('live-status');
+  var csrfMeta = document.querySelector('meta[name="csrf-token"]');
+  var csrfToken = csrfMeta ? csrfMeta.getAttribute('content') : '';
+  var eventTypes = ['snapshot', 'message.created', 'group.changed', 'group.deleted', 'member.changed', 'wakeup.changed', 'tool_call.completed'];
+
+  function pad(n, width) {
+    var s = String(Math.abs(n));
+    while (s.length < (width || 2)) s = '0' + s;
+    return s;
+  }
+
+  function zoneName(date) {
+    try {
+      var parts = new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(date);
+      for (var i = 0; i < parts.length; i++) if (parts[i].type === 'timeZoneName') return parts[i].value;
+    } catch (e) { /* older engines: offset only */ }
+    return '';
+  }
+
+  function formatLocal(date, format) {
+    var day = date.getFullYear() + '-' + pad(date.getMonth() + 1) + '-' + pad(date.getDate());
+    if (format === 'date') return day;
+    var clock = pad(date.getHours()) + ':' + pad(date.getMinutes());
+    if (format === 'minute') return pad(date.getMonth() + 1) + '-' + pad(date.getDate()) + ' ' + clock;
+    var offset = -date.getTimezoneOffset();
+    var sign = offset < 0 ? '-' : '+';
+    var zone = zoneName(date);
+    return day + ' ' + clock + ':' + pad(date.getSeconds()) + (zone ? ' ' + zone : '') +
+      ' (' + sign + pad(Math.floor(Math.abs(offset) / 60)) + pad(Math.abs(offset) % 60) + ')';
+  }
+
+  // localize rewrites server-rendered timestamps into the viewer's time zone.
+  function localize(root) {
+    (root || document).querySelectorAll('time[datetime]:not([data-local])').forEach(function (node) {
+      var date = new Date(node.getAttribute('datetime'));
+      if (isNaN(date.getTime())) return;
+      node.title = node.getAttribute('datetime');
+      node.textContent = formatLocal(date);
+      node.setAttribute('data-local', '1');
+    });
+    (root || document).querySelectorAll('[data-ts]:not([data-local])').forEach(function (node) {
+      var date = new Date(node.getAttribute('data-ts'));
+      if (isNaN(date.getTime())) return;
+      node.textContent = formatLocal(date, node.getAttribute('data-ts-format')) + (node.getAttribute('data-ts-suffix') || '');
+      node.setAttribute('data-local', '1');
+    });
+  }
+
+  function fetchText(url, options) {
+    var init = options || {};
+    init.credentials = 'same-origin';
+    init.headers = init.headers || {};
+    init.headers['Accept'] = 'text/html';
+    return fetch(url, init).then(function (response) {
+      return response.text().then(function (text) { return { ok: response.ok, status: response.status, text: text }; });
+    });
+  }
+
+  function currentView() {
+    var view = panel.querySelector('[data-view-name]');
+    return view ? view.getAttribute('data-view-name') : '';
+  }
+
+  function setActiveNav(name) {
+    document.querySelectorAll('.rail-nav [data-nav]').forEach(function (button) {
+      button.classList.toggle('is-active', button.getAttribute('data-nav') === name);
+    });
+  }
+
+  function afterSwap(root) {
+    localize(root);
+    var view = panel.querySelector('[data-view-name]');
+    if (view) {
+      document.getElementById('page-title').textContent = view.getAttribute('data-title') || 'Observer';
+      document.getElementById('page-description').textContent = view.getAttribute('data-description') || '';
+      setActiveNav(view.getAttribute('data-view-name'));
+    }
+    var list = document.getElementById('message-list');
+    if (list && !list.hasAttribute('data-scrolled')) {
+      list.scrollTop = list.scrollHeight;
+      list.setAttribute('data-scrolled', '1');
+    }
+  }
+
+  var loadSerial = 0;
+  var navigating = 0;
+
+  // loadPanel replaces the whole view; a later load wins over an earlier one.
+  // A live refresh (keepScroll) is skipped while the user's own navigation
+  // is in flight, so it can never bring back the view the user just left.
+  function loadPanel(url, keepScroll) {
+    if (keepScroll && navigating) return Promise.resolve();
+    var serial = ++loadSerial;
+    if (!keepScroll) navigating++;
+    var settle = function () { if (!keepScroll) navigating--; };
+    var scrolls = {};
+    if (keepScroll) {
+      panel.querySelectorAll('.scroll').forEach(function (node, index) { scrolls[index] = node.scrollTop; });
+    }
+    return fetchText(url).then(function (result) {
+      settle();
+      if (serial !== loadSerial) return;
+      panel.innerHTML = result.text;
+      if (keepScroll) {
+        panel.querySelectorAll('.scroll').forEach(function (node, index) {
+          if (scrolls[index] !== undefined) node.scrollTop = scrolls[index];
+        });
+      }
+      afterSwap(panel);
+    }).catch(function () {
+      settle();
+      if (serial !== loadSerial) return;
+      panel.innerHTML = '<p class="banner">The observer could not be reached. It may have stopped; retry shortly.</p>';
+    });
+  }
+
+  function loadOlder(button) {
+    var list = document.getElementById('message-list');
+    var before = list ? list.scrollHeight - list.scrollTop : 0;
+    button.disabled = true;
+    fetchText(button.getAttribute('data-get')).then(function (result) {
+      var holder = document.createElement('div');
+      holder.innerHTML = result.text;
+      localize(holder);
+      var fragment = document.createDocumentFragment();
+      while (holder.firstChild) fragment.appendChild(holder.firstChild);
+      button.replaceWith(fragment);
+      if (list) list.scrollTop = list.scrollHeight - before;
+    }).catch(function () { button.disabled = false; });
+  }
+
+  document.addEventListener('click', function (event) {
+    var toggle = event.target.closest('#rail-toggle');
+    if (toggle) {
+      var collapsed = shell.classList.toggle('is-collapsed');
+      toggle.setAttribute('aria-expanded', String(!collapsed));
+      toggle.setAttribute('aria-label', collapsed ? 'Expand sidebar' : 'Collapse sidebar');
+      toggle.title = toggle.getAttribute('aria-label');
+      try { localStorage.setItem('crosstalk-rail', collapsed ? 'collapsed' : 'expanded'); } catch (e) { /* private mode */ }
+      return;
+    }
+    var post = event.target.closest('[data-post]');
+    if (post) {
+      event.preventDefault();
+      storageAction(post);
+      return;
+    }
+    var control = event.target.closest('[data-get]');
+    if (!control || control.closest('form')) return;
+    event.preventDefault();
+    if (control.getAttribute('data-swap') === 'outer') {
+      loadOlder(control);
+      return;
+    }
+    if (control.hasAttribute('data-nav')) setActiveNav(control.getAttribute('data-nav'));
+    loadPanel(control.getAttribute('data-get'));
+  });
+
+  document.addEventListener('keydown', function (event) {
+    if (event.key !== 'Enter' && event.key !== ' ') return;
+    var row = event.target.closest('[role="link"][data-get]');
+    if (!row) return;
+    event.preventDefault();
+    row.click();
+  });
+
+  var filterTimer;
+  function applyFilters(form) {
+    var params = new URLSearchParams(new FormData(form));
+    loadPanel(form.getAttribute('data-get-form') + '?' + params.toString());
+  }
+  document.addEventListener('change', function (event) {
+    var form = event.target.closest('form[data-get-form]');
+    if (form) applyFilters(form);
+  });
+  document.addEventListener('input', function (event) {
+    var form = event.target.closest('form[data-get-form]');
+    if (!form || event.target.name !== 'range_value') return;
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(function () { applyFilters(form); }, 400);
+  });
+  document.addEventListener('submit', function (event) {
+    var form = event.target.closest('form[data-get-form]');
+    if (!form) return;
+    event.preventDefault();
+    applyFilters(form);
+  });
+
+  function storageAction(button) {
+    var confirmText = button.getAttribute('data-confirm');
+    if (confirmText && !window.confirm(confirmText)) return;
+    var headers = { 'X-CSRF-Token': csrfToken };
+    if (button.getAttribute('data-post') === '/api/storage/delete-history') headers['X-Crosstalk-Confirm'] = 'DELETE AUDIT HISTORY';
+    button.disabled = true;
+    fetchText(button.getAttribute('data-post'), { method: 'POST', headers: headers }).then(function (result) {
+      return loadPanel('/fragments/storage').then(function () {
+        var status = document.getElementById('maintenance-status');
+        if (status) status.innerHTML = result.text;
+        else panel.insertAdjacentHTML('beforeend', result.text);
+      });
+    }).catch(function () {
+      button.disabled = false;
+    });
+  }
+
+  // Live updates. Coalesce bursts: one refresh per view per short window.
+  var timers = {};
+  function soon(key, fn, delay) {
+    if (timers[key]) return;
+    timers[key] = setTimeout(function () { timers[key] = null; fn(); }, delay || 200);
+  }
+
+  function openChat() {
+    return panel.querySelector('.chat[data-group-id]');
+  }
+
+  function lastShownMessageId(list) {
+    var nodes = list.querySelectorAll('.message[data-message-id]');
+    return nodes.length ? Number(nodes[nodes.length - 1].getAttribute('data-message-id')) : 0;
+  }
+
+  function refreshChat(groupId) {
+    loadPanel('/fragments/chats?group_id=' + encodeURIComponent(groupId), true);
+  }
+
+  // appendMessages fetches every message between the last shown and latest,
+  // so a burst inside one poll interval leaves no gap.
+  var appending = false;
+  function appendMessages(groupId, latest) {
+    var chat = openChat();
+    var list = document.getElementById('message-list');
+    if (!chat || !list || chat.getAttribute('data-group-id') !== groupId || appending) return;
+    var last = lastShownMessageId(list);
+    if (!latest || latest <= last) return;
+    if (latest - last > 50) { refreshChat(groupId); return; }
+    appending = true;
+    var ids = [];
+    for (var id = last + 1; id <= latest; id++) ids.push(id);
+    Promise.all(ids.map(function (id) {
+      return fetchText('/fragments/message?group_id=' + encodeURIComponent(groupId) + '&message_id=' + id)
+        .then(function (result) { return result.ok ? result.text : ''; });
+    })).then(function (fragments) {
+      appending = false;
+      var current = document.getElementById('message-list');
+      if (current !== list) return;
+      var nearBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+      var empty = list.querySelector(':scope > .notice');
+      fragments.forEach(function (html) {
+        if (!html) return;
+        var holder = document.createElement('div');
+        holder.innerHTML = html;
+        var article = holder.querySelector('.message[data-message-id]');
+        if (!article || list.querySelector('.message[data-message-id="' + article.getAttribute('data-message-id') + '"]')) return;
+        if (empty) { empty.remove(); empty = null; }
+        localize(holder);
+        article.classList.add('is-new');
+        list.appendChild(article);
+      });
+      if (nearBottom) list.scrollTop = list.scrollHeight;
+    }).catch(function () { appending = false; });
+  }
+
+  function refreshChatSide(groupId) {
+    var chat = openChat();
+    if (!chat || chat.getAttribute('data-group-id') !== groupId) return;
+    fetchText('/fragments/chat?group_id=' + encodeURIComponent(groupId)).then(function (result) {
+      var holder = document.createElement('div');
+      holder.innerHTML = result.text;
+      var fresh = holder.querySelector('.chat[data-group-id]');
+      var current = openChat();
+      if (!fresh || !current || current.getAttribute('data-group-id') !== groupId) {
+        if (!fresh) refreshChat(groupId);
+        return;
+      }
+      localize(holder);
+      var side = current.querySelector('.chat-side');
+      var header = current.querySelector('.chat-header');
+      if (side) side.replaceWith(fresh.querySelector('.chat-side'));
+      if (header) header.replaceWith(fresh.querySelector('.chat-header'));
+    });
+  }
+
+  function refreshView(name) {
+    if (currentView() !== name) return;
+    soon(name, function () {
+      if (currentView() !== name) return;
+      if (name === 'analytics') {
+        var form = panel.querySelector('form[data-get-form]');
+        if (form && form.contains(document.activeElement)) return;
+        if (form) { loadPanel(form.getAttribute('data-get-form') + '?' + new URLSearchParams(new FormData(form)).toString(), true); return; }
+      }
+      loadPanel('/fragments/' + name, true);
+    }, 250);
+  }
+
+  function markPicker(groupId) {
+    var button = panel.querySelector('.chat-picker button[title="' + groupId + '"]');
+    if (button && !button.classList.contains('is-active')) button.classList.add('has-new');
+  }
+
+  function handle(type, raw) {
+    var data = {};
+    try { data = JSON.parse(raw || '{}'); } catch (e) { return; }
+    var view = currentView();
+    var chat = openChat();
+    var chatGroup = chat ? chat.getAttribute('data-group-id') : '';
+    switch (type) {
+      case 'snapshot':
+        if (view === 'overview') refreshView('overview');
+        if (chatGroup && data.groups && data.groups[chatGroup]) appendMessages(chatGroup, data.groups[chatGroup].latest_message_id);
+        if (chatGroup && data.groups && !data.groups[chatGroup]) refreshChat(chatGroup);
+        break;
+      case 'message.created':
+        if (chatGroup === data.group_id) appendMessages(data.group_id, data.message_id);
+        else if (view === 'chats') markPicker(data.group_id);
+        refreshView('overview');
+        break;
+      case 'member.changed':
+      case 'wakeup.changed':
+        if (chatGroup === data.group_id) refreshChatSide(data.group_id);
+        refreshView('overview');
+        break;
+      case 'group.changed':
+        if (view === 'chats') soon('chats', function () {
+          var open = openChat();
+          refreshChat(open ? open.getAttribute('data-group-id') : data.group_id);
+        }, 250);
+        refreshView('overview');
+        break;
+      case 'group.deleted':
+        if (view === 'chats') soon('chats', function () {
+          var open = openChat();
+          var keep = open && open.getAttribute('data-group-id') !== data.group_id ? open.getAttribute('data-group-id') : '';
+          loadPanel('/fragments/chats' + (keep ? '?group_id=' + encodeURIComponent(keep) : ''), true);
+        }, 250);
+        refreshView('overview');
+        break;
+      case 'tool_call.completed':
+        refreshView('overview');
+        refreshView('analytics');
+        refreshView('storage');
+        break;
+    }
+  }
+
+  function setLive(state) {
+    if (!liveStatus) return;
+    liveStatus.setAttribute('data-state', state);
+    liveStatus.textContent = state === 'open' ? 'Live' : state === 'error' ? 'Reconnecting' : 'Connecting';
+  }
+
+  // All tabs of one browser share one /events stream through a SharedWorker;
+  // without one, each tab opens its own EventSource.
+  function connect() {
+    if (window.SharedWorker) {
+      try {
+        var worker = new SharedWorker('/static/observer-events-worker.js', { name: 'crosstalk-events' });
+        worker.port.onmessage = function (event) {
+          var message = event.data || {};
+          if (message.type === 'status') { setLive(message.data); return; }
+          handle(message.type, message.data);
+        };
+        worker.port.start();
+        worker.port.postMessage({ command: 'hello' });
+        window.addEventListener('pagehide', function () {
+          try { worker.port.postMessage({ command: 'bye' }); worker.port.close(); } catch (e) { /* already gone */ }
+        });
+        return;
+      } catch (e) { /* fall back to a private stream */ }
+    }
+    var source = new EventSource('/events');
+    source.onopen = function () { setLive('open'); };
+    source.onerror = function () { setLive('error'); };
+    eventTypes.forEach(function (type) {
+      source.addEventListener(type, function (event) { setLive('open'); handle(type, event.data); });
+    });
+  }
+
+  try {
+    if (localStorage.getItem('crosstalk-rail') === 'collapsed') {
+      shell.classList.add('is-collapsed');
+      var toggle = document.getElementById('rail-toggle');
+      toggle.setAttribute('aria-expanded', 'false');
+      toggle.setAttribute('aria-label', 'Expand sidebar');
+      toggle.title = 'Expand sidebar';
+    }
+  } catch (e) { /* storage unavailable */ }
+  afterSwap(panel);
+  connect();
+  window.crosstalkObserver = { handle: handle, loadPanel: loadPanel };
+})();

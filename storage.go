@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// storageView is the Storage fragment.
+type storageView struct {
+	Available bool
+	Notice    string
+	Details   []metric
+	CSRFToken string
+}
+
+// formatBytes renders a size as the original does: "80.0 KiB".
+func formatBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	for _, unit := range []string{"KiB", "MiB", "GiB"} {
+		v /= 1024
+		if v < 1024 || unit == "GiB" {
+			return fmt.Sprintf("%.1f %s", v, unit)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+func (o *observer) storageView(ctx context.Context) storageView {
+	v := storageView{CSRFToken: o.csrfToken}
+	path := filepath.Join(o.dir, observabilityFile)
+	db, err := o.dbs.audit(o.dir)
+	if err != nil {
+		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
+		if err != errNoDatabase {
+			v.Notice = "Audit storage is temporarily unavailable; retry shortly."
+		}
+		return v
+	}
+	tables, err := tableNames(ctx, db)
+	if err != nil {
+		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
+		return v
+	}
+	if !tables["tool_calls"] {
+		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
+		return v
+	}
+	var rowsCount, pageSize, freePages int64
+	if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tool_calls").Scan(&rowsCount) != nil ||
+		db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize) != nil ||
+		db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&freePages) != nil {
+		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
+		return v
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
+		return v
+	}
+	meta, _ := o.auditMetadata(ctx)
+	retention := firstNonEmpty(meta.Retention, "unknown (legacy audit database)")
+	v.Available = true
+	v.Details = []metric{
+		{Label: "Audit file", Value: formatBytes(info.Size())},
+		{Label: "Audit rows", Value: fmt.Sprint(rowsCount)},
+		{Label: "Reclaimable", Value: formatBytes(pageSize * freePages)},
+		{Label: "Retention", Value: retention},
+		{Label: "Activated", When: o.stampOf(meta.EnabledAt, "—")},
+		{Label: "Last cleanup", When: o.stampOf(meta.LastCleanup, "Never")},
+	}
+	return v
+}
+
+// auditWriteDSN opens the existing audit database for one of the two
+// maintenance actions; mode=rw fails instead of creating a missing file.
+func auditWriteDSN(path string) string {
+	q := url.Values{}
+	q.Set("mode", "rw")
+	q.Add("_pragma", "busy_timeout(100)")
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// openAuditForWrite opens observability.sqlite3 read-write, if it exists.
+func openAuditForWrite(dir string) (*sql.DB, string, error) {
+	path := filepath.Join(dir, observabilityFile)
+	if _, err := checkedFile(dir, path); err != nil {
+		return nil, "No audit database exists yet.", err
+	}
+	db, err := sql.Open("sqlite", auditWriteDSN(path))
+	if err != nil {
+		return nil, "Audit storage is busy; retry later.", fmt.Errorf("open audit database: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, "", nil
+}
+
+// reclaimAuditSpace runs one bounded incremental vacuum step; it never
+// deletes retained history and never touches a group database.
+func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, error) {
+	db, msg, err := openAuditForWrite(dir)
+	if err != nil {
+		return msg, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", pages))
+	if err != nil {
+		return "Audit storage is busy; retry later.", fmt.Errorf("reclaim audit space: %w", err)
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return "Audit storage is busy; retry later.", fmt.Errorf("reclaim audit space: %w", err)
+	}
+	rows.Close()
+	return "Reclaimed available audit free pages.", nil
+}
+
+// auditHistoryTables are the tables "Delete audit history" empties: the raw
+// rows, their group-name snapshots, and everything derived from them. The
+// group catalog and the metadata row stay.
+var auditHistoryTables = []string{
+	"tool_call_group_names", "tool_calls",
+	"analytics_1m", "analytics_1h", "analytics_1d", "analytics_30d",
+	"analytics_latency_1m", "analytics_latency_1h", "analytics_latency_1d", "analytics_latency_30d",
+	"analytics_filter_values",
+}
+
+// deleteAuditHistory deletes every audit row and rollup in one immediate
+// transaction.
+func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
+	db, msg, err := openAuditForWrite(dir)
+	if err != nil {
+		return msg, err
+	}
+	defer db.Close()
+	busy := "Audit storage is busy; retry later."
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return busy, fmt.Errorf("delete audit history: %w", err)
+	}
+	defer tx.Rollback()
+	tables, err := tableNames(ctx, tx)
+	if err != nil {
+		return busy, err
+	}
+	var deleted int64
+	for _, t := range auditHistoryTables {
+		if !tables[t] {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+t)
+		if err != nil {
+			return busy, fmt.Errorf("delete audit history from %s: %w", t, err)
+		}
+		if t == "tool_calls" {
+			deleted, _ = res.RowsAffected()
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return busy, fmt.Errorf("delete audit history: %w", err)
+	}
+	return fmt.Sprintf("Deleted %d audit-history rows. Reclaim free space separately if needed.", deleted), nil
+}
