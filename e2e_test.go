@@ -513,8 +513,8 @@ func (p *mcpProcess) readWakeups(uri string) wakeupSnapshot {
 	return snap
 }
 
-// messageList is the result of the message-reading tools.
-type messageList struct {
+// messagesReply is the result of the message-reading tools.
+type messagesReply struct {
 	Messages []struct {
 		ID        int64  `json:"id"`
 		ContextID string `json:"context_id"`
@@ -567,7 +567,7 @@ func TestE2ESubscriptionSeesOtherProcess(t *testing.T) {
 		return len(snap.Wakeups) == 1 && snap.Wakeups[0].LastNotifiedAt != nil
 	})
 
-	var unread messageList
+	var unread messagesReply
 	a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, &unread)
 	if len(unread.Messages) != 1 || unread.Messages[0].ID != sent.MessageID {
 		t.Fatalf("get_unread_messages: got %+v; want message %d only", unread.Messages, sent.MessageID)
@@ -905,7 +905,7 @@ func TestE2ELargeMessage(t *testing.T) {
 		MessageID int64 `json:"message_id"`
 	}
 	p.ok("send_message", map[string]any{"group_id": gid, "context_id": "ctx-p", "name": "pat", "message": text}, &sent)
-	var all messageList
+	var all messagesReply
 	p.ok("get_all_messages", map[string]any{"group_id": gid, "context_id": "ctx-p", "name": "pat"}, &all)
 	if len(all.Messages) != 1 || all.Messages[0].ID != sent.MessageID {
 		t.Fatalf("get_all_messages: got %d messages; want message %d only", len(all.Messages), sent.MessageID)

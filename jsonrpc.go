@@ -85,12 +85,11 @@ type lineWriter struct {
 }
 
 func (w *lineWriter) write(v any) error {
-	line := pyJSON(v) + "\n"
+	line := pyJSON(v)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, err := w.w.WriteString(line); err != nil {
-		return err
-	}
+	w.w.WriteString(line)
+	w.w.WriteByte('\n')
 	return w.w.Flush()
 }
 
@@ -540,6 +539,12 @@ func (o object) get(key string) any {
 	return nil
 }
 
+// pyJSONWriter is a value that renders itself in pyJSON's format, for
+// large results where building an object per item would dominate.
+type pyJSONWriter interface {
+	writePyJSON(b *strings.Builder)
+}
+
 // stringList is a JSON array of strings; nil renders as [].
 type stringList []string
 
@@ -615,6 +620,8 @@ func writePyJSON(b *strings.Builder, v any) {
 			writePyJSON(b, f.value)
 		}
 		b.WriteByte('}')
+	case pyJSONWriter:
+		v.writePyJSON(b)
 	default:
 		panic(fmt.Sprintf("pyJSON: unsupported type %T", v))
 	}
@@ -626,15 +633,20 @@ const hexDigits = "0123456789abcdef"
 // escaping: lowercase \uXXXX for control and non-ASCII characters,
 // surrogate pairs above the BMP.
 func writePyString(b *strings.Builder, s string) {
+	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	start := 0
 	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r >= 0x20 && r < 0x7f && r != '"' && r != '\\' {
-			i += size
+		c := s[i]
+		if c < utf8.RuneSelf && plainASCII[c] {
+			i++
 			continue
 		}
 		b.WriteString(s[start:i])
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
 		switch r {
 		case '"':
 			b.WriteString(`\"`)
@@ -665,6 +677,14 @@ func writePyString(b *strings.Builder, s string) {
 	b.WriteString(s[start:])
 	b.WriteByte('"')
 }
+
+// plainASCII marks the bytes that json.dumps writes as they are.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func writeU(b *strings.Builder, r rune) {
 	b.WriteString(`\u`)

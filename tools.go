@@ -312,15 +312,36 @@ func metaObject(m groupMeta) object {
 }
 
 func messagesObject(msgs []message) object {
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		list[i] = object{
-			{"id", m.id}, {"context_id", m.contextID}, {"name", m.name}, {"message", m.text},
-			{"priority", m.priority}, {"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
-			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt},
+	return object{{"messages", messageList(msgs)}}
+}
+
+// messageList renders messages with the original's keys and order. It
+// writes directly rather than through an object per message because
+// retrieval tools return thousands of them.
+type messageList []message
+
+func (l messageList) writePyJSON(b *strings.Builder) {
+	b.WriteByte('[')
+	for i, m := range l {
+		if i > 0 {
+			b.WriteString(", ")
 		}
+		b.WriteString(`{"id": `)
+		b.WriteString(strconv.FormatInt(m.id, 10))
+		for _, f := range [...]struct {
+			key string
+			val any
+		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
+			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
+			b.WriteString(`, "`)
+			b.WriteString(f.key)
+			b.WriteString(`": `)
+			writePyJSON(b, f.val)
+		}
+		b.WriteByte('}')
 	}
-	return object{{"messages", list}}
+	b.WriteByte(']')
 }
 
 func (s *server) createGroup(a toolArgs) (any, error) {
@@ -551,6 +572,15 @@ func (s *server) sendMessage(a toolArgs) (any, error) {
 // parseStringList reads a stored JSON list, keeping only its strings, as the
 // original does for the mentions and wakeup_targets columns.
 func parseStringList(s string) []string {
+	if s == "[]" {
+		return []string{}
+	}
+	var strs []string
+	// Decoding null into a string is a no-op, so lists holding null take
+	// the general path, which drops non-strings.
+	if !strings.Contains(s, "null") && json.Unmarshal([]byte(s), &strs) == nil && strs != nil {
+		return strs
+	}
 	var items []any
 	if json.Unmarshal([]byte(s), &items) != nil {
 		return []string{}
