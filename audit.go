@@ -1046,6 +1046,8 @@ func auditResultLen(v any, key string) (int, bool) {
 		return len(value), true
 	case []string:
 		return len(value), true
+	case messageList:
+		return len(value), true
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	crand "crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -34,7 +35,8 @@ type store struct {
 	catalog *sql.DB
 }
 
-// groupHandle is a pooled connection set for one group database file.
+// groupHandle is the open database of one group file: a small pool for
+// reads and one dedicated connection for this process's write transactions.
 type groupHandle struct {
 	// inUse is held for reading while an operation uses db and for writing
 	// while db is closed, so a handle is never closed under a running query.
@@ -42,6 +44,95 @@ type groupHandle struct {
 	db       *sql.DB
 	info     os.FileInfo
 	lastUsed time.Time
+
+	// writeMu serializes write transactions on conn, the connection whose
+	// prepared statements stmts keeps: preparing a statement costs more
+	// than running it, and a send runs about ten.
+	writeMu sync.Mutex
+	conn    *sql.Conn
+	stmts   map[string]*sql.Stmt
+}
+
+// groupTx is a write transaction on a group handle's dedicated connection.
+type groupTx struct{ h *groupHandle }
+
+// stmt returns the prepared statement for q on the write connection.
+func (t groupTx) stmt(q string) (*sql.Stmt, error) {
+	if st := t.h.stmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := t.h.conn.PrepareContext(context.Background(), q)
+	if err != nil {
+		return nil, err
+	}
+	t.h.stmts[q] = st
+	return st, nil
+}
+
+func (t groupTx) Exec(q string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.Exec(args...)
+}
+
+func (t groupTx) Query(q string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.Query(args...)
+}
+
+// QueryRow is sql.Tx.QueryRow on a prepared statement; a preparation error
+// surfaces from Scan.
+func (t groupTx) QueryRow(q string, args ...any) rowScanner {
+	st, err := t.stmt(q)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRow(args...)
+}
+
+// rowScanner is the Scan of an *sql.Row.
+type rowScanner interface{ Scan(dest ...any) error }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the write connection:
+// a deferred transaction that reads and then writes fails at once with
+// SQLITE_BUSY_SNAPSHOT when another process committed in between.
+func (h *groupHandle) write(fn func(tx groupTx) error) error {
+	ctx := context.Background()
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	if h.conn == nil {
+		conn, err := h.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
+	}
+	if _, err := h.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	err := fn(groupTx{h})
+	if err == nil {
+		_, err = h.conn.ExecContext(ctx, "COMMIT")
+	}
+	if err != nil {
+		// After a failed COMMIT SQLite may still hold the transaction open.
+		h.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	return err
+}
+
+// writeGroup runs fn in a write transaction on group id.
+func (s *store) writeGroup(id string, fn func(tx groupTx) error) error {
+	return s.withHandle(id, func(h *groupHandle) error { return h.write(fn) })
 }
 
 const (
@@ -113,8 +204,14 @@ func (s *store) close() {
 
 func (h *groupHandle) close() {
 	h.inUse.Lock()
+	defer h.inUse.Unlock()
+	for _, st := range h.stmts {
+		st.Close()
+	}
+	if h.conn != nil {
+		h.conn.Close()
+	}
 	h.db.Close()
-	h.inUse.Unlock()
 }
 
 // timestamp returns the current time in the on-disk format.
@@ -171,11 +268,16 @@ func groupNotFound(id string) error {
 
 // withGroup runs fn with the open database of an existing group.
 func (s *store) withGroup(id string, fn func(db *sql.DB) error) error {
+	return s.withHandle(id, func(h *groupHandle) error { return fn(h.db) })
+}
+
+// withHandle runs fn with the handle of an existing group.
+func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 	h, err := s.acquire(id)
 	if err != nil {
 		return err
 	}
-	err = fn(h.db)
+	err = fn(h)
 	h.inUse.RUnlock()
 	if err != nil && !isBusy(err) && !s.groupExists(id) {
 		// The file went away under this operation: another process
@@ -213,10 +315,10 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("open group %s: %w", id, err)
 		}
-		// Tool calls run one at a time; the second connection serves the
-		// subscription poller without waiting for a tool call.
-		db.SetMaxOpenConns(2)
-		db.SetMaxIdleConns(2)
+		// One connection is kept for writes; the others serve reads, such
+		// as the subscription poller's, without waiting for a write.
+		db.SetMaxOpenConns(3)
+		db.SetMaxIdleConns(3)
 		h = &groupHandle{db: db, info: info}
 		s.handles[id] = h
 		stale = append(stale, s.evictLocked(id)...)
@@ -551,28 +653,26 @@ func (s *store) groupMetadata(id string) (groupMeta, error) {
 
 // updateGroupMetadata changes name and/or description; only the creator may.
 func (s *store) updateGroupMetadata(id, contextID string, name, description *string) (groupMeta, error) {
-	err := s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			var curName, curDesc, creator string
-			err := tx.QueryRow("SELECT name, description, creator_context_id FROM group_metadata WHERE id = 1").Scan(&curName, &curDesc, &creator)
-			if errors.Is(err, sql.ErrNoRows) || (err == nil && creator != contextID) {
-				return authorizationErrorf("Only the context that created this group can update its metadata.")
-			}
-			if err != nil {
-				return err
-			}
-			if name != nil {
-				curName = *name
-			}
-			if description != nil {
-				curDesc = *description
-			}
-			if _, err := tx.Exec("UPDATE group_metadata SET name = ?, description = ?, updated_at = ? WHERE id = 1",
-				curName, curDesc, s.timestamp()); err != nil {
-				return err
-			}
-			return bumpRevisions(tx, revMetadata)
-		})
+	err := s.writeGroup(id, func(tx groupTx) error {
+		var curName, curDesc, creator string
+		err := tx.QueryRow("SELECT name, description, creator_context_id FROM group_metadata WHERE id = 1").Scan(&curName, &curDesc, &creator)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && creator != contextID) {
+			return authorizationErrorf("Only the context that created this group can update its metadata.")
+		}
+		if err != nil {
+			return err
+		}
+		if name != nil {
+			curName = *name
+		}
+		if description != nil {
+			curDesc = *description
+		}
+		if _, err := tx.Exec("UPDATE group_metadata SET name = ?, description = ?, updated_at = ? WHERE id = 1",
+			curName, curDesc, s.timestamp()); err != nil {
+			return err
+		}
+		return bumpRevisions(tx, revMetadata)
 	})
 	if err != nil {
 		return groupMeta{}, err
@@ -634,7 +734,7 @@ const (
 )
 
 // bumpRevisions advances the group_state counters named by which.
-func bumpRevisions(tx *sql.Tx, which revision) error {
+func bumpRevisions(tx groupTx, which revision) error {
 	var fields []string
 	for _, r := range []struct {
 		bit   revision
@@ -684,72 +784,68 @@ func (s *store) users(id string) ([]member, error) {
 // joinGroup adds contextID as a member with every existing message unread,
 // or renames an existing member.
 func (s *store) joinGroup(id, contextID, name string) error {
-	return s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			var one int
-			err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				if _, err := tx.Exec("INSERT INTO group_members(context_id, name, joined_at, unread_count) SELECT ?, ?, ?, COUNT(*) FROM messages",
-					contextID, name, s.timestamp()); err != nil {
-					return err
-				}
-				if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT ?, id FROM messages", contextID); err != nil {
-					return err
-				}
-			case err != nil:
+	return s.writeGroup(id, func(tx groupTx) error {
+		var one int
+		err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.Exec("INSERT INTO group_members(context_id, name, joined_at, unread_count) SELECT ?, ?, ?, COUNT(*) FROM messages",
+				contextID, name, s.timestamp()); err != nil {
 				return err
-			default:
-				if _, err := tx.Exec("UPDATE group_members SET name = ? WHERE context_id = ?", name, contextID); err != nil {
-					return err
-				}
 			}
-			return bumpRevisions(tx, revMember)
-		})
+			if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT ?, id FROM messages", contextID); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			if _, err := tx.Exec("UPDATE group_members SET name = ? WHERE context_id = ?", name, contextID); err != nil {
+				return err
+			}
+		}
+		return bumpRevisions(tx, revMember)
 	})
 }
 
 // leaveGroup removes a member, its unread rows and its wake events. With
 // checkName false the stored identity is used (resources/unsubscribe).
 func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
-	return s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			if checkName {
-				if _, err := requireMember(tx, contextID, name); err != nil {
-					return err
-				}
-			} else {
-				var one int
-				err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
-				if errors.Is(err, sql.ErrNoRows) {
-					return authorizationErrorf("Context is not a member of this group.")
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if _, err := tx.Exec("DELETE FROM group_members WHERE context_id = ?", contextID); err != nil {
+	return s.writeGroup(id, func(tx groupTx) error {
+		if checkName {
+			if _, err := requireMember(tx, contextID, name); err != nil {
 				return err
 			}
-			if _, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ?", contextID); err != nil {
-				return err
+		} else {
+			var one int
+			err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return authorizationErrorf("Context is not a member of this group.")
 			}
-			res, err := tx.Exec("DELETE FROM wakeup_events WHERE context_id = ?", contextID)
 			if err != nil {
 				return err
 			}
-			which := revMember
-			if n, _ := res.RowsAffected(); n > 0 {
-				which |= revWakeup
-			}
-			return bumpRevisions(tx, which)
-		})
+		}
+		if _, err := tx.Exec("DELETE FROM group_members WHERE context_id = ?", contextID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ?", contextID); err != nil {
+			return err
+		}
+		res, err := tx.Exec("DELETE FROM wakeup_events WHERE context_id = ?", contextID)
+		if err != nil {
+			return err
+		}
+		which := revMember
+		if n, _ := res.RowsAffected(); n > 0 {
+			which |= revWakeup
+		}
+		return bumpRevisions(tx, which)
 	})
 }
 
 // requireMember returns the member's latest sent message id, or the
 // original's authorization errors when contextID has not joined under name.
-func requireMember(tx *sql.Tx, contextID, name string) (int64, error) {
+func requireMember(tx groupTx, contextID, name string) (int64, error) {
 	var joined string
 	var latest sql.NullInt64
 	err := tx.QueryRow("SELECT name, latest_message_id FROM group_members WHERE context_id = ?", contextID).Scan(&joined, &latest)
@@ -808,51 +904,49 @@ type readSelection struct {
 // readMessages returns the selected messages and, when any were returned,
 // marks them read and acknowledges their wake events for contextID, in one
 // transaction so that concurrent senders cannot slip between read and mark.
-func (s *store) readMessages(id, contextID, name string, pick func(tx *sql.Tx, latest int64) (readSelection, error)) ([]message, error) {
+func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
 	var out []message
-	err := s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			latest, err := requireMember(tx, contextID, name)
-			if err != nil {
-				return err
-			}
-			sel, err := pick(tx, latest)
-			if err != nil {
-				return err
-			}
-			rows, err := tx.Query(sel.rows, sel.rowArgs...)
-			if err != nil {
-				return err
-			}
-			if out, err = scanMessages(rows); err != nil || len(out) == 0 {
-				return err
-			}
-			// Acknowledge before removing unread rows: the unread
-			// selection's predicate reads member_unread_messages.
-			ackChanged, err := s.acknowledgeWakeups(tx, contextID, sel.predicate, sel.predArgs)
-			if err != nil {
-				return err
-			}
-			unreadChanged, err := removeUnread(tx, contextID, sel.predicate, sel.predArgs)
-			if err != nil {
-				return err
-			}
-			var which revision
-			if unreadChanged {
-				which |= revMember
-			}
-			if ackChanged {
-				which |= revWakeup
-			}
-			return bumpRevisions(tx, which)
-		})
+	err := s.writeGroup(id, func(tx groupTx) error {
+		latest, err := requireMember(tx, contextID, name)
+		if err != nil {
+			return err
+		}
+		sel, err := pick(tx, latest)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(sel.rows, sel.rowArgs...)
+		if err != nil {
+			return err
+		}
+		if out, err = scanMessages(rows); err != nil || len(out) == 0 {
+			return err
+		}
+		// Acknowledge before removing unread rows: the unread
+		// selection's predicate reads member_unread_messages.
+		ackChanged, err := s.acknowledgeWakeups(tx, contextID, sel.predicate, sel.predArgs)
+		if err != nil {
+			return err
+		}
+		unreadChanged, err := removeUnread(tx, contextID, sel.predicate, sel.predArgs)
+		if err != nil {
+			return err
+		}
+		var which revision
+		if unreadChanged {
+			which |= revMember
+		}
+		if ackChanged {
+			which |= revWakeup
+		}
+		return bumpRevisions(tx, which)
 	})
 	return out, err
 }
 
 // removeUnread deletes the member's unread rows matching predicate and keeps
 // the member's unread_count in step.
-func removeUnread(tx *sql.Tx, contextID, predicate string, args []any) (bool, error) {
+func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, error) {
 	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
 	if predicate != "" {
 		q += " AND " + predicate
@@ -871,7 +965,7 @@ func removeUnread(tx *sql.Tx, contextID, predicate string, args []any) (bool, er
 
 // acknowledgeWakeups marks the member's pending wake events for the selected
 // messages acknowledged, and purges events acknowledged over 7 days ago.
-func (s *store) acknowledgeWakeups(tx *sql.Tx, contextID, predicate string, args []any) (bool, error) {
+func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) (bool, error) {
 	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ?"
 	if predicate != "" {
 		q += " AND " + predicate
@@ -894,7 +988,7 @@ func (s *store) acknowledgeWakeups(tx *sql.Tx, contextID, predicate string, args
 // messagesAfter returns every message with an id above after and marks them
 // read (get_all_messages with after 0, get_messages_after).
 func (s *store) messagesAfter(id, contextID, name string, after int64) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(*sql.Tx, int64) (readSelection, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
 			rowArgs:   []any{after},
@@ -906,7 +1000,7 @@ func (s *store) messagesAfter(id, contextID, name string, after int64) ([]messag
 
 // latestMessages returns the messages after the member's own latest send.
 func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(_ *sql.Tx, latest int64) (readSelection, error) {
+	return s.readMessages(id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
 		return readSelection{
 			rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
 			rowArgs:   []any{latest},
@@ -918,7 +1012,7 @@ func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
 
 // unreadMessages returns the member's unread messages.
 func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(*sql.Tx, int64) (readSelection, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
 				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
@@ -934,7 +1028,7 @@ func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
 // the trigram index, or by a scan where a group lacks the index.
 func (s *store) searchMessages(id, contextID, name, query string) ([]message, error) {
 	pattern := "%" + query + "%"
-	return s.readMessages(id, contextID, name, func(tx *sql.Tx, _ int64) (readSelection, error) {
+	return s.readMessages(id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
 		var indexed bool
 		err := tx.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
 		if err != nil {
@@ -1031,17 +1125,15 @@ func (s *store) dueWakeup(id, contextID string) (*wakeup, error) {
 
 // markWakeupNotified records that a wake event's notification was written.
 func (s *store) markWakeupNotified(id string, eventID int64) error {
-	return s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			res, err := tx.Exec("UPDATE wakeup_events SET last_notified_at = ? WHERE id = ? AND acknowledged_at IS NULL", s.timestamp(), eventID)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n > 0 {
-				return bumpRevisions(tx, revWakeup)
-			}
-			return nil
-		})
+	return s.writeGroup(id, func(tx groupTx) error {
+		res, err := tx.Exec("UPDATE wakeup_events SET last_notified_at = ? WHERE id = ? AND acknowledged_at IS NULL", s.timestamp(), eventID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return bumpRevisions(tx, revWakeup)
+		}
+		return nil
 	})
 }
 
@@ -1057,88 +1149,92 @@ type sent struct {
 
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
-// one transaction.
+// one transaction. The row is inserted with its routing already decided; the
+// original inserts and then updates it, which ends in the same row.
 func (s *store) sendMessage(id, contextID, name, text, priority string, wakeIDs []string) (sent, error) {
 	out := sent{groupID: id, priority: priority}
-	err := s.withGroup(id, func(db *sql.DB) error {
-		return inTx(db, func(tx *sql.Tx) error {
-			if _, err := requireMember(tx, contextID, name); err != nil {
+	err := s.writeGroup(id, func(tx groupTx) error {
+		others, err := membersExcept(tx, contextID, name)
+		if err != nil {
+			return err
+		}
+		r := route(others, text, priority, wakeIDs)
+		targetIDs := make([]string, len(r.targets))
+		for i, t := range r.targets {
+			targetIDs[i] = t.contextID
+		}
+		now := s.timestamp()
+		res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+			contextID, name, text, now, priority, pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason)
+		if err != nil {
+			return err
+		}
+		msgID, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, contextID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + (context_id != ?1), "+
+			"latest_message_id = CASE WHEN context_id = ?1 THEN ?2 ELSE latest_message_id END", contextID, msgID); err != nil {
+			return err
+		}
+		for _, t := range r.targets {
+			if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
+				msgID, t.contextID, t.relevance, priority, now); err != nil {
 				return err
 			}
-			now := s.timestamp()
-			res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, '[]', '[]', 'fallback')",
-				contextID, name, text, now, priority)
-			if err != nil {
-				return err
-			}
-			msgID, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			others, err := otherMembers(tx, contextID)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, contextID); err != nil {
-				return err
-			}
-			if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + 1 WHERE context_id != ?", contextID); err != nil {
-				return err
-			}
-			r := route(others, text, priority, wakeIDs)
-			for _, t := range r.targets {
-				if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
-					msgID, t.contextID, t.relevance, priority, now); err != nil {
-					return err
-				}
-			}
-			targetIDs := make([]string, len(r.targets))
-			for i, t := range r.targets {
-				targetIDs[i] = t.contextID
-			}
-			if _, err := tx.Exec("UPDATE messages SET mentions = ?, wakeup_targets = ?, routing_reason = ? WHERE id = ?",
-				pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason, msgID); err != nil {
-				return err
-			}
-			if _, err := tx.Exec("UPDATE group_members SET latest_message_id = ? WHERE context_id = ?", msgID, contextID); err != nil {
-				return err
-			}
-			for _, m := range [][2]string{{"priority", priority}, {"routing", r.reason}} {
-				if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES (?, ?, 1) ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", m[0], m[1]); err != nil {
-					return err
-				}
-			}
-			which := revMessage
-			if len(others) > 0 {
-				which |= revMember
-			}
-			if len(r.targets) > 0 {
-				which |= revWakeup
-			}
-			out.messageID, out.mentions, out.routingReason, out.wakeupTargets = msgID, r.mentions, r.reason, targetIDs
-			return bumpRevisions(tx, which)
-		})
+		}
+		if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES ('priority', ?, 1), ('routing', ?, 1) "+
+			"ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", priority, r.reason); err != nil {
+			return err
+		}
+		which := revMessage
+		if len(others) > 0 {
+			which |= revMember
+		}
+		if len(r.targets) > 0 {
+			which |= revWakeup
+		}
+		out.messageID, out.mentions, out.routingReason, out.wakeupTargets = msgID, r.mentions, r.reason, targetIDs
+		return bumpRevisions(tx, which)
 	})
 	return out, err
 }
 
-// otherMembers lists the members other than contextID in the table's
-// natural order, which the original's routing order follows.
-func otherMembers(tx *sql.Tx, contextID string) ([]recipient, error) {
-	rows, err := tx.Query("SELECT context_id, name FROM group_members WHERE context_id != ?", contextID)
+// membersExcept checks that contextID has joined as name and returns the
+// other members in the table's natural order, which the original's routing
+// order follows, in one read.
+func membersExcept(tx groupTx, contextID, name string) ([]recipient, error) {
+	rows, err := tx.Query("SELECT context_id, name FROM group_members")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []recipient
+	var others []recipient
+	joined, found := "", false
 	for rows.Next() {
 		var r recipient
 		if err := rows.Scan(&r.contextID, &r.name); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		if r.contextID == contextID {
+			joined, found = r.name, true
+		} else {
+			others = append(others, r)
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, authorizationErrorf("Context has not joined this group. Call join_group first.")
+	}
+	if joined != name {
+		return nil, authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+	}
+	return others, nil
 }
 
 // randomHex returns n random bytes as lowercase hex, like uuid4().hex.
