@@ -19,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	_ "modernc.org/sqlite"
 )
@@ -1129,11 +1128,8 @@ func pyFloatRepr(f float64) string {
 	return sign + digits[:exp+1] + "." + digits[exp+1:]
 }
 
-// pyStrip trims what Python's str.strip() trims: Unicode whitespace plus the
-// ASCII file, group, record and unit separators.
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) })
-}
+// pyStrip trims what Python's str.strip() trims.
+func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
 
 // auditDetails builds the allowlisted, content-free summary of a successful
 // result, or reports false when the tool has none or it exceeds 2 KiB.
@@ -1169,6 +1165,9 @@ func auditDetails(tool string, result any) (string, bool) {
 	case "send_message":
 		for _, key := range []string{"message_id", "priority", "routing_reason"} {
 			if v, ok := auditResultField(result, key); ok {
+				if n, isNumber := v.(json.Number); isNumber {
+					v = rawJSON(pyNumber(string(n)))
+				}
 				details[key] = v
 			}
 		}
@@ -1179,112 +1178,20 @@ func auditDetails(tool string, result any) (string, bool) {
 	if len(details) == 0 {
 		return "", false
 	}
-	var b strings.Builder
-	writeCompactJSON(&b, details)
-	if b.Len() > auditDetailsMaxBytes {
+	// The original writes json.dumps(details, sort_keys=True,
+	// separators=(",", ":"), ensure_ascii=False).
+	keys := make([]string, 0, len(details))
+	for k := range details {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	sorted := make(object, len(keys))
+	for i, k := range keys {
+		sorted[i] = field{k, details[k]}
+	}
+	text := pyCompact.encode(sorted)
+	if len(text) > auditDetailsMaxBytes {
 		return "", false
 	}
-	return b.String(), true
-}
-
-// writeCompactJSON writes v as Python's json.dumps(sort_keys=True,
-// separators=(",", ":"), ensure_ascii=False) would, so details_json is
-// byte-identical across writers. v holds tool result values or decoded JSON.
-func writeCompactJSON(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		b.WriteString(strconv.FormatBool(v))
-	case int:
-		b.WriteString(strconv.Itoa(v))
-	case int64:
-		b.WriteString(strconv.FormatInt(v, 10))
-	case *int64:
-		if v == nil {
-			b.WriteString("null")
-		} else {
-			b.WriteString(strconv.FormatInt(*v, 10))
-		}
-	case json.Number:
-		b.WriteString(pyNumber(string(v)))
-	case string:
-		writeCompactString(b, v)
-	case *string:
-		if v == nil {
-			b.WriteString("null")
-		} else {
-			writeCompactString(b, *v)
-		}
-	case stringList:
-		list := make([]any, len(v))
-		for i, s := range v {
-			list[i] = s
-		}
-		writeCompactJSON(b, list)
-	case []any:
-		b.WriteByte('[')
-		for i, item := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCompactJSON(b, item)
-		}
-		b.WriteByte(']')
-	case object:
-		m := make(map[string]any, len(v))
-		for _, f := range v {
-			m[f.key] = f.value
-		}
-		writeCompactJSON(b, m)
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCompactString(b, k)
-			b.WriteByte(':')
-			writeCompactJSON(b, v[k])
-		}
-		b.WriteByte('}')
-	default:
-		b.WriteString("null")
-	}
-}
-
-// writeCompactString escapes like Python with ensure_ascii=False: quotes,
-// backslashes and control characters only.
-func writeCompactString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
+	return text, true
 }

@@ -468,7 +468,7 @@ func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []str
 	}
 	var diffs []string
 	for i, want := range lines {
-		w, err := pyDumps(want)
+		w, err := reDump(want)
 		if err != nil {
 			return []string{fmt.Sprintf("render expect: %v", err)}
 		}
@@ -484,10 +484,10 @@ func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []str
 	return diffs
 }
 
-// pyDumps renders JSON with the key order it was written in, the way
+// reDump renders JSON with the key order it was written in, the way
 // Python's json.dumps does by default: ", " and ": " separators and every
 // character outside printable ASCII escaped.
-func pyDumps(data []byte) (string, error) {
+func reDump(data []byte) (string, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	var b strings.Builder

@@ -539,10 +539,10 @@ func (o object) get(key string) any {
 	return nil
 }
 
-// pyJSONWriter is a value that renders itself in pyJSON's format, for
-// large results where building an object per item would dominate.
+// pyJSONWriter is a value that renders itself in a jsonStyle, for large
+// results where building an object per item would dominate.
 type pyJSONWriter interface {
-	writePyJSON(b *strings.Builder)
+	writePyJSON(b *strings.Builder, st jsonStyle)
 }
 
 // stringList is a JSON array of strings; nil renders as [].
@@ -551,16 +551,33 @@ type stringList []string
 // rawJSON is JSON text written as it came, such as a request id.
 type rawJSON json.RawMessage
 
-// pyJSON encodes v the way Python's json.dumps does by default: ", " and
-// ": " separators and every non-ASCII character escaped. Tool results carry
-// this text, and agents (and golden transcripts) see it byte for byte.
-func pyJSON(v any) string {
+// jsonStyle is one of the json.dumps configurations the original writes
+// with. Keys keep their order; callers that need sort_keys sort first.
+type jsonStyle struct {
+	itemSep, keySep string
+	ensureASCII     bool
+}
+
+var (
+	// pyDumps is json.dumps(v): tool result text, resource text, every
+	// line on stdout and the stored mentions and wakeup_targets lists.
+	pyDumps = jsonStyle{itemSep: ", ", keySep: ": ", ensureASCII: true}
+	// pyCompact is json.dumps(v, separators=(",", ":"), ensure_ascii=False),
+	// the audit log's details_json.
+	pyCompact = jsonStyle{itemSep: ",", keySep: ":"}
+)
+
+// pyJSON encodes v as the original's json.dumps(v) does. Agents, golden
+// transcripts and other writers see this text byte for byte.
+func pyJSON(v any) string { return pyDumps.encode(v) }
+
+func (st jsonStyle) encode(v any) string {
 	var b strings.Builder
-	writePyJSON(&b, v)
+	st.write(&b, v)
 	return b.String()
 }
 
-func writePyJSON(b *strings.Builder, v any) {
+func (st jsonStyle) write(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -577,17 +594,17 @@ func writePyJSON(b *strings.Builder, v any) {
 			b.WriteString(strconv.FormatInt(*v, 10))
 		}
 	case string:
-		writePyString(b, v)
+		st.writeString(b, v)
 	case *string:
 		if v == nil {
 			b.WriteString("null")
 		} else {
-			writePyString(b, *v)
+			st.writeString(b, *v)
 		}
 	case rawJSON:
 		var s string
 		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-			writePyString(b, s) // ASCII-only, like everything Python writes
+			st.writeString(b, s) // re-escaped, as Python writes every string
 		} else {
 			b.Write(v)
 		}
@@ -595,33 +612,33 @@ func writePyJSON(b *strings.Builder, v any) {
 		b.WriteByte('[')
 		for i, s := range v {
 			if i > 0 {
-				b.WriteString(", ")
+				b.WriteString(st.itemSep)
 			}
-			writePyString(b, s)
+			st.writeString(b, s)
 		}
 		b.WriteByte(']')
 	case []any:
 		b.WriteByte('[')
 		for i, item := range v {
 			if i > 0 {
-				b.WriteString(", ")
+				b.WriteString(st.itemSep)
 			}
-			writePyJSON(b, item)
+			st.write(b, item)
 		}
 		b.WriteByte(']')
 	case object:
 		b.WriteByte('{')
 		for i, f := range v {
 			if i > 0 {
-				b.WriteString(", ")
+				b.WriteString(st.itemSep)
 			}
-			writePyString(b, f.key)
-			b.WriteString(": ")
-			writePyJSON(b, f.value)
+			st.writeString(b, f.key)
+			b.WriteString(st.keySep)
+			st.write(b, f.value)
 		}
 		b.WriteByte('}')
 	case pyJSONWriter:
-		v.writePyJSON(b)
+		v.writePyJSON(b, st)
 	default:
 		panic(fmt.Sprintf("pyJSON: unsupported type %T", v))
 	}
@@ -629,10 +646,11 @@ func writePyJSON(b *strings.Builder, v any) {
 
 const hexDigits = "0123456789abcdef"
 
-// writePyString writes s as a JSON string with Python's ensure_ascii
-// escaping: lowercase \uXXXX for control and non-ASCII characters,
-// surrogate pairs above the BMP.
-func writePyString(b *strings.Builder, s string) {
+// writeString writes s as a JSON string escaped as Python does: quotes,
+// backslashes and control characters always, as \uXXXX in lowercase hex
+// where there is no short form; with ensureASCII also DEL and every
+// non-ASCII character, as surrogate pairs above the BMP.
+func (st jsonStyle) writeString(b *strings.Builder, s string) {
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	start := 0
@@ -642,11 +660,15 @@ func writePyString(b *strings.Builder, s string) {
 			i++
 			continue
 		}
-		b.WriteString(s[start:i])
 		r, size := rune(c), 1
 		if c >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
+		if !st.ensureASCII && (c == 0x7f || r >= utf8.RuneSelf && size > 1) {
+			i += size
+			continue
+		}
+		b.WriteString(s[start:i])
 		switch r {
 		case '"':
 			b.WriteString(`\"`)
@@ -663,11 +685,14 @@ func writePyString(b *strings.Builder, s string) {
 		case '\f':
 			b.WriteString(`\f`)
 		default:
-			if r > 0xffff {
+			switch {
+			case !st.ensureASCII:
+				b.WriteRune(r) // an invalid byte, written as U+FFFD
+			case r > 0xffff:
 				r1, r2 := utf16.EncodeRune(r)
 				writeU(b, r1)
 				writeU(b, r2)
-			} else {
+			default:
 				writeU(b, r)
 			}
 		}

@@ -320,7 +320,7 @@ func messagesObject(msgs []message) object {
 // retrieval tools return thousands of them.
 type messageList []message
 
-func (l messageList) writePyJSON(b *strings.Builder) {
+func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
 	b.WriteByte('[')
 	for i, m := range l {
 		if i > 0 {
@@ -337,7 +337,7 @@ func (l messageList) writePyJSON(b *strings.Builder) {
 			b.WriteString(`, "`)
 			b.WriteString(f.key)
 			b.WriteString(`": `)
-			writePyJSON(b, f.val)
+			st.write(b, f.val)
 		}
 		b.WriteByte('}')
 	}
