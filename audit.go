@@ -394,7 +394,7 @@ func (a *auditLog) prepare() error {
 	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("read audit schema version: %w", err)
 	}
-	tables, err := auditExistingTables(ctx, a.db)
+	tables, err := tableNames(ctx, a.db)
 	if err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func (a *auditLog) prepare() error {
 	}
 	defer tx.Rollback()
 	// Re-read inside the write lock: another process may have just done this.
-	if tables, err = auditExistingTables(ctx, tx); err != nil {
+	if tables, err = tableNames(ctx, tx); err != nil {
 		return err
 	}
 	if tables["metadata"] {
@@ -438,24 +438,6 @@ func (a *auditLog) prepare() error {
 type auditQuerier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// auditExistingTables returns the names of the tables in the database.
-func auditExistingTables(ctx context.Context, q auditQuerier) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
-	if err != nil {
-		return nil, fmt.Errorf("list audit tables: %w", err)
-	}
-	defer rows.Close()
-	tables := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list audit tables: %w", err)
-		}
-		tables[name] = true
-	}
-	return tables, rows.Err()
 }
 
 // hasAll reports whether set holds every one of names.
