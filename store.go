@@ -989,25 +989,25 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 // read (get_all_messages with after 0, get_messages_after).
 func (s *store) messagesAfter(id, contextID, name string, after int64) ([]message, error) {
 	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
-		return readSelection{
-			rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
-			rowArgs:   []any{after},
-			predicate: "message_id > ?",
-			predArgs:  []any{after},
-		}, nil
+		return afterCursor(after), nil
 	})
 }
 
 // latestMessages returns the messages after the member's own latest send.
 func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
 	return s.readMessages(id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
-		return readSelection{
-			rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
-			rowArgs:   []any{latest},
-			predicate: "message_id > ?",
-			predArgs:  []any{latest},
-		}, nil
+		return afterCursor(latest), nil
 	})
+}
+
+// afterCursor selects the messages with an id above after.
+func afterCursor(after int64) readSelection {
+	return readSelection{
+		rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
+		rowArgs:   []any{after},
+		predicate: "message_id > ?",
+		predArgs:  []any{after},
+	}
 }
 
 // unreadMessages returns the member's unread messages.
