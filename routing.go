@@ -296,10 +296,15 @@ func (m *subscriptions) isAuthorized(uri string) bool {
 }
 
 // close stops the poller and waits for it, so no notification is written
-// after the server has finished.
+// after the server has finished. The wait is bounded, like the original's
+// one-second join: a client that stopped reading stdout can leave the poller
+// blocked in a write, and that must not keep the process from exiting.
 func (m *subscriptions) close() {
 	close(m.stop)
-	<-m.done
+	select {
+	case <-m.done:
+	case <-time.After(time.Second):
+	}
 }
 
 func (m *subscriptions) run() {

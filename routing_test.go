@@ -285,3 +285,27 @@ func TestPythonTextRules(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
+	s, _ := newTestServer(t)
+	g := createGroup(t, s, "alice")
+	join(t, s, g, "alice", "Alice")
+	blocked := make(chan struct{})
+	defer close(blocked)
+	entered := make(chan struct{}, 1)
+	m := newSubscriptions(s.store, 10*time.Millisecond, func(string, object) error {
+		entered <- struct{}{}
+		<-blocked // a client that no longer reads stdout
+		return nil
+	})
+	if err := m.subscribe(groupURI(g)); err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, g, "alice", "Alice", "change", nil)
+	<-entered
+	start := time.Now()
+	m.close()
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("close took %v; want it bounded at about a second", elapsed)
+	}
+}
