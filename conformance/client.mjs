@@ -158,9 +158,16 @@ class Session {
       this.notifications.push(record);
       for (const waiter of [...this.waiters]) waiter();
     };
+    // The process handle is private to the SDK and dropped when it exits;
+    // keep it from the moment of spawning to check and report the exit status.
+    const start = this.transport.start.bind(this.transport);
+    this.transport.start = () => {
+      const started = start();
+      this.process = this.transport._process;
+      return started;
+    };
     await this.client.connect(this.transport, { timeout: TIMEOUT_MS });
-    // The process handle is private to the SDK; keep it to check the exit status.
-    this.process = this.transport._process;
+    this.connected = true;
   }
 
   // mark returns a position; waitFor only considers notifications after it.
@@ -252,7 +259,7 @@ class Session {
     if (!this.client) return;
     await this.client.close();
     const proc = this.process;
-    if (proc) {
+    if (proc && this.connected) {
       if (proc.exitCode === null && proc.signalCode === null) {
         await new Promise(resolve => { proc.once('exit', resolve); setTimeout(resolve, TIMEOUT_MS).unref(); });
       }
@@ -265,6 +272,9 @@ class Session {
   diagnostics() {
     const lines = [];
     if (this.errors.length) lines.push(this.label + ' client errors:\n  ' + this.errors.join('\n  '));
+    if (this.process && (this.process.exitCode !== null || this.process.signalCode !== null)) {
+      lines.push(this.label + ' server process exited: code ' + this.process.exitCode + ', signal ' + this.process.signalCode);
+    }
     if (this.stderr.trim()) lines.push(this.label + ' server stderr:\n  ' + this.stderr.trim().split('\n').slice(-30).join('\n  '));
     return lines.join('\n');
   }
@@ -334,17 +344,22 @@ async function scenario(a, b, groupsDir) {
   // Membership; join_group hands out the session's wakeup resource.
   await a.fails('send_message', { group_id: gid, ...ALPHA, message: 'too early' },
     'Context has not joined this group. Call join_group first.', 'send_message before join_group');
+  // Later steps use the URIs the server handed out, so that an encoding
+  // difference fails here once instead of cascading.
   const joinA = await a.ok('join_group', { group_id: gid, ...ALPHA });
-  const wakeA = 'crosstalk://groups/' + gid + '/wakeups/' + pyQuote(ALPHA.context_id);
-  equal(joinA, { group_id: gid, joined: true, wakeup_resource_uri: wakeA }, 'A join_group result');
+  equal(joinA, { group_id: gid, joined: true, wakeup_resource_uri: 'crosstalk://groups/' + gid + '/wakeups/' + pyQuote(ALPHA.context_id) },
+    'A join_group result');
+  const wakeA = joinA.wakeup_resource_uri;
   const joinB = await b.ok('join_group', { group_id: gid, ...BETA });
-  const wakeB = 'crosstalk://groups/' + gid + '/wakeups/' + pyQuote(BETA.context_id);
-  equal(joinB, { group_id: gid, joined: true, wakeup_resource_uri: wakeB }, 'B join_group result (percent-encoded like the original)');
+  equal(joinB, { group_id: gid, joined: true, wakeup_resource_uri: 'crosstalk://groups/' + gid + '/wakeups/' + pyQuote(BETA.context_id) },
+    'B join_group result (wakeup URI percent-encoded like the original)');
+  const wakeB = joinB.wakeup_resource_uri;
+  need(typeof wakeA === 'string' && typeof wakeB === 'string', 'join_group returns wakeup_resource_uri strings');
 
   const groupUri = 'crosstalk://groups/' + gid + '/messages';
   for (const [session, uri] of [[a, groupUri], [a, wakeA], [b, groupUri], [b, wakeB]]) {
     const result = await session.client.subscribeResource({ uri }, { timeout: TIMEOUT_MS });
-    equal(result, {}, session.label + ' resources/subscribe ' + uri.slice(uri.lastIndexOf('/', uri.length - 10)) + ' returns {}');
+    equal(result, {}, session.label + ' resources/subscribe ' + uri + ' returns {}');
   }
 
   const users = await a.ok('get_users', { group_id: gid });
