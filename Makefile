@@ -15,7 +15,8 @@ fail = { echo "FAIL: $(1)" >&2; exit 1; }
 .NOTPARALLEL:
 
 build:
-	go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
+	@echo "==> go build -o $(BINARY) (version $(VERSION))"
+	@go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
 
 test: vet fmt race cross conformance
 	@echo "PASS: make test (vet, gofmt, race tests, cross build, conformance)"

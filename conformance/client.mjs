@@ -449,6 +449,14 @@ async function scenario(a, b, groupsDir) {
   const read = await b.client.readResource({ uri: groupUri }, { timeout: TIMEOUT_MS });
   equal(JSON.parse(read.contents?.[0]?.text ?? 'null'), { group_id: gid, message_count: 4, latest_message_id: 4 }, 'resources/read group snapshot');
 
+  // One JSON-RPC line far beyond 64 KiB, with non-ASCII text, round-trips.
+  const big = 'Größe ✓ 日本 🚀 '.repeat(40_000) + 'end';
+  const sent5 = await a.ok('send_message', { group_id: gid, ...ALPHA, message: big, wake_context_ids: [BETA.context_id] });
+  equal(sent5.message_id, 5, 'a ' + Math.round(Buffer.byteLength(big) / 1024) + ' KiB message is accepted');
+  const bigBack = (await b.ok('get_messages_after', { group_id: gid, ...BETA, after_message_id: 4 })).messages;
+  check(bigBack?.length === 1 && bigBack[0].message === big, 'the large non-ASCII message comes back unchanged',
+    bigBack?.map(m => ({ id: m.id, length: m.message?.length })));
+
   // Bad input is a tool error, never a protocol error.
   await a.fails('get_group_metadata', { group_id: 'grp_' + '0'.repeat(32) },
     'Group does not exist: grp_' + '0'.repeat(32) + '. Create it first or check the group_id.', 'get_group_metadata of a missing group');
