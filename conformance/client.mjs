@@ -457,6 +457,13 @@ async function scenario(a, b, groupsDir) {
   check(bigBack?.length === 1 && bigBack[0].message === big, 'the large non-ASCII message comes back unchanged',
     bigBack?.map(m => ({ id: m.id, length: m.message?.length })));
 
+  // Unsubscribing: a group resource just stops; a wakeup resource leaves the group.
+  equal(await a.client.unsubscribeResource({ uri: groupUri }, { timeout: TIMEOUT_MS }), {}, 'A resources/unsubscribe of the group resource returns {}');
+  equal(await b.client.unsubscribeResource({ uri: joinC.wakeup_resource_uri }, { timeout: TIMEOUT_MS }), {},
+    'B resources/unsubscribe of gamma\'s wakeup resource returns {}');
+  equal((await a.ok('get_users', { group_id: gid })).users?.map(u => u.context_id), [ALPHA.context_id, BETA.context_id],
+    'unsubscribing a wakeup resource left the group');
+
   // Bad input is a tool error, never a protocol error.
   await a.fails('get_group_metadata', { group_id: 'grp_' + '0'.repeat(32) },
     'Group does not exist: grp_' + '0'.repeat(32) + '. Create it first or check the group_id.', 'get_group_metadata of a missing group');
@@ -476,7 +483,7 @@ async function scenario(a, b, groupsDir) {
   // Leaving, then deleting from the other session.
   const left = await a.ok('leave_group', { group_id: gid, ...ALPHA });
   equal(left, { group_id: gid, left: true }, 'leave_group result');
-  equal((await b.ok('get_users', { group_id: gid })).users?.map(u => u.context_id), [BETA.context_id, GAMMA.context_id], 'get_users after A left');
+  equal((await b.ok('get_users', { group_id: gid })).users?.map(u => u.context_id), [BETA.context_id], 'get_users after A left');
   await a.fails('get_all_messages', { group_id: gid, ...ALPHA }, 'Context has not joined this group. Call join_group first.', 'get_all_messages after leaving');
   await b.fails('delete_group', { group_id: gid, context_id: BETA.context_id }, 'Only the context that created this group can delete it.', 'delete_group by a non-creator');
 
