@@ -2,7 +2,9 @@
 # check CI runs; every step stops the run at its first failure and says which.
 
 # VERSION is stamped into the binary; override with `make VERSION=1.2.3`.
-VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags --always 2>/dev/null | sed 's/^v//' | grep . || echo 1.1.10)
+# Without a VERSION file or a tag it is the original's release this port
+# mirrors (not a commit hash: serverInfo.version should stay a release).
+VERSION ?= $(shell cat VERSION 2>/dev/null || git describe --tags 2>/dev/null | sed 's/^v//' | grep . || echo 1.1.10)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BINARY := crosstalk-mcp
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
@@ -56,7 +58,7 @@ conformance/node_modules/.package-lock.json: conformance/package-lock.json
 
 conformance: build conformance/node_modules/.package-lock.json
 	@echo "==> conformance check with the MCP TypeScript SDK client"
-	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" node conformance/client.mjs || $(call fail,conformance (node conformance/client.mjs))
+	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_EXPECT_VERSION="$(VERSION)" node conformance/client.mjs || $(call fail,conformance (node conformance/client.mjs))
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
