@@ -8,7 +8,10 @@
 // CROSSTALK_BIN names the server command (default: ../crosstalk-mcp relative
 // to this folder). It may be a command line split on whitespace, for example
 // CROSSTALK_BIN="python3 /path/to/src/main.py" to check the Python original.
-// CROSSTALK_EXPECT_VERSION, when set, must equal serverInfo.version.
+// CROSSTALK_BIN_B, when set, is the command for the second session only: run
+// one Go and one Python server on the same groups directory to check that
+// they share it. CROSSTALK_EXPECT_VERSION, when set, must equal
+// serverInfo.version of the first session.
 //
 // Output: one "ok"/"not ok" line per check, then "N passed, M failed" alone on
 // the last line. The exit status is 0 only when nothing failed.
@@ -104,8 +107,8 @@ function pyQuote(text) {
   return encodeURIComponent(text).replace(/[!'()*]/g, c => '%' + c.charCodeAt(0).toString(16).toUpperCase());
 }
 
-function serverCommand() {
-  const raw = process.env.CROSSTALK_BIN?.trim();
+function serverCommand(label = 'A') {
+  const raw = (label === 'B' && process.env.CROSSTALK_BIN_B?.trim()) || process.env.CROSSTALK_BIN?.trim();
   if (!raw) {
     const bin = path.resolve(here, '..', process.platform === 'win32' ? 'crosstalk-mcp.exe' : 'crosstalk-mcp');
     if (!fs.existsSync(bin)) {
@@ -131,7 +134,7 @@ class Session {
   }
 
   async connect() {
-    const { command, args } = serverCommand();
+    const { command, args } = serverCommand(this.label);
     this.transport = new StdioClientTransport({
       command,
       args,
@@ -507,8 +510,10 @@ async function scenario(a, b, groupsDir) {
 
 async function main() {
   const groupsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'crosstalk-conformance-'));
-  const { command, args } = serverCommand();
-  info('server: ' + [command, ...args].join(' '));
+  for (const label of ['A', 'B']) {
+    const { command, args } = serverCommand(label);
+    info('server ' + label + ': ' + [command, ...args].join(' '));
+  }
   info('groups dir: ' + groupsDir);
   const a = new Session('A', groupsDir);
   const b = new Session('B', groupsDir);
