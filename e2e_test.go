@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -983,5 +984,37 @@ func TestE2ECommandLine(t *testing.T) {
 				t.Errorf("exit on stdin EOF: got %d (%v); want 0; stderr: %s", code, err, p.stderr.String())
 			}
 		})
+	}
+}
+
+// TestE2ESignalEndsInOrder shows that SIGTERM ends the server like EOF:
+// exit status 0, with every audit row queued so far written to disk.
+func TestE2ESignalEndsInOrder(t *testing.T) {
+	dir := t.TempDir()
+	p := startSession(t, "audited", dir, "CROSSTALK_OBSERVABILITY_RETENTION_DAYS=inf")
+	const calls = 5
+	for range calls {
+		if r := p.tool("list_groups", map[string]any{}); r.isError {
+			t.Fatalf("list_groups: %s", r.text)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(e2eTimeout):
+		t.Fatal("the server did not exit after SIGTERM")
+	}
+	if code, err := p.close(); code != 0 || err != nil {
+		t.Fatalf("got exit %d (%v); want 0", code, err)
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, "observability.sqlite3"), "ro"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); n != calls {
+		t.Errorf("got %d audit rows after SIGTERM; want %d", n, calls)
 	}
 }
