@@ -116,16 +116,17 @@ func (h *groupHandle) write(fn func(tx groupTx) error) error {
 		}
 		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
 	}
-	if _, err := h.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	tx := groupTx{h}
+	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
-	err := fn(groupTx{h})
+	err := fn(tx)
 	if err == nil {
-		_, err = h.conn.ExecContext(ctx, "COMMIT")
+		_, err = tx.Exec("COMMIT")
 	}
 	if err != nil {
 		// After a failed COMMIT SQLite may still hold the transaction open.
-		h.conn.ExecContext(ctx, "ROLLBACK")
+		tx.Exec("ROLLBACK")
 	}
 	return err
 }

@@ -155,34 +155,36 @@ var toolList = func() object {
 // toolArgs are a tools/call's arguments, keyed exactly as sent: JSON keys are
 // case-sensitive, so "Context_ID" never stands in for context_id.
 type toolArgs struct {
-	keys   []string // in the order sent, for stable error messages
+	raw    json.RawMessage // the object as sent
 	values map[string]json.RawMessage
 }
 
-// parseArgs decodes a JSON object, keeping its key order. ok is false when
-// raw is not an object.
+// parseArgs decodes a JSON object. ok is false when raw is not an object.
 func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
-	a.values = map[string]json.RawMessage{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return a, false
+	if json.Unmarshal(raw, &a.values) != nil || a.values == nil {
+		return toolArgs{values: map[string]json.RawMessage{}}, false
+	}
+	a.raw = raw
+	return a, true
+}
+
+// keys returns the argument names in the order they were sent. Only error
+// messages need the order, so it is decoded again rather than kept.
+func (a toolArgs) keys() []string {
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(a.raw))
+	if _, err := dec.Token(); err != nil {
+		return nil
 	}
 	for dec.More() {
 		tok, err := dec.Token()
-		if err != nil {
-			return a, false
+		var skip json.RawMessage
+		if err != nil || dec.Decode(&skip) != nil {
+			break
 		}
-		key := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return a, false
-		}
-		if _, dup := a.values[key]; !dup {
-			a.keys = append(a.keys, key)
-		}
-		a.values[key] = v
+		keys = append(keys, tok.(string))
 	}
-	return a, true
+	return keys
 }
 
 func (a toolArgs) has(key string) bool { _, ok := a.values[key]; return ok }
@@ -233,9 +235,14 @@ func (a toolArgs) groupID() string {
 // checkArgs rejects unknown arguments and missing required ones before a
 // tool runs; the original leaks Python's TypeError text here instead.
 func (t *tool) checkArgs(a toolArgs) error {
-	for _, k := range a.keys {
+	for k := range a.values {
 		if k != "caller_name" && t.properties.get(k) == nil {
-			return validationErrorf("Unknown argument: %s", k)
+			// Name the first unknown argument as sent, not in map order.
+			for _, k := range a.keys() {
+				if k != "caller_name" && t.properties.get(k) == nil {
+					return validationErrorf("Unknown argument: %s", k)
+				}
+			}
 		}
 	}
 	for _, k := range t.required {
