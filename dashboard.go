@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,8 +26,12 @@ type dashboardView struct {
 //go:embed static
 var staticFiles embed.FS
 
-// pageTemplates holds every page and fragment; it is parsed once.
-var pageTemplates = template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
+// pageTemplates holds every page and fragment. It is parsed once, on first
+// use, so that the stdio server, which never renders a page, does not pay
+// for it at start-up.
+var pageTemplates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
+})
 
 // staticHandler serves the embedded assets. Browsers revalidate them on each
 // load (they are tiny) so an upgraded binary never shows stale scripts.
@@ -56,7 +61,7 @@ type noticeView struct {
 // becomes a clean 500 instead of half a page.
 func (o *observer) renderPage(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := pageTemplates.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := pageTemplates().ExecuteTemplate(&buf, name, data); err != nil {
 		http.Error(w, "The dashboard could not render this view.", http.StatusInternalServerError)
 		return
 	}

@@ -253,6 +253,7 @@ func listenObserver(port int) (net.Listener, bool, error) {
 
 // newObserver prepares a dashboard over dir without touching the directory.
 func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
+	pageTemplates() // parse now, not during the first request
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("generate csrf token: %w", err)
