@@ -32,7 +32,9 @@ type store struct {
 
 	mu      sync.Mutex
 	handles map[string]*groupHandle
-	catalog *sql.DB
+
+	catalogMu sync.Mutex
+	catalogDB *sql.DB // nil until first use
 }
 
 // groupHandle is the open database of one group file: a small pool for
@@ -158,18 +160,28 @@ const (
 var errGroupBusy = &toolError{category: categoryBusy,
 	msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
 
-// newStore creates dir if needed and initializes the group catalog.
+// newStore creates dir if needed. The catalog is opened on first use, so
+// that starting a server costs no database work before initialize.
 func newStore(dir string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create groups directory: %w", err)
 	}
-	s := &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, catalogFileName), "rwc"))
+	return &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}, nil
+}
+
+// catalog returns the catalog database, creating its file and table on
+// first use. A failure is not remembered: the next call tries again.
+func (s *store) catalog() (*sql.DB, error) {
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	if s.catalogDB != nil {
+		return s.catalogDB, nil
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(s.dir, catalogFileName), "rwc"))
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
 	db.SetMaxOpenConns(2)
-	s.catalog = db
 	err = retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
 		// settings persist in the file, like the original's catalog.
@@ -188,7 +200,8 @@ func newStore(dir string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialize catalog: %w", err)
 	}
-	return s, nil
+	s.catalogDB = db
+	return db, nil
 }
 
 // close releases every cached database handle.
@@ -200,7 +213,12 @@ func (s *store) close() {
 	for _, h := range handles {
 		h.close()
 	}
-	s.catalog.Close()
+	s.catalogMu.Lock()
+	if s.catalogDB != nil {
+		s.catalogDB.Close()
+		s.catalogDB = nil
+	}
+	s.catalogMu.Unlock()
 }
 
 func (h *groupHandle) close() {
@@ -571,7 +589,11 @@ func (s *store) upsertCatalog(meta groupMeta) {
 		updated = *meta.updatedAt
 	}
 	err := retryBusy(func() error {
-		_, err := s.catalog.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+		cat, err := s.catalog()
+		if err != nil {
+			return err
+		}
+		_, err = cat.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
 			"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
 			"created_at = excluded.created_at, updated_at = excluded.updated_at",
 			meta.groupID, meta.name, meta.description, meta.createdAt, updated)
@@ -597,7 +619,11 @@ func (s *store) listGroups() ([]groupMeta, error) {
 		}
 	}
 	catalog := map[string]groupMeta{}
-	rows, err := s.catalog.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	cat, err := s.catalog()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
@@ -614,7 +640,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	}
 	for id := range catalog {
 		if !onDisk[id] {
-			if _, err := s.catalog.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
+			if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
 				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
 			}
 		}
@@ -716,7 +742,11 @@ func (s *store) deleteGroup(id, contextID string) error {
 		return fmt.Errorf("delete group %s: %w", id, err)
 	}
 	if err := retryBusy(func() error {
-		_, err := s.catalog.Exec("DELETE FROM groups WHERE group_id = ?", id)
+		cat, err := s.catalog()
+		if err != nil {
+			return err
+		}
+		_, err = cat.Exec("DELETE FROM groups WHERE group_id = ?", id)
 		return err
 	}); err != nil {
 		logf("remove catalog row for %s: %v", id, err)

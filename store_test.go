@@ -119,6 +119,12 @@ func TestCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.close()
+	if _, err := os.Stat(filepath.Join(dir, catalogFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("catalog before first use: got %v; want no file (start-up does no database work)", err)
+	}
+	if _, err := st.listGroups(); err != nil {
+		t.Fatal(err)
+	}
 	cat := openRaw(t, filepath.Join(dir, catalogFileName))
 	if got := queryStrings(t, cat, "PRAGMA auto_vacuum"); got[0] != "2" {
 		t.Errorf("auto_vacuum: got %s; want 2 (incremental)", got[0])
