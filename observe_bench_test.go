@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"sort"
@@ -156,17 +154,7 @@ func TestEventsFanOut(t *testing.T) {
 	const poll = 500 * time.Millisecond
 	fx, ids := seedLoad(t, 50, 20, 100)
 	obs := newTestObserver(t, fx.dir, poll)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- obs.serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	addr := serveObserver(t, obs)
 	transport := &http.Transport{MaxConnsPerHost: clients + 5, MaxIdleConnsPerHost: clients + 5}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport}
@@ -179,7 +167,7 @@ func TestEventsFanOut(t *testing.T) {
 		finished.Add(1)
 		go func(i int) {
 			defer finished.Done()
-			resp, err := client.Get("http://" + ln.Addr().String() + "/events")
+			resp, err := client.Get("http://" + addr + "/events")
 			if err != nil {
 				ready.Done()
 				errs <- err

@@ -925,23 +925,32 @@ func TestEventHub(t *testing.T) {
 	}
 }
 
-func TestEventsStream(t *testing.T) {
-	fx := newObserveFixture(t)
-	now := time.Now()
-	id := seedBasic(fx, now)
-	obs := newTestObserver(t, fx.dir, 50*time.Millisecond)
+// serveObserver serves obs on a free loopback port until the test ends and
+// returns its address; a serve error fails the test.
+func serveObserver(t testing.TB, obs *observer) string {
+	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- obs.serve(ctx, ln) }()
-	defer func() {
+	served := make(chan error, 1)
+	go func() { served <- obs.serve(ctx, ln) }()
+	t.Cleanup(func() {
 		cancel()
-		<-done
-	}()
-	resp, err := http.Get("http://" + ln.Addr().String() + "/events")
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func TestEventsStream(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	id := seedBasic(fx, now)
+	addr := serveObserver(t, newTestObserver(t, fx.dir, 50*time.Millisecond))
+	resp, err := http.Get("http://" + addr + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,16 +209,24 @@ func TestSubscriptionPolling(t *testing.T) {
 	}
 }
 
-func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
+// watchedGroup returns a group with alice joined and a hand-polled monitor
+// subscribed to it, whose notifications go to rec.
+func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
+	t.Helper()
 	s, _ := newTestServer(t)
 	rec := &recorder{}
 	m := newSubscriptions(s.store, time.Hour, rec.notify)
-	defer m.close()
+	t.Cleanup(m.close)
 	g := createGroup(t, s, "alice")
 	join(t, s, g, "alice", "Alice")
 	if err := m.subscribe(groupURI(g)); err != nil {
 		t.Fatal(err)
 	}
+	return s, rec, m, g
+}
+
+func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
+	s, rec, m, g := watchedGroup(t)
 	send(t, s, g, "alice", "Alice", "one", nil)
 	rec.setFail(true)
 	m.poll()
@@ -230,15 +238,7 @@ func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
 }
 
 func TestBusyKeepsSubscription(t *testing.T) {
-	s, _ := newTestServer(t)
-	rec := &recorder{}
-	m := newSubscriptions(s.store, time.Hour, rec.notify)
-	defer m.close()
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	if err := m.subscribe(groupURI(g)); err != nil {
-		t.Fatal(err)
-	}
+	s, rec, m, g := watchedGroup(t)
 	s.store.forget(g) // the next poll opens the file anew, under the lock
 	locker := openRaw(t, s.store.groupPath(g))
 	locker.SetMaxOpenConns(1)
