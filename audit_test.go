@@ -50,6 +50,18 @@ func openAuditDB(t *testing.T, path string) *sql.DB {
 }
 
 // queryStrings runs query and renders each row as one string, NULL as "NULL".
+// singleValue is a query expected to return exactly one row holding want.
+type singleValue struct{ query, want string }
+
+func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
+	t.Helper()
+	for _, c := range checks {
+		if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: got %v; want %s", c.query, got, c.want)
+		}
+	}
+}
+
 func auditRows(t *testing.T, db *sql.DB, query string, args ...any) []string {
 	t.Helper()
 	rows, err := db.Query(query, args...)
@@ -261,17 +273,13 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 		if got := auditSchemaShape(t, db); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
 		}
-		checks := []struct{ query, want string }{
+		checks := []singleValue{
 			{"PRAGMA user_version", "2"},
 			{"PRAGMA journal_mode", "wal"},
 			{"PRAGMA auto_vacuum", "2"},
 			{"SELECT schema_version || '|' || (created_at = audit_enabled_at) || '|' || COALESCE(last_retention_cleanup_at, 'NULL') FROM metadata", "2|1|NULL"},
 		}
-		for _, c := range checks {
-			if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
-				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
-			}
-		}
+		expectSingleValues(t, db, checks)
 	})
 
 	t.Run("beside the core's catalog", func(t *testing.T) {
@@ -378,18 +386,14 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		checks := []struct{ query, want string }{
+		checks := []singleValue{
 			{"SELECT SUM(call_count) || '|' || SUM(error_count) || '|' || SUM(duration_sum_ms) FROM analytics_30d", "1|1|17"},
 			{"SELECT bucket_start || '|' || latency_bucket || '|' || sample_count FROM analytics_latency_1m", "1767225600|exact:17|1"},
 			{"SELECT group_concat(field || '=' || value || ':' || count) FROM analytics_filter_values", "tool_name=list_groups:1"},
 			{"PRAGMA user_version", "2"},
 			{"SELECT schema_version FROM metadata", "2"},
 		}
-		for _, c := range checks {
-			if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
-				t.Errorf("%s: got %v; want %s", c.query, got, c.want)
-			}
-		}
+		expectSingleValues(t, db, checks)
 	})
 
 	t.Run("fixture rows backfill the original's rollups once", func(t *testing.T) {
