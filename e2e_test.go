@@ -660,7 +660,7 @@ func TestE2EConcurrentSendersLoseNothing(t *testing.T) {
 		if b.err != nil {
 			t.Fatalf("%s: write batch: %v", p.name, b.err)
 		}
-		succeeded := 0
+		succeeded, lastID := 0, int64(0)
 		for j, ch := range b.chans {
 			msg, err := p.await(ch, 2*e2eTimeout)
 			if err != nil {
@@ -677,7 +677,12 @@ func TestE2EConcurrentSendersLoseNothing(t *testing.T) {
 			if err := json.Unmarshal([]byte(reply.text), &r); err != nil || ids[r.MessageID] {
 				t.Errorf("%s send %d: got message_id in %q (duplicate %v); want a new id", p.name, j, reply.text, ids[r.MessageID])
 			}
-			ids[r.MessageID] = true
+			// One process's sends are stored in the order it wrote them,
+			// whether or not they were committed together.
+			if r.MessageID <= lastID {
+				t.Errorf("%s send %d: got message_id %d after %d; want ids in request order", p.name, j, r.MessageID, lastID)
+			}
+			ids[r.MessageID], lastID = true, r.MessageID
 			succeeded++
 		}
 		if succeeded != perProcess {

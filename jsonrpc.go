@@ -33,6 +33,10 @@ type server struct {
 
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
+
+	// sendRunLimit is the most pipelined sends committed together; 1 turns
+	// group commit off.
+	sendRunLimit int
 }
 
 // toolCall describes one completed tools/call for the audit log.
@@ -157,7 +161,7 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
-	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}}
+	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
 	return s
 }
@@ -168,12 +172,18 @@ func (s *server) notify(method string, params object) error {
 }
 
 // serve reads messages until EOF. Lines have no length limit: a 16 MiB
-// message is one line like any other.
+// message is one line like any other. Sends the client has pipelined to one
+// group are committed together (pipelinedSends); everything else is
+// answered line by line.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
+		if run := s.pipelinedSends(line, r); run != nil {
+			if werr := s.answerSends(run); werr != nil {
+				return fmt.Errorf("write response: %w", werr)
+			}
+		} else if len(line) > 0 {
 			if reply := s.handleLine(line); reply != nil {
 				if werr := s.out.write(reply); werr != nil {
 					return fmt.Errorf("write response: %w", werr)
@@ -187,6 +197,126 @@ func (s *server) serve(stdin io.Reader) error {
 			return fmt.Errorf("read request: %w", err)
 		}
 	}
+}
+
+// maxSendRun bounds how many pipelined sends share one transaction, so that
+// the first of them is still answered within a few milliseconds and another
+// process waiting for the group's write lock gets it as soon.
+const maxSendRun = 64
+
+// pendingSend is a send_message call read ahead of its answer.
+type pendingSend struct {
+	req     request
+	call    toolCall
+	groupID string
+	msg     outgoing
+}
+
+// pipelinedSends returns line, when it is a send_message call, together
+// with the send_message calls to the same group that the client has already
+// pipelined behind it and that are fully buffered in r. It never waits for
+// input, so a lone request is not delayed. It returns nil when line is
+// anything else; a run stops at the first line that is not such a call.
+func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
+	first, ok := s.sendCall(line)
+	if !ok {
+		return nil
+	}
+	run := []pendingSend{first}
+	for len(run) < s.sendRunLimit {
+		buffered, _ := r.Peek(r.Buffered())
+		end := bytes.IndexByte(buffered, '\n')
+		if end < 0 {
+			break
+		}
+		next, ok := s.sendCall(buffered[:end+1])
+		if !ok || next.groupID != first.groupID {
+			break
+		}
+		r.Discard(end + 1)
+		run = append(run, next)
+	}
+	return run
+}
+
+// sendCall decodes line as a single send_message request whose arguments
+// pass every check, on a session that may call tools. Decoding copies, so
+// the result does not refer to line. Anything else is left to handleLine,
+// which gives it its answer or error.
+func (s *server) sendCall(line []byte) (pendingSend, bool) {
+	line = bytes.TrimSpace(line)
+	if !s.ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) {
+		return pendingSend{}, false
+	}
+	req, _, ok := decodeRequest(line)
+	if !ok || req.id == nil || req.method != "tools/call" {
+		return pendingSend{}, false
+	}
+	p, perr := req.paramsObject()
+	if perr != nil {
+		return pendingSend{}, false
+	}
+	call, rerr := s.startCall(req.id, p)
+	if rerr != nil || call.name != "send_message" || toolsByName[call.name].checkArgs(call.args) != nil {
+		return pendingSend{}, false
+	}
+	msg, err := parseSend(call.args)
+	if err != nil || validateGroupID(call.args.groupID()) != nil {
+		return pendingSend{}, false
+	}
+	return pendingSend{req: req, call: call, groupID: call.args.groupID(), msg: msg}, true
+}
+
+// answerSends runs a run of pipelined sends and writes their answers in
+// order. A run of several is committed as one transaction, and every answer
+// is written after that commit. A run that stays busy for the whole retry
+// window is answered busy at once rather than retried send by send, which
+// would hold the client up to 3 s per send. When the shared transaction
+// fails otherwise (a deleted group, a failing statement, a full disk),
+// nothing of it is kept and each send runs alone, so that it gets exactly
+// the answer it would have got had it not been pipelined.
+func (s *server) answerSends(run []pendingSend) error {
+	var results []toolResult
+	if len(run) > 1 {
+		msgs := make([]outgoing, len(run))
+		for i, p := range run {
+			msgs[i] = p.msg
+		}
+		var outs []sent
+		var errs []error
+		err := retryBusy(func() (err error) {
+			outs, errs, err = s.store.sendMessages(run[0].groupID, msgs)
+			return err
+		})
+		switch {
+		case err == nil:
+			results = make([]toolResult, len(run))
+			for i := range run {
+				if errs[i] != nil {
+					results[i] = failure(classify("send_message", errs[i]))
+				} else {
+					results[i] = toolResult{value: sentObject(outs[i])}
+				}
+			}
+		case isBusy(err):
+			results = make([]toolResult, len(run))
+			for i := range run {
+				results[i] = failure(errGroupBusy)
+			}
+		}
+	}
+	for i, p := range run {
+		if results != nil {
+			p.call.result = results[i]
+		} else {
+			p.call.result = s.callTool(p.call.name, p.call.args)
+		}
+		result, _ := s.finishCall(p.call, nil)
+		if err := s.out.write(response(p.req, result, nil)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handleLine answers one line: a request, a notification or a batch. It
@@ -237,27 +367,41 @@ type request struct {
 
 // handle answers one JSON-RPC message, or returns nil for notifications.
 func (s *server) handle(raw json.RawMessage) any {
+	req, reply, ok := decodeRequest(raw)
+	if !ok {
+		return reply
+	}
+	result, err := s.dispatch(req)
+	return response(req, result, err)
+}
+
+// decodeRequest parses one JSON-RPC message. When ok is false the message
+// is malformed and reply, which may be nil, is its whole answer.
+func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || m == nil || string(m["jsonrpc"]) != `"2.0"` {
-		return errorResponse(nil, errInvalidRequest)
+		return req, errorResponse(nil, errInvalidRequest), false
 	}
-	var req request
 	if id, ok := m["id"]; ok && string(id) != "null" {
 		if id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
-			return errorResponse(nil, errInvalidRequest)
+			return req, errorResponse(nil, errInvalidRequest), false
 		}
 		req.id = id
 	}
 	if json.Unmarshal(m["method"], &req.method) != nil || len(m["method"]) == 0 || m["method"][0] != '"' {
 		if req.id == nil {
-			return nil
+			return req, nil, false
 		}
-		return errorResponse(req.id, errInvalidRequest)
+		return req, errorResponse(req.id, errInvalidRequest), false
 	}
 	if p, ok := m["params"]; ok {
 		req.params = p
 	}
-	result, err := s.dispatch(req)
+	return req, nil, true
+}
+
+// response is the answer to req: nil for a notification or a nil result.
+func response(req request, result any, err *rpcError) any {
 	if req.id == nil {
 		return nil
 	}
@@ -359,7 +503,23 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 	if perr != nil {
 		return nil, perr
 	}
-	call := toolCall{requestID: req.id, started: time.Now()}
+	call, rerr := s.startCall(req.id, p)
+	if rerr == nil {
+		if call.name == "delete_group" && s.audit != nil {
+			if meta, err := s.store.groupMetadata(call.args.groupID()); err == nil {
+				call.groupName = meta.name
+			}
+		}
+		call.result = s.callTool(call.name, call.args)
+	}
+	return s.finishCall(call, rerr)
+}
+
+// startCall reads a tools/call's tool name and arguments from its params.
+// When they cannot be called it returns the -32602 error, with call.result
+// set to the tool failure the audit log records for it.
+func (s *server) startCall(id json.RawMessage, p toolArgs) (toolCall, *rpcError) {
+	call := toolCall{requestID: id, started: time.Now()}
 	if raw, ok := p.values["name"]; ok {
 		if name, ok := p.str("name"); ok {
 			call.name = name
@@ -372,25 +532,20 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 	if hasArgs {
 		args, argsOK = parseArgs(rawArgs)
 	}
-	caller, _ := args.str("caller_name")
-	var rerr *rpcError
-	switch {
-	case !argsOK:
+	if !argsOK {
 		call.result = failure(validationErrorf("tools/call arguments must be an object."))
-		rerr = errInvalidParams("tools/call arguments must be an object.")
-	case isBlank(caller):
-		call.args = args
-		call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
-		rerr = errInvalidParams("tools/call caller_name must be a non-empty string.")
-	default:
-		call.args = args
-		if call.name == "delete_group" && s.audit != nil {
-			if meta, err := s.store.groupMetadata(args.groupID()); err == nil {
-				call.groupName = meta.name
-			}
-		}
-		call.result = s.callTool(call.name, args)
+		return call, errInvalidParams("tools/call arguments must be an object.")
 	}
+	call.args = args
+	if caller, _ := args.str("caller_name"); isBlank(caller) {
+		call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
+		return call, errInvalidParams("tools/call caller_name must be a non-empty string.")
+	}
+	return call, nil
+}
+
+// finishCall hands a completed call to the audit log and returns its answer.
+func (s *server) finishCall(call toolCall, rerr *rpcError) (any, *rpcError) {
 	if s.audit != nil {
 		s.audit(call)
 	}

@@ -1178,60 +1178,102 @@ type sent struct {
 	wakeupTargets []string
 }
 
+// outgoing is one message to send: who sends it, its text and priority, and
+// whom the sender asked to wake.
+type outgoing struct {
+	contextID, name, text, priority string
+	wake                            []string
+}
+
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
-// one transaction. The row is inserted with its routing already decided; the
-// original inserts and then updates it, which ends in the same row.
+// one transaction.
 func (s *store) sendMessage(id, contextID, name, text, priority string, wakeIDs []string) (sent, error) {
-	out := sent{groupID: id, priority: priority}
+	var out sent
 	err := s.writeGroup(id, func(tx groupTx) error {
-		others, err := membersExcept(tx, contextID, name)
-		if err != nil {
-			return err
-		}
-		r := route(others, text, priority, wakeIDs)
-		targetIDs := make([]string, len(r.targets))
-		for i, t := range r.targets {
-			targetIDs[i] = t.contextID
-		}
-		now := s.timestamp()
-		res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			contextID, name, text, now, priority, pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason)
-		if err != nil {
-			return err
-		}
-		msgID, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, contextID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + (context_id != ?1), "+
-			"latest_message_id = CASE WHEN context_id = ?1 THEN ?2 ELSE latest_message_id END", contextID, msgID); err != nil {
-			return err
-		}
-		for _, t := range r.targets {
-			if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
-				msgID, t.contextID, t.relevance, priority, now); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES ('priority', ?, 1), ('routing', ?, 1) "+
-			"ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", priority, r.reason); err != nil {
-			return err
-		}
-		which := revMessage
-		if len(others) > 0 {
-			which |= revMember
-		}
-		if len(r.targets) > 0 {
-			which |= revWakeup
-		}
-		out.messageID, out.mentions, out.routingReason, out.wakeupTargets = msgID, r.mentions, r.reason, targetIDs
-		return bumpRevisions(tx, which)
+		var err error
+		out, err = s.send(tx, id, outgoing{contextID, name, text, priority, wakeIDs})
+		return err
 	})
 	return out, err
+}
+
+// sendMessages stores several messages to group id in one transaction, in
+// order: a group commit for sends a client pipelines. Each message is
+// written as sendMessage would write it. A message refused for its sender
+// (errs[i], a *toolError) writes nothing and leaves the others to commit;
+// any other failure rolls all of them back and is returned as err.
+func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
+	err = s.writeGroup(id, func(tx groupTx) error {
+		outs, errs = make([]sent, len(msgs)), make([]error, len(msgs))
+		for i, m := range msgs {
+			outs[i], errs[i] = s.send(tx, id, m)
+			var te *toolError
+			if errs[i] != nil && !errors.As(errs[i], &te) {
+				return errs[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return outs, errs, nil
+}
+
+// send writes one message in tx. It decides the routing before the INSERT;
+// the original inserts and then updates the row, which ends in the same row.
+// It returns a *toolError only before its first write, which is what lets
+// sendMessages keep a transaction going past a refused message.
+func (s *store) send(tx groupTx, id string, m outgoing) (sent, error) {
+	others, err := membersExcept(tx, m.contextID, m.name)
+	if err != nil {
+		return sent{}, err
+	}
+	r := route(others, m.text, m.priority, m.wake)
+	targetIDs := make([]string, len(r.targets))
+	for i, t := range r.targets {
+		targetIDs[i] = t.contextID
+	}
+	now := s.timestamp()
+	res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		m.contextID, m.name, m.text, now, m.priority, pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason)
+	if err != nil {
+		return sent{}, err
+	}
+	msgID, err := res.LastInsertId()
+	if err != nil {
+		return sent{}, err
+	}
+	if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, m.contextID); err != nil {
+		return sent{}, err
+	}
+	if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + (context_id != ?1), "+
+		"latest_message_id = CASE WHEN context_id = ?1 THEN ?2 ELSE latest_message_id END", m.contextID, msgID); err != nil {
+		return sent{}, err
+	}
+	for _, t := range r.targets {
+		if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
+			msgID, t.contextID, t.relevance, m.priority, now); err != nil {
+			return sent{}, err
+		}
+	}
+	if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES ('priority', ?, 1), ('routing', ?, 1) "+
+		"ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", m.priority, r.reason); err != nil {
+		return sent{}, err
+	}
+	which := revMessage
+	if len(others) > 0 {
+		which |= revMember
+	}
+	if len(r.targets) > 0 {
+		which |= revWakeup
+	}
+	if err := bumpRevisions(tx, which); err != nil {
+		return sent{}, err
+	}
+	return sent{groupID: id, priority: m.priority, messageID: msgID, mentions: r.mentions,
+		routingReason: r.reason, wakeupTargets: targetIDs}, nil
 }
 
 // membersExcept checks that contextID has joined as name and returns the

@@ -534,24 +534,37 @@ func (s *server) searchMessages(a toolArgs) (any, error) {
 }
 
 func (s *server) sendMessage(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
+	m, err := parseSend(a)
 	if err != nil {
 		return nil, err
 	}
-	text, err := a.nonEmpty("message")
+	out, err := s.store.sendMessage(a.groupID(), m.contextID, m.name, m.text, m.priority, m.wake)
 	if err != nil {
 		return nil, err
+	}
+	return sentObject(out), nil
+}
+
+// parseSend checks send_message's arguments beyond their schema.
+func parseSend(a toolArgs) (outgoing, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return outgoing{}, err
+	}
+	text, err := a.nonEmpty("message")
+	if err != nil {
+		return outgoing{}, err
 	}
 	var wake []string
 	if !a.isNull("wake_context_ids") {
 		var items []json.RawMessage
 		if json.Unmarshal(a.values["wake_context_ids"], &items) != nil || items == nil {
-			return nil, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 		}
 		for _, raw := range items {
 			var id string
 			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
-				return nil, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 			}
 			wake = append(wake, id)
 		}
@@ -563,17 +576,18 @@ func (s *server) sendMessage(a toolArgs) (any, error) {
 	switch priority {
 	case "low", "normal", "high", "urgent":
 	default:
-		return nil, validationErrorf("priority must be one of: low, normal, high, urgent.")
+		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
-	out, err := s.store.sendMessage(a.groupID(), contextID, name, text, priority, wake)
-	if err != nil {
-		return nil, err
-	}
+	return outgoing{contextID, name, text, priority, wake}, nil
+}
+
+// sentObject is send_message's result.
+func sentObject(out sent) object {
 	return object{
 		{"message_id", out.messageID}, {"group_id", out.groupID}, {"priority", out.priority},
 		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
 		{"wakeup_targets", stringList(out.wakeupTargets)},
-	}, nil
+	}
 }
 
 // parseStringList reads a stored JSON list, keeping only its strings, as the
