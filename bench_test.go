@@ -16,13 +16,17 @@ import (
 	"testing"
 )
 
-// pipeSession is a server running in this process behind io.Pipe, so a
+// pipeSession is a server running in this process behind OS pipes, so a
 // benchmark measures the stdio loop and the store without process start-up.
+// OS pipes, not io.Pipe, because a client's writes to a real server are
+// buffered by the kernel: io.Pipe would hand the server one write at a time
+// and hide what a pipelining client sends ahead.
 type pipeSession struct {
 	tb    testing.TB
 	dir   string
 	store *store
-	in    *io.PipeWriter
+	srv   *server
+	in    *os.File
 	out   *bufio.Reader
 	done  chan error
 }
@@ -34,14 +38,21 @@ func newPipeSession(tb testing.TB) *pipeSession {
 	if err != nil {
 		tb.Fatalf("newStore: %v", err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		tb.Fatalf("pipe: %v", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		tb.Fatalf("pipe: %v", err)
+	}
 	srv := newServer(st, outW, pollInterval(""))
-	ps := &pipeSession{tb: tb, dir: dir, store: st, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
+	ps := &pipeSession{tb: tb, dir: dir, store: st, srv: srv, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
 	go func() {
 		err := srv.serve(inR)
 		srv.subs.close()
 		st.close()
+		inR.Close()
 		outW.Close()
 		ps.done <- err
 	}()
@@ -52,6 +63,7 @@ func newPipeSession(tb testing.TB) *pipeSession {
 		if err := <-ps.done; err != nil {
 			tb.Errorf("serve: %v", err)
 		}
+		outR.Close()
 	})
 	ps.write(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
@@ -149,9 +161,21 @@ func synchronousSetting(tb testing.TB, path string) int {
 }
 
 // BenchmarkSendMessagePipelined sends b.N messages through the stdio loop
-// as fast as the client can write them, one group with two members.
-func BenchmarkSendMessagePipelined(b *testing.B) {
+// as fast as the client can write them, one group with two members. The
+// server commits the sends it finds already buffered together.
+func BenchmarkSendMessagePipelined(b *testing.B) { benchSends(b, 0) }
+
+// BenchmarkSendMessageOneByOne is BenchmarkSendMessagePipelined with group
+// commit off: one transaction per send, as the original commits.
+func BenchmarkSendMessageOneByOne(b *testing.B) { benchSends(b, 1) }
+
+// benchSends pipelines b.N sends; a runLimit above 0 replaces the server's
+// bound on sends per transaction.
+func benchSends(b *testing.B, runLimit int) {
 	ps := newPipeSession(b)
+	if runLimit > 0 {
+		ps.srv.sendRunLimit = runLimit
+	}
 	gid := ps.setupGroup()
 	b.Logf("synchronous=%d", synchronousSetting(b, ps.store.groupPath(gid)))
 	lines := make([]string, b.N)
