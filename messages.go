@@ -1,0 +1,424 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+)
+
+// message is one stored message as the read tools return it.
+type message struct {
+	id            int64
+	contextID     string
+	name          string
+	text          string
+	priority      string
+	mentions      []string
+	wakeupTargets []string
+	routingReason string
+	sentAt        string
+}
+
+const messageColumns = "messages.id, sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason"
+
+func scanMessages(rows *sql.Rows) ([]message, error) {
+	defer rows.Close()
+	var out []message
+	for rows.Next() {
+		var m message
+		var mentions, targets string
+		if err := rows.Scan(&m.id, &m.contextID, &m.name, &m.text, &m.sentAt, &m.priority, &mentions, &targets, &m.routingReason); err != nil {
+			return nil, err
+		}
+		m.mentions, m.wakeupTargets = parseStringList(mentions), parseStringList(targets)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// readSelection is one way of choosing messages to return and mark read:
+// rows selects them, and predicate (over member_unread_messages.message_id
+// and wakeup_events.message_id) names the same set for marking.
+type readSelection struct {
+	rows      string
+	rowArgs   []any
+	predicate string
+	predArgs  []any
+}
+
+// readMessages returns the selected messages and, when any were returned,
+// marks them read and acknowledges their wake events for contextID, in one
+// transaction so that concurrent senders cannot slip between read and mark.
+func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
+	var out []message
+	err := s.writeGroup(id, func(tx groupTx) error {
+		latest, err := requireMember(tx, contextID, name)
+		if err != nil {
+			return err
+		}
+		sel, err := pick(tx, latest)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(sel.rows, sel.rowArgs...)
+		if err != nil {
+			return err
+		}
+		if out, err = scanMessages(rows); err != nil || len(out) == 0 {
+			return err
+		}
+		// Acknowledge before removing unread rows: the unread
+		// selection's predicate reads member_unread_messages.
+		ackChanged, err := s.acknowledgeWakeups(tx, contextID, sel.predicate, sel.predArgs)
+		if err != nil {
+			return err
+		}
+		unreadChanged, err := removeUnread(tx, contextID, sel.predicate, sel.predArgs)
+		if err != nil {
+			return err
+		}
+		var which revision
+		if unreadChanged {
+			which |= revMember
+		}
+		if ackChanged {
+			which |= revWakeup
+		}
+		return bumpRevisions(tx, which)
+	})
+	return out, err
+}
+
+// removeUnread deletes the member's unread rows matching predicate and keeps
+// the member's unread_count in step.
+func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, error) {
+	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
+	if predicate != "" {
+		q += " AND " + predicate
+	}
+	res, err := tx.Exec(q, append([]any{contextID}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return false, nil
+	}
+	_, err = tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID)
+	return true, err
+}
+
+// acknowledgeWakeups marks the member's pending wake events for the selected
+// messages acknowledged, and purges events acknowledged over 7 days ago.
+func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) (bool, error) {
+	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ?"
+	if predicate != "" {
+		q += " AND " + predicate
+	}
+	q += " AND acknowledged_at IS NULL"
+	res, err := tx.Exec(q, append([]any{s.timestamp(), contextID}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	acked, _ := res.RowsAffected()
+	cutoff := formatTimestamp(s.now().Add(-acknowledgedWakeupRetention))
+	res, err = tx.Exec("DELETE FROM wakeup_events WHERE acknowledged_at IS NOT NULL AND acknowledged_at < ?", cutoff)
+	if err != nil {
+		return false, err
+	}
+	expired, _ := res.RowsAffected()
+	return acked > 0 || expired > 0, nil
+}
+
+// messagesAfter returns every message with an id above after and marks them
+// read (get_all_messages with after 0, get_messages_after).
+func (s *store) messagesAfter(id, contextID, name string, after int64) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+		return afterCursor(after), nil
+	})
+}
+
+// latestMessages returns the messages after the member's own latest send.
+func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
+		return afterCursor(latest), nil
+	})
+}
+
+// afterCursor selects the messages with an id above after.
+func afterCursor(after int64) readSelection {
+	return readSelection{
+		rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
+		rowArgs:   []any{after},
+		predicate: "message_id > ?",
+		predArgs:  []any{after},
+	}
+}
+
+// unreadMessages returns the member's unread messages.
+func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+		return readSelection{
+			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
+				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
+			rowArgs:   []any{contextID},
+			predicate: "message_id IN (SELECT message_id FROM member_unread_messages WHERE context_id = ?)",
+			predArgs:  []any{contextID},
+		}, nil
+	})
+}
+
+// searchMessages returns messages whose text matches the LIKE pattern
+// %query% (ASCII case-insensitive; % and _ in query are wildcards) through
+// the trigram index, or by a scan where a group lacks the index.
+func (s *store) searchMessages(id, contextID, name, query string) ([]message, error) {
+	pattern := "%" + query + "%"
+	return s.readMessages(id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
+		var indexed bool
+		err := tx.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
+		if err != nil {
+			return readSelection{}, err
+		}
+		match := "content LIKE ? COLLATE NOCASE"
+		if indexed {
+			match = "id IN (SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE)"
+		}
+		return readSelection{
+			rows:      "SELECT " + messageColumns + " FROM messages WHERE " + match + " ORDER BY id ASC",
+			rowArgs:   []any{pattern},
+			predicate: "message_id IN (SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE)",
+			predArgs:  []any{pattern},
+		}, nil
+	})
+}
+
+// groupSnapshot is the body of a group resource read.
+func (s *store) groupSnapshot(id string) (count int64, latest *int64, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		return db.QueryRow("SELECT COUNT(*), MAX(id) FROM messages").Scan(&count, &latest)
+	})
+	return count, latest, err
+}
+
+// messageRevision reads the constant-size marker that subscription polling
+// compares, so polling never scans messages.
+func (s *store) messageRevision(id string) (int64, error) {
+	var rev int64
+	err := s.withGroup(id, func(db *sql.DB) error {
+		err := db.QueryRow("SELECT message_revision FROM group_state WHERE id = 1").Scan(&rev)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errors.New("group state marker is missing")
+		}
+		return err
+	})
+	return rev, err
+}
+
+// wakeup is one wake event of a member.
+type wakeup struct {
+	id             int64
+	messageID      int64
+	relevance      string
+	priority       string
+	createdAt      string
+	acknowledgedAt *string
+	lastNotifiedAt *string
+}
+
+// wakeups lists a member's wake events, oldest first.
+func (s *store) wakeups(id, contextID string) ([]wakeup, error) {
+	var out []wakeup
+	err := s.withGroup(id, func(db *sql.DB) error {
+		out = out[:0]
+		rows, err := db.Query("SELECT id, message_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM wakeup_events WHERE context_id = ? ORDER BY id ASC", contextID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var w wakeup
+			if err := rows.Scan(&w.id, &w.messageID, &w.relevance, &w.priority, &w.createdAt, &w.acknowledgedAt, &w.lastNotifiedAt); err != nil {
+				return err
+			}
+			out = append(out, w)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// dueWakeup returns the oldest unacknowledged wake event of contextID that
+// was never notified or last notified over 300 s ago, without marking it.
+func (s *store) dueWakeup(id, contextID string) (*wakeup, error) {
+	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
+	var w *wakeup
+	err := s.withGroup(id, func(db *sql.DB) error {
+		var row wakeup
+		err := db.QueryRow("SELECT id, priority, relevance FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
+			"AND (last_notified_at IS NULL OR last_notified_at <= ?) ORDER BY id ASC LIMIT 1", contextID, cutoff).
+			Scan(&row.id, &row.priority, &row.relevance)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			w = &row
+		}
+		return err
+	})
+	return w, err
+}
+
+// markWakeupNotified records that a wake event's notification was written.
+func (s *store) markWakeupNotified(id string, eventID int64) error {
+	return s.writeGroup(id, func(tx groupTx) error {
+		res, err := tx.Exec("UPDATE wakeup_events SET last_notified_at = ? WHERE id = ? AND acknowledged_at IS NULL", s.timestamp(), eventID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return bumpRevisions(tx, revWakeup)
+		}
+		return nil
+	})
+}
+
+// sent is the result of send_message.
+type sent struct {
+	messageID     int64
+	groupID       string
+	priority      string
+	mentions      []string
+	routingReason string
+	wakeupTargets []string
+}
+
+// outgoing is one message to send: who sends it, its text and priority, and
+// whom the sender asked to wake.
+type outgoing struct {
+	contextID, name, text, priority string
+	wake                            []string
+}
+
+// sendMessage stores a message from contextID, fans it out as unread to
+// every other member and records one wake event per routed recipient, all in
+// one transaction.
+func (s *store) sendMessage(id, contextID, name, text, priority string, wakeIDs []string) (sent, error) {
+	var out sent
+	err := s.writeGroup(id, func(tx groupTx) error {
+		var err error
+		out, err = s.send(tx, id, outgoing{contextID, name, text, priority, wakeIDs})
+		return err
+	})
+	return out, err
+}
+
+// sendMessages stores several messages to group id in one transaction, in
+// order: a group commit for sends a client pipelines. Each message is
+// written as sendMessage would write it. A message refused for its sender
+// (errs[i], a *toolError) writes nothing and leaves the others to commit;
+// any other failure rolls all of them back and is returned as err.
+func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
+	err = s.writeGroup(id, func(tx groupTx) error {
+		outs, errs = make([]sent, len(msgs)), make([]error, len(msgs))
+		for i, m := range msgs {
+			outs[i], errs[i] = s.send(tx, id, m)
+			var te *toolError
+			if errs[i] != nil && !errors.As(errs[i], &te) {
+				return errs[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return outs, errs, nil
+}
+
+// send writes one message in tx. It decides the routing before the INSERT;
+// the original inserts and then updates the row, which ends in the same row.
+// It returns a *toolError only before its first write, which is what lets
+// sendMessages keep a transaction going past a refused message.
+func (s *store) send(tx groupTx, id string, m outgoing) (sent, error) {
+	others, err := membersExcept(tx, m.contextID, m.name)
+	if err != nil {
+		return sent{}, err
+	}
+	r := route(others, m.text, m.priority, m.wake)
+	targetIDs := make([]string, len(r.targets))
+	for i, t := range r.targets {
+		targetIDs[i] = t.contextID
+	}
+	now := s.timestamp()
+	res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		m.contextID, m.name, m.text, now, m.priority, pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason)
+	if err != nil {
+		return sent{}, err
+	}
+	msgID, err := res.LastInsertId()
+	if err != nil {
+		return sent{}, err
+	}
+	if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, m.contextID); err != nil {
+		return sent{}, err
+	}
+	if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + (context_id != ?1), "+
+		"latest_message_id = CASE WHEN context_id = ?1 THEN ?2 ELSE latest_message_id END", m.contextID, msgID); err != nil {
+		return sent{}, err
+	}
+	for _, t := range r.targets {
+		if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
+			msgID, t.contextID, t.relevance, m.priority, now); err != nil {
+			return sent{}, err
+		}
+	}
+	if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES ('priority', ?, 1), ('routing', ?, 1) "+
+		"ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", m.priority, r.reason); err != nil {
+		return sent{}, err
+	}
+	which := revMessage
+	if len(others) > 0 {
+		which |= revMember
+	}
+	if len(r.targets) > 0 {
+		which |= revWakeup
+	}
+	if err := bumpRevisions(tx, which); err != nil {
+		return sent{}, err
+	}
+	return sent{groupID: id, priority: m.priority, messageID: msgID, mentions: r.mentions,
+		routingReason: r.reason, wakeupTargets: targetIDs}, nil
+}
+
+// membersExcept checks that contextID has joined as name and returns the
+// other members in the table's natural order, which the original's routing
+// order follows, in one read.
+func membersExcept(tx groupTx, contextID, name string) ([]recipient, error) {
+	rows, err := tx.Query("SELECT context_id, name FROM group_members")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var others []recipient
+	joined, found := "", false
+	for rows.Next() {
+		var r recipient
+		if err := rows.Scan(&r.contextID, &r.name); err != nil {
+			return nil, err
+		}
+		if r.contextID == contextID {
+			joined, found = r.name, true
+		} else {
+			others = append(others, r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, authorizationErrorf("Context has not joined this group. Call join_group first.")
+	}
+	if joined != name {
+		return nil, authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+	}
+	return others, nil
+}
