@@ -420,7 +420,7 @@ func groupCommitServer(t *testing.T, runLimit int) (*server, *bytes.Buffer, stri
 func groupDump(t *testing.T, s *store, g string) string {
 	t.Helper()
 	var b strings.Builder
-	s.withGroup(g, func(db *sql.DB) error {
+	err := s.withGroup(g, func(db *sql.DB) error {
 		for _, q := range []string{
 			"SELECT * FROM messages ORDER BY id",
 			"SELECT * FROM member_unread_messages ORDER BY context_id, message_id",
@@ -435,6 +435,9 @@ func groupDump(t *testing.T, s *store, g string) string {
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("dump group %s: %v", g, err)
+	}
 	return b.String()
 }
 
@@ -592,7 +595,10 @@ func TestGroupCommitFailures(t *testing.T) {
 				switch {
 				case tt.stored >= 0:
 					var n int64
-					s.store.withGroup(g, func(db *sql.DB) error { return db.QueryRow("SELECT COUNT(*) FROM messages").Scan(&n) })
+					err := s.store.withGroup(g, func(db *sql.DB) error { return db.QueryRow("SELECT COUNT(*) FROM messages").Scan(&n) })
+					if err != nil {
+						t.Fatalf("count messages: %v", err)
+					}
 					if n != tt.stored {
 						t.Errorf("run limit %d: got %d stored messages; want %d", limit, n, tt.stored)
 					}
