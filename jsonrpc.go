@@ -46,8 +46,9 @@ type toolCall struct {
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
 	started   time.Time
-	// groupName is the group's name read before a delete_group ran, so the
-	// audit keeps it after the group is gone.
+	// groupName, when set, is the group's name as read for the audit log
+	// ahead of the call's record: before a delete_group ran, so that it
+	// outlives the group, or once for a whole run of pipelined sends.
 	groupName string
 }
 
@@ -305,12 +306,21 @@ func (s *server) answerSends(run []pendingSend) error {
 			}
 		}
 	}
+	// The sends share one commit, so one read of the group's name serves
+	// the audit records of all of them.
+	groupName := ""
+	if s.audit != nil && len(run) > 1 {
+		if meta, err := s.store.groupMetadata(run[0].groupID); err == nil {
+			groupName = meta.name
+		}
+	}
 	for i, p := range run {
 		if results != nil {
 			p.call.result = results[i]
 		} else {
 			p.call.result = s.callTool(p.call.name, p.call.args)
 		}
+		p.call.groupName = groupName
 		result, _ := s.finishCall(p.call, nil)
 		if err := s.out.write(response(p.req, result, nil)); err != nil {
 			return err
