@@ -41,8 +41,9 @@ type auditLog struct {
 	memberName func(groupID, contextID string) (string, error)
 	// now is the clock used for retention; tests move it.
 	now func() time.Time
-	// cleanupBudget bounds the retention work done inside one tool call; a
-	// large backlog is drained over the following calls instead.
+	// cleanupBudget bounds the retention work the writer does after one
+	// batch, so that it never holds the write lock long; a large backlog is
+	// drained after the following batches instead.
 	cleanupBudget time.Duration
 
 	// queue carries events from tool calls to the writer goroutine, so that
@@ -264,7 +265,6 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	// One connection: there is one writer anyway, and the prepared statements
 	// belong to the connection they were prepared on.
 	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(0)
 	if warn == nil {
 		warn = io.Discard
 	}
@@ -434,12 +434,6 @@ func (a *auditLog) prepare() error {
 	return nil
 }
 
-// auditQuerier is the part of *sql.DB and *sql.Tx the schema helpers use.
-type auditQuerier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // hasAll reports whether set holds every one of names.
 func hasAll(set map[string]bool, names []string) bool {
 	for _, n := range names {
@@ -479,36 +473,20 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	if _, err := tx.ExecContext(ctx, auditIndexes); err != nil {
 		return fmt.Errorf("create audit indexes: %w", err)
 	}
-	nameColumn := "NULL"
-	cols, err := tx.QueryContext(ctx, "SELECT name FROM pragma_table_info('tool_calls')")
+	cols, err := columnNames(ctx, tx, "tool_calls")
 	if err != nil {
 		return fmt.Errorf("inspect audit tool_calls: %w", err)
 	}
-	for cols.Next() {
-		var c string
-		if err := cols.Scan(&c); err != nil {
-			cols.Close()
-			return fmt.Errorf("inspect audit tool_calls: %w", err)
-		}
-		if c == "name" {
-			nameColumn = "name"
-		}
+	nameColumn := "NULL"
+	if cols["name"] {
+		nameColumn = "name"
 	}
-	cols.Close()
-	events, err := auditQueryEvents(ctx, tx, "SELECT occurred_at, tool_name, group_id, context_id, "+nameColumn+
+	_, events, err := auditQueryEvents(ctx, tx, "SELECT id, occurred_at, tool_name, group_id, context_id, "+nameColumn+
 		", outcome, duration_ms, error_category FROM tool_calls")
 	if err != nil {
 		return fmt.Errorf("read audit rows to backfill: %w", err)
 	}
-	var valid []auditEvent
-	for _, e := range events {
-		// A row whose time cannot be read has no bucket; skipping it keeps the
-		// upgrade from failing on one malformed row written by someone else.
-		if _, err := auditBucketStart(e.occurredAt, 60); err == nil {
-			valid = append(valid, e)
-		}
-	}
-	if err := auditApplyRollups(ctx, tx.ExecContext, valid, 1); err != nil {
+	if err := auditApplyRollups(ctx, tx.ExecContext, events, 1); err != nil {
 		return err
 	}
 	for _, field := range []string{"tool_name", "name"} {
@@ -533,42 +511,38 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	return nil
 }
 
-// auditQueryEvents reads the rollup-relevant columns of tool_calls rows from
-// a SELECT of occurred_at, tool_name, group_id, context_id, name, outcome,
-// duration_ms and error_category, in that order.
-func auditQueryEvents(ctx context.Context, q auditQuerier, query string, args ...any) ([]auditEvent, error) {
+// auditQueryEvents reads tool_calls rows' ids and rollup-relevant columns
+// from a SELECT of id, occurred_at, tool_name, group_id, context_id, name,
+// outcome, duration_ms and error_category, in that order.
+func auditQueryEvents(ctx context.Context, q queryer, query string, args ...any) (ids []any, events []auditEvent, err error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	var events []auditEvent
 	for rows.Next() {
+		var id int64
 		var e auditEvent
 		var tool, outcome sql.NullString
 		var duration sql.NullInt64
-		if err := rows.Scan(&e.occurredAt, &tool, &e.groupID, &e.contextID, &e.name, &outcome, &duration, &e.errorCategory); err != nil {
-			return nil, err
+		if err := rows.Scan(&id, &e.occurredAt, &tool, &e.groupID, &e.contextID, &e.name, &outcome, &duration, &e.errorCategory); err != nil {
+			return nil, nil, err
 		}
 		e.toolName, e.outcome, e.durationMS = tool.String, outcome.String, duration.Int64
-		events = append(events, e)
+		ids, events = append(ids, id), append(events, e)
 	}
-	return events, rows.Err()
+	return ids, events, rows.Err()
 }
 
 // auditBucketStart returns the Unix second at which the bucket of the given
-// width containing occurredAt starts.
-func auditBucketStart(occurredAt string, seconds int64) (int64, error) {
-	t, err := auditParseTime(occurredAt)
-	if err != nil {
-		return 0, err
-	}
+// width containing t starts.
+func auditBucketStart(t time.Time, seconds int64) int64 {
 	unix := t.Unix()
 	start := unix / seconds * seconds
 	if unix < 0 && unix%seconds != 0 {
 		start -= seconds
 	}
-	return start, nil
+	return start
 }
 
 // auditLatencyBucket keeps exact milliseconds up to one second, where the
@@ -588,20 +562,23 @@ type auditRollupKey struct {
 }
 
 // auditApplyRollups adds delta times each event to every rollup resolution,
-// aggregating first so a batch costs one upsert per distinct row.
+// aggregating first so a batch costs one upsert per distinct row. An event
+// whose time cannot be read has no bucket and is skipped, so that one
+// malformed row written by someone else cannot fail an upgrade or a
+// cleanup; the rows this server writes always have readable times.
 func auditApplyRollups(ctx context.Context, exec auditExec, events []auditEvent, delta int64) error {
 	type sums struct{ calls, errs, duration int64 }
 	totals := map[auditRollupKey]*sums{}
 	latency := map[auditRollupKey]map[string]int64{}
 	var order []auditRollupKey
 	for _, e := range events {
+		at, err := auditParseTime(e.occurredAt)
+		if err != nil {
+			continue
+		}
 		dims := [6]string{e.toolName, e.groupID.String, e.contextID.String, e.name.String, e.outcome, e.errorCategory.String}
 		for i, r := range auditResolutions {
-			start, err := auditBucketStart(e.occurredAt, r.seconds)
-			if err != nil {
-				return err
-			}
-			k := auditRollupKey{table: i, bucket: start, dims: dims}
+			k := auditRollupKey{table: i, bucket: auditBucketStart(at, r.seconds), dims: dims}
 			s := totals[k]
 			if s == nil {
 				s = &sums{}
@@ -771,40 +748,22 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 			}
 		}
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT id FROM tool_calls WHERE occurred_at < ? ORDER BY occurred_at LIMIT ?", cutoff, auditCleanupBatchSize)
+	ids, events, err := auditQueryEvents(ctx, tx, "SELECT id, occurred_at, tool_name, group_id, context_id, name, outcome, "+
+		"duration_ms, error_category FROM tool_calls WHERE occurred_at < ? ORDER BY occurred_at LIMIT ?", cutoff, auditCleanupBatchSize)
 	if err != nil {
-		return false, 0, fmt.Errorf("select expired audit rows: %w", err)
+		return false, 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
-	var ids []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return false, 0, fmt.Errorf("select expired audit rows: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
 	if len(ids) > 0 {
 		in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
-		events, err := auditQueryEvents(ctx, tx, "SELECT occurred_at, tool_name, group_id, context_id, name, outcome, "+
-			"duration_ms, error_category FROM tool_calls WHERE id IN "+in, ids...)
-		if err != nil {
-			return false, 0, fmt.Errorf("read expired audit rows: %w", err)
-		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+in, ids...); err != nil {
 			return false, 0, fmt.Errorf("delete expired audit group names: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_calls WHERE id IN "+in, ids...); err != nil {
 			return false, 0, fmt.Errorf("delete expired audit rows: %w", err)
 		}
-		var valid []auditEvent
 		counts := map[[2]string]int64{}
 		var keys [][2]string
 		for _, e := range events {
-			if _, err := auditBucketStart(e.occurredAt, 60); err == nil {
-				valid = append(valid, e)
-			}
 			for _, f := range auditFilterValues(e) {
 				k := [2]string{f[0], f[1]}
 				if counts[k] == 0 {
@@ -813,7 +772,7 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 				counts[k]++
 			}
 		}
-		if err := auditApplyRollups(ctx, tx.ExecContext, valid, -1); err != nil {
+		if err := auditApplyRollups(ctx, tx.ExecContext, events, -1); err != nil {
 			return false, 0, err
 		}
 		for _, k := range keys {
@@ -950,17 +909,18 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	if id, ok := auditRequestID(c.requestID); ok {
 		e.requestID = sql.NullString{String: id, Valid: true}
 	}
-	args := c.args.values
-	if s, ok := auditString(args["group_id"]); ok {
+	if s, ok := c.args.str("group_id"); ok {
 		e.groupID = sql.NullString{String: s, Valid: true}
 	}
-	if s, ok := auditString(args["context_id"]); ok {
+	if s, ok := c.args.str("context_id"); ok {
 		e.contextID = sql.NullString{String: s, Valid: true}
 	}
-	if s, ok := auditString(args["caller_name"]); ok && pyStrip(s) != "" {
-		e.name = sql.NullString{String: pyStrip(s), Valid: true}
-	} else if s, ok := auditString(args["name"]); ok && auditCallerNameTools[c.name] && pyStrip(s) != "" {
-		e.name = sql.NullString{String: pyStrip(s), Valid: true}
+	name, _ := c.args.str("caller_name")
+	if pyStrip(name) == "" && auditCallerNameTools[c.name] {
+		name, _ = c.args.str("name")
+	}
+	if name = pyStrip(name); name != "" {
+		e.name = sql.NullString{String: name, Valid: true}
 	}
 	result := c.result.value
 	if c.result.isError {

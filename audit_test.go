@@ -1168,14 +1168,16 @@ func TestAuditBucketStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.at, func(t *testing.T) {
-			m, err1 := auditBucketStart(tt.at, 60)
-			h, err2 := auditBucketStart(tt.at, 3600)
-			if m != tt.minute || h != tt.hr || err1 != nil || err2 != nil {
-				t.Fatalf("got %d, %d (%v, %v); want %d, %d", m, h, err1, err2, tt.minute, tt.hr)
+			at, err := auditParseTime(tt.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, h := auditBucketStart(at, 60), auditBucketStart(at, 3600); m != tt.minute || h != tt.hr {
+				t.Fatalf("got %d, %d; want %d, %d", m, h, tt.minute, tt.hr)
 			}
 		})
 	}
-	if _, err := auditBucketStart("yesterday", 60); err == nil {
+	if _, err := auditParseTime("yesterday"); err == nil {
 		t.Fatal("got no error for an unreadable time; want one")
 	}
 }
