@@ -850,9 +850,9 @@ func (a *auditLog) observe(c toolCall) {
 			e.name = sql.NullString{String: name, Valid: true}
 		}
 	}
-	// delete_group's name was read before the group was destroyed; a lookup
-	// now would fail, so the snapshot is kept rather than replaced.
-	if e.groupName == "" && e.groupID.String != "" && a.groupName != nil {
+	// A name read ahead of the record (delete_group's, before the group was
+	// destroyed, or a pipelined run's) is kept rather than read again.
+	if !c.groupNameRead && e.groupID.String != "" && a.groupName != nil {
 		if name, err := a.groupName(e.groupID.String); err == nil {
 			e.groupName = name
 		}
@@ -1069,9 +1069,6 @@ func pyFloatRepr(f float64) string {
 	}
 	return sign + digits[:exp+1] + "." + digits[exp+1:]
 }
-
-// pyStrip trims what Python's str.strip() trims.
-func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
 
 // auditDetails builds the allowlisted, content-free summary of a successful
 // result, or reports false when the tool has none or it exceeds 2 KiB.

@@ -232,7 +232,7 @@ func BenchmarkGetUnread1000(b *testing.B) {
 	ps := newPipeSession(b)
 	gid := ps.setupGroup()
 	for i := range count {
-		if _, err := ps.store.sendMessage(gid, "sender", "sender", benchText(i), "normal", nil); err != nil {
+		if _, err := ps.store.sendMessage(gid, outgoing{contextID: "sender", name: "sender", text: benchText(i), priority: "normal"}); err != nil {
 			b.Fatalf("send: %v", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,10 +47,11 @@ type toolCall struct {
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
 	started   time.Time
-	// groupName, when set, is the group's name as read for the audit log
-	// ahead of the call's record: before a delete_group ran, so that it
-	// outlives the group, or once for a whole run of pipelined sends.
-	groupName string
+	// groupName, when groupNameRead, is the group's name as read for the
+	// audit log ahead of the call's record: before a delete_group ran, so
+	// that it outlives the group, or once for a whole run of pipelined sends.
+	groupName     string
+	groupNameRead bool
 }
 
 // rpcError is a JSON-RPC error object.
@@ -103,9 +105,9 @@ func logf(format string, args ...any) { log.Printf(format, args...) }
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
 // non-positive or non-finite value means the default 0.5 s.
 func pollInterval(value string) time.Duration {
-	v, err := strconv.ParseFloat(strings.TrimFunc(value, isPySpace), 64)
+	v, err := strconv.ParseFloat(pyStrip(value), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		v = defaultPollSec
+		return defaultPollInterval
 	}
 	// Clamp where a time.Duration would overflow (about 292 years).
 	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
@@ -262,10 +264,11 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 		return pendingSend{}, false
 	}
 	msg, err := parseSend(call.args)
-	if err != nil || validateGroupID(call.args.groupID()) != nil {
+	groupID := call.args.groupID()
+	if err != nil || validateGroupID(groupID) != nil {
 		return pendingSend{}, false
 	}
-	return pendingSend{req: req, call: call, groupID: call.args.groupID(), msg: msg}, true
+	return pendingSend{req: req, call: call, groupID: groupID, msg: msg}, true
 }
 
 // answerSends runs a run of pipelined sends and writes their answers in
@@ -308,19 +311,18 @@ func (s *server) answerSends(run []pendingSend) error {
 	}
 	// The sends share one commit, so one read of the group's name serves
 	// the audit records of all of them.
-	groupName := ""
-	if s.audit != nil && len(run) > 1 {
-		if meta, err := s.store.groupMetadata(run[0].groupID); err == nil {
-			groupName = meta.name
-		}
+	var groupName string
+	var groupNameRead bool
+	if len(run) > 1 {
+		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
 	}
 	for i, p := range run {
 		if results != nil {
 			p.call.result = results[i]
 		} else {
-			p.call.result = s.callTool(p.call.name, p.call.args)
+			p.call.result = toolOutcome(p.call.name, func() (any, error) { return s.send(p.groupID, p.msg) })
 		}
-		p.call.groupName = groupName
+		p.call.groupName, p.call.groupNameRead = groupName, groupNameRead
 		result, _ := s.finishCall(p.call, nil)
 		if err := s.out.write(response(p.req, result, nil)); err != nil {
 			return err
@@ -337,10 +339,7 @@ func (s *server) handleLine(line []byte) any {
 		return errorResponse(nil, errParse)
 	}
 	if trimmed[0] != '[' {
-		if r := s.handle(trimmed); r != nil {
-			return r
-		}
-		return nil
+		return s.handle(trimmed)
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {
@@ -495,10 +494,8 @@ func (s *server) initialize(req request) (any, *rpcError) {
 		return nil, errInvalidParams("initialize protocolVersion must be a non-empty string.")
 	}
 	answer := supportedProtocolVersions[0]
-	for _, v := range supportedProtocolVersions {
-		if v == client {
-			answer = v
-		}
+	if slices.Contains(supportedProtocolVersions, client) {
+		answer = client
 	}
 	s.initialized = true
 	return object{
@@ -515,10 +512,8 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 	}
 	call, rerr := s.startCall(req.id, p)
 	if rerr == nil {
-		if call.name == "delete_group" && s.audit != nil {
-			if meta, err := s.store.groupMetadata(call.args.groupID()); err == nil {
-				call.groupName = meta.name
-			}
+		if call.name == "delete_group" {
+			call.groupName, call.groupNameRead = s.auditGroupName(call.args.groupID())
 		}
 		call.result = s.callTool(call.name, call.args)
 	}
@@ -552,6 +547,16 @@ func (s *server) startCall(id json.RawMessage, p toolArgs) (toolCall, *rpcError)
 		return call, errInvalidParams("tools/call caller_name must be a non-empty string.")
 	}
 	return call, nil
+}
+
+// auditGroupName reads a group's name for the audit log, when it is on; ok
+// is false when it is off or the name cannot be read.
+func (s *server) auditGroupName(id string) (name string, ok bool) {
+	if s.audit == nil {
+		return "", false
+	}
+	meta, err := s.store.groupMetadata(id)
+	return meta.name, err == nil
 }
 
 // finishCall hands a completed call to the audit log and returns its answer.
@@ -616,12 +621,9 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	var snapshot object
 	err := retryBusy(func() error {
 		if isWakeupURI(uri) {
-			g, c, err := parseWakeupURI(uri)
+			g, c, err := s.subs.authorizedWakeup(uri)
 			if err != nil {
 				return err
-			}
-			if !s.subs.isAuthorized(uri) {
-				return errWakeupNotAuthorized
 			}
 			events, err := s.store.wakeups(g, c)
 			if err != nil {
@@ -671,10 +673,7 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 		s.subs.unsubscribe(uri)
 		return object{}, nil
 	}
-	g, c, err := parseWakeupURI(uri)
-	if err == nil && !s.subs.isAuthorized(uri) {
-		err = errWakeupNotAuthorized
-	}
+	g, c, err := s.subs.authorizedWakeup(uri)
 	if err == nil {
 		err = retryBusy(func() error { return s.store.leaveGroup(g, c, "", false) })
 	}

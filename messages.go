@@ -228,7 +228,6 @@ type wakeup struct {
 func (s *store) wakeups(id, contextID string) ([]wakeup, error) {
 	var out []wakeup
 	err := s.withGroup(id, func(db *sql.DB) error {
-		out = out[:0]
 		rows, err := db.Query("SELECT id, message_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM wakeup_events WHERE context_id = ? ORDER BY id ASC", contextID)
 		if err != nil {
 			return err
@@ -301,11 +300,11 @@ type outgoing struct {
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
 // one transaction.
-func (s *store) sendMessage(id, contextID, name, text, priority string, wakeIDs []string) (sent, error) {
+func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 	var out sent
 	err := s.writeGroup(id, func(tx groupTx) error {
 		var err error
-		out, err = s.send(tx, id, outgoing{contextID, name, text, priority, wakeIDs})
+		out, err = s.send(tx, id, m)
 		return err
 	})
 	return out, err
@@ -415,10 +414,10 @@ func membersExcept(tx groupTx, contextID, name string) ([]recipient, error) {
 		return nil, err
 	}
 	if !found {
-		return nil, authorizationErrorf("Context has not joined this group. Call join_group first.")
+		return nil, errNotJoined
 	}
 	if joined != name {
-		return nil, authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+		return nil, errNameMismatch
 	}
 	return others, nil
 }

@@ -1045,7 +1045,7 @@ func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 	obs.pollOnce()
 	sub := obs.hub.subscribe()
 	defer obs.hub.unsubscribe(sub)
-	sent, err := s.sendMessage(id, "writer", "Writer", "hello @reader <b>there</b>", "urgent", nil)
+	sent, err := s.sendMessage(id, outgoing{contextID: "writer", name: "Writer", text: "hello @reader <b>there</b>", priority: "urgent"})
 	if err != nil {
 		t.Fatal(err)
 	}

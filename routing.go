@@ -36,10 +36,9 @@ type subscription struct {
 }
 
 const (
-	uriPrefix      = "crosstalk://groups/"
-	uriSuffix      = "/messages"
-	wakeupSegment  = "/wakeups/"
-	defaultPollSec = 0.5
+	uriPrefix     = "crosstalk://groups/"
+	uriSuffix     = "/messages"
+	wakeupSegment = "/wakeups/"
 )
 
 // recipient is a group member other than a message's sender.
@@ -217,17 +216,27 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 // joined as that context: a URI alone must not grant access.
 var errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
 
+// authorizedWakeup returns the group and context of a wakeup URI that
+// join_group authorized in this session.
+func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string, err error) {
+	g, c, err := parseWakeupURI(uri)
+	if err != nil {
+		return "", "", err
+	}
+	if !m.isAuthorized(uri) {
+		return "", "", errWakeupNotAuthorized
+	}
+	return g, c, nil
+}
+
 // subscribe starts watching uri. A wakeup URI must have been authorized by
 // join_group in this session; a group URI starts from the current revision.
 func (m *subscriptions) subscribe(uri string) error {
 	sub := &subscription{}
 	if isWakeupURI(uri) {
-		g, c, err := parseWakeupURI(uri)
+		g, c, err := m.authorizedWakeup(uri)
 		if err != nil {
 			return err
-		}
-		if !m.isAuthorized(uri) {
-			return errWakeupNotAuthorized
 		}
 		if _, err := m.store.messageRevision(g); err != nil {
 			return err
@@ -445,4 +454,7 @@ func caseIgnorable(r rune) bool {
 func isPySpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
 
 // isBlank reports whether s is empty after Python's str.strip().
-func isBlank(s string) bool { return strings.TrimFunc(s, isPySpace) == "" }
+func isBlank(s string) bool { return pyStrip(s) == "" }
+
+// pyStrip trims what Python's str.strip() trims.
+func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }

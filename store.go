@@ -156,9 +156,14 @@ const (
 	acknowledgedWakeupRetention = 7 * 24 * time.Hour
 )
 
-// errGroupBusy is the original's answer once the retry window is spent.
-var errGroupBusy = &toolError{category: categoryBusy,
-	msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
+// The original's answers once the retry window is spent, and to a caller
+// that has not joined a group or names itself otherwise than it joined.
+var (
+	errGroupBusy = &toolError{category: categoryBusy,
+		msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
+	errNotJoined    = authorizationErrorf("Context has not joined this group. Call join_group first.")
+	errNameMismatch = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+)
 
 // newStore creates dir if needed. The catalog is opened on first use, so
 // that starting a server costs no database work before initialize.
@@ -794,7 +799,6 @@ type member struct {
 func (s *store) users(id string) ([]member, error) {
 	var members []member
 	err := s.withGroup(id, func(db *sql.DB) error {
-		members = members[:0]
 		rows, err := db.Query("SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
 		if err != nil {
 			return err
@@ -881,13 +885,13 @@ func requireMember(tx groupTx, contextID, name string) (int64, error) {
 	var latest sql.NullInt64
 	err := tx.QueryRow("SELECT name, latest_message_id FROM group_members WHERE context_id = ?", contextID).Scan(&joined, &latest)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, authorizationErrorf("Context has not joined this group. Call join_group first.")
+		return 0, errNotJoined
 	}
 	if err != nil {
 		return 0, err
 	}
 	if joined != name {
-		return 0, authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+		return 0, errNameMismatch
 	}
 	return latest.Int64, nil
 }

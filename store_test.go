@@ -208,10 +208,13 @@ func TestGroupDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := map[string]func() error{
-		"users":       func() error { _, err := st.users(g); return err },
-		"sendMessage": func() error { _, err := st.sendMessage(g, "alice", "Alice", "x", "normal", nil); return err },
-		"joinGroup":   func() error { return st.joinGroup(g, "bob", "Bob") },
-		"revision":    func() error { _, err := st.messageRevision(g); return err },
+		"users": func() error { _, err := st.users(g); return err },
+		"sendMessage": func() error {
+			_, err := st.sendMessage(g, outgoing{contextID: "alice", name: "Alice", text: "x", priority: "normal"})
+			return err
+		},
+		"joinGroup": func() error { return st.joinGroup(g, "bob", "Bob") },
+		"revision":  func() error { _, err := st.messageRevision(g); return err },
 	}
 	for name, op := range ops {
 		var te *toolError

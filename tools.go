@@ -263,10 +263,15 @@ func (s *server) callTool(name string, a toolArgs) toolResult {
 	if err := t.checkArgs(a); err != nil {
 		return failure(err)
 	}
+	return toolOutcome(name, func() (any, error) { return t.call(s, a) })
+}
+
+// toolOutcome runs a checked tool call, retrying the whole operation while
+// SQLite is busy, and turns a failure into an isError result.
+func toolOutcome(name string, call func() (any, error)) toolResult {
 	var value any
-	err := retryBusy(func() error {
-		var err error
-		value, err = t.call(s, a)
+	err := retryBusy(func() (err error) {
+		value, err = call()
 		return err
 	})
 	if err != nil {
@@ -451,11 +456,9 @@ func (s *server) joinGroup(a toolArgs) (any, error) {
 		return nil, err
 	}
 	uri := wakeupURI(id, contextID)
-	if s.subs != nil {
-		s.subs.authorize(uri)
-		if err := s.subs.subscribe(uri); err != nil {
-			return nil, err
-		}
+	s.subs.authorize(uri)
+	if err := s.subs.subscribe(uri); err != nil {
+		return nil, err
 	}
 	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
 }
@@ -469,9 +472,7 @@ func (s *server) leaveGroup(a toolArgs) (any, error) {
 	if err := s.store.leaveGroup(id, contextID, name, true); err != nil {
 		return nil, err
 	}
-	if s.subs != nil && validateGroupID(id) == nil {
-		s.subs.revoke(wakeupURI(id, contextID))
-	}
+	s.subs.revoke(wakeupURI(id, contextID))
 	return object{{"group_id", id}, {"left", true}}, nil
 }
 
@@ -538,7 +539,12 @@ func (s *server) sendMessage(a toolArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.store.sendMessage(a.groupID(), m.contextID, m.name, m.text, m.priority, m.wake)
+	return s.send(a.groupID(), m)
+}
+
+// send stores a checked message and returns send_message's result.
+func (s *server) send(groupID string, m outgoing) (any, error) {
+	out, err := s.store.sendMessage(groupID, m)
 	if err != nil {
 		return nil, err
 	}
