@@ -37,12 +37,15 @@ func scanMessages(rows *sql.Rows) ([]message, error) {
 
 // readSelection is one way of choosing messages to return and mark read:
 // rows selects them, and predicate (over member_unread_messages.message_id
-// and wakeup_events.message_id) names the same set for marking.
+// and wakeup_events.message_id) names the same set for marking. allUnread
+// says that set is all of the member's unread messages, whose unread rows
+// are then removed without the predicate.
 type readSelection struct {
 	rows      string
 	rowArgs   []any
 	predicate string
 	predArgs  []any
+	allUnread bool
 }
 
 // readMessages returns the selected messages and, when any were returned,
@@ -72,7 +75,11 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 		if err != nil {
 			return err
 		}
-		unreadChanged, err := removeUnread(tx, contextID, sel.predicate, sel.predArgs)
+		predicate, args := sel.predicate, sel.predArgs
+		if sel.allUnread {
+			predicate, args = "", nil
+		}
+		unreadChanged, err := removeUnread(tx, contextID, predicate, args)
 		if err != nil {
 			return err
 		}
@@ -88,8 +95,8 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 	return out, err
 }
 
-// removeUnread deletes the member's unread rows matching predicate and keeps
-// the member's unread_count in step.
+// removeUnread deletes the member's unread rows matching predicate, or all
+// of them when it is empty, and keeps the member's unread_count in step.
 func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, error) {
 	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
 	if predicate != "" {
@@ -110,11 +117,7 @@ func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, er
 // acknowledgeWakeups marks the member's pending wake events for the selected
 // messages acknowledged, and purges events acknowledged over 7 days ago.
 func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) (bool, error) {
-	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ?"
-	if predicate != "" {
-		q += " AND " + predicate
-	}
-	q += " AND acknowledged_at IS NULL"
+	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ? AND " + predicate + " AND acknowledged_at IS NULL"
 	res, err := tx.Exec(q, append([]any{s.timestamp(), contextID}, args...)...)
 	if err != nil {
 		return false, err
@@ -163,6 +166,7 @@ func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
 			rowArgs:   []any{contextID},
 			predicate: "message_id IN (SELECT message_id FROM member_unread_messages WHERE context_id = ?)",
 			predArgs:  []any{contextID},
+			allUnread: true,
 		}, nil
 	})
 }
