@@ -464,14 +464,13 @@ func auditCreate(ctx context.Context, tx *sql.Tx, now string) error {
 // newest rollup table is missing, so running it twice counts nothing twice.
 func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
 	backfill := !tables["analytics_30d"]
-	if _, err := tx.ExecContext(ctx, auditRollupSchema()); err != nil {
-		return fmt.Errorf("create audit rollups: %w", err)
+	for _, script := range []string{auditRollupSchema(), auditIndexes} {
+		if _, err := tx.ExecContext(ctx, script); err != nil {
+			return fmt.Errorf("create audit rollups and indexes: %w", err)
+		}
 	}
 	if !backfill {
 		return nil
-	}
-	if _, err := tx.ExecContext(ctx, auditIndexes); err != nil {
-		return fmt.Errorf("create audit indexes: %w", err)
 	}
 	cols, err := columnNames(ctx, tx, "tool_calls")
 	if err != nil {
