@@ -38,8 +38,9 @@ type observer struct {
 	// at a time (the baseline before serving, then the poll loop).
 	markers     map[string][4]int64
 	latestAudit int64
-	auditKnown  bool
-	polled      bool
+	// polled is set once a poll has read every group and the audit id, so
+	// later polls can tell news from the baseline.
+	polled bool
 }
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
@@ -388,14 +389,11 @@ func (o *observer) pollOnce() {
 	if err != nil {
 		return
 	}
-	if o.auditKnown && ok && latest != o.latestAudit {
+	if o.polled && ok && latest != o.latestAudit {
 		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
 	}
+	// latestAuditID returns 0 whenever ok is false.
 	o.latestAudit = latest
-	if !ok {
-		o.latestAudit = 0
-	}
-	o.auditKnown = true
 	o.polled = true
 }
 
