@@ -457,22 +457,18 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	path := r.URL.Path
-	if strings.HasPrefix(path, "/static/") {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
-			return
-		}
-		o.static.ServeHTTP(w, r)
-		return
-	}
 	if path == "/api/storage/reclaim" || path == "/api/storage/delete-history" {
 		o.serveStorageAction(w, r)
 		return
 	}
+	// Everything else, static assets included, is read-only.
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
+		return
+	}
+	if strings.HasPrefix(path, "/static/") {
+		o.static.ServeHTTP(w, r)
 		return
 	}
 	q := r.URL.Query()
