@@ -171,9 +171,8 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 	rows.Close()
 	conn.Close()
 	v.Messages = o.messagePageView(ctx, id, 0)
-	if v.Messages.Error != "" && len(v.Messages.Messages) == 0 {
-		v.Unavailable = v.Messages.Error != ""
-	}
+	// messagePageView sets Error only on pages it returns without messages.
+	v.Unavailable = v.Messages.Error != ""
 	return v
 }
 
