@@ -50,12 +50,6 @@ var rangeUnits = []struct{ Key, Name string }{
 	{"s", "seconds"}, {"m", "minutes"}, {"h", "hours"}, {"d", "days"}, {"M", "months"}, {"Y", "years"},
 }
 
-// rollupTiers are the audit rollup tables, finest first, with bucket sizes.
-var rollupTiers = []struct {
-	Name    string
-	Seconds int64
-}{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
-
 // rangeStart returns the start of a rolling range "amount unit" before now.
 func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 	amount, err := strconv.Atoi(strings.TrimSpace(amountText))
@@ -102,22 +96,21 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 	if f.From.IsZero() {
 		f.From = oldest
 	}
+	last := auditResolutions[len(auditResolutions)-1]
 	if f.From.IsZero() {
-		last := rollupTiers[len(rollupTiers)-1]
-		return last.Name, last.Seconds
+		return last.suffix, last.seconds
 	}
 	end := now
 	if !f.To.IsZero() {
 		end = f.To
 	}
 	span := end.Sub(f.From).Seconds()
-	for _, t := range rollupTiers {
-		if span <= float64(t.Seconds*360) {
-			return t.Name, t.Seconds
+	for _, r := range auditResolutions {
+		if span <= float64(r.seconds*360) {
+			return r.suffix, r.seconds
 		}
 	}
-	last := rollupTiers[len(rollupTiers)-1]
-	return last.Name, last.Seconds
+	return last.suffix, last.seconds
 }
 
 // outcomeClauses turns an outcome filter into SQL conditions.
@@ -489,7 +482,7 @@ func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds in
 		if k.outcome == "error" {
 			a.Errors++
 		}
-		durations[latencyBucket(duration)]++
+		durations[auditLatencyBucket(duration)]++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err

@@ -726,21 +726,9 @@ func rawLatency(ctx context.Context, db queryer, query string, args ...any) ([]l
 		if err := rows.Scan(&d, &n); err != nil {
 			return nil, fmt.Errorf("read durations: %w", err)
 		}
-		out = append(out, latencyCount{Bucket: latencyBucket(d), Count: n})
+		out = append(out, latencyCount{Bucket: auditLatencyBucket(d), Count: n})
 	}
 	return out, rows.Err()
-}
-
-// latencyBucket mirrors the writer's bucketing of one duration.
-func latencyBucket(ms int64) string {
-	if ms <= 1000 {
-		return fmt.Sprintf("exact:%d", ms)
-	}
-	k := 0
-	for v := ms; v > 1; v >>= 1 {
-		k++
-	}
-	return fmt.Sprintf("log:%d", k)
 }
 
 // latencyValue is the representative milliseconds of a bucket.
