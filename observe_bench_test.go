@@ -67,7 +67,7 @@ func seedLoad(tb testing.TB, groups, perGroup, auditRows int) (*observeFixture, 
 			return nil
 		})
 	}
-	fx.exec(observabilityFile, func(tx *sql.Tx) error {
+	fx.exec(catalogFileName, func(tx *sql.Tx) error {
 		if _, err := tx.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 			INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, error_category)
 			SELECT strftime('%Y-%m-%dT%H:%M:%S+00:00', ? + i * 6, 'unixepoch'), i,

@@ -153,8 +153,8 @@ func (f *observeFixture) group(name, description string, at time.Time, members .
 		_, err := tx.Exec("UPDATE group_state SET member_revision = member_revision + 1, metadata_revision = metadata_revision + 1")
 		return err
 	})
-	f.script(observabilityFile, catalogSchema)
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.script(catalogFileName, catalogSchema)
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		_, err := tx.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", id, name, description, ts, ts)
 		return err
 	})
@@ -221,8 +221,8 @@ func (f *observeFixture) wakeup(id string, messageID int64, contextID string, at
 func (f *observeFixture) enableAudit(at time.Time) {
 	f.t.Helper()
 	f.mkdir()
-	f.script(observabilityFile, "PRAGMA auto_vacuum=INCREMENTAL;"+catalogSchema+auditSchemaV2())
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.script(catalogFileName, "PRAGMA auto_vacuum=INCREMENTAL;"+catalogSchema+auditSchemaV2())
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		ts := formatTimestamp(at)
 		_, err := tx.Exec("INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, last_retention_cleanup_at, retention_setting) VALUES (1, 2, ?, ?, NULL, 'inf')", ts, ts)
 		return err
@@ -242,7 +242,7 @@ type fixtureCall struct {
 // writer does, in one transaction.
 func (f *observeFixture) calls(calls ...fixtureCall) {
 	f.t.Helper()
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		for _, c := range calls {
 			outcome := firstNonEmpty(c.Outcome, "success")
 			res, err := tx.Exec("INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, error_category) VALUES (?, '1', ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''))",

@@ -37,9 +37,6 @@ type readOnlyEntry struct {
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
 
-// observabilityFile is the catalog and audit database's name.
-const observabilityFile = "observability.sqlite3"
-
 var groupFilePattern = regexp.MustCompile(`^grp_[0-9a-f]{32}\.sqlite3$`)
 
 func newReadOnlyPool() *readOnlyPool {
@@ -72,7 +69,7 @@ func readOnlyDSN(path string) string {
 // that leads outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
-	if name != observabilityFile && !groupFilePattern.MatchString(name) {
+	if name != catalogFileName && !groupFilePattern.MatchString(name) {
 		return nil, fmt.Errorf("database name %q is not allowed", name)
 	}
 	info, err := os.Stat(path)
@@ -157,7 +154,7 @@ func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
 
 // audit returns a handle for observability.sqlite3.
 func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
-	return p.get(dir, filepath.Join(dir, observabilityFile))
+	return p.get(dir, filepath.Join(dir, catalogFileName))
 }
 
 // groupRevisions reads the four group_state counters writers bump.

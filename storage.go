@@ -34,7 +34,7 @@ func formatBytes(n int64) string {
 
 func (o *observer) storageView(ctx context.Context) storageView {
 	v := storageView{CSRFToken: o.csrfToken}
-	path := filepath.Join(o.dir, observabilityFile)
+	path := filepath.Join(o.dir, catalogFileName)
 	db, err := o.dbs.audit(o.dir)
 	if err != nil {
 		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
@@ -90,7 +90,7 @@ func auditWriteDSN(path string) string {
 
 // openAuditForWrite opens observability.sqlite3 read-write, if it exists.
 func openAuditForWrite(dir string) (*sql.DB, string, error) {
-	path := filepath.Join(dir, observabilityFile)
+	path := filepath.Join(dir, catalogFileName)
 	if _, err := checkedFile(dir, path); err != nil {
 		return nil, "No audit database exists yet.", err
 	}
