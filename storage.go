@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 )
@@ -78,23 +77,14 @@ func (o *observer) storageView(ctx context.Context) storageView {
 	return v
 }
 
-// auditWriteDSN opens the existing audit database for one of the two
-// maintenance actions; mode=rw fails instead of creating a missing file.
-func auditWriteDSN(path string) string {
-	q := url.Values{}
-	q.Set("mode", "rw")
-	q.Add("_pragma", "busy_timeout(100)")
-	q.Set("_txlock", "immediate")
-	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-}
-
-// openAuditForWrite opens observability.sqlite3 read-write, if it exists.
+// openAuditForWrite opens observability.sqlite3 read-write, if it exists;
+// mode=rw fails instead of creating a missing file.
 func openAuditForWrite(dir string) (*sql.DB, string, error) {
 	path := filepath.Join(dir, catalogFileName)
 	if _, err := checkedFile(dir, path); err != nil {
 		return nil, "No audit database exists yet.", err
 	}
-	db, err := sql.Open("sqlite", auditWriteDSN(path))
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
 	if err != nil {
 		return nil, "Audit storage is busy; retry later.", fmt.Errorf("open audit database: %w", err)
 	}
