@@ -80,19 +80,11 @@ type stamp struct {
 	Text string
 }
 
-// parseStamp reads the ISO 8601 timestamps writers store.
+// parseStamp reads the ISO 8601 timestamps writers store, ignoring
+// surrounding space.
 func parseStamp(raw string) (time.Time, bool) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return time.Time{}, false
-	}
-	raw = strings.Replace(raw, "Z", "+00:00", 1)
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
-		if t, err := time.Parse(layout, raw); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
+	t, err := auditParseTime(strings.TrimSpace(raw))
+	return t, err == nil
 }
 
 // stampOf formats raw for display, with empty standing in for no value.
