@@ -50,16 +50,26 @@ var rangeUnits = []struct{ Key, Name string }{
 	{"s", "seconds"}, {"m", "minutes"}, {"h", "hours"}, {"d", "days"}, {"M", "months"}, {"Y", "years"},
 }
 
+// rangeUnitKey returns the short form of a range unit given in either form;
+// ok is false for an unknown unit.
+func rangeUnitKey(unit string) (string, bool) {
+	for _, u := range rangeUnits {
+		if unit == u.Key || unit == u.Name {
+			return u.Key, true
+		}
+	}
+	return "", false
+}
+
 // rangeStart returns the start of a rolling range "amount unit" before now.
 func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 	amount, err := strconv.Atoi(strings.TrimSpace(amountText))
 	if err != nil || amount < 1 || amount > 1_000_000 {
 		return time.Time{}, false
 	}
-	for _, u := range rangeUnits {
-		if unit == u.Name {
-			unit = u.Key
-		}
+	unit, ok := rangeUnitKey(unit)
+	if !ok {
+		return time.Time{}, false
 	}
 	switch unit {
 	case "s":
@@ -318,14 +328,8 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	now := o.now()
 	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id")}
 	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0")}
-	unit := q.Get("range_unit")
-	known := false
-	for _, u := range rangeUnits {
-		if unit == u.Key || unit == u.Name {
-			unit, known = u.Key, true
-		}
-	}
-	if !known {
+	unit, ok := rangeUnitKey(q.Get("range_unit"))
+	if !ok {
 		unit = "h"
 	}
 	for _, u := range rangeUnits {
