@@ -116,7 +116,7 @@ const wakeupListLimit = 200
 
 func (o *observer) chatView(ctx context.Context, id string) chatView {
 	v := chatView{ID: id}
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return v
 	}
 	v.Selected = true
@@ -181,7 +181,7 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 // exists, so "Load older" never leads to an empty page.
 func (o *observer) messagePageView(ctx context.Context, id string, cursor int64) messagePage {
 	p := messagePage{GroupID: id}
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		p.Error = "Choose a valid group."
 		return p
 	}
@@ -245,7 +245,7 @@ type singleMessageView struct {
 }
 
 func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return singleMessageView{Notice: "Message is unavailable."}
 	}
 	db, err := o.dbs.group(o.dir, id)

@@ -757,9 +757,10 @@ func percentile(hist []latencyCount, p float64) (int64, bool) {
 }
 
 // groupFileExists reports whether a group's database file is present, which
-// is how the dashboard tells a deleted group.
+// is how the dashboard tells a deleted group. It is store.groupExists for a
+// directory without a store.
 func (o *observer) groupFileExists(id string) bool {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return false
 	}
 	info, err := os.Stat(groupPath(o.dir, id))

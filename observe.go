@@ -485,7 +485,7 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
 	case "/fragments/overview-group-row":
 		id := q.Get("group_id")
-		if !validGroupID(id) {
+		if validateGroupID(id) != nil {
 			o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
 			return
 		}

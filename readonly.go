@@ -43,12 +43,8 @@ func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
 }
 
-// validGroupID reports whether id has the shape of a group id, which is also
-// what keeps it from naming any other path.
-func validGroupID(id string) bool {
-	return groupFilePattern.MatchString(id + ".sqlite3")
-}
-
+// groupPath is store.groupPath for the dashboard, which has a directory but
+// no store; id must already be a valid group id.
 func groupPath(dir, id string) string {
 	return filepath.Join(dir, id+".sqlite3")
 }
@@ -144,7 +140,7 @@ func (p *readOnlyPool) closeAll() {
 
 // group returns a handle for a group database.
 func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return nil, fmt.Errorf("invalid group id %q", id)
 	}
 	return p.get(dir, groupPath(dir, id))
@@ -285,7 +281,7 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 	for rows.Next() {
 		var id string
 		var name sql.NullString
-		if rows.Scan(&id, &name) == nil && validGroupID(id) {
+		if rows.Scan(&id, &name) == nil && validateGroupID(id) == nil {
 			names[id] = name.String
 		}
 	}
