@@ -202,7 +202,6 @@ func optionalColumn(cols map[string]bool, col string) string {
 
 // toolCallRow is one audit row as the event logs show it.
 type toolCallRow struct {
-	ID         int64
 	At         stamp
 	Tool       string
 	ToolName   string
@@ -248,7 +247,7 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 	if !f.From.IsZero() || !f.To.IsZero() || f.Outcome != "" {
 		order = " ORDER BY occurred_at DESC, tool_calls.id DESC"
 	}
-	query := "SELECT tool_calls.id, occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
+	query := "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
 		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
 		" FROM tool_calls" + join + where + order + " LIMIT ?"
 	rows, err := db.QueryContext(ctx, query, append(args, limit)...)
@@ -263,7 +262,7 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
 		var duration sql.NullInt64
-		if err := rows.Scan(&r.ID, &at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
+		if err := rows.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
 			return nil, fmt.Errorf("read tool calls: %w", err)
 		}
 		r.At = o.stampOf(at.String, "")
@@ -406,7 +405,7 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if p, ok := percentile(hist, 0.95); ok {
 		v.P95 = fmt.Sprint(p)
 	}
-	v.ByTool = newDonut("Calls by tool", byTool, toolPalette)
+	v.ByTool = newDonut("Calls by tool", byTool, nil)
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
 	v.ByCaller = newBarChart("Calls by caller", byCaller)
 	v.OverTime = o.newLineChart("Calls over time", byTime, seconds, f, now)

@@ -150,10 +150,8 @@ type memberInfo struct {
 type groupSummary struct {
 	ID              string
 	Name            string
-	Description     string
 	UpdatedAt       string
 	Members         []memberInfo
-	LatestMessageID int64
 	LatestAt        string
 	Pending         int64
 	Acknowledged    int64
@@ -175,25 +173,24 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 		return g, fmt.Errorf("connect to %s: %w", id, err)
 	}
 	defer conn.Close()
-	var name, desc, updated sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, description, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &desc, &updated)
+	var name, updated sql.NullString
+	err = conn.QueryRowContext(ctx, "SELECT name, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &updated)
 	if err != nil && err != sql.ErrNoRows {
 		return g, fmt.Errorf("read metadata of %s: %w", id, err)
 	}
-	g.Name, g.Description, g.UpdatedAt = name.String, desc.String, updated.String
+	g.Name, g.UpdatedAt = name.String, updated.String
 	if g.Name == "" {
 		g.Name = "Untitled group"
 	}
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
 	}
-	var latestID sql.NullInt64
 	var latestAt sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT id, created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestID, &latestAt)
+	err = conn.QueryRowContext(ctx, "SELECT created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestAt)
 	if err != nil && err != sql.ErrNoRows {
 		return g, fmt.Errorf("read latest message of %s: %w", id, err)
 	}
-	g.LatestMessageID, g.LatestAt = latestID.Int64, latestAt.String
+	g.LatestAt = latestAt.String
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
 	err = conn.QueryRowContext(ctx, "SELECT "+
@@ -598,10 +595,9 @@ func (o *observer) toolEvents(ctx context.Context) []activityEvent {
 
 // auditMeta is the audit database's metadata row.
 type auditMeta struct {
-	SchemaVersion int64
-	EnabledAt     string
-	LastCleanup   string
-	Retention     string
+	EnabledAt   string
+	LastCleanup string
+	Retention   string
 }
 
 // auditMetadata reads the metadata row; ok is false when auditing was never
@@ -620,14 +616,13 @@ func (o *observer) auditMetadata(ctx context.Context) (auditMeta, bool) {
 	if cols["retention_setting"] {
 		retention = "retention_setting"
 	}
-	var version sql.NullInt64
 	var enabled, cleanup, ret sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT schema_version, audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
-		Scan(&version, &enabled, &cleanup, &ret)
+	err = db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
+		Scan(&enabled, &cleanup, &ret)
 	if err != nil {
 		return m, false
 	}
-	return auditMeta{SchemaVersion: version.Int64, EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
+	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
 }
 
 // reliability summarises all audit history from the coarsest rollup (or the

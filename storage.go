@@ -13,7 +13,6 @@ type storageView struct {
 	Available bool
 	Notice    string
 	Details   []metric
-	CSRFToken string
 }
 
 // formatBytes renders a size as the original does: "80.0 KiB".
@@ -32,7 +31,7 @@ func formatBytes(n int64) string {
 }
 
 func (o *observer) storageView(ctx context.Context) storageView {
-	v := storageView{CSRFToken: o.csrfToken}
+	var v storageView
 	path := filepath.Join(o.dir, catalogFileName)
 	db, err := o.dbs.audit(o.dir)
 	if err != nil {
