@@ -364,18 +364,11 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 		}
 	}
 	tier, seconds := chooseTier(f, now, oldest)
-	v.Tier = tier
-	var agg []aggregateRow
-	var hist []latencyCount
-	if tables["analytics_"+tier] && tables["analytics_latency_"+tier] {
-		agg, hist, err = readRollup(ctx, db, f, tier, seconds)
-	} else {
-		v.Tier = "raw"
-		agg, hist, err = readRawAggregate(ctx, db, f, seconds)
-	}
+	agg, hist, tier, err := readAggregates(ctx, db, tables, f, tier, seconds)
 	if err != nil {
 		return v
 	}
+	v.Tier = tier
 	rows, err := o.readToolCalls(ctx, f, analyticsLogLimit)
 	if err != nil {
 		return v
@@ -417,6 +410,18 @@ type aggregateRow struct {
 	Tool, Caller, Outcome, Category string
 	Bucket                          int64
 	Calls, Errors                   int64
+}
+
+// readAggregates reads aggregates and the latency histogram from one rollup
+// tier, or from raw rows when the database lacks that tier's tables; the
+// tier it returns is "raw" then.
+func readAggregates(ctx context.Context, db *sql.DB, tables map[string]bool, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
+	if tables["analytics_"+tier] && tables["analytics_latency_"+tier] {
+		agg, hist, err := readRollup(ctx, db, f, tier, seconds)
+		return agg, hist, tier, err
+	}
+	agg, hist, err := readRawAggregate(ctx, db, f, seconds)
+	return agg, hist, "raw", err
 }
 
 // readRollup reads aggregates and the latency histogram from one tier.

@@ -637,21 +637,15 @@ func (o *observer) reliability(ctx context.Context) reliabilityView {
 	if err != nil || !tables["tool_calls"] {
 		return v
 	}
-	var calls, errs int64
-	var hist []latencyCount
-	if tables["analytics_30d"] && tables["analytics_latency_30d"] {
-		err = db.QueryRowContext(ctx, "SELECT COALESCE(SUM(call_count), 0), COALESCE(SUM(error_count), 0) FROM analytics_30d").Scan(&calls, &errs)
-		if err == nil {
-			hist, err = readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_30d GROUP BY latency_bucket")
-		}
-	} else {
-		err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(outcome = 'error'), 0) FROM tool_calls").Scan(&calls, &errs)
-		if err == nil {
-			hist, err = rawLatency(ctx, db, "SELECT duration_ms, COUNT(*) FROM tool_calls GROUP BY duration_ms")
-		}
-	}
+	coarsest := auditResolutions[len(auditResolutions)-1]
+	agg, hist, _, err := readAggregates(ctx, db, tables, auditFilter{}, coarsest.suffix, coarsest.seconds)
 	if err != nil {
 		return v
+	}
+	var calls, errs int64
+	for _, a := range agg {
+		calls += a.Calls
+		errs += a.Errors
 	}
 	rows, err := db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
 	if err != nil {
@@ -696,24 +690,6 @@ func readLatency(ctx context.Context, db queryer, query string, args ...any) ([]
 			return nil, fmt.Errorf("read latency histogram: %w", err)
 		}
 		out = append(out, l)
-	}
-	return out, rows.Err()
-}
-
-// rawLatency builds the rollups' histogram from raw durations.
-func rawLatency(ctx context.Context, db queryer, query string, args ...any) ([]latencyCount, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read durations: %w", err)
-	}
-	defer rows.Close()
-	var out []latencyCount
-	for rows.Next() {
-		var d, n int64
-		if err := rows.Scan(&d, &n); err != nil {
-			return nil, fmt.Errorf("read durations: %w", err)
-		}
-		out = append(out, latencyCount{Bucket: auditLatencyBucket(d), Count: n})
 	}
 	return out, rows.Err()
 }
