@@ -218,28 +218,17 @@ type toolCallRow struct {
 
 // readToolCalls reads the newest matching audit rows with their group-name
 // snapshots, marking rows whose group database is gone.
-func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) ([]toolCallRow, error) {
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
-		return nil, err
-	}
-	tables, err := tableNames(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	if !tables["tool_calls"] {
+func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFilter, limit int) ([]toolCallRow, error) {
+	if !a.tables["tool_calls"] {
 		return nil, errNoDatabase
 	}
-	cols, err := columnNames(ctx, db, "tool_calls")
-	if err != nil {
-		return nil, err
-	}
+	cols := a.columns
 	where, args, ok := rawWhere(f, cols)
 	if !ok {
 		return nil, nil
 	}
 	groupName, join := "NULL", ""
-	if tables["tool_call_group_names"] {
+	if a.tables["tool_call_group_names"] {
 		groupName = "tool_call_group_names.group_name"
 		join = " LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id"
 	}
@@ -250,7 +239,7 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 	query := "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
 		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
 		" FROM tool_calls" + join + where + order + " LIMIT ?"
-	rows, err := db.QueryContext(ctx, query, append(args, limit)...)
+	rows, err := a.db.QueryContext(ctx, query, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("read tool calls: %w", err)
 	}
@@ -347,29 +336,28 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if f.Context != "" {
 		v.Hidden = append(v.Hidden, hiddenField{"context_id", f.Context})
 	}
-	o.filterOptions(ctx, &v, f)
-	db, err := o.dbs.audit(o.dir)
+	a, err := o.readAuditSchema(ctx)
 	if err != nil {
-		return v
+		a = nil
 	}
-	tables, err := tableNames(ctx, db)
-	if err != nil || !tables["tool_calls"] {
+	o.filterOptions(ctx, &v, f, a)
+	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
 	var oldest time.Time
 	if f.From.IsZero() {
 		var first sql.NullString
-		if db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
+		if a.db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
 			oldest, _ = parseStamp(first.String)
 		}
 	}
 	tier, seconds := chooseTier(f, now, oldest)
-	agg, hist, tier, err := readAggregates(ctx, db, tables, f, tier, seconds)
+	agg, hist, tier, err := readAggregates(ctx, a, f, tier, seconds)
 	if err != nil {
 		return v
 	}
 	v.Tier = tier
-	rows, err := o.readToolCalls(ctx, f, analyticsLogLimit)
+	rows, err := o.readToolCalls(ctx, a, f, analyticsLogLimit)
 	if err != nil {
 		return v
 	}
@@ -415,12 +403,12 @@ type aggregateRow struct {
 // readAggregates reads aggregates and the latency histogram from one rollup
 // tier, or from raw rows when the database lacks that tier's tables; the
 // tier it returns is "raw" then.
-func readAggregates(ctx context.Context, db *sql.DB, tables map[string]bool, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
-	if tables["analytics_"+tier] && tables["analytics_latency_"+tier] {
-		agg, hist, err := readRollup(ctx, db, f, tier, seconds)
+func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
+	if a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
+		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
 		return agg, hist, tier, err
 	}
-	agg, hist, err := readRawAggregate(ctx, db, f, seconds)
+	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
 	return agg, hist, "raw", err
 }
 
@@ -452,16 +440,13 @@ func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, sec
 
 // readRawAggregate derives the same aggregates from raw rows, for audit
 // databases written before rollups existed.
-func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	cols, err := columnNames(ctx, db, "tool_calls")
-	if err != nil {
-		return nil, nil, err
-	}
+func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
+	cols := a.columns
 	where, args, ok := rawWhere(f, cols)
 	if !ok {
 		return nil, nil, nil
 	}
-	rows, err := db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
+	rows, err := a.db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
 		", occurred_at, duration_ms FROM tool_calls"+where, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tool calls: %w", err)
@@ -508,41 +493,40 @@ func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds in
 
 // filterOptions fills the filter menus from the maintained filter values
 // (or distinct raw values on older databases), keeping a selected value
-// even when it no longer occurs.
-func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter) {
+// even when it no longer occurs. a is nil when the audit database cannot be
+// read.
+func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter, a *auditSchema) {
 	var tools, callers []string
 	type group struct{ id, label string }
 	var groups []group
-	if db, err := o.dbs.audit(o.dir); err == nil {
-		if tables, err := tableNames(ctx, db); err == nil && tables["tool_calls"] {
-			if tables["analytics_filter_values"] {
-				rows, err := db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
-				if err == nil {
-					for rows.Next() {
-						var field, value, label sql.NullString
-						if rows.Scan(&field, &value, &label) != nil {
-							break
-						}
-						switch field.String {
-						case "tool_name":
-							tools = append(tools, value.String)
-						case "name":
-							callers = append(callers, value.String)
-						case "group_id":
-							groups = append(groups, group{value.String, label.String})
-						}
+	if a != nil && a.tables["tool_calls"] {
+		if a.tables["analytics_filter_values"] {
+			rows, err := a.db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
+			if err == nil {
+				for rows.Next() {
+					var field, value, label sql.NullString
+					if rows.Scan(&field, &value, &label) != nil {
+						break
 					}
-					rows.Close()
-				}
-			} else if cols, err := columnNames(ctx, db, "tool_calls"); err == nil {
-				tools = distinct(ctx, db, "tool_name")
-				if cols["name"] {
-					callers = distinct(ctx, db, "name")
-				}
-				if cols["group_id"] {
-					for _, id := range distinct(ctx, db, "group_id") {
-						groups = append(groups, group{id, ""})
+					switch field.String {
+					case "tool_name":
+						tools = append(tools, value.String)
+					case "name":
+						callers = append(callers, value.String)
+					case "group_id":
+						groups = append(groups, group{value.String, label.String})
 					}
+				}
+				rows.Close()
+			}
+		} else {
+			tools = distinct(ctx, a.db, "tool_name")
+			if a.columns["name"] {
+				callers = distinct(ctx, a.db, "name")
+			}
+			if a.columns["group_id"] {
+				for _, id := range distinct(ctx, a.db, "group_id") {
+					groups = append(groups, group{id, ""})
 				}
 			}
 		}

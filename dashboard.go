@@ -395,7 +395,11 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		}
 		return strings.ToLower(v.Rows[i].Name) < strings.ToLower(v.Rows[j].Name)
 	})
-	rel := o.reliability(ctx)
+	audit, err := o.readAuditSchema(ctx)
+	if err != nil {
+		audit = nil
+	}
+	rel := o.reliabilityOf(ctx, audit)
 	v.Reliability = rel
 	toolCalls, errorRate := "—", "—"
 	if rel.Available {
@@ -429,13 +433,13 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
 	}
 	v.PriorityNote = strings.Join(parts, " · ")
-	if meta, ok := o.auditMetadata(ctx); ok {
+	if meta, ok := auditMetadata(ctx, audit); ok {
 		v.AuditEnabled = true
 		v.AuditSince = o.stampOf(meta.EnabledAt, "")
 	} else if rel.Available {
 		v.AuditEnabled = true
 	}
-	v.Events = o.activity(ctx, summaries)
+	v.Events = o.activity(ctx, summaries, audit)
 	return v
 }
 
@@ -445,8 +449,9 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 const activityPage = 50
 
 // activity merges the newest messages and wakeups of every group with the
-// newest tool calls, newest first, up to overviewEventLimit.
-func (o *observer) activity(ctx context.Context, groups []groupSummary) []activityEvent {
+// newest tool calls, newest first, up to overviewEventLimit. audit is nil
+// when the audit database cannot be read.
+func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *auditSchema) []activityEvent {
 	var events []activityEvent
 	type source struct {
 		g      groupSummary
@@ -466,7 +471,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary) []activi
 				Text: "Group settings or membership changed", At: o.stampOf(g.UpdatedAt, ""), when: t})
 		}
 	}
-	events = append(events, o.toolEvents(ctx)...)
+	events = append(events, o.toolEvents(ctx, audit)...)
 	for {
 		var next []*source
 		cutoff, full := cutoffOf(events)
@@ -572,8 +577,11 @@ func firstNonEmpty(values ...string) string {
 }
 
 // toolEvents reads the newest audit rows as activity events.
-func (o *observer) toolEvents(ctx context.Context) []activityEvent {
-	calls, err := o.readToolCalls(ctx, auditFilter{}, overviewEventLimit)
+func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEvent {
+	if a == nil {
+		return nil
+	}
+	calls, err := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit)
 	if err != nil {
 		return nil
 	}
@@ -593,6 +601,36 @@ func (o *observer) toolEvents(ctx context.Context) []activityEvent {
 	return out
 }
 
+// auditSchema is the audit database's handle with its table names and the
+// columns of tool_calls (empty without that table). A request reads it once
+// and passes it to every reader of the audit database, instead of each
+// reader opening the file and listing tables again.
+type auditSchema struct {
+	db      *sql.DB
+	tables  map[string]bool
+	columns map[string]bool
+}
+
+// readAuditSchema opens the audit database and lists its tables and
+// tool_calls columns.
+func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
+	db, err := o.dbs.audit(o.dir)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := tableNames(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditSchema{db: db, tables: tables, columns: map[string]bool{}}
+	if tables["tool_calls"] {
+		if a.columns, err = columnNames(ctx, db, "tool_calls"); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
 // auditMeta is the audit database's metadata row.
 type auditMeta struct {
 	EnabledAt   string
@@ -601,13 +639,13 @@ type auditMeta struct {
 }
 
 // auditMetadata reads the metadata row; ok is false when auditing was never
-// enabled (the file may still hold the group catalog).
-func (o *observer) auditMetadata(ctx context.Context) (auditMeta, bool) {
+// enabled (the file may still hold the group catalog) or a is nil.
+func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 	var m auditMeta
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
+	if a == nil {
 		return m, false
 	}
+	db := a.db
 	cols, err := columnNames(ctx, db, "metadata")
 	if err != nil || len(cols) == 0 {
 		return m, false
@@ -625,20 +663,25 @@ func (o *observer) auditMetadata(ctx context.Context) (auditMeta, bool) {
 	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
 }
 
-// reliability summarises all audit history from the coarsest rollup (or the
-// raw rows of a version-1 database) and lists the 100 newest failures.
+// reliability reads the audit schema and summarises it with reliabilityOf.
 func (o *observer) reliability(ctx context.Context) reliabilityView {
-	v := reliabilityView{ErrorRate: "—", P95: "—"}
-	db, err := o.dbs.audit(o.dir)
+	a, err := o.readAuditSchema(ctx)
 	if err != nil {
-		return v
+		a = nil
 	}
-	tables, err := tableNames(ctx, db)
-	if err != nil || !tables["tool_calls"] {
+	return o.reliabilityOf(ctx, a)
+}
+
+// reliabilityOf summarises all audit history from the coarsest rollup (or
+// the raw rows of a version-1 database) and lists the 100 newest failures.
+// a is nil when the audit database cannot be read.
+func (o *observer) reliabilityOf(ctx context.Context, a *auditSchema) reliabilityView {
+	v := reliabilityView{ErrorRate: "—", P95: "—"}
+	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
 	coarsest := auditResolutions[len(auditResolutions)-1]
-	agg, hist, _, err := readAggregates(ctx, db, tables, auditFilter{}, coarsest.suffix, coarsest.seconds)
+	agg, hist, _, err := readAggregates(ctx, a, auditFilter{}, coarsest.suffix, coarsest.seconds)
 	if err != nil {
 		return v
 	}
@@ -647,7 +690,7 @@ func (o *observer) reliability(ctx context.Context) reliabilityView {
 		calls += a.Calls
 		errs += a.Errors
 	}
-	rows, err := db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
+	rows, err := a.db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
 	if err != nil {
 		return v
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,20 +34,17 @@ func formatBytes(n int64) string {
 func (o *observer) storageView(ctx context.Context) storageView {
 	var v storageView
 	path := filepath.Join(o.dir, catalogFileName)
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
+	a, err := o.readAuditSchema(ctx)
+	if errors.Is(err, errNoDatabase) {
 		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
-		if err != errNoDatabase {
-			v.Notice = "Audit storage is temporarily unavailable; retry shortly."
-		}
 		return v
 	}
-	tables, err := tableNames(ctx, db)
 	if err != nil {
 		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
 		return v
 	}
-	if !tables["tool_calls"] {
+	db := a.db
+	if !a.tables["tool_calls"] {
 		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
 		return v
 	}
@@ -62,7 +60,7 @@ func (o *observer) storageView(ctx context.Context) storageView {
 		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
 		return v
 	}
-	meta, _ := o.auditMetadata(ctx)
+	meta, _ := auditMetadata(ctx, a)
 	retention := firstNonEmpty(meta.Retention, "unknown (legacy audit database)")
 	v.Available = true
 	v.Details = []metric{
