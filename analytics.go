@@ -50,11 +50,16 @@ var rangeUnits = []struct{ Key, Name string }{
 	{"s", "seconds"}, {"m", "minutes"}, {"h", "hours"}, {"d", "days"}, {"M", "months"}, {"Y", "years"},
 }
 
-// rollupTiers are the audit rollup tables, finest first, with bucket sizes.
-var rollupTiers = []struct {
-	Name    string
-	Seconds int64
-}{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+// rangeUnitKey returns the short form of a range unit given in either form;
+// ok is false for an unknown unit.
+func rangeUnitKey(unit string) (string, bool) {
+	for _, u := range rangeUnits {
+		if unit == u.Key || unit == u.Name {
+			return u.Key, true
+		}
+	}
+	return "", false
+}
 
 // rangeStart returns the start of a rolling range "amount unit" before now.
 func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
@@ -62,10 +67,9 @@ func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 	if err != nil || amount < 1 || amount > 1_000_000 {
 		return time.Time{}, false
 	}
-	for _, u := range rangeUnits {
-		if unit == u.Name {
-			unit = u.Key
-		}
+	unit, ok := rangeUnitKey(unit)
+	if !ok {
+		return time.Time{}, false
 	}
 	switch unit {
 	case "s":
@@ -102,22 +106,21 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 	if f.From.IsZero() {
 		f.From = oldest
 	}
+	last := auditResolutions[len(auditResolutions)-1]
 	if f.From.IsZero() {
-		last := rollupTiers[len(rollupTiers)-1]
-		return last.Name, last.Seconds
+		return last.suffix, last.seconds
 	}
 	end := now
 	if !f.To.IsZero() {
 		end = f.To
 	}
 	span := end.Sub(f.From).Seconds()
-	for _, t := range rollupTiers {
-		if span <= float64(t.Seconds*360) {
-			return t.Name, t.Seconds
+	for _, r := range auditResolutions {
+		if span <= float64(r.seconds*360) {
+			return r.suffix, r.seconds
 		}
 	}
-	last := rollupTiers[len(rollupTiers)-1]
-	return last.Name, last.Seconds
+	return last.suffix, last.seconds
 }
 
 // outcomeClauses turns an outcome filter into SQL conditions.
@@ -199,7 +202,6 @@ func optionalColumn(cols map[string]bool, col string) string {
 
 // toolCallRow is one audit row as the event logs show it.
 type toolCallRow struct {
-	ID         int64
 	At         stamp
 	Tool       string
 	ToolName   string
@@ -216,28 +218,17 @@ type toolCallRow struct {
 
 // readToolCalls reads the newest matching audit rows with their group-name
 // snapshots, marking rows whose group database is gone.
-func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) ([]toolCallRow, error) {
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
-		return nil, err
-	}
-	tables, err := tableNames(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	if !tables["tool_calls"] {
+func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFilter, limit int) ([]toolCallRow, error) {
+	if !a.tables["tool_calls"] {
 		return nil, errNoDatabase
 	}
-	cols, err := columnNames(ctx, db, "tool_calls")
-	if err != nil {
-		return nil, err
-	}
+	cols := a.columns
 	where, args, ok := rawWhere(f, cols)
 	if !ok {
 		return nil, nil
 	}
 	groupName, join := "NULL", ""
-	if tables["tool_call_group_names"] {
+	if a.tables["tool_call_group_names"] {
 		groupName = "tool_call_group_names.group_name"
 		join = " LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id"
 	}
@@ -245,10 +236,10 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 	if !f.From.IsZero() || !f.To.IsZero() || f.Outcome != "" {
 		order = " ORDER BY occurred_at DESC, tool_calls.id DESC"
 	}
-	query := "SELECT tool_calls.id, occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
+	query := "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
 		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
 		" FROM tool_calls" + join + where + order + " LIMIT ?"
-	rows, err := db.QueryContext(ctx, query, append(args, limit)...)
+	rows, err := a.db.QueryContext(ctx, query, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("read tool calls: %w", err)
 	}
@@ -260,7 +251,7 @@ func (o *observer) readToolCalls(ctx context.Context, f auditFilter, limit int) 
 		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
 		var duration sql.NullInt64
-		if err := rows.Scan(&r.ID, &at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
+		if err := rows.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
 			return nil, fmt.Errorf("read tool calls: %w", err)
 		}
 		r.At = o.stampOf(at.String, "")
@@ -325,14 +316,8 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	now := o.now()
 	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id")}
 	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0")}
-	unit := q.Get("range_unit")
-	known := false
-	for _, u := range rangeUnits {
-		if unit == u.Key || unit == u.Name {
-			unit, known = u.Key, true
-		}
-	}
-	if !known {
+	unit, ok := rangeUnitKey(q.Get("range_unit"))
+	if !ok {
 		unit = "h"
 	}
 	for _, u := range rangeUnits {
@@ -351,36 +336,28 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if f.Context != "" {
 		v.Hidden = append(v.Hidden, hiddenField{"context_id", f.Context})
 	}
-	o.filterOptions(ctx, &v, f)
-	db, err := o.dbs.audit(o.dir)
+	a, err := o.readAuditSchema(ctx)
 	if err != nil {
-		return v
+		a = nil
 	}
-	tables, err := tableNames(ctx, db)
-	if err != nil || !tables["tool_calls"] {
+	o.filterOptions(ctx, &v, f, a)
+	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
 	var oldest time.Time
 	if f.From.IsZero() {
 		var first sql.NullString
-		if db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
+		if a.db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
 			oldest, _ = parseStamp(first.String)
 		}
 	}
 	tier, seconds := chooseTier(f, now, oldest)
-	v.Tier = tier
-	var agg []aggregateRow
-	var hist []latencyCount
-	if tables["analytics_"+tier] && tables["analytics_latency_"+tier] {
-		agg, hist, err = readRollup(ctx, db, f, tier, seconds)
-	} else {
-		v.Tier = "raw"
-		agg, hist, err = readRawAggregate(ctx, db, f, seconds)
-	}
+	agg, hist, tier, err := readAggregates(ctx, a, f, tier, seconds)
 	if err != nil {
 		return v
 	}
-	rows, err := o.readToolCalls(ctx, f, analyticsLogLimit)
+	v.Tier = tier
+	rows, err := o.readToolCalls(ctx, a, f, analyticsLogLimit)
 	if err != nil {
 		return v
 	}
@@ -409,7 +386,7 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if p, ok := percentile(hist, 0.95); ok {
 		v.P95 = fmt.Sprint(p)
 	}
-	v.ByTool = newDonut("Calls by tool", byTool, toolPalette)
+	v.ByTool = newDonut("Calls by tool", byTool, nil)
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
 	v.ByCaller = newBarChart("Calls by caller", byCaller)
 	v.OverTime = o.newLineChart("Calls over time", byTime, seconds, f, now)
@@ -421,6 +398,18 @@ type aggregateRow struct {
 	Tool, Caller, Outcome, Category string
 	Bucket                          int64
 	Calls, Errors                   int64
+}
+
+// readAggregates reads aggregates and the latency histogram from one rollup
+// tier, or from raw rows when the database lacks that tier's tables; the
+// tier it returns is "raw" then.
+func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
+	if a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
+		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
+		return agg, hist, tier, err
+	}
+	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
+	return agg, hist, "raw", err
 }
 
 // readRollup reads aggregates and the latency histogram from one tier.
@@ -451,16 +440,13 @@ func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, sec
 
 // readRawAggregate derives the same aggregates from raw rows, for audit
 // databases written before rollups existed.
-func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	cols, err := columnNames(ctx, db, "tool_calls")
-	if err != nil {
-		return nil, nil, err
-	}
+func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
+	cols := a.columns
 	where, args, ok := rawWhere(f, cols)
 	if !ok {
 		return nil, nil, nil
 	}
-	rows, err := db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
+	rows, err := a.db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
 		", occurred_at, duration_ms FROM tool_calls"+where, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tool calls: %w", err)
@@ -489,7 +475,7 @@ func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds in
 		if k.outcome == "error" {
 			a.Errors++
 		}
-		durations[latencyBucket(duration)]++
+		durations[auditLatencyBucket(duration)]++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
@@ -507,41 +493,40 @@ func readRawAggregate(ctx context.Context, db *sql.DB, f auditFilter, seconds in
 
 // filterOptions fills the filter menus from the maintained filter values
 // (or distinct raw values on older databases), keeping a selected value
-// even when it no longer occurs.
-func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter) {
+// even when it no longer occurs. a is nil when the audit database cannot be
+// read.
+func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter, a *auditSchema) {
 	var tools, callers []string
 	type group struct{ id, label string }
 	var groups []group
-	if db, err := o.dbs.audit(o.dir); err == nil {
-		if tables, err := tableNames(ctx, db); err == nil && tables["tool_calls"] {
-			if tables["analytics_filter_values"] {
-				rows, err := db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
-				if err == nil {
-					for rows.Next() {
-						var field, value, label sql.NullString
-						if rows.Scan(&field, &value, &label) != nil {
-							break
-						}
-						switch field.String {
-						case "tool_name":
-							tools = append(tools, value.String)
-						case "name":
-							callers = append(callers, value.String)
-						case "group_id":
-							groups = append(groups, group{value.String, label.String})
-						}
+	if a != nil && a.tables["tool_calls"] {
+		if a.tables["analytics_filter_values"] {
+			rows, err := a.db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
+			if err == nil {
+				for rows.Next() {
+					var field, value, label sql.NullString
+					if rows.Scan(&field, &value, &label) != nil {
+						break
 					}
-					rows.Close()
-				}
-			} else if cols, err := columnNames(ctx, db, "tool_calls"); err == nil {
-				tools = distinct(ctx, db, "tool_name")
-				if cols["name"] {
-					callers = distinct(ctx, db, "name")
-				}
-				if cols["group_id"] {
-					for _, id := range distinct(ctx, db, "group_id") {
-						groups = append(groups, group{id, ""})
+					switch field.String {
+					case "tool_name":
+						tools = append(tools, value.String)
+					case "name":
+						callers = append(callers, value.String)
+					case "group_id":
+						groups = append(groups, group{value.String, label.String})
 					}
+				}
+				rows.Close()
+			}
+		} else {
+			tools = distinct(ctx, a.db, "tool_name")
+			if a.columns["name"] {
+				callers = distinct(ctx, a.db, "name")
+			}
+			if a.columns["group_id"] {
+				for _, id := range distinct(ctx, a.db, "group_id") {
+					groups = append(groups, group{id, ""})
 				}
 			}
 		}

@@ -47,9 +47,10 @@ var outcomePalette = map[string]string{
 	"Authorization Error": "#a6466f", "Database Busy Error": "#b8a03a", "Internal Error": "#e06666", "Unknown Error": "#8a6d6d",
 }
 
-// newDonut builds a ring from counts, largest categories sorted by name for
-// a stable legend. palette is a []string or a map[string]string.
-func newDonut(label string, counts map[string]int64, palette any) donutChart {
+// newDonut builds a ring from counts, categories sorted by name for a
+// stable legend. A category takes its colour from palette when listed there,
+// else from toolPalette by position.
+func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
 	d := donutChart{Label: label}
 	names := make([]string, 0, len(counts))
 	for name, n := range counts {
@@ -64,13 +65,8 @@ func newDonut(label string, counts map[string]int64, palette any) donutChart {
 	for i, name := range names {
 		n := counts[name]
 		color := toolPalette[i%len(toolPalette)]
-		switch p := palette.(type) {
-		case map[string]string:
-			if c, ok := p[name]; ok {
-				color = c
-			}
-		case []string:
-			color = p[i%len(p)]
+		if c, ok := palette[name]; ok {
+			color = c
 		}
 		length := circumference * float64(n) / float64(d.Total)
 		d.Segments = append(d.Segments, donutSegment{
@@ -104,7 +100,6 @@ type barChart struct {
 	Total int64
 	Bars  []bar
 	Ticks []axisTick
-	Width string
 }
 
 // bar is one column with its label and exact value for hover.
@@ -120,7 +115,7 @@ type bar struct {
 const maxBars = 24
 
 func newBarChart(label string, counts map[string]int64) barChart {
-	c := barChart{Label: label, Width: fmt.Sprint(chartWidth)}
+	c := barChart{Label: label}
 	type kv struct {
 		k string
 		v int64

@@ -116,7 +116,7 @@ const wakeupListLimit = 200
 
 func (o *observer) chatView(ctx context.Context, id string) chatView {
 	v := chatView{ID: id}
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return v
 	}
 	v.Selected = true
@@ -171,9 +171,8 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 	rows.Close()
 	conn.Close()
 	v.Messages = o.messagePageView(ctx, id, 0)
-	if v.Messages.Error != "" && len(v.Messages.Messages) == 0 {
-		v.Unavailable = v.Messages.Error != ""
-	}
+	// messagePageView sets Error only on pages it returns without messages.
+	v.Unavailable = v.Messages.Error != ""
 	return v
 }
 
@@ -182,7 +181,7 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 // exists, so "Load older" never leads to an empty page.
 func (o *observer) messagePageView(ctx context.Context, id string, cursor int64) messagePage {
 	p := messagePage{GroupID: id}
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		p.Error = "Choose a valid group."
 		return p
 	}
@@ -246,7 +245,7 @@ type singleMessageView struct {
 }
 
 func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return singleMessageView{Notice: "Message is unavailable."}
 	}
 	db, err := o.dbs.group(o.dir, id)

@@ -80,19 +80,11 @@ type stamp struct {
 	Text string
 }
 
-// parseStamp reads the ISO 8601 timestamps writers store.
+// parseStamp reads the ISO 8601 timestamps writers store, ignoring
+// surrounding space.
 func parseStamp(raw string) (time.Time, bool) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return time.Time{}, false
-	}
-	raw = strings.Replace(raw, "Z", "+00:00", 1)
-	for _, layout := range []string{"2006-01-02T15:04:05.999999999-07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
-		if t, err := time.Parse(layout, raw); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
+	t, err := auditParseTime(strings.TrimSpace(raw))
+	return t, err == nil
 }
 
 // stampOf formats raw for display, with empty standing in for no value.
@@ -158,10 +150,8 @@ type memberInfo struct {
 type groupSummary struct {
 	ID              string
 	Name            string
-	Description     string
 	UpdatedAt       string
 	Members         []memberInfo
-	LatestMessageID int64
 	LatestAt        string
 	Pending         int64
 	Acknowledged    int64
@@ -183,25 +173,24 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 		return g, fmt.Errorf("connect to %s: %w", id, err)
 	}
 	defer conn.Close()
-	var name, desc, updated sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, description, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &desc, &updated)
+	var name, updated sql.NullString
+	err = conn.QueryRowContext(ctx, "SELECT name, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &updated)
 	if err != nil && err != sql.ErrNoRows {
 		return g, fmt.Errorf("read metadata of %s: %w", id, err)
 	}
-	g.Name, g.Description, g.UpdatedAt = name.String, desc.String, updated.String
+	g.Name, g.UpdatedAt = name.String, updated.String
 	if g.Name == "" {
 		g.Name = "Untitled group"
 	}
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
 	}
-	var latestID sql.NullInt64
 	var latestAt sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT id, created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestID, &latestAt)
+	err = conn.QueryRowContext(ctx, "SELECT created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestAt)
 	if err != nil && err != sql.ErrNoRows {
 		return g, fmt.Errorf("read latest message of %s: %w", id, err)
 	}
-	g.LatestMessageID, g.LatestAt = latestID.Int64, latestAt.String
+	g.LatestAt = latestAt.String
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
 	err = conn.QueryRowContext(ctx, "SELECT "+
@@ -406,7 +395,11 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		}
 		return strings.ToLower(v.Rows[i].Name) < strings.ToLower(v.Rows[j].Name)
 	})
-	rel := o.reliability(ctx)
+	audit, err := o.readAuditSchema(ctx)
+	if err != nil {
+		audit = nil
+	}
+	rel := o.reliabilityOf(ctx, audit)
 	v.Reliability = rel
 	toolCalls, errorRate := "—", "—"
 	if rel.Available {
@@ -440,13 +433,13 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
 	}
 	v.PriorityNote = strings.Join(parts, " · ")
-	if meta, ok := o.auditMetadata(ctx); ok {
+	if meta, ok := auditMetadata(ctx, audit); ok {
 		v.AuditEnabled = true
 		v.AuditSince = o.stampOf(meta.EnabledAt, "")
 	} else if rel.Available {
 		v.AuditEnabled = true
 	}
-	v.Events = o.activity(ctx, summaries)
+	v.Events = o.activity(ctx, summaries, audit)
 	return v
 }
 
@@ -456,8 +449,9 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 const activityPage = 50
 
 // activity merges the newest messages and wakeups of every group with the
-// newest tool calls, newest first, up to overviewEventLimit.
-func (o *observer) activity(ctx context.Context, groups []groupSummary) []activityEvent {
+// newest tool calls, newest first, up to overviewEventLimit. audit is nil
+// when the audit database cannot be read.
+func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *auditSchema) []activityEvent {
 	var events []activityEvent
 	type source struct {
 		g      groupSummary
@@ -477,7 +471,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary) []activi
 				Text: "Group settings or membership changed", At: o.stampOf(g.UpdatedAt, ""), when: t})
 		}
 	}
-	events = append(events, o.toolEvents(ctx)...)
+	events = append(events, o.toolEvents(ctx, audit)...)
 	for {
 		var next []*source
 		cutoff, full := cutoffOf(events)
@@ -583,8 +577,11 @@ func firstNonEmpty(values ...string) string {
 }
 
 // toolEvents reads the newest audit rows as activity events.
-func (o *observer) toolEvents(ctx context.Context) []activityEvent {
-	calls, err := o.readToolCalls(ctx, auditFilter{}, overviewEventLimit)
+func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEvent {
+	if a == nil {
+		return nil
+	}
+	calls, err := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit)
 	if err != nil {
 		return nil
 	}
@@ -604,22 +601,51 @@ func (o *observer) toolEvents(ctx context.Context) []activityEvent {
 	return out
 }
 
+// auditSchema is the audit database's handle with its table names and the
+// columns of tool_calls (empty without that table). A request reads it once
+// and passes it to every reader of the audit database, instead of each
+// reader opening the file and listing tables again.
+type auditSchema struct {
+	db      *sql.DB
+	tables  map[string]bool
+	columns map[string]bool
+}
+
+// readAuditSchema opens the audit database and lists its tables and
+// tool_calls columns.
+func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
+	db, err := o.dbs.audit(o.dir)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := tableNames(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditSchema{db: db, tables: tables, columns: map[string]bool{}}
+	if tables["tool_calls"] {
+		if a.columns, err = columnNames(ctx, db, "tool_calls"); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
 // auditMeta is the audit database's metadata row.
 type auditMeta struct {
-	SchemaVersion int64
-	EnabledAt     string
-	LastCleanup   string
-	Retention     string
+	EnabledAt   string
+	LastCleanup string
+	Retention   string
 }
 
 // auditMetadata reads the metadata row; ok is false when auditing was never
-// enabled (the file may still hold the group catalog).
-func (o *observer) auditMetadata(ctx context.Context) (auditMeta, bool) {
+// enabled (the file may still hold the group catalog) or a is nil.
+func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 	var m auditMeta
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
+	if a == nil {
 		return m, false
 	}
+	db := a.db
 	cols, err := columnNames(ctx, db, "metadata")
 	if err != nil || len(cols) == 0 {
 		return m, false
@@ -628,45 +654,43 @@ func (o *observer) auditMetadata(ctx context.Context) (auditMeta, bool) {
 	if cols["retention_setting"] {
 		retention = "retention_setting"
 	}
-	var version sql.NullInt64
 	var enabled, cleanup, ret sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT schema_version, audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
-		Scan(&version, &enabled, &cleanup, &ret)
+	err = db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
+		Scan(&enabled, &cleanup, &ret)
 	if err != nil {
 		return m, false
 	}
-	return auditMeta{SchemaVersion: version.Int64, EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
+	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
 }
 
-// reliability summarises all audit history from the coarsest rollup (or the
-// raw rows of a version-1 database) and lists the 100 newest failures.
+// reliability reads the audit schema and summarises it with reliabilityOf.
 func (o *observer) reliability(ctx context.Context) reliabilityView {
-	v := reliabilityView{ErrorRate: "—", P95: "—"}
-	db, err := o.dbs.audit(o.dir)
+	a, err := o.readAuditSchema(ctx)
 	if err != nil {
+		a = nil
+	}
+	return o.reliabilityOf(ctx, a)
+}
+
+// reliabilityOf summarises all audit history from the coarsest rollup (or
+// the raw rows of a version-1 database) and lists the 100 newest failures.
+// a is nil when the audit database cannot be read.
+func (o *observer) reliabilityOf(ctx context.Context, a *auditSchema) reliabilityView {
+	v := reliabilityView{ErrorRate: "—", P95: "—"}
+	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
-	tables, err := tableNames(ctx, db)
-	if err != nil || !tables["tool_calls"] {
+	coarsest := auditResolutions[len(auditResolutions)-1]
+	agg, hist, _, err := readAggregates(ctx, a, auditFilter{}, coarsest.suffix, coarsest.seconds)
+	if err != nil {
 		return v
 	}
 	var calls, errs int64
-	var hist []latencyCount
-	if tables["analytics_30d"] && tables["analytics_latency_30d"] {
-		err = db.QueryRowContext(ctx, "SELECT COALESCE(SUM(call_count), 0), COALESCE(SUM(error_count), 0) FROM analytics_30d").Scan(&calls, &errs)
-		if err == nil {
-			hist, err = readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_30d GROUP BY latency_bucket")
-		}
-	} else {
-		err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(outcome = 'error'), 0) FROM tool_calls").Scan(&calls, &errs)
-		if err == nil {
-			hist, err = rawLatency(ctx, db, "SELECT duration_ms, COUNT(*) FROM tool_calls GROUP BY duration_ms")
-		}
+	for _, a := range agg {
+		calls += a.Calls
+		errs += a.Errors
 	}
-	if err != nil {
-		return v
-	}
-	rows, err := db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
+	rows, err := a.db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
 	if err != nil {
 		return v
 	}
@@ -713,36 +737,6 @@ func readLatency(ctx context.Context, db queryer, query string, args ...any) ([]
 	return out, rows.Err()
 }
 
-// rawLatency builds the rollups' histogram from raw durations.
-func rawLatency(ctx context.Context, db queryer, query string, args ...any) ([]latencyCount, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read durations: %w", err)
-	}
-	defer rows.Close()
-	var out []latencyCount
-	for rows.Next() {
-		var d, n int64
-		if err := rows.Scan(&d, &n); err != nil {
-			return nil, fmt.Errorf("read durations: %w", err)
-		}
-		out = append(out, latencyCount{Bucket: latencyBucket(d), Count: n})
-	}
-	return out, rows.Err()
-}
-
-// latencyBucket mirrors the writer's bucketing of one duration.
-func latencyBucket(ms int64) string {
-	if ms <= 1000 {
-		return fmt.Sprintf("exact:%d", ms)
-	}
-	k := 0
-	for v := ms; v > 1; v >>= 1 {
-		k++
-	}
-	return fmt.Sprintf("log:%d", k)
-}
-
 // latencyValue is the representative milliseconds of a bucket.
 func latencyValue(bucket string) int64 {
 	kind, num, _ := strings.Cut(bucket, ":")
@@ -777,9 +771,10 @@ func percentile(hist []latencyCount, p float64) (int64, bool) {
 }
 
 // groupFileExists reports whether a group's database file is present, which
-// is how the dashboard tells a deleted group.
+// is how the dashboard tells a deleted group. It is store.groupExists for a
+// directory without a store.
 func (o *observer) groupFileExists(id string) bool {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return false
 	}
 	info, err := os.Stat(groupPath(o.dir, id))

@@ -38,8 +38,9 @@ type observer struct {
 	// at a time (the baseline before serving, then the poll loop).
 	markers     map[string][4]int64
 	latestAudit int64
-	auditKnown  bool
-	polled      bool
+	// polled is set once a poll has read every group and the audit id, so
+	// later polls can tell news from the baseline.
+	polled bool
 }
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
@@ -388,14 +389,11 @@ func (o *observer) pollOnce() {
 	if err != nil {
 		return
 	}
-	if o.auditKnown && ok && latest != o.latestAudit {
+	if o.polled && ok && latest != o.latestAudit {
 		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
 	}
+	// latestAuditID returns 0 whenever ok is false.
 	o.latestAudit = latest
-	if !ok {
-		o.latestAudit = 0
-	}
-	o.auditKnown = true
 	o.polled = true
 }
 
@@ -459,22 +457,18 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	path := r.URL.Path
-	if strings.HasPrefix(path, "/static/") {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
-			return
-		}
-		o.static.ServeHTTP(w, r)
-		return
-	}
 	if path == "/api/storage/reclaim" || path == "/api/storage/delete-history" {
 		o.serveStorageAction(w, r)
 		return
 	}
+	// Everything else, static assets included, is read-only.
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
+		return
+	}
+	if strings.HasPrefix(path, "/static/") {
+		o.static.ServeHTTP(w, r)
 		return
 	}
 	q := r.URL.Query()
@@ -491,7 +485,7 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
 	case "/fragments/overview-group-row":
 		id := q.Get("group_id")
-		if !validGroupID(id) {
+		if validateGroupID(id) != nil {
 			o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
 			return
 		}

@@ -67,7 +67,7 @@ func seedLoad(tb testing.TB, groups, perGroup, auditRows int) (*observeFixture, 
 			return nil
 		})
 	}
-	fx.exec(observabilityFile, func(tx *sql.Tx) error {
+	fx.exec(catalogFileName, func(tx *sql.Tx) error {
 		if _, err := tx.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 			INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, error_category)
 			SELECT strftime('%Y-%m-%dT%H:%M:%S+00:00', ? + i * 6, 'unixepoch'), i,
@@ -76,13 +76,13 @@ func seedLoad(tb testing.TB, groups, perGroup, auditRows int) (*observeFixture, 
 			       CASE WHEN i % 37 = 0 THEN 'validation' END FROM n`, auditRows, base, ids[0]); err != nil {
 			return err
 		}
-		for _, tier := range rollupTiers {
-			bucket := fmt.Sprintf("(CAST(strftime('%%s', occurred_at) AS INTEGER) / %d * %d)", tier.Seconds, tier.Seconds)
+		for _, tier := range auditResolutions {
+			bucket := fmt.Sprintf("(CAST(strftime('%%s', occurred_at) AS INTEGER) / %d * %d)", tier.seconds, tier.seconds)
 			dims := "tool_name, COALESCE(group_id, ''), COALESCE(context_id, ''), COALESCE(name, ''), outcome, COALESCE(error_category, '')"
-			if _, err := tx.Exec("INSERT INTO analytics_" + tier.Name + " SELECT " + bucket + ", " + dims + ", COUNT(*), SUM(outcome = 'error'), SUM(duration_ms) FROM tool_calls GROUP BY 1, 2, 3, 4, 5, 6, 7"); err != nil {
+			if _, err := tx.Exec("INSERT INTO analytics_" + tier.suffix + " SELECT " + bucket + ", " + dims + ", COUNT(*), SUM(outcome = 'error'), SUM(duration_ms) FROM tool_calls GROUP BY 1, 2, 3, 4, 5, 6, 7"); err != nil {
 				return err
 			}
-			if _, err := tx.Exec("INSERT INTO analytics_latency_" + tier.Name + " SELECT " + bucket + ", " + dims + ", 'exact:' || duration_ms, COUNT(*) FROM tool_calls GROUP BY 1, 2, 3, 4, 5, 6, 7, 8"); err != nil {
+			if _, err := tx.Exec("INSERT INTO analytics_latency_" + tier.suffix + " SELECT " + bucket + ", " + dims + ", 'exact:' || duration_ms, COUNT(*) FROM tool_calls GROUP BY 1, 2, 3, 4, 5, 6, 7, 8"); err != nil {
 				return err
 			}
 		}

@@ -68,9 +68,9 @@ CREATE INDEX tool_calls_by_outcome_and_occurred_at ON tool_calls(outcome, occurr
 CREATE TABLE tool_call_group_names (tool_call_id INTEGER PRIMARY KEY, group_name TEXT NOT NULL);
 CREATE TABLE analytics_filter_values (field TEXT NOT NULL, value TEXT NOT NULL, label TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(field, value));
 `)
-	for _, t := range rollupTiers {
-		fmt.Fprintf(&b, "CREATE TABLE analytics_%s (bucket_start INTEGER NOT NULL, %s, call_count INTEGER NOT NULL, error_count INTEGER NOT NULL, duration_sum_ms INTEGER NOT NULL, PRIMARY KEY (%s));\n", t.Name, dims, key)
-		fmt.Fprintf(&b, "CREATE TABLE analytics_latency_%s (bucket_start INTEGER NOT NULL, %s, latency_bucket TEXT NOT NULL, sample_count INTEGER NOT NULL, PRIMARY KEY (%s, latency_bucket));\n", t.Name, dims, key)
+	for _, t := range auditResolutions {
+		fmt.Fprintf(&b, "CREATE TABLE analytics_%s (bucket_start INTEGER NOT NULL, %s, call_count INTEGER NOT NULL, error_count INTEGER NOT NULL, duration_sum_ms INTEGER NOT NULL, PRIMARY KEY (%s));\n", t.suffix, dims, key)
+		fmt.Fprintf(&b, "CREATE TABLE analytics_latency_%s (bucket_start INTEGER NOT NULL, %s, latency_bucket TEXT NOT NULL, sample_count INTEGER NOT NULL, PRIMARY KEY (%s, latency_bucket));\n", t.suffix, dims, key)
 	}
 	b.WriteString("PRAGMA user_version = 2;\n")
 	return b.String()
@@ -153,8 +153,8 @@ func (f *observeFixture) group(name, description string, at time.Time, members .
 		_, err := tx.Exec("UPDATE group_state SET member_revision = member_revision + 1, metadata_revision = metadata_revision + 1")
 		return err
 	})
-	f.script(observabilityFile, catalogSchema)
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.script(catalogFileName, catalogSchema)
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		_, err := tx.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", id, name, description, ts, ts)
 		return err
 	})
@@ -221,8 +221,8 @@ func (f *observeFixture) wakeup(id string, messageID int64, contextID string, at
 func (f *observeFixture) enableAudit(at time.Time) {
 	f.t.Helper()
 	f.mkdir()
-	f.script(observabilityFile, "PRAGMA auto_vacuum=INCREMENTAL;"+catalogSchema+auditSchemaV2())
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.script(catalogFileName, "PRAGMA auto_vacuum=INCREMENTAL;"+catalogSchema+auditSchemaV2())
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		ts := formatTimestamp(at)
 		_, err := tx.Exec("INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, last_retention_cleanup_at, retention_setting) VALUES (1, 2, ?, ?, NULL, 'inf')", ts, ts)
 		return err
@@ -242,7 +242,7 @@ type fixtureCall struct {
 // writer does, in one transaction.
 func (f *observeFixture) calls(calls ...fixtureCall) {
 	f.t.Helper()
-	f.exec(observabilityFile, func(tx *sql.Tx) error {
+	f.exec(catalogFileName, func(tx *sql.Tx) error {
 		for _, c := range calls {
 			outcome := firstNonEmpty(c.Outcome, "success")
 			res, err := tx.Exec("INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, error_category) VALUES (?, '1', ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''))",
@@ -260,17 +260,17 @@ func (f *observeFixture) calls(calls ...fixtureCall) {
 			if outcome == "error" {
 				errs = 1
 			}
-			for _, tier := range rollupTiers {
-				bucket := c.At.Unix() / tier.Seconds * tier.Seconds
+			for _, tier := range auditResolutions {
+				bucket := c.At.Unix() / tier.seconds * tier.seconds
 				dims := []any{bucket, c.Tool, c.Group, c.Context, c.Caller, outcome, c.Category}
-				if _, err := tx.Exec("INSERT INTO analytics_"+tier.Name+"(bucket_start, tool_name, group_id, context_id, name, outcome, error_category, call_count, error_count, duration_sum_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "+
+				if _, err := tx.Exec("INSERT INTO analytics_"+tier.suffix+"(bucket_start, tool_name, group_id, context_id, name, outcome, error_category, call_count, error_count, duration_sum_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) "+
 					"ON CONFLICT(bucket_start, tool_name, group_id, context_id, name, outcome, error_category) DO UPDATE SET call_count = call_count + 1, error_count = error_count + excluded.error_count, duration_sum_ms = duration_sum_ms + excluded.duration_sum_ms",
 					append(dims, errs, c.Duration)...); err != nil {
 					return err
 				}
-				if _, err := tx.Exec("INSERT INTO analytics_latency_"+tier.Name+"(bucket_start, tool_name, group_id, context_id, name, outcome, error_category, latency_bucket, sample_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1) "+
+				if _, err := tx.Exec("INSERT INTO analytics_latency_"+tier.suffix+"(bucket_start, tool_name, group_id, context_id, name, outcome, error_category, latency_bucket, sample_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1) "+
 					"ON CONFLICT(bucket_start, tool_name, group_id, context_id, name, outcome, error_category, latency_bucket) DO UPDATE SET sample_count = sample_count + 1",
-					append(dims, latencyBucket(c.Duration))...); err != nil {
+					append(dims, auditLatencyBucket(c.Duration))...); err != nil {
 					return err
 				}
 			}

@@ -412,7 +412,7 @@ func TestHostAndCSRFRejection(t *testing.T) {
 // countRows counts a table's rows in observability.sqlite3.
 func countRows(t testing.TB, dir, table string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
+	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,14 +488,14 @@ func TestStorageActions(t *testing.T) {
 	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "No audit database exists yet.") {
 		t.Errorf("reclaim without a database got %d %q; want 409", rec.Code, rec.Body.String())
 	}
-	if _, err := os.Stat(filepath.Join(empty.dir, observabilityFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(empty.dir, catalogFileName)); !os.IsNotExist(err) {
 		t.Error("a storage action created observability.sqlite3")
 	}
 }
 
 func freelist(t testing.TB, dir string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
+	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +670,7 @@ func TestDisabledAuditStates(t *testing.T) {
 	cases := map[string]func(fx *observeFixture) string{
 		"no observability file": func(fx *observeFixture) string {
 			id := fx.group("Solo", "", time.Now(), fixtureMember{"a", "A"})
-			os.Remove(filepath.Join(fx.dir, observabilityFile))
+			os.Remove(filepath.Join(fx.dir, catalogFileName))
 			return id
 		},
 		"catalog only": func(fx *observeFixture) string {
@@ -758,7 +758,7 @@ func TestDeletedGroupStates(t *testing.T) {
 func TestVersion1AuditDatabase(t *testing.T) {
 	fx := newObserveFixture(t)
 	fx.mkdir()
-	fx.script(observabilityFile, `CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, tool_name TEXT NOT NULL, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, error_category TEXT);
+	fx.script(catalogFileName, `CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, tool_name TEXT NOT NULL, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, error_category TEXT);
 INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms, error_category) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17, 'validation');`)
 	obs := newTestObserver(t, fx.dir, time.Second)
 	rel := obs.reliability(context.Background())
@@ -1124,10 +1124,10 @@ func TestObserveReadsOriginalsDatabases(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "groups")
 	const id = "grp_cadcd261ac1a428b90ccb8b7c8633132"
 	copyFile(t, filepath.Join("testdata", "interop", id+".sqlite3"), groupPath(dir, id))
-	copyFile(t, filepath.Join("testdata", "audit", "original.sqlite3"), filepath.Join(dir, observabilityFile))
+	copyFile(t, filepath.Join("testdata", "audit", "original.sqlite3"), filepath.Join(dir, catalogFileName))
 	obs := newTestObserver(t, dir, time.Second)
 
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
+	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,21 +37,14 @@ type readOnlyEntry struct {
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
 
-// observabilityFile is the catalog and audit database's name.
-const observabilityFile = "observability.sqlite3"
-
 var groupFilePattern = regexp.MustCompile(`^grp_[0-9a-f]{32}\.sqlite3$`)
 
 func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
 }
 
-// validGroupID reports whether id has the shape of a group id, which is also
-// what keeps it from naming any other path.
-func validGroupID(id string) bool {
-	return groupFilePattern.MatchString(id + ".sqlite3")
-}
-
+// groupPath is store.groupPath for the dashboard, which has a directory but
+// no store; id must already be a valid group id.
 func groupPath(dir, id string) string {
 	return filepath.Join(dir, id+".sqlite3")
 }
@@ -59,12 +52,10 @@ func groupPath(dir, id string) string {
 // readOnlyDSN opens path with mode=ro (which never creates a file) and
 // query_only, so no statement from this process can write. The busy timeout
 // stays short: a locked group is skipped and shown again on the next poll.
+// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
+// the dashboard's read-only handles never do.
 func readOnlyDSN(path string) string {
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(100)")
-	q.Add("_pragma", "query_only(1)")
-	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }
 
 // checkedFile returns the file information of an allowed database below dir:
@@ -72,7 +63,7 @@ func readOnlyDSN(path string) string {
 // that leads outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
-	if name != observabilityFile && !groupFilePattern.MatchString(name) {
+	if name != catalogFileName && !groupFilePattern.MatchString(name) {
 		return nil, fmt.Errorf("database name %q is not allowed", name)
 	}
 	info, err := os.Stat(path)
@@ -149,7 +140,7 @@ func (p *readOnlyPool) closeAll() {
 
 // group returns a handle for a group database.
 func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
-	if !validGroupID(id) {
+	if validateGroupID(id) != nil {
 		return nil, fmt.Errorf("invalid group id %q", id)
 	}
 	return p.get(dir, groupPath(dir, id))
@@ -157,7 +148,7 @@ func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
 
 // audit returns a handle for observability.sqlite3.
 func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
-	return p.get(dir, filepath.Join(dir, observabilityFile))
+	return p.get(dir, filepath.Join(dir, catalogFileName))
 }
 
 // groupRevisions reads the four group_state counters writers bump.
@@ -290,7 +281,7 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 	for rows.Next() {
 		var id string
 		var name sql.NullString
-		if rows.Scan(&id, &name) == nil && validGroupID(id) {
+		if rows.Scan(&id, &name) == nil && validateGroupID(id) == nil {
 			names[id] = name.String
 		}
 	}

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 )
@@ -14,7 +14,6 @@ type storageView struct {
 	Available bool
 	Notice    string
 	Details   []metric
-	CSRFToken string
 }
 
 // formatBytes renders a size as the original does: "80.0 KiB".
@@ -33,22 +32,19 @@ func formatBytes(n int64) string {
 }
 
 func (o *observer) storageView(ctx context.Context) storageView {
-	v := storageView{CSRFToken: o.csrfToken}
-	path := filepath.Join(o.dir, observabilityFile)
-	db, err := o.dbs.audit(o.dir)
-	if err != nil {
+	var v storageView
+	path := filepath.Join(o.dir, catalogFileName)
+	a, err := o.readAuditSchema(ctx)
+	if errors.Is(err, errNoDatabase) {
 		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
-		if err != errNoDatabase {
-			v.Notice = "Audit storage is temporarily unavailable; retry shortly."
-		}
 		return v
 	}
-	tables, err := tableNames(ctx, db)
 	if err != nil {
 		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
 		return v
 	}
-	if !tables["tool_calls"] {
+	db := a.db
+	if !a.tables["tool_calls"] {
 		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
 		return v
 	}
@@ -64,7 +60,7 @@ func (o *observer) storageView(ctx context.Context) storageView {
 		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
 		return v
 	}
-	meta, _ := o.auditMetadata(ctx)
+	meta, _ := auditMetadata(ctx, a)
 	retention := firstNonEmpty(meta.Retention, "unknown (legacy audit database)")
 	v.Available = true
 	v.Details = []metric{
@@ -78,23 +74,14 @@ func (o *observer) storageView(ctx context.Context) storageView {
 	return v
 }
 
-// auditWriteDSN opens the existing audit database for one of the two
-// maintenance actions; mode=rw fails instead of creating a missing file.
-func auditWriteDSN(path string) string {
-	q := url.Values{}
-	q.Set("mode", "rw")
-	q.Add("_pragma", "busy_timeout(100)")
-	q.Set("_txlock", "immediate")
-	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-}
-
-// openAuditForWrite opens observability.sqlite3 read-write, if it exists.
+// openAuditForWrite opens observability.sqlite3 read-write, if it exists;
+// mode=rw fails instead of creating a missing file.
 func openAuditForWrite(dir string) (*sql.DB, string, error) {
-	path := filepath.Join(dir, observabilityFile)
+	path := filepath.Join(dir, catalogFileName)
 	if _, err := checkedFile(dir, path); err != nil {
 		return nil, "No audit database exists yet.", err
 	}
-	db, err := sql.Open("sqlite", auditWriteDSN(path))
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
 	if err != nil {
 		return nil, "Audit storage is busy; retry later.", fmt.Errorf("open audit database: %w", err)
 	}
