@@ -267,7 +267,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		if r.GroupID != "" {
 			gone, ok := deleted[r.GroupID]
 			if !ok {
-				gone = !o.groupFileExists(r.GroupID)
+				gone = !groupExists(o.dir, r.GroupID)
 				deleted[r.GroupID] = gone
 			}
 			r.Deleted = gone
@@ -544,7 +544,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 	}
 	found := false
 	for _, g := range groups {
-		deleted := !o.groupFileExists(g.id)
+		deleted := !groupExists(o.dir, g.id)
 		label := g.label
 		if label == "" || label == g.id {
 			if deleted {

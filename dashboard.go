@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -399,7 +398,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	if err != nil {
 		audit = nil
 	}
-	rel := o.reliabilityOf(ctx, audit)
+	rel := o.reliability(ctx, audit)
 	v.Reliability = rel
 	toolCalls, errorRate := "—", "—"
 	if rel.Available {
@@ -663,19 +662,10 @@ func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
 }
 
-// reliability reads the audit schema and summarises it with reliabilityOf.
-func (o *observer) reliability(ctx context.Context) reliabilityView {
-	a, err := o.readAuditSchema(ctx)
-	if err != nil {
-		a = nil
-	}
-	return o.reliabilityOf(ctx, a)
-}
-
-// reliabilityOf summarises all audit history from the coarsest rollup (or
+// reliability summarises all audit history from the coarsest rollup (or
 // the raw rows of a version-1 database) and lists the 100 newest failures.
 // a is nil when the audit database cannot be read.
-func (o *observer) reliabilityOf(ctx context.Context, a *auditSchema) reliabilityView {
+func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityView {
 	v := reliabilityView{ErrorRate: "—", P95: "—"}
 	if a == nil || !a.tables["tool_calls"] {
 		return v
@@ -768,17 +758,6 @@ func percentile(hist []latencyCount, p float64) (int64, bool) {
 		}
 	}
 	return latencyValue(sorted[len(sorted)-1].Bucket), true
-}
-
-// groupFileExists reports whether a group's database file is present, which
-// is how the dashboard tells a deleted group. It is store.groupExists for a
-// directory without a store.
-func (o *observer) groupFileExists(id string) bool {
-	if validateGroupID(id) != nil {
-		return false
-	}
-	info, err := os.Stat(groupPath(o.dir, id))
-	return err == nil && info.Mode().IsRegular()
 }
 
 func (o *observer) dashboardView(ctx context.Context) dashboardView {

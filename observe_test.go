@@ -761,7 +761,11 @@ func TestVersion1AuditDatabase(t *testing.T) {
 	fx.script(catalogFileName, `CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, tool_name TEXT NOT NULL, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, error_category TEXT);
 INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms, error_category) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17, 'validation');`)
 	obs := newTestObserver(t, fx.dir, time.Second)
-	rel := obs.reliability(context.Background())
+	audit, err := obs.readAuditSchema(context.Background())
+	if err != nil {
+		t.Fatalf("read audit schema: %v", err)
+	}
+	rel := obs.reliability(context.Background(), audit)
 	if got := fmt.Sprint(rel.Calls, " ", rel.ErrorRate, " ", rel.P95); got != "1 100.0% 17 ms p95" {
 		t.Errorf("got reliability %q; want %q", got, "1 100.0% 17 ms p95")
 	}

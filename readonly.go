@@ -43,12 +43,6 @@ func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
 }
 
-// groupPath is store.groupPath for the dashboard, which has a directory but
-// no store; id must already be a valid group id.
-func groupPath(dir, id string) string {
-	return filepath.Join(dir, id+".sqlite3")
-}
-
 // readOnlyDSN opens path with mode=ro (which never creates a file) and
 // query_only, so no statement from this process can write. The busy timeout
 // stays short: a locked group is skipped and shown again on the next poll.

@@ -283,7 +283,12 @@ func validateGroupID(id string) error {
 	return nil
 }
 
-func (s *store) groupPath(id string) string { return filepath.Join(s.dir, id+".sqlite3") }
+func (s *store) groupPath(id string) string { return groupPath(s.dir, id) }
+
+// groupPath is the database file of group id in dir; id must already be a
+// valid group id. The dashboard, which has a directory but no store, uses it
+// directly.
+func groupPath(dir, id string) string { return filepath.Join(dir, id+".sqlite3") }
 
 func groupNotFound(id string) error {
 	return &toolError{category: categoryNotFound,
@@ -385,11 +390,15 @@ func (s *store) forget(id string) {
 }
 
 // groupExists reports whether the database file of a valid group id exists.
-func (s *store) groupExists(id string) bool {
+func (s *store) groupExists(id string) bool { return groupExists(s.dir, id) }
+
+// groupExists reports whether dir holds the database file of a valid group
+// id; the dashboard tells a deleted group by it.
+func groupExists(dir, id string) bool {
 	if validateGroupID(id) != nil {
 		return false
 	}
-	info, err := os.Stat(s.groupPath(id))
+	info, err := os.Stat(groupPath(dir, id))
 	return err == nil && info.Mode().IsRegular()
 }
 
