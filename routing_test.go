@@ -160,9 +160,11 @@ func TestSubscriptionPolling(t *testing.T) {
 	m.poll()
 	rec.setFail(false)
 	var notified *string
-	s.store.withGroup(g, func(db *sql.DB) error {
+	if err := s.store.withGroup(g, func(db *sql.DB) error {
 		return db.QueryRow("SELECT last_notified_at FROM wakeup_events WHERE context_id = 'bob'").Scan(&notified)
-	})
+	}); err != nil {
+		t.Fatalf("read bob's wakeup: %v", err)
+	}
 	if notified != nil {
 		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
 	}
