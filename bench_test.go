@@ -189,7 +189,9 @@ func benchSends(b *testing.B, runLimit int) {
 		}
 	}()
 	for range b.N {
-		if line := ps.response(); bytes.Contains(line, []byte(`\"error\"`)) {
+		// The suffix check rejects JSON-RPC errors as well as tool errors
+		// without decoding the line.
+		if line := ps.response(); bytes.Contains(line, []byte(`\"error\"`)) || !bytes.HasSuffix(bytes.TrimSpace(line), []byte(`"isError": false}}`)) {
 			b.Fatalf("send_message: got %.300s; want success", line)
 		}
 	}
