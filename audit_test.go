@@ -1051,6 +1051,7 @@ func TestAuditServerEnvironment(t *testing.T) {
 	t.Run("unset records nothing", func(t *testing.T) {
 		dir := t.TempDir()
 		t.Setenv("CROSSTALK_GROUPS_DIR", dir)
+		t.Setenv(auditRetentionVar, "")
 		os.Unsetenv(auditRetentionVar)
 		var stdout, stderr bytes.Buffer
 		if code := run(nil, strings.NewReader(script), &stdout, &stderr); code != 0 {
