@@ -338,6 +338,10 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("body lacks %q", w)
 				}
 			}
+			// An HTML row that expects nothing renders the "empty" template.
+			if tt.ctype == "text/html" && tt.want == nil && body != "" {
+				t.Errorf("got body %.200q; want empty", body)
+			}
 		})
 	}
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/fragments/overview", nil)
@@ -749,7 +753,8 @@ func TestDeletedGroupStates(t *testing.T) {
 	}
 	for _, c := range checks {
 		code, body, _ := get(t, obs, c.path)
-		if code != c.status || !strings.Contains(body, c.want) {
+		// An empty want means the "empty" template: the body must be empty.
+		if code != c.status || !strings.Contains(body, c.want) || (c.want == "" && body != "") {
 			t.Errorf("%s got %d %.300q; want %d containing %q", c.path, code, body, c.status, c.want)
 		}
 	}
