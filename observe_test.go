@@ -520,13 +520,43 @@ func TestEscaping(t *testing.T) {
 	fx.messages(id, fixtureMessage{Sender: "<ctx>", SenderName: "<i>Sender</i>", Content: "<script>alert(1)</script>", At: now, Priority: "<u>p</u>"})
 	fx.calls(fixtureCall{At: now, Tool: "<svg onload=alert(3)>", Group: id, GroupName: evil, Caller: "<script>c</script>", Duration: 1})
 	obs := newTestObserver(t, fx.dir, time.Second)
-	for _, path := range []string{"/", "/fragments/overview", "/fragments/chats", "/fragments/chat?group_id=" + id, "/fragments/messages?group_id=" + id,
-		"/fragments/message?group_id=" + id + "&message_id=1", "/fragments/analytics", "/fragments/overview-group-row?group_id=" + id} {
-		t.Run(path, func(t *testing.T) {
-			_, body, _ := get(t, obs, path)
+	const (
+		group    = "&lt;img src=x onerror=alert(1)&gt;"
+		desc     = "&#34;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+		member   = "&lt;b&gt;bold&lt;/b&gt;"
+		sender   = "&lt;i&gt;Sender&lt;/i&gt;"
+		message  = "&lt;script&gt;alert(1)&lt;/script&gt;"
+		priority = "&lt;u&gt;p&lt;/u&gt;"
+		tool     = "&lt;svg onload=alert(3)&gt;"
+		caller   = "&lt;script&gt;c&lt;/script&gt;"
+	)
+	tests := []struct {
+		path    string
+		escaped []string
+	}{
+		{"/", []string{group, tool, sender, message, priority}},
+		{"/fragments/overview", []string{group, tool, sender, message, priority}},
+		{"/fragments/chats", []string{group, desc, member, sender, message, priority}},
+		{"/fragments/chat?group_id=" + id, []string{group, desc, member, sender, message, priority}},
+		{"/fragments/messages?group_id=" + id, []string{sender, message, priority}},
+		{"/fragments/message?group_id=" + id + "&message_id=1", []string{sender, message, priority}},
+		{"/fragments/analytics", []string{group, tool, caller}},
+		{"/fragments/overview-group-row?group_id=" + id, []string{group}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, body, _ := get(t, obs, tt.path)
+			if code != http.StatusOK {
+				t.Fatalf("got status %d; want 200 (body %.200q)", code, body)
+			}
 			for _, raw := range []string{"<script>alert", "<img src=x", "<svg onload", "<script>c", "<i>Sender", "<b>bold", "<u>p"} {
 				if strings.Contains(body, raw) {
 					t.Errorf("body contains live markup %q", raw)
+				}
+			}
+			for _, e := range tt.escaped {
+				if !strings.Contains(body, e) {
+					t.Errorf("body lacks the escaped form %q", e)
 				}
 			}
 		})
