@@ -102,24 +102,6 @@ type notification struct {
 	Relevance string `json:"relevance"`
 }
 
-// syncBuffer collects a process's stderr while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // mcpProcess is a running crosstalk-mcp binary driven over its stdio: one
 // goroutine reads stdout, routing responses to the request that waits for
 // them and collecting notifications, which arrive interleaved.

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -170,24 +169,6 @@ func TestListenObserverPorts(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an io.Writer safe to read while runObserve writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "missing-groups")
 	free, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -205,7 +186,7 @@ func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
 	defer func() { openBrowser, observeSignals = restoreOpen, restoreSignals }()
 
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runObserve([]string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir}, &stdout, &stderr)
@@ -1116,7 +1097,7 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 	restoreSignals := observeSignals
 	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
 	defer func() { observeSignals = restoreSignals }()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- runObserve([]string{"--silent", "--groups-dir", t.TempDir()}, &stdout, &stderr) }()
 	deadline := time.Now().Add(5 * time.Second)
