@@ -460,23 +460,14 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
+		release := holdWriteLock(t, path)
 		var stderr bytes.Buffer
 		a, err := openAuditLog(dir, auditInf, &stderr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.close()
-		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-			t.Fatal(err)
-		}
+		release()
 		if got := auditInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
 			t.Fatalf("got %d analytics tables after a failed upgrade; want 0", got)
 		}
@@ -813,21 +804,14 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		}
 		defer a.close()
 		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
+		release := holdWriteLock(t, filepath.Join(dir, auditDatabaseName))
 		for range 2 {
 			call, attempt := observeOne(a)
 			if call > 50*time.Millisecond || attempt > 2*time.Second {
 				t.Fatalf("a locked audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
 			}
 		}
-		conn.ExecContext(context.Background(), "ROLLBACK")
+		release()
 		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
 			t.Fatalf("got %d rows while locked; want 0", got)
 		}
@@ -1091,19 +1075,12 @@ func TestAuditLockedDuringToolCall(t *testing.T) {
 	a.flush()
 	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
 	before := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls")
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, filepath.Join(dir, auditDatabaseName))
 	start := time.Now()
 	reply := auditReply(t, s, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","message":"hi","caller_name":"a"}}}`)
 	elapsed := time.Since(start)
 	a.flush()
-	conn.ExecContext(context.Background(), "ROLLBACK")
+	release()
 	out, isError := auditToolText(t, reply)
 	if isError || out["message_id"] != float64(1) || out["routing_reason"] != "fallback" {
 		t.Fatalf("got %v (isError %v); want message 1 sent normally", out, isError)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -788,30 +787,8 @@ func TestE2EBusyGroup(t *testing.T) {
 		}
 		return chans[0], time.Now()
 	}
-	// lock takes the group's write lock on a connection of the test
-	// process; a failing subtest releases it through Cleanup, so the next
-	// one is not blocked by a lock left behind.
-	lock := func(t *testing.T) *sql.Conn {
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatalf("connection: %v", err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatalf("BEGIN IMMEDIATE: %v", err)
-		}
-		t.Cleanup(func() { conn.ExecContext(context.Background(), "ROLLBACK") })
-		return conn
-	}
-	unlock := func(t *testing.T, conn *sql.Conn) {
-		if _, err := conn.ExecContext(context.Background(), "COMMIT"); err != nil {
-			t.Fatalf("COMMIT: %v", err)
-		}
-		conn.Close()
-	}
-
 	t.Run("200ms", func(t *testing.T) {
-		conn := lock(t)
+		release := holdWriteLock(t, filepath.Join(dir, gid+".sqlite3"))
 		ch, _ := send("after a short lock")
 		time.Sleep(200 * time.Millisecond)
 		select {
@@ -819,7 +796,7 @@ func TestE2EBusyGroup(t *testing.T) {
 			t.Fatalf("got answer %.200s while the group was locked; want none until it is released", msg.Result)
 		default:
 		}
-		unlock(t, conn)
+		release()
 		msg, err := p.await(ch, e2eTimeout)
 		if err != nil {
 			t.Fatal(err)
@@ -833,13 +810,13 @@ func TestE2EBusyGroup(t *testing.T) {
 	})
 
 	t.Run("beyond retry window", func(t *testing.T) {
-		conn := lock(t)
+		release := holdWriteLock(t, filepath.Join(dir, gid+".sqlite3"))
 		ch, sentAt := send("after a long lock")
 		// The lock is released 5 s after the retry window at the latest:
 		// a server that retried much longer would then succeed.
 		msg, err := p.await(ch, specRetryWindow+5*time.Second)
 		elapsed := time.Since(sentAt)
-		unlock(t, conn)
+		release()
 		if err != nil {
 			msg, err = p.await(ch, e2eTimeout)
 		}

@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -512,33 +510,6 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 	}
 }
 
-// holdWriteLock takes group g's write lock from another connection, as
-// another process would, until release is called.
-func holdWriteLock(t *testing.T, s *server, g string) (release func()) {
-	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(s.store.groupPath(g), "rw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			conn.ExecContext(context.Background(), "ROLLBACK")
-			conn.Close()
-			db.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
-
 // TestGroupCommitFailures checks runs whose shared transaction fails: each
 // send must get the answer it gets when sent alone.
 func TestGroupCommitFailures(t *testing.T) {
@@ -563,10 +534,10 @@ func TestGroupCommitFailures(t *testing.T) {
 			}
 		}, []string{"one", "boom", "three"}, []string{`\"message_id\": 1`, "Database error while processing send_message: refused", `\"message_id\": 2`}, 2, false},
 		{"a group held locked for 200 ms", func(t *testing.T, s *server) {
-			time.AfterFunc(200*time.Millisecond, holdWriteLock(t, s, g))
+			time.AfterFunc(200*time.Millisecond, holdWriteLock(t, s.store.groupPath(g)))
 		}, []string{"one", "two", "three"}, []string{`\"message_id\": 1`, `\"message_id\": 2`, `\"message_id\": 3`}, 3, false},
 		{"a group held locked past the retry window", func(t *testing.T, s *server) {
-			holdWriteLock(t, s, g)
+			holdWriteLock(t, s.store.groupPath(g))
 		}, []string{"one", "two"}, []string{"group is busy", "group is busy"}, 0, true},
 		{"a group deleted by another process", func(t *testing.T, s *server) {
 			if err := removeDatabaseFiles(s.store.groupPath(g)); err != nil {
