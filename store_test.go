@@ -241,15 +241,7 @@ func TestBusyRetry(t *testing.T) {
 			s, _ := newTestServer(t)
 			g := createGroup(t, s, "alice")
 			join(t, s, g, "alice", "Alice")
-			locker := openRaw(t, s.store.groupPath(g))
-			tx, err := locker.Begin() // IMMEDIATE via the DSN: takes the write lock
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec("UPDATE group_state SET metadata_revision = metadata_revision"); err != nil {
-				t.Fatal(err)
-			}
-			released := time.AfterFunc(tt.hold, func() { tx.Rollback() })
+			released := time.AfterFunc(tt.hold, holdWriteLock(t, s.store.groupPath(g)))
 			defer released.Stop()
 			start := time.Now()
 			out, isErr := call(t, s, "send_message", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice", "message": "hi"})
