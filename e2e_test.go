@@ -582,21 +582,7 @@ func TestE2ESubscriptionSeesOtherProcess(t *testing.T) {
 // store's own DSN, for checks and for holding locks against the server.
 func openGroupDB(tb testing.TB, dir, gid string) *sql.DB {
 	tb.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, gid+".sqlite3"), "rw"))
-	if err != nil {
-		tb.Fatalf("open %s: %v", gid, err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryInt(tb testing.TB, db *sql.DB, q string, args ...any) int64 {
-	tb.Helper()
-	var n int64
-	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return openTestDB(tb, filepath.Join(dir, gid+".sqlite3"), "rw")
 }
 
 // TestE2EConcurrentSendersLoseNothing has 8 processes, each its own member,
@@ -973,11 +959,7 @@ func TestE2ESignalEndsInOrder(t *testing.T) {
 	if code, err := p.close(); code != 0 || err != nil {
 		t.Fatalf("got exit %d (%v); want 0", code, err)
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, "observability.sqlite3"), "ro"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, filepath.Join(dir, "observability.sqlite3"), "ro")
 	if n := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); n != calls {
 		t.Errorf("got %d audit rows after SIGTERM; want %d", n, calls)
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -59,4 +62,85 @@ func holdWriteLock(tb testing.TB, path string) (release func()) {
 	}
 	tb.Cleanup(release)
 	return release
+}
+
+// openTestDB opens a connection pool of its own to the SQLite database at
+// path with the store's DSN in the given mode ("ro", "rw" or "rwc"), as
+// another process would, and closes it when the test ends.
+func openTestDB(tb testing.TB, path, mode string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", sqliteDSN(path, mode))
+	if err != nil {
+		tb.Fatalf("open %s: %v", path, err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// queryRows runs query and renders each row as one string, its columns
+// joined by "|" and NULL as "NULL".
+func queryRows(tb testing.TB, db *sql.DB, query string, args ...any) []string {
+	tb.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			tb.Fatalf("%s: %v", query, err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			switch v := v.(type) {
+			case nil:
+				parts[i] = "NULL"
+			case []byte:
+				parts[i] = string(v)
+			default:
+				parts[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
+// queryInt runs a query that returns one integer; a NULL fails the test.
+func queryInt(tb testing.TB, db *sql.DB, query string, args ...any) int64 {
+	tb.Helper()
+	var n int64
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// countRows counts a table's rows in dir's observability.sqlite3, opened
+// read-only as the dashboard opens it.
+func countRows(tb testing.TB, dir, table string) int {
+	tb.Helper()
+	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+		tb.Fatalf("count %s: %v", table, err)
+	}
+	return n
 }

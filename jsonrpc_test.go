@@ -429,7 +429,7 @@ func groupDump(t *testing.T, s *store, g string) string {
 			"SELECT rowid FROM message_search WHERE message_search MATCH 'ell' ORDER BY rowid",
 			"PRAGMA integrity_check",
 		} {
-			fmt.Fprintf(&b, "%s:\n%s\n", q, strings.Join(auditRows(t, db, q), "\n"))
+			fmt.Fprintf(&b, "%s:\n%s\n", q, strings.Join(queryRows(t, db, q), "\n"))
 		}
 		return nil
 	})

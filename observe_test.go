@@ -394,21 +394,6 @@ func TestHostAndCSRFRejection(t *testing.T) {
 	}
 }
 
-// countRows counts a table's rows in observability.sqlite3.
-func countRows(t testing.TB, dir, table string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, observabilityFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
-		t.Fatalf("count %s: %v", table, err)
-	}
-	return n
-}
-
 func TestStorageActions(t *testing.T) {
 	fx := newObserveFixture(t)
 	id := seedBasic(fx, time.Now())
