@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -890,12 +889,10 @@ func runAuditScript(t *testing.T, s *server) []string {
 		for i, g := range groups {
 			text = strings.ReplaceAll(text, g, fmt.Sprintf("G%d", i+1))
 		}
-		replies = append(replies, auditTimestamp.ReplaceAllString(text, "TIME"))
+		replies = append(replies, goldenTimestampRE.ReplaceAllString(text, "TIME"))
 	}
 	return replies
 }
-
-var auditTimestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00`)
 
 // auditNormalized reads what the audit tables say about a session with the
 // time-, duration- and id-dependent parts removed: group ids become G1, G2…

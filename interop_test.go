@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -19,9 +18,6 @@ import (
 // acknowledged by get_unread_messages, bob's 6..10 by get_messages_after,
 // Carol's none; the WAL was checkpointed before the files were copied.
 const interopGroup = "grp_cadcd261ac1a428b90ccb8b7c8633132"
-
-// interopTimestampRE is the original's timestamp format, anchored.
-var interopTimestampRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?\+00:00$`)
 
 func TestInteropWithOriginalDatabase(t *testing.T) {
 	dir := t.TempDir()
@@ -71,7 +67,7 @@ func TestInteropWithOriginalDatabase(t *testing.T) {
 		for _, u := range users {
 			m := u.(map[string]any)
 			got = append(got, fmt.Sprintf("%v/%v/%v/%v", m["context_id"], m["name"], m["latest_message_id"],
-				interopTimestampRE.MatchString(fmt.Sprint(m["joined_at"]))))
+				timestampPattern.MatchString(fmt.Sprint(m["joined_at"]))))
 		}
 		want2 := []string{"ctx-alice/alice/9/true", "ctx-bob/bob/8/true", "ctx-carol/Carol/10/true"}
 		if !reflect.DeepEqual(got, want2) {
@@ -191,7 +187,7 @@ func TestInteropWithOriginalDatabase(t *testing.T) {
 				t.Errorf("%s: got no rows; want some", q)
 			}
 			for _, v := range values {
-				if !interopTimestampRE.MatchString(v) {
+				if !timestampPattern.MatchString(v) {
 					t.Errorf("%s: got %q; want the original's timestamp format", q, v)
 				}
 			}
