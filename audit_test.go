@@ -26,14 +26,8 @@ const auditFixture = "testdata/audit/original.sqlite3"
 // that opening it (which creates -shm files) never touches testdata.
 func copyAuditFixture(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(auditFixture)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "fixture.sqlite3")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, auditFixture, path)
 	return path
 }
 
@@ -813,20 +807,17 @@ func TestAuditRequestID(t *testing.T) {
 func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLog) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newTestStore(t, dir)
 	s := newServer(st, io.Discard, time.Hour)
 	a, err := openAuditLog(dir, config, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.attach(s)
+	// Cleanups run last first: the store closes after these.
 	t.Cleanup(func() {
 		a.close()
 		s.subs.close()
-		st.close()
 	})
 	return s, dir, a
 }

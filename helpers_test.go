@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,4 +144,42 @@ func countRows(tb testing.TB, dir, table string) int {
 		tb.Fatalf("count %s: %v", table, err)
 	}
 	return n
+}
+
+// copyFile copies the file at from to to, creating to's directory, so that
+// opening a fixture (which creates -shm files) never touches testdata.
+func copyFile(tb testing.TB, from, to string) {
+	tb.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// with returns a copy of base with key set to value; a key already in base
+// keeps base's value.
+func with(base map[string]any, key string, value any) map[string]any {
+	out := map[string]any{key: value}
+	for k, v := range base {
+		out[k] = v
+	}
+	return out
+}
+
+// newTestStore opens a store on the groups directory dir and closes it when
+// the test ends.
+func newTestStore(tb testing.TB, dir string) *store {
+	tb.Helper()
+	st, err := newStore(dir)
+	if err != nil {
+		tb.Fatalf("newStore: %v", err)
+	}
+	tb.Cleanup(st.close)
+	return st
 }

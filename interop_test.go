@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -22,13 +21,7 @@ const interopGroup = "grp_cadcd261ac1a428b90ccb8b7c8633132"
 func TestInteropWithOriginalDatabase(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{interopGroup + ".sqlite3", "observability.sqlite3"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "interop", name))
-		if err != nil {
-			t.Fatalf("read fixture: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatalf("copy fixture: %v", err)
-		}
+		copyFile(t, filepath.Join("testdata", "interop", name), filepath.Join(dir, name))
 	}
 	groupPath := filepath.Join(dir, interopGroup+".sqlite3")
 	catalogPath := filepath.Join(dir, "observability.sqlite3")
@@ -279,14 +272,6 @@ func (c *interopClient) call(tool string, args map[string]any) map[string]any {
 		c.t.Fatalf("%s %v: got error %s; want success", tool, args, text)
 	}
 	return body
-}
-
-func with(base map[string]any, key string, value any) map[string]any {
-	out := map[string]any{key: value}
-	for k, v := range base {
-		out[k] = v
-	}
-	return out
 }
 
 func seq(from, to int) []int {

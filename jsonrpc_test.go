@@ -17,16 +17,10 @@ import (
 // never fires during the test, and the buffer its output goes to.
 func newTestServer(t *testing.T) (*server, *bytes.Buffer) {
 	t.Helper()
-	st, err := newStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newTestStore(t, t.TempDir())
 	var out bytes.Buffer
 	s := newServer(st, &out, time.Hour)
-	t.Cleanup(func() {
-		s.subs.close()
-		st.close()
-	})
+	t.Cleanup(func() { s.subs.close() }) // before the store's, which was registered first
 	return s, &out
 }
 
@@ -254,11 +248,7 @@ func TestServeFraming(t *testing.T) {
 		}
 	})
 	t.Run("write failure ends serving", func(t *testing.T) {
-		st, err := newStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.close()
+		st := newTestStore(t, t.TempDir())
 		r, w := io.Pipe()
 		r.Close()
 		s := newServer(st, w, time.Hour)

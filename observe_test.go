@@ -1027,11 +1027,7 @@ func TestOfflineAssets(t *testing.T) {
 // own store, so the dashboard and the writer agree on the schema.
 func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "groups")
-	s, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
+	s := newTestStore(t, dir)
 	meta, err := s.createGroup("writer", "Store written", "by the MCP server")
 	if err != nil {
 		t.Fatal(err)
@@ -1104,20 +1100,6 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 
 // copyFile copies a fixture database into a test's groups directory, so
 // read-only opens never leave sidecar files in testdata.
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestObserveReadsOriginalsDatabases browses databases the Python original
 // wrote: the interop group and an audit log with rollups. Latency
 // percentiles read from the rollups must equal those computed from raw rows.

@@ -84,11 +84,7 @@ func TestStoredListsUsePythonFormat(t *testing.T) {
 
 func TestCatalog(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st := newTestStore(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, catalogFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("catalog before first use: got %v; want no file (start-up does no database work)", err)
 	}
@@ -156,16 +152,8 @@ func TestDeleteGroupRemovesFiles(t *testing.T) {
 // holds a cached handle, and that its file is never recreated.
 func TestGroupDeletedElsewhere(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
-	other, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.close()
+	st := newTestStore(t, dir)
+	other := newTestStore(t, dir)
 	meta, err := st.createGroup("alice", "", "")
 	if err != nil {
 		t.Fatal(err)
