@@ -235,9 +235,11 @@ func TestReadTracking(t *testing.T) {
 	bob := map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"}
 	unreadCount := func() int {
 		var n int
-		s.store.withGroup(g, func(db *sql.DB) error {
+		if err := s.store.withGroup(g, func(db *sql.DB) error {
 			return db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = 'bob'").Scan(&n)
-		})
+		}); err != nil {
+			t.Fatalf("read bob's unread_count: %v", err)
+		}
 		return n
 	}
 	if got := unreadCount(); got != 3 {
