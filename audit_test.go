@@ -31,10 +31,11 @@ func copyAuditFixture(t *testing.T) string {
 	return path
 }
 
-// queryStrings runs query and renders each row as one string, NULL as "NULL".
 // singleValue is a query expected to return exactly one row holding want.
 type singleValue struct{ query, want string }
 
+// expectSingleValues reports each check whose query does not return exactly
+// one row rendered (by queryRows) as its want.
 func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
 	t.Helper()
 	for _, c := range checks {
@@ -44,7 +45,9 @@ func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
 	}
 }
 
-// newTestAudit opens an audit log in a fresh directory with fake lookups.
+// newTestAudit opens an audit log in a fresh directory, discarding its
+// warnings, and closes it when the test ends. No server is attached, so it
+// has no name lookups unless the test sets groupName and memberName.
 func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -91,7 +94,7 @@ func auditTestCall(tool, args, id, payload string, isError bool, category string
 	return c
 }
 
-// fixtureEvents reads the original's rows back as events, with their snapshots.
+// auditFixtureEvents reads the original's rows back as events, with their snapshots.
 func auditFixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 	t.Helper()
 	rows, err := db.Query("SELECT occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, " +
@@ -116,7 +119,7 @@ func auditFixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 	return events
 }
 
-// rollupTables are every table whose contents derive from tool_calls.
+// auditRollupTables lists every table whose contents derive from tool_calls.
 func auditRollupTables() []string {
 	var tables []string
 	for _, r := range auditResolutions {
@@ -184,7 +187,7 @@ func TestAuditDisabledOpensNothing(t *testing.T) {
 	}
 }
 
-// schemaShape describes every audit table's columns, keys and indexes.
+// auditSchemaShape describes every audit table's columns, keys and indexes.
 func auditSchemaShape(t *testing.T, db *sql.DB) map[string][]string {
 	t.Helper()
 	shape := map[string][]string{}
@@ -288,7 +291,7 @@ func TestAuditLatencyBucket(t *testing.T) {
 	}
 }
 
-// createV1 writes the original's version-1 layout: tool_calls and metadata
+// createAuditV1 writes the original's version-1 layout: tool_calls and metadata
 // without rollups, filter values or indexes.
 func createAuditV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
 	t.Helper()
