@@ -19,12 +19,14 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p to the buffer.
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what has been written so far.
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
