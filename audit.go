@@ -83,7 +83,6 @@ var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must 
 
 const (
 	auditRetentionVar     = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
-	auditDatabaseName     = "observability.sqlite3"
 	auditSchemaVersion    = 2
 	auditDetailsMaxBytes  = 2048
 	auditCleanupBatchSize = 1000
@@ -254,7 +253,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if !config.enabled {
 		return nil, nil
 	}
-	path := filepath.Join(dir, auditDatabaseName)
+	path := filepath.Join(dir, catalogFileName)
 	// busy_timeout(100) bounds how long one audit attempt can wait for a lock;
 	// synchronous(NORMAL) is durable in WAL mode against process crashes and
 	// saves an fsync per write, which analytics do not need.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -27,88 +26,28 @@ const auditFixture = "testdata/audit/original.sqlite3"
 // that opening it (which creates -shm files) never touches testdata.
 func copyAuditFixture(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(auditFixture)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "fixture.sqlite3")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, auditFixture, path)
 	return path
 }
 
-// openTestDB opens a separate connection pool to a database file.
-func openAuditDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// queryStrings runs query and renders each row as one string, NULL as "NULL".
 // singleValue is a query expected to return exactly one row holding want.
 type singleValue struct{ query, want string }
 
+// expectSingleValues reports each check whose query does not return exactly
+// one row rendered (by queryRows) as its want.
 func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
 	t.Helper()
 	for _, c := range checks {
-		if got := auditRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
+		if got := queryRows(t, db, c.query); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: got %v; want %s", c.query, got, c.want)
 		}
 	}
 }
 
-func auditRows(t *testing.T, db *sql.DB, query string, args ...any) []string {
-	t.Helper()
-	rows, err := db.Query(query, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			switch v := v.(type) {
-			case nil:
-				parts[i] = "NULL"
-			case []byte:
-				parts[i] = string(v)
-			default:
-				parts[i] = fmt.Sprint(v)
-			}
-		}
-		out = append(out, strings.Join(parts, "|"))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func auditInt(t *testing.T, db *sql.DB, query string, args ...any) int64 {
-	t.Helper()
-	var n sql.NullInt64
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n.Int64
-}
-
-// newTestAudit opens an audit log in a fresh directory with fake lookups.
+// newTestAudit opens an audit log in a fresh directory, discarding its
+// warnings, and closes it when the test ends. No server is attached, so it
+// has no name lookups unless the test sets groupName and memberName.
 func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -155,7 +94,7 @@ func auditTestCall(tool, args, id, payload string, isError bool, category string
 	return c
 }
 
-// fixtureEvents reads the original's rows back as events, with their snapshots.
+// auditFixtureEvents reads the original's rows back as events, with their snapshots.
 func auditFixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 	t.Helper()
 	rows, err := db.Query("SELECT occurred_at, audit_request_id, tool_name, group_id, context_id, name, outcome, duration_ms, " +
@@ -180,7 +119,7 @@ func auditFixtureEvents(t *testing.T, db *sql.DB) []auditEvent {
 	return events
 }
 
-// rollupTables are every table whose contents derive from tool_calls.
+// auditRollupTables lists every table whose contents derive from tool_calls.
 func auditRollupTables() []string {
 	var tables []string
 	for _, r := range auditResolutions {
@@ -248,15 +187,15 @@ func TestAuditDisabledOpensNothing(t *testing.T) {
 	}
 }
 
-// schemaShape describes every audit table's columns, keys and indexes.
+// auditSchemaShape describes every audit table's columns, keys and indexes.
 func auditSchemaShape(t *testing.T, db *sql.DB) map[string][]string {
 	t.Helper()
 	shape := map[string][]string{}
 	for _, table := range auditTables {
-		shape[table] = append(shape[table], auditRows(t, db, "SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", table)...)
-		for _, idx := range auditRows(t, db, "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", table) {
+		shape[table] = append(shape[table], queryRows(t, db, "SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", table)...)
+		for _, idx := range queryRows(t, db, "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", table) {
 			name := strings.Split(idx, "|")[0]
-			cols := auditRows(t, db, "SELECT seqno, cid, name, \"desc\", coll, key FROM pragma_index_xinfo(?)", name)
+			cols := queryRows(t, db, "SELECT seqno, cid, name, \"desc\", coll, key FROM pragma_index_xinfo(?)", name)
 			shape[table] = append(shape[table], "index "+idx+" "+strings.Join(cols, ","))
 		}
 	}
@@ -264,12 +203,12 @@ func auditSchemaShape(t *testing.T, db *sql.DB) map[string][]string {
 }
 
 func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
-	original := openAuditDB(t, copyAuditFixture(t))
+	original := openTestDB(t, copyAuditFixture(t), "rwc")
 	want := auditSchemaShape(t, original)
 
 	t.Run("new file", func(t *testing.T) {
 		_, dir := newTestAudit(t, auditInf)
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 		if got := auditSchemaShape(t, db); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
 		}
@@ -284,8 +223,8 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 
 	t.Run("beside the core's catalog", func(t *testing.T) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, auditDatabaseName)
-		core := openAuditDB(t, path)
+		path := filepath.Join(dir, catalogFileName)
+		core := openTestDB(t, path, "rwc")
 		for _, stmt := range []string{
 			"PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
 			"CREATE TABLE groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
@@ -303,37 +242,37 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 		if got := auditSchemaShape(t, core); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
 		}
-		if got := auditRows(t, core, "SELECT group_id, name FROM groups"); !reflect.DeepEqual(got, []string{"grp_1|One"}) {
+		if got := queryRows(t, core, "SELECT group_id, name FROM groups"); !reflect.DeepEqual(got, []string{"grp_1|One"}) {
 			t.Fatalf("got catalog %v; want [grp_1|One]", got)
 		}
-		if got := auditInt(t, core, "PRAGMA auto_vacuum"); got != 2 {
+		if got := queryInt(t, core, "PRAGMA auto_vacuum"); got != 2 {
 			t.Fatalf("got auto_vacuum %d; want 2", got)
 		}
 	})
 }
 
 func TestAuditRollupsMatchOriginal(t *testing.T) {
-	original := openAuditDB(t, copyAuditFixture(t))
+	original := openTestDB(t, copyAuditFixture(t), "rwc")
 	a, dir := newTestAudit(t, auditInf)
 	for _, e := range auditFixtureEvents(t, original) {
 		if err := a.record(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 	for _, table := range append(auditRollupTables(), "analytics_filter_values", "tool_call_group_names") {
 		t.Run(table, func(t *testing.T) {
 			q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
 			if table == "analytics_filter_values" || table == "tool_call_group_names" {
 				q = "SELECT * FROM " + table + " ORDER BY 1, 2"
 			}
-			got, want := auditRows(t, db, q), auditRows(t, original, q)
+			got, want := queryRows(t, db, q), queryRows(t, original, q)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %d rows %v; want %d rows %v", len(got), got, len(want), want)
 			}
 		})
 	}
-	if got := auditRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"inf"}) {
+	if got := queryRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"inf"}) {
 		t.Fatalf("got retention_setting %v; want [inf]", got)
 	}
 }
@@ -352,11 +291,11 @@ func TestAuditLatencyBucket(t *testing.T) {
 	}
 }
 
-// createV1 writes the original's version-1 layout: tool_calls and metadata
+// createAuditV1 writes the original's version-1 layout: tool_calls and metadata
 // without rollups, filter values or indexes.
 func createAuditV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
 	t.Helper()
-	db := openAuditDB(t, path)
+	db := openTestDB(t, path, "rwc")
 	stmts := []string{
 		"CREATE TABLE metadata (id INTEGER PRIMARY KEY, schema_version INTEGER NOT NULL, created_at TEXT NOT NULL, audit_enabled_at TEXT NOT NULL, last_retention_cleanup_at TEXT, retention_setting TEXT)",
 		"CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, occurred_at TEXT NOT NULL, audit_request_id TEXT, tool_name TEXT NOT NULL, group_id TEXT, context_id TEXT, name TEXT, outcome TEXT NOT NULL, duration_ms INTEGER NOT NULL, result_count INTEGER, error_category TEXT, details_json TEXT)",
@@ -377,7 +316,7 @@ func createAuditV1(t *testing.T, path string, withGroupNames bool) *sql.DB {
 func TestAuditUpgradeFromV1(t *testing.T) {
 	t.Run("original's legacy case", func(t *testing.T) {
 		dir := t.TempDir()
-		db := createAuditV1(t, filepath.Join(dir, auditDatabaseName), false)
+		db := createAuditV1(t, filepath.Join(dir, catalogFileName), false)
 		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
 			t.Fatal(err)
 		}
@@ -397,9 +336,9 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 	})
 
 	t.Run("fixture rows backfill the original's rollups once", func(t *testing.T) {
-		original := openAuditDB(t, copyAuditFixture(t))
+		original := openTestDB(t, copyAuditFixture(t), "rwc")
 		dir := t.TempDir()
-		path := filepath.Join(dir, auditDatabaseName)
+		path := filepath.Join(dir, catalogFileName)
 		db := createAuditV1(t, path, true)
 		for i, e := range auditFixtureEvents(t, original) {
 			if _, err := db.Exec("INSERT INTO tool_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", i+1, e.occurredAt, e.requestID, e.toolName,
@@ -423,16 +362,16 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		compare := func(stage string) {
 			for _, table := range auditRollupTables() {
 				q := "SELECT * FROM " + table + " ORDER BY 1, 2, 3, 4, 5, 6, 7"
-				if got, want := auditRows(t, db, q), auditRows(t, original, q); !reflect.DeepEqual(got, want) {
+				if got, want := queryRows(t, db, q), queryRows(t, original, q); !reflect.DeepEqual(got, want) {
 					t.Fatalf("%s: %s: got %v; want %v", stage, table, got, want)
 				}
 			}
 			q := "SELECT field, value, count FROM analytics_filter_values ORDER BY 1, 2"
-			if got, want := auditRows(t, db, q), auditRows(t, original, q); !reflect.DeepEqual(got, want) {
+			if got, want := queryRows(t, db, q), queryRows(t, original, q); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: filter values: got %v; want %v", stage, got, want)
 			}
 			// The backfill labels a group with its greatest recorded name.
-			labels := auditRows(t, db, "SELECT label FROM analytics_filter_values WHERE field = 'group_id' AND value IN (SELECT group_id FROM tool_calls WHERE details_json LIKE '%created_group_id%' AND context_id = 'lead-ctx')")
+			labels := queryRows(t, db, "SELECT label FROM analytics_filter_values WHERE field = 'group_id' AND value IN (SELECT group_id FROM tool_calls WHERE details_json LIKE '%created_group_id%' AND context_id = 'lead-ctx')")
 			if !reflect.DeepEqual(labels, []string{"Release train"}) {
 				t.Fatalf("%s: got group label %v; want [Release train]", stage, labels)
 			}
@@ -445,39 +384,30 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		upgrade()
 		compare("second upgrade")
-		if got := auditInt(t, db, "PRAGMA user_version"); got != 2 {
+		if got := queryInt(t, db, "PRAGMA user_version"); got != 2 {
 			t.Fatalf("got user_version %d; want 2", got)
 		}
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
 			t.Fatalf("got %d tool_calls indexes; want 6", got)
 		}
 	})
 
 	t.Run("a locked database stays version 1", func(t *testing.T) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, auditDatabaseName)
+		path := filepath.Join(dir, catalogFileName)
 		db := createAuditV1(t, path, false)
 		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
+		release := holdWriteLock(t, path)
 		var stderr bytes.Buffer
 		a, err := openAuditLog(dir, auditInf, &stderr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.close()
-		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-			t.Fatal(err)
-		}
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
+		release()
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {
 			t.Fatalf("got %d analytics tables after a failed upgrade; want 0", got)
 		}
 		if !strings.Contains(stderr.String(), "audit") {
@@ -486,7 +416,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		// The next write retries the upgrade and succeeds.
 		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, ""))
 		a.flush()
-		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
+		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
 			t.Fatalf("got %d calls in analytics_30d; want 1", got)
 		}
 	})
@@ -509,7 +439,7 @@ func TestAuditRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return a, openAuditDB(t, filepath.Join(dir, auditDatabaseName))
+		return a, openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 	}
 	oneDay := auditConfig{enabled: true, days: 1, setting: "1"}
 
@@ -543,7 +473,7 @@ func TestAuditRetention(t *testing.T) {
 			}{"SELECT SUM(" + col + ") FROM " + table, []string{"1"}})
 		}
 		for _, c := range checks {
-			if got := auditRows(t, db, c.query); !reflect.DeepEqual(got, c.want) {
+			if got := queryRows(t, db, c.query); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("%s: got %v; want %v", c.query, got, c.want)
 			}
 		}
@@ -570,7 +500,7 @@ func TestAuditRetention(t *testing.T) {
 		if n, _ := a.cleanup(context.Background()); n != 1 {
 			t.Fatalf("cleanup a day later deleted %d; want 1", n)
 		}
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
 			t.Fatalf("got %d rows; want 0", got)
 		}
 	})
@@ -610,10 +540,10 @@ func TestAuditRetention(t *testing.T) {
 		if want := []int{1000, 1000, 500, 0}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("got deletions per call %v; want %v", got, want)
 		}
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
 			t.Fatalf("got %d filter values; want 0", got)
 		}
-		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_1m"); got != 0 {
+		if got := queryInt(t, db, "SELECT COALESCE(SUM(call_count), 0) FROM analytics_1m"); got != 0 {
 			t.Fatalf("got %d calls left in analytics_1m; want 0", got)
 		}
 	})
@@ -623,17 +553,17 @@ func TestAuditRetention(t *testing.T) {
 		if n, err := a.cleanup(context.Background()); n != 0 || err != nil {
 			t.Fatalf("got %d, %v; want 0, nil", n, err)
 		}
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
 			t.Fatalf("got %d rows; want 1", got)
 		}
-		if got := auditRows(t, db, "SELECT COALESCE(last_retention_cleanup_at, 'NULL') || '|' || retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"NULL|inf"}) {
+		if got := queryRows(t, db, "SELECT COALESCE(last_retention_cleanup_at, 'NULL') || '|' || retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"NULL|inf"}) {
 			t.Fatalf("got metadata %v; want [NULL|inf]", got)
 		}
 	})
 
 	t.Run("setting recorded by the writer", func(t *testing.T) {
 		_, db := setup(t, auditConfig{enabled: true, days: 30, setting: "30"}, event(0, "list_groups", "", ""))
-		if got := auditRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"30"}) {
+		if got := queryRows(t, db, "SELECT retention_setting FROM metadata"); !reflect.DeepEqual(got, []string{"30"}) {
 			t.Fatalf("got %v; want [30]", got)
 		}
 	})
@@ -777,8 +707,8 @@ func TestAuditObserveLookups(t *testing.T) {
 	call("delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"lead"}`, `{"group_id":"grp_a","deleted":true}`, false)
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"error":"gone"}`, true)
 	a.flush()
-	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-	got := auditRows(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+	got := queryRows(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
 	want := []string{
 		"update_group_metadata|joined-name|Alpha",
 		"get_users|ops|Alpha",
@@ -789,7 +719,7 @@ func TestAuditObserveLookups(t *testing.T) {
 		t.Fatalf("got %v; want %v", got, want)
 	}
 	// The latest label wins, as in the original: the last call saw no name.
-	if got := auditRows(t, db, "SELECT label || '|' || count FROM analytics_filter_values WHERE field = 'group_id'"); !reflect.DeepEqual(got, []string{"grp_a|4"}) {
+	if got := queryRows(t, db, "SELECT label || '|' || count FROM analytics_filter_values WHERE field = 'group_id'"); !reflect.DeepEqual(got, []string{"grp_a|4"}) {
 		t.Fatalf("got group filter %v; want [grp_a|4]", got)
 	}
 }
@@ -812,30 +742,23 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+		release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
 		for range 2 {
 			call, attempt := observeOne(a)
 			if call > 50*time.Millisecond || attempt > 2*time.Second {
 				t.Fatalf("a locked audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
 			}
 		}
-		conn.ExecContext(context.Background(), "ROLLBACK")
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
+		release()
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 0 {
 			t.Fatalf("got %d rows while locked; want 0", got)
 		}
 		if n := strings.Count(stderr.String(), "\n"); n != 1 {
 			t.Fatalf("got %d warning lines %q; want 1", n, stderr.String())
 		}
 		observeOne(a)
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
 			t.Fatalf("got %d rows after the lock was released; want 1", got)
 		}
 	})
@@ -843,7 +766,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
 		garbage := bytes.Repeat([]byte("not a database "), 512)
-		if err := os.WriteFile(filepath.Join(dir, auditDatabaseName), garbage, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, catalogFileName), garbage, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		a, err := openAuditLog(dir, auditInf, &stderr)
@@ -857,7 +780,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		if stderr.Len() == 0 {
 			t.Fatal("got no warning; want one")
 		}
-		data, _ := os.ReadFile(filepath.Join(dir, auditDatabaseName))
+		data, _ := os.ReadFile(filepath.Join(dir, catalogFileName))
 		if !bytes.Equal(data, garbage) {
 			t.Fatal("the corrupt file was modified; want it left alone")
 		}
@@ -887,20 +810,17 @@ func TestAuditRequestID(t *testing.T) {
 func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLog) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newTestStore(t, dir)
 	s := newServer(st, io.Discard, time.Hour)
 	a, err := openAuditLog(dir, config, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.attach(s)
+	// Cleanups run last first: the store closes after these.
 	t.Cleanup(func() {
 		a.close()
 		s.subs.close()
-		st.close()
 	})
 	return s, dir, a
 }
@@ -963,12 +883,10 @@ func runAuditScript(t *testing.T, s *server) []string {
 		for i, g := range groups {
 			text = strings.ReplaceAll(text, g, fmt.Sprintf("G%d", i+1))
 		}
-		replies = append(replies, auditTimestamp.ReplaceAllString(text, "TIME"))
+		replies = append(replies, goldenTimestampRE.ReplaceAllString(text, "TIME"))
 	}
 	return replies
 }
-
-var auditTimestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00`)
 
 // auditNormalized reads what the audit tables say about a session with the
 // time-, duration- and id-dependent parts removed: group ids become G1, G2…
@@ -976,7 +894,7 @@ var auditTimestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})
 func auditNormalized(t *testing.T, db *sql.DB) map[string][]string {
 	t.Helper()
 	names := map[string]string{}
-	for _, g := range auditRows(t, db, "SELECT group_id FROM tool_calls WHERE group_id LIKE 'grp_%' AND group_id != 'grp_00000000000000000000000000000000' ORDER BY id") {
+	for _, g := range queryRows(t, db, "SELECT group_id FROM tool_calls WHERE group_id LIKE 'grp_%' AND group_id != 'grp_00000000000000000000000000000000' ORDER BY id") {
 		if _, ok := names[g]; !ok {
 			names[g] = fmt.Sprintf("G%d", len(names)+1)
 		}
@@ -993,14 +911,14 @@ func auditNormalized(t *testing.T, db *sql.DB) map[string][]string {
 		return out
 	}
 	got := map[string][]string{
-		"tool_calls": norm(auditRows(t, db, "SELECT audit_request_id, tool_name, group_id, context_id, name, outcome, result_count, "+
+		"tool_calls": norm(queryRows(t, db, "SELECT audit_request_id, tool_name, group_id, context_id, name, outcome, result_count, "+
 			"error_category, details_json, group_name FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id")),
-		"analytics_filter_values": norm(auditRows(t, db, "SELECT * FROM analytics_filter_values")),
-		"metadata":                auditRows(t, db, "SELECT schema_version, retention_setting, last_retention_cleanup_at FROM metadata"),
+		"analytics_filter_values": norm(queryRows(t, db, "SELECT * FROM analytics_filter_values")),
+		"metadata":                queryRows(t, db, "SELECT schema_version, retention_setting, last_retention_cleanup_at FROM metadata"),
 	}
 	for _, r := range auditResolutions {
-		got["analytics_"+r.suffix] = norm(auditRows(t, db, "SELECT "+auditDimensions+", SUM(call_count), SUM(error_count) FROM analytics_"+r.suffix+" GROUP BY "+auditDimensions))
-		got["analytics_latency_"+r.suffix] = norm(auditRows(t, db, "SELECT "+auditDimensions+", SUM(sample_count) FROM analytics_latency_"+r.suffix+" GROUP BY "+auditDimensions))
+		got["analytics_"+r.suffix] = norm(queryRows(t, db, "SELECT "+auditDimensions+", SUM(call_count), SUM(error_count) FROM analytics_"+r.suffix+" GROUP BY "+auditDimensions))
+		got["analytics_latency_"+r.suffix] = norm(queryRows(t, db, "SELECT "+auditDimensions+", SUM(sample_count) FROM analytics_latency_"+r.suffix+" GROUP BY "+auditDimensions))
 	}
 	return got
 }
@@ -1016,8 +934,8 @@ func TestAuditSessionMatchesOriginal(t *testing.T) {
 	if want := runAuditScript(t, off); !reflect.DeepEqual(replies, want) {
 		t.Fatalf("replies with auditing on differ from replies with it off:\ngot  %v\nwant %v", replies, want)
 	}
-	got := auditNormalized(t, openAuditDB(t, filepath.Join(dir, auditDatabaseName)))
-	want := auditNormalized(t, openAuditDB(t, copyAuditFixture(t)))
+	got := auditNormalized(t, openTestDB(t, filepath.Join(dir, catalogFileName), "rwc"))
+	want := auditNormalized(t, openTestDB(t, copyAuditFixture(t), "rwc"))
 	if len(want["tool_calls"]) != 34 {
 		t.Fatalf("fixture has %d rows; want 34", len(want["tool_calls"]))
 	}
@@ -1051,13 +969,14 @@ func TestAuditServerEnvironment(t *testing.T) {
 	t.Run("unset records nothing", func(t *testing.T) {
 		dir := t.TempDir()
 		t.Setenv("CROSSTALK_GROUPS_DIR", dir)
+		t.Setenv(auditRetentionVar, "")
 		os.Unsetenv(auditRetentionVar)
 		var stdout, stderr bytes.Buffer
 		if code := run(nil, strings.NewReader(script), &stdout, &stderr); code != 0 {
 			t.Fatalf("got exit %d (%s); want 0", code, stderr.String())
 		}
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		if got := auditRows(t, db, "SELECT name FROM sqlite_master WHERE type = 'table'"); !reflect.DeepEqual(got, []string{"groups"}) {
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+		if got := queryRows(t, db, "SELECT name FROM sqlite_master WHERE type = 'table'"); !reflect.DeepEqual(got, []string{"groups"}) {
 			t.Fatalf("got tables %v; want only the core's [groups]", got)
 		}
 	})
@@ -1069,11 +988,11 @@ func TestAuditServerEnvironment(t *testing.T) {
 		if code := run(nil, strings.NewReader(script), &stdout, &stderr); code != 0 {
 			t.Fatalf("got exit %d (%s); want 0", code, stderr.String())
 		}
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		if got := auditRows(t, db, "SELECT audit_request_id, tool_name, name, retention_setting FROM tool_calls, metadata"); !reflect.DeepEqual(got, []string{"2|list_groups|ops|7"}) {
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+		if got := queryRows(t, db, "SELECT audit_request_id, tool_name, name, retention_setting FROM tool_calls, metadata"); !reflect.DeepEqual(got, []string{"2|list_groups|ops|7"}) {
 			t.Fatalf("got %v; want [2|list_groups|ops|7]", got)
 		}
-		if got := auditInt(t, db, "PRAGMA auto_vacuum"); got != 2 {
+		if got := queryInt(t, db, "PRAGMA auto_vacuum"); got != 2 {
 			t.Fatalf("got auto_vacuum %d; want 2", got)
 		}
 	})
@@ -1088,21 +1007,14 @@ func TestAuditLockedDuringToolCall(t *testing.T) {
 	auditReply(t, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"join_group","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","caller_name":"a"}}}`)
 
 	a.flush()
-	db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-	before := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls")
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+	before := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls")
+	release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
 	start := time.Now()
 	reply := auditReply(t, s, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","message":"hi","caller_name":"a"}}}`)
 	elapsed := time.Since(start)
 	a.flush()
-	conn.ExecContext(context.Background(), "ROLLBACK")
+	release()
 	out, isError := auditToolText(t, reply)
 	if isError || out["message_id"] != float64(1) || out["routing_reason"] != "fallback" {
 		t.Fatalf("got %v (isError %v); want message 1 sent normally", out, isError)
@@ -1110,7 +1022,7 @@ func TestAuditLockedDuringToolCall(t *testing.T) {
 	if elapsed > 2*time.Second {
 		t.Fatalf("the call took %v with the audit database locked; want well under 2s", elapsed)
 	}
-	if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != before {
+	if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != before {
 		t.Fatalf("got %d audit rows; want %d (the locked write is dropped)", got, before)
 	}
 }
@@ -1133,9 +1045,9 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 			}
 			line := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"` + g + `","context_id":"a","name":"a","message":"hello @b","caller_name":"a"}}}`)
 			a.flush()
-			var before int64
+			var before int
 			if a != nil {
-				before = auditBenchCount(b, dir)
+				before = countRows(b, dir, "tool_calls")
 			}
 			b.ResetTimer()
 			for range b.N {
@@ -1147,7 +1059,7 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 			a.flush()
 			b.StopTimer()
 			if a != nil {
-				if got := auditBenchCount(b, dir) - before; got != int64(b.N) {
+				if got := countRows(b, dir, "tool_calls") - before; got != b.N {
 					b.Fatalf("got %d audit rows for %d calls; want one each", got, b.N)
 				}
 			}
@@ -1182,20 +1094,6 @@ func TestAuditBucketStart(t *testing.T) {
 	}
 }
 
-// auditBenchCount counts the audit rows in dir's audit database.
-func auditBenchCount(b *testing.B, dir string) int64 {
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, auditDatabaseName), "rw"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	var n int64
-	if err := db.QueryRow("SELECT COUNT(*) FROM tool_calls").Scan(&n); err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
 func TestAuditWriterQueue(t *testing.T) {
 	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
 	t.Run("close writes what is queued", func(t *testing.T) {
@@ -1211,11 +1109,11 @@ func TestAuditWriterQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.observe(call) // after close: ignored, not a panic
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 50 {
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 50 {
 			t.Fatalf("got %d rows; want 50", got)
 		}
-		if got := auditInt(t, db, "SELECT SUM(call_count) FROM analytics_1d"); got != 50 {
+		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_1d"); got != 50 {
 			t.Fatalf("got %d calls in analytics_1d; want 50", got)
 		}
 	})
@@ -1245,8 +1143,8 @@ func TestAuditWriterQueue(t *testing.T) {
 		if held > 2*time.Second {
 			t.Fatalf("observing with a stalled writer took %v; want no waiting", held)
 		}
-		db := openAuditDB(t, filepath.Join(dir, auditDatabaseName))
-		if got := auditInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got < auditQueueSize || got >= int64(total) {
+		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got < auditQueueSize || got >= int64(total) {
 			t.Fatalf("got %d rows of %d calls; want a full queue's worth and some dropped", got, total)
 		}
 		if n := strings.Count(stderr.String(), "dropping"); n != 1 {

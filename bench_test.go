@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,13 +147,8 @@ func (ps *pipeSession) setupGroup() string {
 // send and raw-commit benchmarks can be seen to pay for the same syncs.
 func synchronousSetting(tb testing.TB, path string) int {
 	tb.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-	if err != nil {
-		tb.Fatalf("open %s: %v", path, err)
-	}
-	defer db.Close()
 	var n int
-	if err := db.QueryRow("PRAGMA synchronous").Scan(&n); err != nil {
+	if err := openTestDB(tb, path, "rw").QueryRow("PRAGMA synchronous").Scan(&n); err != nil {
 		tb.Fatalf("PRAGMA synchronous: %v", err)
 	}
 	return n
@@ -189,7 +183,9 @@ func benchSends(b *testing.B, runLimit int) {
 		}
 	}()
 	for range b.N {
-		if line := ps.response(); bytes.Contains(line, []byte(`\"error\"`)) {
+		// The suffix check rejects JSON-RPC errors as well as tool errors
+		// without decoding the line.
+		if line := ps.response(); bytes.Contains(line, []byte(`\"error\"`)) || !bytes.HasSuffix(bytes.TrimSpace(line), []byte(`"isError": false}}`)) {
 			b.Fatalf("send_message: got %.300s; want success", line)
 		}
 	}
@@ -202,11 +198,7 @@ func benchSends(b *testing.B, runLimit int) {
 // disk, opened with the store's DSN and so its synchronous setting.
 func BenchmarkRawCommit(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "raw.sqlite3")
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(b, path, "rwc")
 	db.SetMaxOpenConns(1)
 	for _, q := range []string{"PRAGMA journal_mode=WAL", "CREATE TABLE t (id INTEGER PRIMARY KEY, content TEXT NOT NULL)"} {
 		if _, err := db.Exec(q); err != nil {
@@ -236,11 +228,7 @@ func BenchmarkGetUnread1000(b *testing.B) {
 			b.Fatalf("send: %v", err)
 		}
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(ps.store.groupPath(gid), "rw"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(b, ps.store.groupPath(gid), "rw")
 	reset := func() {
 		tx, err := db.Begin()
 		if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -100,24 +99,6 @@ type notification struct {
 	URI       string `json:"uri"`
 	Priority  string `json:"priority"`
 	Relevance string `json:"relevance"`
-}
-
-// syncBuffer collects a process's stderr while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // mcpProcess is a running crosstalk-mcp binary driven over its stdio: one
@@ -601,21 +582,7 @@ func TestE2ESubscriptionSeesOtherProcess(t *testing.T) {
 // store's own DSN, for checks and for holding locks against the server.
 func openGroupDB(tb testing.TB, dir, gid string) *sql.DB {
 	tb.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, gid+".sqlite3"), "rw"))
-	if err != nil {
-		tb.Fatalf("open %s: %v", gid, err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryInt(tb testing.TB, db *sql.DB, q string, args ...any) int64 {
-	tb.Helper()
-	var n int64
-	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return openTestDB(tb, filepath.Join(dir, gid+".sqlite3"), "rw")
 }
 
 // TestE2EConcurrentSendersLoseNothing has 8 processes, each its own member,
@@ -806,30 +773,8 @@ func TestE2EBusyGroup(t *testing.T) {
 		}
 		return chans[0], time.Now()
 	}
-	// lock takes the group's write lock on a connection of the test
-	// process; a failing subtest releases it through Cleanup, so the next
-	// one is not blocked by a lock left behind.
-	lock := func(t *testing.T) *sql.Conn {
-		conn, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatalf("connection: %v", err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatalf("BEGIN IMMEDIATE: %v", err)
-		}
-		t.Cleanup(func() { conn.ExecContext(context.Background(), "ROLLBACK") })
-		return conn
-	}
-	unlock := func(t *testing.T, conn *sql.Conn) {
-		if _, err := conn.ExecContext(context.Background(), "COMMIT"); err != nil {
-			t.Fatalf("COMMIT: %v", err)
-		}
-		conn.Close()
-	}
-
 	t.Run("200ms", func(t *testing.T) {
-		conn := lock(t)
+		release := holdWriteLock(t, filepath.Join(dir, gid+".sqlite3"))
 		ch, _ := send("after a short lock")
 		time.Sleep(200 * time.Millisecond)
 		select {
@@ -837,7 +782,7 @@ func TestE2EBusyGroup(t *testing.T) {
 			t.Fatalf("got answer %.200s while the group was locked; want none until it is released", msg.Result)
 		default:
 		}
-		unlock(t, conn)
+		release()
 		msg, err := p.await(ch, e2eTimeout)
 		if err != nil {
 			t.Fatal(err)
@@ -851,13 +796,13 @@ func TestE2EBusyGroup(t *testing.T) {
 	})
 
 	t.Run("beyond retry window", func(t *testing.T) {
-		conn := lock(t)
+		release := holdWriteLock(t, filepath.Join(dir, gid+".sqlite3"))
 		ch, sentAt := send("after a long lock")
 		// The lock is released 5 s after the retry window at the latest:
 		// a server that retried much longer would then succeed.
 		msg, err := p.await(ch, specRetryWindow+5*time.Second)
 		elapsed := time.Since(sentAt)
-		unlock(t, conn)
+		release()
 		if err != nil {
 			msg, err = p.await(ch, e2eTimeout)
 		}
@@ -1014,11 +959,7 @@ func TestE2ESignalEndsInOrder(t *testing.T) {
 	if code, err := p.close(); code != 0 || err != nil {
 		t.Fatalf("got exit %d (%v); want 0", code, err)
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(dir, "observability.sqlite3"), "ro"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTestDB(t, filepath.Join(dir, "observability.sqlite3"), "ro")
 	if n := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); n != calls {
 		t.Errorf("got %d audit rows after SIGTERM; want %d", n, calls)
 	}

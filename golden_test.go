@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -104,7 +103,7 @@ type goldenSession struct {
 	stdin   *io.PipeWriter
 	lines   chan []byte
 	exit    chan int
-	stderr  *goldenBuffer
+	stderr  *syncBuffer
 	syncs   int
 	quiet   bool // no notifications may arrive at all
 	poll    time.Duration
@@ -113,24 +112,6 @@ type goldenSession struct {
 	literal map[string]bool   // group ids written literally in the transcript
 	toPH    map[string]string // real id -> placeholder
 	fromPH  map[string]string // placeholder -> real id
-}
-
-// goldenBuffer is a stderr sink safe for the server goroutine and the test.
-type goldenBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (g *goldenBuffer) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.b.Write(p)
-}
-
-func (g *goldenBuffer) String() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.b.String()
 }
 
 // startGoldenSession runs the server in-process on groups directory dir
@@ -151,7 +132,7 @@ func startGoldenSession(t *testing.T, dir string, env map[string]string, steps [
 		dir:     dir,
 		lines:   make(chan []byte, 4096),
 		exit:    make(chan int, 1),
-		stderr:  &goldenBuffer{},
+		stderr:  &syncBuffer{},
 		literal: map[string]bool{},
 		toPH:    map[string]string{},
 		fromPH:  map[string]string{},

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -20,19 +18,10 @@ import (
 // Carol's none; the WAL was checkpointed before the files were copied.
 const interopGroup = "grp_cadcd261ac1a428b90ccb8b7c8633132"
 
-// interopTimestampRE is the original's timestamp format, anchored.
-var interopTimestampRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?\+00:00$`)
-
 func TestInteropWithOriginalDatabase(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{interopGroup + ".sqlite3", "observability.sqlite3"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "interop", name))
-		if err != nil {
-			t.Fatalf("read fixture: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatalf("copy fixture: %v", err)
-		}
+		copyFile(t, filepath.Join("testdata", "interop", name), filepath.Join(dir, name))
 	}
 	groupPath := filepath.Join(dir, interopGroup+".sqlite3")
 	catalogPath := filepath.Join(dir, "observability.sqlite3")
@@ -71,7 +60,7 @@ func TestInteropWithOriginalDatabase(t *testing.T) {
 		for _, u := range users {
 			m := u.(map[string]any)
 			got = append(got, fmt.Sprintf("%v/%v/%v/%v", m["context_id"], m["name"], m["latest_message_id"],
-				interopTimestampRE.MatchString(fmt.Sprint(m["joined_at"]))))
+				timestampPattern.MatchString(fmt.Sprint(m["joined_at"]))))
 		}
 		want2 := []string{"ctx-alice/alice/9/true", "ctx-bob/bob/8/true", "ctx-carol/Carol/10/true"}
 		if !reflect.DeepEqual(got, want2) {
@@ -191,7 +180,7 @@ func TestInteropWithOriginalDatabase(t *testing.T) {
 				t.Errorf("%s: got no rows; want some", q)
 			}
 			for _, v := range values {
-				if !interopTimestampRE.MatchString(v) {
+				if !timestampPattern.MatchString(v) {
 					t.Errorf("%s: got %q; want the original's timestamp format", q, v)
 				}
 			}
@@ -283,14 +272,6 @@ func (c *interopClient) call(tool string, args map[string]any) map[string]any {
 		c.t.Fatalf("%s %v: got error %s; want success", tool, args, text)
 	}
 	return body
-}
-
-func with(base map[string]any, key string, value any) map[string]any {
-	out := map[string]any{key: value}
-	for k, v := range base {
-		out[k] = v
-	}
-	return out
 }
 
 func seq(from, to int) []int {

@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,16 +17,10 @@ import (
 // never fires during the test, and the buffer its output goes to.
 func newTestServer(t *testing.T) (*server, *bytes.Buffer) {
 	t.Helper()
-	st, err := newStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newTestStore(t, t.TempDir())
 	var out bytes.Buffer
 	s := newServer(st, &out, time.Hour)
-	t.Cleanup(func() {
-		s.subs.close()
-		st.close()
-	})
+	t.Cleanup(func() { s.subs.close() }) // before the store's, which was registered first
 	return s, &out
 }
 
@@ -256,11 +248,7 @@ func TestServeFraming(t *testing.T) {
 		}
 	})
 	t.Run("write failure ends serving", func(t *testing.T) {
-		st, err := newStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.close()
+		st := newTestStore(t, t.TempDir())
 		r, w := io.Pipe()
 		r.Close()
 		s := newServer(st, w, time.Hour)
@@ -431,7 +419,7 @@ func groupDump(t *testing.T, s *store, g string) string {
 			"SELECT rowid FROM message_search WHERE message_search MATCH 'ell' ORDER BY rowid",
 			"PRAGMA integrity_check",
 		} {
-			fmt.Fprintf(&b, "%s:\n%s\n", q, strings.Join(auditRows(t, db, q), "\n"))
+			fmt.Fprintf(&b, "%s:\n%s\n", q, strings.Join(queryRows(t, db, q), "\n"))
 		}
 		return nil
 	})
@@ -512,33 +500,6 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 	}
 }
 
-// holdWriteLock takes group g's write lock from another connection, as
-// another process would, until release is called.
-func holdWriteLock(t *testing.T, s *server, g string) (release func()) {
-	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(s.store.groupPath(g), "rw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			conn.ExecContext(context.Background(), "ROLLBACK")
-			conn.Close()
-			db.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
-
 // TestGroupCommitFailures checks runs whose shared transaction fails: each
 // send must get the answer it gets when sent alone.
 func TestGroupCommitFailures(t *testing.T) {
@@ -563,10 +524,10 @@ func TestGroupCommitFailures(t *testing.T) {
 			}
 		}, []string{"one", "boom", "three"}, []string{`\"message_id\": 1`, "Database error while processing send_message: refused", `\"message_id\": 2`}, 2, false},
 		{"a group held locked for 200 ms", func(t *testing.T, s *server) {
-			time.AfterFunc(200*time.Millisecond, holdWriteLock(t, s, g))
+			time.AfterFunc(200*time.Millisecond, holdWriteLock(t, s.store.groupPath(g)))
 		}, []string{"one", "two", "three"}, []string{`\"message_id\": 1`, `\"message_id\": 2`, `\"message_id\": 3`}, 3, false},
 		{"a group held locked past the retry window", func(t *testing.T, s *server) {
-			holdWriteLock(t, s, g)
+			holdWriteLock(t, s.store.groupPath(g))
 		}, []string{"one", "two"}, []string{"group is busy", "group is busy"}, 0, true},
 		{"a group deleted by another process", func(t *testing.T, s *server) {
 			if err := removeDatabaseFiles(s.store.groupPath(g)); err != nil {

@@ -25,6 +25,11 @@ func TestCommandLine(t *testing.T) {
 			if code != tt.code || stdout.String() != tt.stdout || stderr.String() != tt.stderr {
 				t.Errorf("got %d %q %q; want %d %q %q", code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 			}
+			// The exact match above is only as good as version: an empty
+			// version would make --version print a bare newline.
+			if got := version != "" && strings.Contains(stdout.String(), version); got != tt.stdoutHasVersion {
+				t.Errorf("got version %q in stdout %v; want %v", version, got, tt.stdoutHasVersion)
+			}
 		})
 	}
 }

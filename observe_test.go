@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -170,24 +169,6 @@ func TestListenObserverPorts(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an io.Writer safe to read while runObserve writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "missing-groups")
 	free, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -205,7 +186,7 @@ func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
 	defer func() { openBrowser, observeSignals = restoreOpen, restoreSignals }()
 
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runObserve([]string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir}, &stdout, &stderr)
@@ -338,6 +319,10 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("body lacks %q", w)
 				}
 			}
+			// An HTML row that expects nothing renders the "empty" template.
+			if tt.ctype == "text/html" && tt.want == nil && body != "" {
+				t.Errorf("got body %.200q; want empty", body)
+			}
 		})
 	}
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/fragments/overview", nil)
@@ -407,21 +392,6 @@ func TestHostAndCSRFRejection(t *testing.T) {
 	if n := countRows(t, fx.dir, "tool_calls"); n != 3 {
 		t.Errorf("rejected requests left %d audit rows; want 3", n)
 	}
-}
-
-// countRows counts a table's rows in observability.sqlite3.
-func countRows(t testing.TB, dir, table string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
-		t.Fatalf("count %s: %v", table, err)
-	}
-	return n
 }
 
 func TestStorageActions(t *testing.T) {
@@ -516,13 +486,43 @@ func TestEscaping(t *testing.T) {
 	fx.messages(id, fixtureMessage{Sender: "<ctx>", SenderName: "<i>Sender</i>", Content: "<script>alert(1)</script>", At: now, Priority: "<u>p</u>"})
 	fx.calls(fixtureCall{At: now, Tool: "<svg onload=alert(3)>", Group: id, GroupName: evil, Caller: "<script>c</script>", Duration: 1})
 	obs := newTestObserver(t, fx.dir, time.Second)
-	for _, path := range []string{"/", "/fragments/overview", "/fragments/chats", "/fragments/chat?group_id=" + id, "/fragments/messages?group_id=" + id,
-		"/fragments/message?group_id=" + id + "&message_id=1", "/fragments/analytics", "/fragments/overview-group-row?group_id=" + id} {
-		t.Run(path, func(t *testing.T) {
-			_, body, _ := get(t, obs, path)
+	const (
+		group    = "&lt;img src=x onerror=alert(1)&gt;"
+		desc     = "&#34;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+		member   = "&lt;b&gt;bold&lt;/b&gt;"
+		sender   = "&lt;i&gt;Sender&lt;/i&gt;"
+		message  = "&lt;script&gt;alert(1)&lt;/script&gt;"
+		priority = "&lt;u&gt;p&lt;/u&gt;"
+		tool     = "&lt;svg onload=alert(3)&gt;"
+		caller   = "&lt;script&gt;c&lt;/script&gt;"
+	)
+	tests := []struct {
+		path    string
+		escaped []string
+	}{
+		{"/", []string{group, tool, sender, message, priority}},
+		{"/fragments/overview", []string{group, tool, sender, message, priority}},
+		{"/fragments/chats", []string{group, desc, member, sender, message, priority}},
+		{"/fragments/chat?group_id=" + id, []string{group, desc, member, sender, message, priority}},
+		{"/fragments/messages?group_id=" + id, []string{sender, message, priority}},
+		{"/fragments/message?group_id=" + id + "&message_id=1", []string{sender, message, priority}},
+		{"/fragments/analytics", []string{group, tool, caller}},
+		{"/fragments/overview-group-row?group_id=" + id, []string{group}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, body, _ := get(t, obs, tt.path)
+			if code != http.StatusOK {
+				t.Fatalf("got status %d; want 200 (body %.200q)", code, body)
+			}
 			for _, raw := range []string{"<script>alert", "<img src=x", "<svg onload", "<script>c", "<i>Sender", "<b>bold", "<u>p"} {
 				if strings.Contains(body, raw) {
 					t.Errorf("body contains live markup %q", raw)
+				}
+			}
+			for _, e := range tt.escaped {
+				if !strings.Contains(body, e) {
+					t.Errorf("body lacks the escaped form %q", e)
 				}
 			}
 		})
@@ -749,7 +749,8 @@ func TestDeletedGroupStates(t *testing.T) {
 	}
 	for _, c := range checks {
 		code, body, _ := get(t, obs, c.path)
-		if code != c.status || !strings.Contains(body, c.want) {
+		// An empty want means the "empty" template: the body must be empty.
+		if code != c.status || !strings.Contains(body, c.want) || (c.want == "" && body != "") {
 			t.Errorf("%s got %d %.300q; want %d containing %q", c.path, code, body, c.status, c.want)
 		}
 	}
@@ -1030,11 +1031,7 @@ func TestOfflineAssets(t *testing.T) {
 // own store, so the dashboard and the writer agree on the schema.
 func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "groups")
-	s, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
+	s := newTestStore(t, dir)
 	meta, err := s.createGroup("writer", "Store written", "by the MCP server")
 	if err != nil {
 		t.Fatal(err)
@@ -1085,7 +1082,7 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 	restoreSignals := observeSignals
 	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
 	defer func() { observeSignals = restoreSignals }()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- runObserve([]string{"--silent", "--groups-dir", t.TempDir()}, &stdout, &stderr) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -1107,20 +1104,6 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 
 // copyFile copies a fixture database into a test's groups directory, so
 // read-only opens never leave sidecar files in testdata.
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestObserveReadsOriginalsDatabases browses databases the Python original
 // wrote: the interop group and an audit log with rollups. Latency
 // percentiles read from the rollups must equal those computed from raw rows.

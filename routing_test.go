@@ -160,9 +160,11 @@ func TestSubscriptionPolling(t *testing.T) {
 	m.poll()
 	rec.setFail(false)
 	var notified *string
-	s.store.withGroup(g, func(db *sql.DB) error {
+	if err := s.store.withGroup(g, func(db *sql.DB) error {
 		return db.QueryRow("SELECT last_notified_at FROM wakeup_events WHERE context_id = 'bob'").Scan(&notified)
-	})
+	}); err != nil {
+		t.Fatalf("read bob's wakeup: %v", err)
+	}
 	if notified != nil {
 		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
 	}
@@ -240,7 +242,7 @@ func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
 func TestBusyKeepsSubscription(t *testing.T) {
 	s, rec, m, g := watchedGroup(t)
 	s.store.forget(g) // the next poll opens the file anew, under the lock
-	locker := openRaw(t, s.store.groupPath(g))
+	locker := openTestDB(t, s.store.groupPath(g), "rw")
 	locker.SetMaxOpenConns(1)
 	// An exclusive-mode write keeps readers of a WAL database out.
 	for _, q := range []string{"PRAGMA locking_mode=EXCLUSIVE", "BEGIN EXCLUSIVE", "UPDATE group_state SET message_revision = message_revision + 1"} {

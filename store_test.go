@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,41 +31,12 @@ func TestFormatTimestamp(t *testing.T) {
 	}
 }
 
-// openRaw opens a database file the way another process would.
-func openRaw(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryStrings(t *testing.T, db *sql.DB, q string) []string {
-	t.Helper()
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 func TestGroupDatabaseLayout(t *testing.T) {
 	s, _ := newTestServer(t)
 	g := createGroup(t, s, "alice")
 	join(t, s, g, "alice", "Alice")
 	send(t, s, g, "alice", "Alice", "indexed text", nil)
-	db := openRaw(t, s.store.groupPath(g))
+	db := openTestDB(t, s.store.groupPath(g), "rw")
 	checks := []struct{ q, want string }{
 		{"PRAGMA user_version", "1"},
 		{"PRAGMA journal_mode", "wal"},
@@ -84,14 +54,14 @@ func TestGroupDatabaseLayout(t *testing.T) {
 		{"SELECT count(*) FROM message_search WHERE content LIKE '%dexed t%'", "1"},
 	}
 	for _, c := range checks {
-		if got := queryStrings(t, db, c.q); len(got) != 1 || got[0] != c.want {
+		if got := queryRows(t, db, c.q); len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s: got %v; want %s", c.q, got, c.want)
 		}
 	}
 	if _, err := db.Exec("INSERT INTO message_search(message_search) VALUES('integrity-check')"); err != nil {
 		t.Errorf("FTS integrity check: %v", err)
 	}
-	for _, ts := range queryStrings(t, db, "SELECT created_at FROM messages UNION ALL SELECT joined_at FROM group_members UNION ALL SELECT updated_at FROM group_metadata") {
+	for _, ts := range queryRows(t, db, "SELECT created_at FROM messages UNION ALL SELECT joined_at FROM group_members UNION ALL SELECT updated_at FROM group_metadata") {
 		if !timestampPattern.MatchString(ts) {
 			t.Errorf("timestamp %q is not in the original's format", ts)
 		}
@@ -105,7 +75,7 @@ func TestStoredListsUsePythonFormat(t *testing.T) {
 		join(t, s, g, m[0], m[1])
 	}
 	send(t, s, g, "alice", "Alice", "@all hi", nil)
-	got := queryStrings(t, openRaw(t, s.store.groupPath(g)), "SELECT mentions || '|' || wakeup_targets || '|' || routing_reason FROM messages")
+	got := queryRows(t, openTestDB(t, s.store.groupPath(g), "rw"), "SELECT mentions || '|' || wakeup_targets || '|' || routing_reason FROM messages")
 	want := `["bob", "\u00e7a"]|["bob", "\u00e7a"]|mentioned`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %v; want %s", got, want)
@@ -114,19 +84,15 @@ func TestStoredListsUsePythonFormat(t *testing.T) {
 
 func TestCatalog(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st := newTestStore(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, catalogFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("catalog before first use: got %v; want no file (start-up does no database work)", err)
 	}
 	if _, err := st.listGroups(); err != nil {
 		t.Fatal(err)
 	}
-	cat := openRaw(t, filepath.Join(dir, catalogFileName))
-	if got := queryStrings(t, cat, "PRAGMA auto_vacuum"); got[0] != "2" {
+	cat := openTestDB(t, filepath.Join(dir, catalogFileName), "rw")
+	if got := queryRows(t, cat, "PRAGMA auto_vacuum"); got[0] != "2" {
 		t.Errorf("auto_vacuum: got %s; want 2 (incremental)", got[0])
 	}
 	a, err := st.createGroup("alice", "A", "")
@@ -151,7 +117,7 @@ func TestCatalog(t *testing.T) {
 	if len(groups) != 1 || groups[0].groupID != a.groupID || groups[0].name != "A" {
 		t.Errorf("listGroups: got %+v; want only %s named A", groups, a.groupID)
 	}
-	if got := queryStrings(t, cat, "SELECT group_id FROM groups"); len(got) != 1 || got[0] != a.groupID {
+	if got := queryRows(t, cat, "SELECT group_id FROM groups"); len(got) != 1 || got[0] != a.groupID {
 		t.Errorf("catalog rows: got %v; want [%s] (stale removed, missing restored)", got, a.groupID)
 	}
 }
@@ -172,7 +138,7 @@ func TestDeleteGroupRemovesFiles(t *testing.T) {
 			t.Errorf("%s: got %v; want it removed", filepath.Base(p), err)
 		}
 	}
-	rows := queryStrings(t, openRaw(t, filepath.Join(s.store.dir, catalogFileName)), "SELECT group_id FROM groups")
+	rows := queryRows(t, openTestDB(t, filepath.Join(s.store.dir, catalogFileName), "rw"), "SELECT group_id FROM groups")
 	if len(rows) != 1 || rows[0] != keep {
 		t.Errorf("catalog: got %v; want only %s", rows, keep)
 	}
@@ -186,16 +152,8 @@ func TestDeleteGroupRemovesFiles(t *testing.T) {
 // holds a cached handle, and that its file is never recreated.
 func TestGroupDeletedElsewhere(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
-	other, err := newStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.close()
+	st := newTestStore(t, dir)
+	other := newTestStore(t, dir)
 	meta, err := st.createGroup("alice", "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -244,15 +202,7 @@ func TestBusyRetry(t *testing.T) {
 			s, _ := newTestServer(t)
 			g := createGroup(t, s, "alice")
 			join(t, s, g, "alice", "Alice")
-			locker := openRaw(t, s.store.groupPath(g))
-			tx, err := locker.Begin() // IMMEDIATE via the DSN: takes the write lock
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec("UPDATE group_state SET metadata_revision = metadata_revision"); err != nil {
-				t.Fatal(err)
-			}
-			released := time.AfterFunc(tt.hold, func() { tx.Rollback() })
+			released := time.AfterFunc(tt.hold, holdWriteLock(t, s.store.groupPath(g)))
 			defer released.Stop()
 			start := time.Now()
 			out, isErr := call(t, s, "send_message", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice", "message": "hi"})

@@ -233,33 +233,28 @@ func TestReadTracking(t *testing.T) {
 	send(t, s, g, "bob", "Bob", "my own message", nil)
 	send(t, s, g, "alice", "Alice", "Snake_case AND MIXED", nil)
 	bob := map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"}
-	with := func(k string, v any) map[string]any {
-		m := map[string]any{k: v}
-		for key, val := range bob {
-			m[key] = val
-		}
-		return m
-	}
 	unreadCount := func() int {
 		var n int
-		s.store.withGroup(g, func(db *sql.DB) error {
+		if err := s.store.withGroup(g, func(db *sql.DB) error {
 			return db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = 'bob'").Scan(&n)
-		})
+		}); err != nil {
+			t.Fatalf("read bob's unread_count: %v", err)
+		}
 		return n
 	}
 	if got := unreadCount(); got != 3 {
 		t.Fatalf("unread_count: got %d; want 3 (own message not unread)", got)
 	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with("query", "%sure"))); !reflect.DeepEqual(got, []int{2}) {
+	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "%sure"))); !reflect.DeepEqual(got, []int{2}) {
 		t.Errorf("search %%sure: got %v; want [2]", got)
 	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with("query", "snake_CASE and"))); !reflect.DeepEqual(got, []int{4}) {
+	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "snake_CASE and"))); !reflect.DeepEqual(got, []int{4}) {
 		t.Errorf("search case-insensitive: got %v; want [4]", got)
 	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with("query", "m_own"))); !reflect.DeepEqual(got, []int{}) {
+	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "m_own"))); !reflect.DeepEqual(got, []int{}) {
 		t.Errorf("search m_own: got %v; want []", got)
 	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with("query", "y_own"))); !reflect.DeepEqual(got, []int{3}) {
+	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "y_own"))); !reflect.DeepEqual(got, []int{3}) {
 		t.Errorf("search y_own (_ wildcard): got %v; want [3]", got)
 	}
 	if got := unreadCount(); got != 1 {
@@ -274,7 +269,7 @@ func TestReadTracking(t *testing.T) {
 	if got := messageIDs(mustCall(t, s, "get_latest_messages", bob)); !reflect.DeepEqual(got, []int{4}) {
 		t.Errorf("latest after own message 3: got %v; want [4]", got)
 	}
-	if got := messageIDs(mustCall(t, s, "get_messages_after", with("after_message_id", 2))); !reflect.DeepEqual(got, []int{3, 4}) {
+	if got := messageIDs(mustCall(t, s, "get_messages_after", with(bob, "after_message_id", 2))); !reflect.DeepEqual(got, []int{3, 4}) {
 		t.Errorf("after 2: got %v; want [3 4]", got)
 	}
 	if got := messageIDs(mustCall(t, s, "get_all_messages", bob)); !reflect.DeepEqual(got, []int{1, 2, 3, 4}) {
