@@ -392,6 +392,36 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 	})
 
+	t.Run("rollups present without the group-name table", func(t *testing.T) {
+		dir := t.TempDir()
+		db := createAuditV1(t, filepath.Join(dir, catalogFileName), false)
+		if _, err := db.Exec(auditRollupSchema()); err != nil {
+			t.Fatal(err)
+		}
+		a, err := openAuditLog(dir, auditInf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		tables, err := tableNames(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasAll(tables, auditTables) {
+			t.Fatalf("got tables %v; want all of %v", tables, auditTables)
+		}
+		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {
+			t.Fatalf("got %d tool_calls indexes; want 6", got)
+		}
+		call := auditTestCall("get_group_metadata", `{"caller_name":"ops","group_id":"grp_0123456789abcdef0123456789abcdef"}`, `1`, `{"name":"Ops"}`, false, "")
+		call.groupName, call.groupNameRead = "Ops", true
+		a.observe(call)
+		a.flush()
+		if got := queryRows(t, db, "SELECT group_name FROM tool_call_group_names"); !reflect.DeepEqual(got, []string{"Ops"}) {
+			t.Fatalf("got group names %v; want [Ops]", got)
+		}
+	})
+
 	t.Run("a locked database stays version 1", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, catalogFileName)
