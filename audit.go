@@ -159,13 +159,9 @@ const (
 // auditExec runs one statement of an audit transaction.
 type auditExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
 
-// auditTables are the tables a complete version-2 audit schema has.
-var auditTables = []string{
-	"metadata", "tool_calls", "tool_call_group_names",
-	"analytics_1m", "analytics_1h", "analytics_1d", "analytics_30d",
-	"analytics_latency_1m", "analytics_latency_1h", "analytics_latency_1d", "analytics_latency_30d",
-	"analytics_filter_values",
-}
+// auditTables are the tables a complete version-2 audit schema has: the
+// metadata row and the history that "Delete audit history" empties.
+var auditTables = append([]string{"metadata"}, auditHistoryTables...)
 
 // auditBaseSchema is the original's version-2 metadata and tool_calls tables.
 const auditBaseSchema = `
