@@ -132,9 +132,15 @@ func queryInt(tb testing.TB, db *sql.DB, query string, args ...any) int64 {
 	return n
 }
 
-// countRows counts a table's rows in dir's observability.sqlite3, opened
-// read-only as the dashboard opens it.
+// countRows counts a table's rows in dir's observability.sqlite3.
 func countRows(tb testing.TB, dir, table string) int {
+	tb.Helper()
+	return observabilityInt(tb, dir, "SELECT COUNT(*) FROM "+table)
+}
+
+// observabilityInt reads one integer from dir's observability.sqlite3,
+// opened read-only as the dashboard opens it.
+func observabilityInt(tb testing.TB, dir, query string) int {
 	tb.Helper()
 	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
 	if err != nil {
@@ -142,8 +148,8 @@ func countRows(tb testing.TB, dir, table string) int {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
-		tb.Fatalf("count %s: %v", table, err)
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", query, err)
 	}
 	return n
 }

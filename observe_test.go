@@ -440,14 +440,14 @@ func TestStorageActions(t *testing.T) {
 	if !bytes.Equal(groupBefore, groupAfter) {
 		t.Error("a storage action changed a group database")
 	}
-	freeBefore := freelist(t, fx.dir)
+	freeBefore := observabilityInt(t, fx.dir, "PRAGMA freelist_count")
 	if freeBefore == 0 {
 		t.Fatal("deleting history left no free pages to reclaim")
 	}
 	if code, _ := post("/api/storage/reclaim", nil); code != 200 {
 		t.Errorf("second reclaim got %d; want 200", code)
 	}
-	if freeAfter := freelist(t, fx.dir); freeAfter >= freeBefore {
+	if freeAfter := observabilityInt(t, fx.dir, "PRAGMA freelist_count"); freeAfter >= freeBefore {
 		t.Errorf("free pages went from %d to %d; want fewer after reclaim", freeBefore, freeAfter)
 	}
 	empty := newTestObserver(t, filepath.Join(t.TempDir(), "none"), time.Second)
@@ -461,20 +461,6 @@ func TestStorageActions(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(empty.dir, catalogFileName)); !os.IsNotExist(err) {
 		t.Error("a storage action created observability.sqlite3")
 	}
-}
-
-func freelist(t testing.TB, dir string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite", readOnlyDSN(filepath.Join(dir, catalogFileName)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow("PRAGMA freelist_count").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 func TestEscaping(t *testing.T) {
