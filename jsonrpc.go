@@ -281,39 +281,12 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 // the answer it would have got had it not been pipelined.
 func (s *server) answerSends(run []pendingSend) error {
 	var results []toolResult
-	if len(run) > 1 {
-		msgs := make([]outgoing, len(run))
-		for i, p := range run {
-			msgs[i] = p.msg
-		}
-		var outs []sent
-		var errs []error
-		err := retryBusy(func() (err error) {
-			outs, errs, err = s.store.sendMessages(run[0].groupID, msgs)
-			return err
-		})
-		switch {
-		case err == nil:
-			results = make([]toolResult, len(run))
-			for i := range run {
-				if errs[i] != nil {
-					results[i] = failure(classify("send_message", errs[i]))
-				} else {
-					results[i] = toolResult{value: sentObject(outs[i])}
-				}
-			}
-		case isBusy(err):
-			results = make([]toolResult, len(run))
-			for i := range run {
-				results[i] = failure(errGroupBusy)
-			}
-		}
-	}
-	// The sends share one commit, so one read of the group's name serves
-	// the audit records of all of them.
 	var groupName string
 	var groupNameRead bool
 	if len(run) > 1 {
+		results = s.commitSends(run)
+		// The sends share one commit, so one read of the group's name
+		// serves the audit records of all of them.
 		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
 	}
 	for i, p := range run {
@@ -329,6 +302,36 @@ func (s *server) answerSends(run []pendingSend) error {
 		}
 	}
 	return nil
+}
+
+// commitSends stores a run of sends in one transaction and returns their
+// results, or nil when the transaction failed as a whole other than busy.
+func (s *server) commitSends(run []pendingSend) []toolResult {
+	msgs := make([]outgoing, len(run))
+	for i, p := range run {
+		msgs[i] = p.msg
+	}
+	var outs []sent
+	var errs []error
+	err := retryBusy(func() (err error) {
+		outs, errs, err = s.store.sendMessages(run[0].groupID, msgs)
+		return err
+	})
+	if err != nil && !isBusy(err) {
+		return nil
+	}
+	results := make([]toolResult, len(run))
+	for i := range run {
+		switch {
+		case err != nil:
+			results[i] = failure(errGroupBusy)
+		case errs[i] != nil:
+			results[i] = failure(classify("send_message", errs[i]))
+		default:
+			results[i] = toolResult{value: sentObject(outs[i])}
+		}
+	}
+	return results
 }
 
 // handleLine answers one line: a request, a notification or a batch. It
