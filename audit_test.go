@@ -61,6 +61,32 @@ func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 
 var auditInf = auditConfig{enabled: true, setting: "inf"}
 
+// auditFlush waits until every event observed so far has had its write
+// attempt. The writer counts attempted events under a.mu once each batch is
+// done, so polling that count is enough; the minute is only a bound for a
+// wedged writer, far beyond any attempt (each is bounded by busy_timeout).
+// A nil a, auditing off, has nothing to wait for.
+func auditFlush(t testing.TB, a *auditLog) {
+	t.Helper()
+	if a == nil {
+		return
+	}
+	want := a.queued.Load()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a.mu.Lock()
+		got := a.attempted
+		a.mu.Unlock()
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit writer attempted %d of %d queued events in a minute; want all", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // auditDecode decodes a JSON value the way a tool result is handed to the
 // audit log: objects as maps, numbers exact.
 func auditDecode(t *testing.T, text string) any {
@@ -416,7 +442,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		call := auditTestCall("get_group_metadata", `{"caller_name":"ops","group_id":"grp_0123456789abcdef0123456789abcdef"}`, `1`, `{"name":"Ops"}`, false, "")
 		call.groupName, call.groupNameRead = "Ops", true
 		a.observe(call)
-		a.flush()
+		auditFlush(t, a)
 		if got := queryRows(t, db, "SELECT group_name FROM tool_call_group_names"); !reflect.DeepEqual(got, []string{"Ops"}) {
 			t.Fatalf("got group names %v; want [Ops]", got)
 		}
@@ -445,7 +471,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		// The next write retries the upgrade and succeeds.
 		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, ""))
-		a.flush()
+		auditFlush(t, a)
 		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_30d"); got != 1 {
 			t.Fatalf("got %d calls in analytics_30d; want 1", got)
 		}
@@ -736,7 +762,7 @@ func TestAuditObserveLookups(t *testing.T) {
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"users":[]}`, false)
 	call("delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"lead"}`, `{"group_id":"grp_a","deleted":true}`, false)
 	call("get_users", `{"group_id":"grp_a","caller_name":"ops"}`, `{"error":"gone"}`, true)
-	a.flush()
+	auditFlush(t, a)
 	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 	got := queryRows(t, db, "SELECT tool_name, COALESCE(name, 'NULL'), COALESCE(group_name, 'NULL') FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_id = id ORDER BY id")
 	want := []string{
@@ -761,7 +787,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		start := time.Now()
 		a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `9`, `{"groups":[]}`, false, ""))
 		call = time.Since(start)
-		a.flush()
+		auditFlush(t, a)
 		return call, time.Since(start)
 	}
 	t.Run("locked", func(t *testing.T) {
@@ -956,7 +982,7 @@ func auditNormalized(t *testing.T, db *sql.DB) map[string][]string {
 func TestAuditSessionMatchesOriginal(t *testing.T) {
 	s, dir, a := newAuditServer(t, auditInf)
 	replies := runAuditScript(t, s)
-	a.flush()
+	auditFlush(t, a)
 	if len(replies) != 41 || !strings.Contains(replies[33], `\"deleted\": true`) {
 		t.Fatalf("got %d replies, reply 34 %s; want 41, the second delete_group succeeding", len(replies), replies[33])
 	}
@@ -1036,14 +1062,14 @@ func TestAuditLockedDuringToolCall(t *testing.T) {
 	g := created["group_id"].(string)
 	auditReply(t, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"join_group","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","caller_name":"a"}}}`)
 
-	a.flush()
+	auditFlush(t, a)
 	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 	before := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls")
 	release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
 	start := time.Now()
 	reply := auditReply(t, s, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"`+g+`","context_id":"a","name":"a","message":"hi","caller_name":"a"}}}`)
 	elapsed := time.Since(start)
-	a.flush()
+	auditFlush(t, a)
 	release()
 	out, isError := auditToolText(t, reply)
 	if isError || out["message_id"] != float64(1) || out["routing_reason"] != "fallback" {
@@ -1074,7 +1100,7 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 				auditReply(b, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"join_group","arguments":{"group_id":"`+g+`","context_id":"`+c+`","name":"`+c+`","caller_name":"`+c+`"}}}`)
 			}
 			line := []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send_message","arguments":{"group_id":"` + g + `","context_id":"a","name":"a","message":"hello @b","caller_name":"a"}}}`)
-			a.flush()
+			auditFlush(b, a)
 			var before int
 			if a != nil {
 				before = countRows(b, dir, "tool_calls")
@@ -1086,7 +1112,7 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 				}
 			}
 			// The queued writes are part of the cost: wait for them.
-			a.flush()
+			auditFlush(b, a)
 			b.StopTimer()
 			if a != nil {
 				if got := countRows(b, dir, "tool_calls") - before; got != b.N {
@@ -1169,7 +1195,7 @@ func TestAuditWriterQueue(t *testing.T) {
 		}
 		held := time.Since(start)
 		a.mu.Unlock()
-		a.flush()
+		auditFlush(t, a)
 		if held > 2*time.Second {
 			t.Fatalf("observing with a stalled writer took %v; want no waiting", held)
 		}
