@@ -10,15 +10,35 @@ import (
 	"strings"
 )
 
+// auditResolution is one rollup resolution: the suffix of its two tables,
+// analytics_<suffix> and analytics_latency_<suffix>, and its bucket width.
+type auditResolution struct {
+	suffix  string
+	seconds int64
+}
+
+// auditResolutions are the rollup resolutions, finest first. Every list of
+// rollup tables derives from this one, so the writer, the schema check and
+// the dashboard's "Delete audit history" cannot disagree.
+var auditResolutions = []auditResolution{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+
 // auditSchemaVersion is the schema this program writes, in metadata and
 // PRAGMA user_version.
 const auditSchemaVersion = 2
 
-// auditResolutions are the rollup tables' suffixes and bucket widths.
-var auditResolutions = []struct {
-	suffix  string
-	seconds int64
-}{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+// auditHistoryTables are the tables "Delete audit history" empties: the raw
+// rows, their group-name snapshots, and everything derived from them. The
+// group catalog and the metadata row stay.
+var auditHistoryTables = func() []string {
+	tables := []string{"tool_call_group_names", "tool_calls"}
+	for _, r := range auditResolutions {
+		tables = append(tables, "analytics_"+r.suffix)
+	}
+	for _, r := range auditResolutions {
+		tables = append(tables, "analytics_latency_"+r.suffix)
+	}
+	return append(tables, "analytics_filter_values")
+}()
 
 // auditTables are the tables a complete version-2 audit schema has: the
 // metadata row and the history that "Delete audit history" empties.
@@ -92,6 +112,30 @@ func (a *auditLog) prepare() error {
 		return nil
 	}
 	ctx := context.Background()
+	if err := a.prepareFile(ctx); err != nil {
+		return err
+	}
+	var version int
+	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read audit schema version: %w", err)
+	}
+	tables, err := tableNames(ctx, a.db)
+	if err != nil {
+		return err
+	}
+	if version != auditSchemaVersion || !hasAll(tables, auditTables) {
+		if err := a.migrate(ctx); err != nil {
+			return err
+		}
+	}
+	a.ready = true
+	a.prepareStatements(ctx)
+	return nil
+}
+
+// prepareFile creates the directory and sets the file's modes: incremental
+// auto-vacuum while it is still empty, and WAL.
+func (a *auditLog) prepareFile(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
@@ -109,26 +153,20 @@ func (a *auditLog) prepare() error {
 	if err := a.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
 		return fmt.Errorf("set audit journal mode: %w", err)
 	}
-	var version int
-	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read audit schema version: %w", err)
-	}
-	tables, err := tableNames(ctx, a.db)
-	if err != nil {
-		return err
-	}
-	if version == auditSchemaVersion && hasAll(tables, auditTables) {
-		a.ready = true
-		a.prepareStatements(ctx)
-		return nil
-	}
+	return nil
+}
+
+// migrate creates the version-2 schema, or upgrades an older one, in one
+// transaction, and records the version.
+func (a *auditLog) migrate(ctx context.Context) error {
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin audit schema transaction: %w", err)
 	}
 	defer tx.Rollback()
 	// Re-read inside the write lock: another process may have just done this.
-	if tables, err = tableNames(ctx, tx); err != nil {
+	tables, err := tableNames(ctx, tx)
+	if err != nil {
 		return err
 	}
 	if tables["metadata"] {
@@ -148,8 +186,6 @@ func (a *auditLog) prepare() error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit schema: %w", err)
 	}
-	a.ready = true
-	a.prepareStatements(ctx)
 	return nil
 }
 
