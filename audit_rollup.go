@@ -12,6 +12,13 @@ import (
 	"time"
 )
 
+// auditRollupKey identifies one row of a rollup table.
+type auditRollupKey struct {
+	table  int
+	bucket int64
+	dims   [6]string
+}
+
 const (
 	// auditCleanupBatchSize bounds the rows one retention transaction deletes.
 	auditCleanupBatchSize = 1000
@@ -90,13 +97,6 @@ func auditLatencyBucket(ms int64) string {
 		return "exact:" + strconv.FormatInt(ms, 10)
 	}
 	return "log:" + strconv.Itoa(bits.Len64(uint64(ms))-1)
-}
-
-// auditRollupKey identifies one row of a rollup table.
-type auditRollupKey struct {
-	table  int
-	bucket int64
-	dims   [6]string
 }
 
 // auditApplyRollups adds delta times each event to every rollup resolution,
@@ -275,15 +275,8 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 	}
 	defer tx.Rollback()
 	if first {
-		var last sql.NullString
-		if err := tx.QueryRowContext(ctx, "SELECT last_retention_cleanup_at FROM metadata WHERE id = 1").Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return false, 0, fmt.Errorf("read audit cleanup time: %w", err)
-		}
-		if last.String != "" {
-			if t, err := auditParseTime(last.String); err == nil && now.Sub(t) < 24*time.Hour {
-				a.nextCleanup = t.Add(24 * time.Hour)
-				return true, 0, nil
-			}
+		if recent, err := a.cleanedRecently(ctx, tx, now); err != nil || recent {
+			return recent, 0, err
 		}
 	}
 	ids, events, err := auditQueryEvents(ctx, tx, "SELECT id, occurred_at, tool_name, group_id, context_id, name, outcome, "+
@@ -292,34 +285,8 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 		return false, 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	if len(ids) > 0 {
-		in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
-		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+in, ids...); err != nil {
-			return false, 0, fmt.Errorf("delete expired audit group names: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM tool_calls WHERE id IN "+in, ids...); err != nil {
-			return false, 0, fmt.Errorf("delete expired audit rows: %w", err)
-		}
-		counts := map[[2]string]int64{}
-		var keys [][2]string
-		for _, e := range events {
-			for _, f := range auditFilterValues(e) {
-				k := [2]string{f[0], f[1]}
-				if counts[k] == 0 {
-					keys = append(keys, k)
-				}
-				counts[k]++
-			}
-		}
-		if err := auditApplyRollups(ctx, tx.ExecContext, events, -1); err != nil {
+		if err := auditDeleteEvents(ctx, tx, ids, events); err != nil {
 			return false, 0, err
-		}
-		for _, k := range keys {
-			if _, err := tx.ExecContext(ctx, "UPDATE analytics_filter_values SET count = count - ? WHERE field = ? AND value = ?", counts[k], k[0], k[1]); err != nil {
-				return false, 0, fmt.Errorf("decrement audit filter values: %w", err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM analytics_filter_values WHERE count <= 0"); err != nil {
-			return false, 0, fmt.Errorf("drop audit filter values: %w", err)
 		}
 		deleted = len(ids)
 	}
@@ -336,4 +303,57 @@ func (a *auditLog) cleanupBatch(ctx context.Context, now time.Time, cutoff strin
 		a.nextCleanup = now.Add(24 * time.Hour)
 	}
 	return done, deleted, nil
+}
+
+// cleanedRecently reports whether a retention pass, by this or another
+// process, finished less than a day before now; if so the next pass waits
+// for the day to end.
+func (a *auditLog) cleanedRecently(ctx context.Context, tx *sql.Tx, now time.Time) (bool, error) {
+	var last sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT last_retention_cleanup_at FROM metadata WHERE id = 1").Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("read audit cleanup time: %w", err)
+	}
+	if last.String != "" {
+		if t, err := auditParseTime(last.String); err == nil && now.Sub(t) < 24*time.Hour {
+			a.nextCleanup = t.Add(24 * time.Hour)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// auditDeleteEvents deletes expired rows, given by id, with their group-name
+// snapshots, and takes events, the same rows, off the rollups and filter
+// values.
+func auditDeleteEvents(ctx context.Context, tx *sql.Tx, ids []any, events []auditEvent) error {
+	in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+in, ids...); err != nil {
+		return fmt.Errorf("delete expired audit group names: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_calls WHERE id IN "+in, ids...); err != nil {
+		return fmt.Errorf("delete expired audit rows: %w", err)
+	}
+	counts := map[[2]string]int64{}
+	var keys [][2]string
+	for _, e := range events {
+		for _, f := range auditFilterValues(e) {
+			k := [2]string{f[0], f[1]}
+			if counts[k] == 0 {
+				keys = append(keys, k)
+			}
+			counts[k]++
+		}
+	}
+	if err := auditApplyRollups(ctx, tx.ExecContext, events, -1); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := tx.ExecContext(ctx, "UPDATE analytics_filter_values SET count = count - ? WHERE field = ? AND value = ?", counts[k], k[0], k[1]); err != nil {
+			return fmt.Errorf("decrement audit filter values: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM analytics_filter_values WHERE count <= 0"); err != nil {
+		return fmt.Errorf("drop audit filter values: %w", err)
+	}
+	return nil
 }
