@@ -31,11 +31,35 @@ type auditEvent struct {
 // auditDetailsMaxBytes is the original's cap on details_json, in bytes.
 const auditDetailsMaxBytes = 2048
 
-// auditCallerNameTools are the tools whose "name" argument is the caller's
-// own label, and so a fallback for a missing caller_name.
-var auditCallerNameTools = map[string]bool{
-	"join_group": true, "leave_group": true, "get_all_messages": true, "get_latest_messages": true,
-	"get_unread_messages": true, "get_messages_after": true, "search_messages": true, "send_message": true,
+// auditToolFacts is what the audit log records about one tool beyond its
+// arguments and outcome. Its fields are meant for the tool table (tools.go),
+// next to the handler whose result they read; until then this table is
+// keyed by tool name.
+type auditToolFacts struct {
+	// nameIsCaller is set when the tool's "name" argument is the caller's
+	// own label, and so a fallback for a missing caller_name.
+	nameIsCaller bool
+	// details returns the allowlisted, content-free summary of a successful
+	// result, in any order; nil or empty means none.
+	details func(result object) object
+}
+
+// auditTools are the original's audit facts for each tool; a tool missing
+// here records no details and has no caller name in "name".
+var auditTools = map[string]auditToolFacts{
+	"create_group":          {details: auditCreatedGroup},
+	"list_groups":           {details: auditCount("groups", "group_count")},
+	"update_group_metadata": {details: auditUpdatedFields},
+	"get_users":             {details: auditCount("users", "member_count")},
+	"delete_group":          {details: auditCompleted},
+	"join_group":            {nameIsCaller: true, details: auditCompleted},
+	"leave_group":           {nameIsCaller: true, details: auditCompleted},
+	"get_all_messages":      {nameIsCaller: true, details: auditCount("messages", "message_count")},
+	"get_latest_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
+	"get_unread_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
+	"get_messages_after":    {nameIsCaller: true, details: auditCount("messages", "message_count")},
+	"search_messages":       {nameIsCaller: true, details: auditCount("messages", "message_count")},
+	"send_message":          {nameIsCaller: true, details: auditSentDetails},
 }
 
 // auditBuildEvent turns a completed call into its row, before the lookups
@@ -60,13 +84,14 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		e.contextID = sql.NullString{String: s, Valid: true}
 	}
 	name, _ := c.args.str("caller_name")
-	if pyStrip(name) == "" && auditCallerNameTools[c.name] {
+	if pyStrip(name) == "" && auditTools[c.name].nameIsCaller {
 		name, _ = c.args.str("name")
 	}
 	if name = pyStrip(name); name != "" {
 		e.name = sql.NullString{String: name, Valid: true}
 	}
-	result := c.result.value
+	// Every tool result is an object; anything else has none of the keys.
+	result, _ := c.result.value.(object)
 	if c.result.isError {
 		e.outcome = "error"
 		category := c.result.category
@@ -90,46 +115,31 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	return e
 }
 
-// auditResultField returns a key of a tool result value: an object built by
-// the tools, or a map decoded from JSON.
-func auditResultField(v any, key string) (any, bool) {
-	switch v := v.(type) {
-	case object:
-		for _, f := range v {
-			if f.key == key {
-				return f.value, true
-			}
+// auditResultField returns a key of a tool result.
+func auditResultField(result object, key string) (any, bool) {
+	for _, f := range result {
+		if f.key == key {
+			return f.value, true
 		}
-	case map[string]any:
-		value, ok := v[key]
-		return value, ok
 	}
 	return nil, false
 }
 
 // auditResultString returns a string-valued key of a tool result.
-func auditResultString(v any, key string) (string, bool) {
-	value, _ := auditResultField(v, key)
-	switch value := value.(type) {
-	case string:
-		return value, true
-	case *string:
-		if value != nil {
-			return *value, true
-		}
-	}
-	return "", false
+func auditResultString(result object, key string) (string, bool) {
+	value, _ := auditResultField(result, key)
+	s, ok := value.(string)
+	return s, ok
 }
 
-// auditResultLen returns the length of a list-valued key of a tool result.
-func auditResultLen(v any, key string) (int, bool) {
-	value, _ := auditResultField(v, key)
+// auditResultLen returns the length of a list-valued key of a tool result,
+// in each list type the tools build.
+func auditResultLen(result object, key string) (int, bool) {
+	value, _ := auditResultField(result, key)
 	switch value := value.(type) {
 	case []any:
 		return len(value), true
 	case stringList:
-		return len(value), true
-	case []string:
 		return len(value), true
 	case messageList:
 		return len(value), true
@@ -171,67 +181,80 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 // auditDetails builds the allowlisted, content-free summary of a successful
 // result, or reports false when the tool has none or it exceeds 2 KiB.
 func auditDetails(tool string, result any) (string, bool) {
-	details := map[string]any{}
-	switch tool {
-	case "create_group":
-		if s, ok := auditResultString(result, "group_id"); ok {
-			details["created_group_id"] = s
-		}
-	case "list_groups":
-		if n, ok := auditResultLen(result, "groups"); ok {
-			details["group_count"] = n
-		}
-	case "update_group_metadata":
-		fields := []any{}
-		for _, f := range []string{"description", "name"} {
-			if _, ok := auditResultField(result, f); ok {
-				fields = append(fields, f)
-			}
-		}
-		details["updated_fields"] = fields
-	case "get_users":
-		if n, ok := auditResultLen(result, "users"); ok {
-			details["member_count"] = n
-		}
-	case "delete_group", "join_group", "leave_group":
-		details["completed"] = true
-	case "get_all_messages", "get_latest_messages", "get_unread_messages", "get_messages_after", "search_messages":
-		if n, ok := auditResultLen(result, "messages"); ok {
-			details["message_count"] = n
-		}
-	case "send_message":
-		for _, key := range []string{"message_id", "priority", "routing_reason"} {
-			if v, ok := auditResultField(result, key); ok {
-				if n, isNumber := v.(json.Number); isNumber {
-					v = rawJSON(pyNumber(string(n)))
-				}
-				details[key] = v
-			}
-		}
-		if n, ok := auditResultLen(result, "wakeup_targets"); ok {
-			details["wakeup_target_count"] = n
-		}
+	facts := auditTools[tool]
+	if facts.details == nil {
+		return "", false
 	}
+	r, _ := result.(object)
+	details := facts.details(r)
 	if len(details) == 0 {
 		return "", false
 	}
 	// The original writes json.dumps(details, sort_keys=True,
 	// separators=(",", ":"), ensure_ascii=False).
-	keys := make([]string, 0, len(details))
-	for k := range details {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	sorted := make(object, len(keys))
-	for i, k := range keys {
-		sorted[i] = field{k, details[k]}
-	}
+	sorted := append(object{}, details...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].key < sorted[j].key })
 	text := pyCompact.encode(sorted)
 	if len(text) > auditDetailsMaxBytes {
 		return "", false
 	}
 	return text, true
 }
+
+// auditCreatedGroup is create_group's details: the new group's id.
+func auditCreatedGroup(result object) object {
+	if s, ok := auditResultString(result, "group_id"); ok {
+		return object{{"created_group_id", s}}
+	}
+	return nil
+}
+
+// auditCount returns the details that count the list at key as name.
+func auditCount(key, name string) func(object) object {
+	return func(result object) object {
+		if n, ok := auditResultLen(result, key); ok {
+			return object{{name, n}}
+		}
+		return nil
+	}
+}
+
+// auditUpdatedFields is update_group_metadata's details: which of the
+// metadata fields the result holds, possibly none.
+func auditUpdatedFields(result object) object {
+	fields := []any{}
+	for _, f := range []string{"description", "name"} {
+		if _, ok := auditResultField(result, f); ok {
+			fields = append(fields, f)
+		}
+	}
+	return object{{"updated_fields", fields}}
+}
+
+// auditCompleted is the details of a tool whose success is all there is to say.
+func auditCompleted(object) object {
+	return object{{"completed", true}}
+}
+
+// auditSentDetails is send_message's details: the message's id, priority
+// and routing, and how many contexts it woke; never its text.
+func auditSentDetails(result object) object {
+	var details object
+	for _, key := range []string{"message_id", "priority", "routing_reason"} {
+		if v, ok := auditResultField(result, key); ok {
+			details = append(details, field{key, v})
+		}
+	}
+	if n, ok := auditResultLen(result, "wakeup_targets"); ok {
+		details = append(details, field{"wakeup_target_count", n})
+	}
+	return details
+}
+
+// The three functions below emulate Python (datetime.fromisoformat, int
+// and float printing) for the audit log and the dashboard. They stay
+// together, unchanged, to move as one into the package's single
+// Python-compatibility file.
 
 // auditParseTime reads a stored ISO 8601 timestamp as the original's
 // datetime.fromisoformat does; one without a zone is UTC.
