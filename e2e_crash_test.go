@@ -122,7 +122,9 @@ func TestE2ECrashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	text, _ := crashToolText(answers[0])
-	var created struct{ GroupID string `json:"group_id"` }
+	var created struct {
+		GroupID string `json:"group_id"`
+	}
 	json.Unmarshal([]byte(text), &created)
 	gid := created.GroupID
 	for i := range writers + 1 {

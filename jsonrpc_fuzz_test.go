@@ -125,3 +125,31 @@ func checkWireMessage(t *testing.T, raw []byte) {
 		}
 	}
 }
+
+// FuzzSplitObject checks splitObject and decodeJSONString against
+// encoding/json on every valid JSON input.
+func FuzzSplitObject(f *testing.F) {
+	f.Add([]byte(`{"a":[1,{"b":"}"}],"c":"x\"y\u00e9","d":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal(raw, &want)
+		got, ok := splitObject(raw)
+		if ok != (werr == nil && want != nil) || len(got) != len(want) {
+			t.Fatalf("splitObject(%q): got %d members (ok %v); want %d (err %v)", raw, len(got), ok, len(want), werr)
+		}
+		for k, v := range want {
+			if string(got[k]) != string(v) {
+				t.Fatalf("splitObject(%q)[%q]: got %q; want %q", raw, k, got[k], v)
+			}
+			var ws string
+			if v[0] == '"' && json.Unmarshal(v, &ws) == nil {
+				if gs, ok := decodeJSONString(v); !ok || gs != ws {
+					t.Fatalf("decodeJSONString(%q): got %q; want %q", v, gs, ws)
+				}
+			}
+		}
+	})
+}

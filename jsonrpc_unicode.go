@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -127,4 +128,141 @@ func writeRawString(b *strings.Builder, lit []byte) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// splitObject returns the members of the JSON object raw as slices of raw
+// itself, where json.Unmarshal into map[string]json.RawMessage copies every
+// value: for a 200 MB send_message line each such copy is another 200 MB.
+// raw must be valid JSON (json.Valid, which allocates nothing); ok is false
+// when it is not an object. Keys are decoded as encoding/json decodes them
+// and a repeated key keeps its last value, as with json.Unmarshal. The
+// values alias raw, which the caller must therefore not reuse.
+func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	members = map[string]json.RawMessage{}
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
+		end := skipValue(raw, i)
+		lit := raw[i:end]
+		key := string(lit[1 : len(lit)-1])
+		if bytes.IndexByte(lit, '\\') >= 0 || !utf8.Valid(lit) {
+			key = ""
+			json.Unmarshal(lit, &key)
+		}
+		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
+		end = skipValue(raw, i)
+		members[key] = raw[i:end:end]
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return members, true
+}
+
+// skipSpace returns the index of the first non-whitespace byte at or after i.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value starting at i.
+func skipValue(raw []byte, i int) int {
+	depth := 0
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			i = stringEnd(raw, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object or array
+			}
+			depth--
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+			continue
+		default:
+			continue
+		}
+		if depth == 0 {
+			return i + 1
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string literal starting at i.
+func stringEnd(raw []byte, i int) int {
+	for i++; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// decodeJSONString decodes a valid JSON string literal with one allocation
+// of the result's size, where json.Unmarshal into a string makes two (its
+// unquoted bytes, then the string). Text that is not valid Unicode takes
+// json.Unmarshal's path, which replaces it with U+FFFD; tool arguments are
+// refused before that (unicodeJSON), so only other strings get there.
+func decodeJSONString(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' {
+		return "", false
+	}
+	body := lit[1 : len(lit)-1]
+	if !unicodeJSON(lit) {
+		var s string
+		return s, json.Unmarshal(lit, &s) == nil
+	}
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body), true
+	}
+	var b strings.Builder
+	b.Grow(len(body))
+	for len(body) > 0 {
+		j := bytes.IndexByte(body, '\\')
+		if j < 0 {
+			b.Write(body)
+			break
+		}
+		b.Write(body[:j])
+		body = body[j:]
+		n := 2
+		switch body[1] {
+		case 'u':
+			r, _ := escapedUnit(body, 0)
+			n = 6
+			if utf16.IsSurrogate(r) {
+				low, _ := escapedUnit(body, 6)
+				r, n = utf16.DecodeRune(r, low), 12
+			}
+			b.WriteRune(r)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		default: // " \ /
+			b.WriteByte(body[1])
+		}
+		body = body[n:]
+	}
+	return b.String(), true
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,5 +112,38 @@ func TestInvalidUnicodeArgumentsRefused(t *testing.T) {
 	all := mustCall(t, s, "get_all_messages", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice"})
 	if n := len(all["messages"].([]any)); n != 0 {
 		t.Errorf("get_all_messages: got %d messages; want none stored", n)
+	}
+}
+
+// TestSplitObjectMatchesUnmarshal shows that splitObject and decodeJSONString
+// read objects and strings exactly as encoding/json does.
+func TestSplitObjectMatchesUnmarshal(t *testing.T) {
+	objects := []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a" : [1, {"b": "}"}] , "c":"x\"y", "d": null, "e": -1.5e3}`,
+		`{"a":1,"a":2}`, `{"\u0063ontext_id":"x"}`, `{"k":"\\"}`, `{"k":{"n":{"m":[[],{}]}},"z":true}`,
+		`{"é":"\ud83c\udf89 é \n\t\/"}`, `[1]`, `"s"`, `3`,
+	}
+	for _, raw := range objects {
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal([]byte(raw), &want)
+		got, ok := splitObject([]byte(raw))
+		if ok != (werr == nil && want != nil) {
+			t.Errorf("splitObject(%s): ok %v; want %v", raw, ok, werr == nil)
+			continue
+		}
+		if len(got) != len(want) {
+			t.Errorf("splitObject(%s): got %d members; want %d", raw, len(got), len(want))
+		}
+		for k, v := range want {
+			if string(got[k]) != string(v) {
+				t.Errorf("splitObject(%s)[%q]: got %s; want %s", raw, k, got[k], v)
+			}
+			var ws string
+			if v[0] == '"' && json.Unmarshal(v, &ws) == nil {
+				if gs, ok := decodeJSONString(v); !ok || gs != ws {
+					t.Errorf("decodeJSONString(%s): got %q; want %q", v, gs, ws)
+				}
+			}
+		}
 	}
 }

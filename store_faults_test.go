@@ -98,7 +98,7 @@ func TestReadOnlyRecovery(t *testing.T) {
 	}
 	defer audit.close()
 	audit.observe(toolCall{name: "list_groups", started: time.Now(), result: toolResult{value: object{{"groups", []any{}}}}})
-	audit.flush()
+	auditFlush(t, audit)
 
 	remount(t, dir, "rw")
 	if _, err := st.sendMessage(g, testMessage("after recovery")); err != nil {
@@ -113,7 +113,7 @@ func TestReadOnlyRecovery(t *testing.T) {
 		t.Errorf("catalog rows for the group created after recovery: got %d; want 1", n)
 	}
 	audit.observe(toolCall{name: "list_groups", started: time.Now(), result: toolResult{value: object{{"groups", []any{}}}}})
-	audit.flush()
+	auditFlush(t, audit)
 	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != 1 {
 		t.Errorf("audit rows written after recovery: got %d; want 1 (the call made while read-only is lost)", n)
 	}
