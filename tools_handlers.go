@@ -1,0 +1,289 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+func metaObject(m groupMeta) object {
+	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
+	if m.updatedAt != nil || m.createdAt != nil {
+		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
+	}
+	return o
+}
+
+func messagesObject(msgs []message) object {
+	return object{{"messages", messageList(msgs)}}
+}
+
+// messageList renders messages with the original's keys and order. It
+// writes directly rather than through an object per message because
+// retrieval tools return thousands of them.
+type messageList []message
+
+func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
+	b.WriteByte('[')
+	for i, m := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`{"id": `)
+		b.WriteString(strconv.FormatInt(m.id, 10))
+		for _, f := range [...]struct {
+			key string
+			val any
+		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
+			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
+			b.WriteString(`, "`)
+			b.WriteString(f.key)
+			b.WriteString(`": `)
+			st.write(b, f.val)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+}
+
+func (s *server) createGroup(a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	name, nameOK := a.str("name")
+	desc, descOK := a.str("description")
+	if (a.has("name") && !nameOK) || (a.has("description") && !descOK) {
+		return nil, validationErrorf("name and description must be strings.")
+	}
+	meta, err := s.store.createGroup(contextID, name, desc)
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+func (s *server) listGroups(toolArgs) (any, error) {
+	groups, err := s.store.listGroups()
+	if err != nil {
+		return nil, err
+	}
+	list := make([]any, len(groups))
+	for i, g := range groups {
+		list[i] = metaObject(g)
+	}
+	return object{{"groups", list}}, nil
+}
+
+func (s *server) getGroupMetadata(a toolArgs) (any, error) {
+	meta, err := s.store.groupMetadata(a.groupID())
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+func (s *server) updateGroupMetadata(a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	if a.isNull("name") && a.isNull("description") {
+		return nil, validationErrorf("Provide name and/or description to update group metadata.")
+	}
+	var name, desc *string
+	for _, f := range []struct {
+		key string
+		dst **string
+	}{{"name", &name}, {"description", &desc}} {
+		if a.isNull(f.key) {
+			continue
+		}
+		v, ok := a.str(f.key)
+		if !ok {
+			return nil, validationErrorf("%s must be a string.", f.key)
+		}
+		*f.dst = &v
+	}
+	meta, err := s.store.updateGroupMetadata(a.groupID(), contextID, name, desc)
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+func (s *server) getUsers(a toolArgs) (any, error) {
+	members, err := s.store.users(a.groupID())
+	if err != nil {
+		return nil, err
+	}
+	list := make([]any, len(members))
+	for i, m := range members {
+		list[i] = object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
+	}
+	return object{{"users", list}}, nil
+}
+
+func (s *server) deleteGroup(a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.deleteGroup(id, contextID); err != nil {
+		return nil, err
+	}
+	return object{{"group_id", id}, {"deleted", true}}, nil
+}
+
+func (s *server) joinGroup(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.joinGroup(id, contextID, name); err != nil {
+		return nil, err
+	}
+	uri := wakeupURI(id, contextID)
+	s.subs.authorize(uri)
+	if err := s.subs.subscribe(uri); err != nil {
+		return nil, err
+	}
+	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
+}
+
+func (s *server) leaveGroup(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.leaveGroup(id, contextID, name, true); err != nil {
+		return nil, err
+	}
+	s.subs.revoke(wakeupURI(id, contextID))
+	return object{{"group_id", id}, {"left", true}}, nil
+}
+
+func (s *server) getAllMessages(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, 0)
+	return messagesObject(msgs), err
+}
+
+func (s *server) getLatestMessages(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.latestMessages(a.groupID(), contextID, name)
+	return messagesObject(msgs), err
+}
+
+func (s *server) getUnreadMessages(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.unreadMessages(a.groupID(), contextID, name)
+	return messagesObject(msgs), err
+}
+
+// nonNegativeInteger matches the JSON integers Python reads as an int of at
+// least zero ("-0" is 0); fractions and exponents make a float there.
+var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
+
+func (s *server) getMessagesAfter(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	raw := string(a.values["after_message_id"])
+	after, perr := strconv.ParseInt(raw, 10, 64)
+	if !nonNegativeInteger.MatchString(raw) || perr != nil {
+		return nil, validationErrorf("after_message_id must be a non-negative integer.")
+	}
+	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, after)
+	return messagesObject(msgs), err
+}
+
+func (s *server) searchMessages(a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	query, err := a.nonEmpty("query")
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.searchMessages(a.groupID(), contextID, name, query)
+	return messagesObject(msgs), err
+}
+
+func (s *server) sendMessage(a toolArgs) (any, error) {
+	m, err := parseSend(a)
+	if err != nil {
+		return nil, err
+	}
+	return s.send(a.groupID(), m)
+}
+
+// send stores a checked message and returns send_message's result.
+func (s *server) send(groupID string, m outgoing) (any, error) {
+	out, err := s.store.sendMessage(groupID, m)
+	if err != nil {
+		return nil, err
+	}
+	return sentObject(out), nil
+}
+
+// parseSend checks send_message's arguments beyond their schema.
+func parseSend(a toolArgs) (outgoing, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return outgoing{}, err
+	}
+	text, err := a.nonEmpty("message")
+	if err != nil {
+		return outgoing{}, err
+	}
+	var wake []string
+	if !a.isNull("wake_context_ids") {
+		var items []json.RawMessage
+		if json.Unmarshal(a.values["wake_context_ids"], &items) != nil || items == nil {
+			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+		}
+		for _, raw := range items {
+			var id string
+			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
+				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+			}
+			wake = append(wake, id)
+		}
+	}
+	priority := "normal"
+	if a.has("priority") {
+		priority, _ = a.str("priority")
+	}
+	switch priority {
+	case "low", "normal", "high", "urgent":
+	default:
+		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
+	}
+	return outgoing{contextID, name, text, priority, wake}, nil
+}
+
+// sentObject is send_message's result.
+func sentObject(out sent) object {
+	return object{
+		{"message_id", out.messageID}, {"group_id", out.groupID}, {"priority", out.priority},
+		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
+		{"wakeup_targets", stringList(out.wakeupTargets)},
+	}
+}
