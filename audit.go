@@ -79,6 +79,8 @@ type auditConfig struct {
 
 // errAuditRetention is the message the original prints, byte for byte, before
 // exiting with status 2.
+//
+//lint:ignore ST1005 printed byte for byte as the original prints it, final period included.
 var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer.")
 
 const (

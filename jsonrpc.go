@@ -1,5 +1,9 @@
 package main
 
+// This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
+// answer or error, line framing and batches. It knows no MCP methods; it
+// hands each decoded message to the session (jsonrpc_session.go).
+
 import (
 	"bufio"
 	"bytes"
@@ -7,7 +11,33 @@ import (
 	"sync"
 )
 
-func (e *rpcError) Error() string { return e.message }
+// rpcError is a JSON-RPC error object. It is a value, not an error: handlers
+// return it beside their result, and nothing wraps or matches it.
+type rpcError struct {
+	code    int
+	message string
+}
+
+// The JSON-RPC errors the server answers, with the original's messages.
+var (
+	errParse          = &rpcError{-32700, "Parse error"}
+	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
+	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
+	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
+	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
+	errInternal       = &rpcError{-32603, "Internal server error"}
+)
+
+// errMethodNotFound answers a request for a method the server lacks.
+func errMethodNotFound(method string) *rpcError {
+	return &rpcError{-32601, "Method not found: " + method}
+}
+
+// errInvalidParams answers a request whose params cannot be used; msg is
+// the original's wording.
+func errInvalidParams(msg string) *rpcError {
+	return &rpcError{-32602, "Invalid params: " + msg}
+}
 
 // request is a decoded JSON-RPC message.
 type request struct {
@@ -41,7 +71,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 	return req, nil, true
 }
 
-// params decodes request params as an object; absent params are an empty
+// paramsObject decodes request params as an object; absent params are an empty
 // object, anything else that is not an object is an error naming method.
 func (req request) paramsObject() (toolArgs, *rpcError) {
 	if req.params == nil {
@@ -68,6 +98,8 @@ func response(req request, result any, err *rpcError) any {
 	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"result", result}}
 }
 
+// errorResponse is the answer carrying e; id is nil when the request's id
+// could not be read.
 func errorResponse(id json.RawMessage, e *rpcError) object {
 	var idv any
 	if id != nil {
@@ -76,28 +108,12 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 	return object{{"jsonrpc", "2.0"}, {"id", idv}, {"error", object{{"code", e.code}, {"message", e.message}}}}
 }
 
-// rpcError is a JSON-RPC error object.
-type rpcError struct {
-	code    int
-	message string
-}
-
-// The JSON-RPC errors the server answers, with the original's messages.
-var (
-	errParse          = &rpcError{-32700, "Parse error"}
-	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
-	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
-	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
-	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
-	errInternal       = &rpcError{-32603, "Internal server error"}
-)
-
-func errMethodNotFound(method string) *rpcError {
-	return &rpcError{-32601, "Method not found: " + method}
-}
-
-func errInvalidParams(msg string) *rpcError {
-	return &rpcError{-32602, "Invalid params: " + msg}
+// messageWriter is how a session's messages leave it: answers to requests
+// and the subscription poller's notifications. Implementations must be safe
+// for concurrent use, because the poller writes from its own goroutine. The
+// stdio transport's is a lineWriter; another transport supplies its own.
+type messageWriter interface {
+	write(msg any) error
 }
 
 // lineWriter writes one JSON-RPC message per line. Its lock keeps responses
@@ -107,6 +123,8 @@ type lineWriter struct {
 	w  *bufio.Writer
 }
 
+// write writes v as one line and flushes it, so that the client sees every
+// answer as soon as it is decided.
 func (w *lineWriter) write(v any) error {
 	line := pyJSON(v)
 	w.mu.Lock()
@@ -124,7 +142,7 @@ func (s *server) handleLine(line []byte) any {
 		return errorResponse(nil, errParse)
 	}
 	if trimmed[0] != '[' {
-		return s.handle(trimmed)
+		return s.handleRaw(trimmed)
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {
@@ -142,7 +160,7 @@ func (s *server) handleLine(line []byte) any {
 	}
 	var replies []any
 	for _, item := range batch {
-		if r := s.handle(item); r != nil {
+		if r := s.handleRaw(item); r != nil {
 			replies = append(replies, r)
 		}
 	}
@@ -152,12 +170,12 @@ func (s *server) handleLine(line []byte) any {
 	return replies
 }
 
-// handle answers one JSON-RPC message, or returns nil for notifications.
-func (s *server) handle(raw json.RawMessage) any {
+// handleRaw decodes one JSON-RPC message of a line and hands it to the
+// session; it returns the answer, or nil when nothing is to be written.
+func (s *server) handleRaw(raw json.RawMessage) any {
 	req, reply, ok := decodeRequest(raw)
 	if !ok {
 		return reply
 	}
-	result, err := s.dispatch(req)
-	return response(req, result, err)
+	return s.handle(req)
 }

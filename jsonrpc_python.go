@@ -1,5 +1,12 @@
 package main
 
+// This file holds every emulation of the Python original's behaviour that
+// agents or other writers can observe: json.dumps, str.lower and
+// str.strip, urllib's quote and unquote, datetime.isoformat and the reading
+// of stored JSON lists. The golden transcripts (golden_test.go) check them
+// byte for byte. (pyNumber, pyFloatRepr and auditParseTime, used only by
+// the audit log, are still in the audit files.)
+
 import (
 	"encoding/json"
 	"fmt"
@@ -21,6 +28,7 @@ type field struct {
 	value any
 }
 
+// get returns the value of key, or nil when o lacks it.
 func (o object) get(key string) any {
 	for _, f := range o {
 		if f.key == key {
@@ -62,12 +70,16 @@ var (
 // transcripts and other writers see this text byte for byte.
 func pyJSON(v any) string { return pyDumps.encode(v) }
 
+// encode returns v as st renders it.
 func (st jsonStyle) encode(v any) string {
 	var b strings.Builder
 	st.write(&b, v)
 	return b.String()
 }
 
+// write appends v as st renders it. It is one type switch over every type
+// the encoder accepts, kept whole (past 60 lines) so that the list can be
+// read in one place; any other type is a programming error and panics.
 func (st jsonStyle) write(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
@@ -202,6 +214,7 @@ var plainASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// writeU writes r as a \uXXXX escape in lowercase hex, as Python does.
 func writeU(b *strings.Builder, r rune) {
 	b.WriteString(`\u`)
 	b.WriteByte(hexDigits[r>>12&0xf])
@@ -270,6 +283,7 @@ func pyLower(s string) string {
 	return b.String()
 }
 
+// isASCII reports whether s holds only ASCII bytes.
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -297,11 +311,14 @@ func finalSigma(runes []rune, i int) bool {
 	return k == len(runes) || !cased(runes[k])
 }
 
+// cased is Unicode's Cased property, which Final_Sigma tests.
 func cased(r rune) bool {
 	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
 		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
 }
 
+// caseIgnorable is Unicode's Case_Ignorable property, which Final_Sigma
+// skips.
 func caseIgnorable(r rune) bool {
 	switch r {
 	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
@@ -320,6 +337,8 @@ func isBlank(s string) bool { return pyStrip(s) == "" }
 // pyStrip trims what Python's str.strip() trims.
 func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
 
+// percentEncode is Python's quote(s, safe=""): every byte but letters,
+// digits and _.-~ becomes %XX.
 func percentEncode(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -348,10 +367,12 @@ func percentDecode(s string) string {
 	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
 
+// isHex reports whether c is a hexadecimal digit.
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
+// unhex is the value of the hexadecimal digit c.
 func unhex(c byte) byte {
 	switch {
 	case c <= '9':

@@ -5,6 +5,11 @@ import (
 	"strings"
 )
 
+// The resources: each group has a change-signal resource,
+// crosstalk://groups/<group_id>/messages, and each member a wakeup resource,
+// crosstalk://groups/<group_id>/wakeups/<percent-encoded context_id>, which
+// only a session that joined as that member may read or subscribe to. The
+// subscription poller (routing_subscriptions.go) sends their updates.
 const (
 	uriPrefix     = "crosstalk://groups/"
 	uriSuffix     = "/messages"
@@ -48,6 +53,7 @@ func parseWakeupURI(uri string) (groupID, contextID string, err error) {
 // isWakeupURI reports whether uri names a wakeup resource rather than a group.
 func isWakeupURI(uri string) bool { return strings.Contains(uri, wakeupSegment) }
 
+// resourcesList lists every group's change-signal resource.
 func (s *server) resourcesList() (any, *rpcError) {
 	var groups []groupMeta
 	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
@@ -83,14 +89,16 @@ func (req request) resourceURI() (string, *rpcError) {
 
 // resourceError maps a domain or storage error of a resources/* request.
 func resourceError(err error) *rpcError {
-	var te *toolError
-	if errors.As(err, &te) {
-		return errInvalidParams(te.msg)
+	var de *domainError
+	if errors.As(err, &de) {
+		return errInvalidParams(de.msg)
 	}
 	logf("resource request: %v", err)
 	return errInternal
 }
 
+// resourcesRead returns a snapshot of a group or of an authorized member's
+// wake events, as JSON text.
 func (s *server) resourcesRead(req request) (any, *rpcError) {
 	uri, rerr := req.resourceURI()
 	if rerr != nil {
@@ -129,6 +137,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
 
+// resourcesSubscribe starts watching a resource for this session.
 func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
 	uri, rerr := req.resourceURI()
 	if rerr != nil {

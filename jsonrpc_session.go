@@ -16,13 +16,22 @@ import (
 	"time"
 )
 
-// server is one MCP session over a newline-delimited JSON-RPC 2.0 stream.
-// Requests are handled one at a time in arrival order; the subscription
-// poller writes notifications concurrently through the same writer.
+// server is one MCP session: the lifecycle, method dispatch and tool calls
+// of one client. A transport hands it one decoded message at a time through
+// handle and receives what the session writes (answers the transport does
+// not write itself, and the poller's notifications) through out.
+//
+// The stdio transport (serve) calls handle from a single goroutine, in
+// arrival order, so initialized and ready need no lock, and requests never
+// overlap. A transport that runs requests concurrently (long-running tool
+// calls, Streamable HTTP) must keep the lifecycle messages ordered, and
+// guard these two fields; everything below them is already safe for
+// concurrent use: the store locks per group, subs locks its own state, and
+// out must be safe for concurrent writes.
 type server struct {
 	store *store
 	subs  *subscriptions
-	out   *lineWriter
+	out   messageWriter
 
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
@@ -53,6 +62,8 @@ type toolCall struct {
 // gets the newest, which is first.
 var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
+// newServer returns a session that writes to stdout one message per line and
+// starts its subscription poller, which runs until s.subs.close.
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
 	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
@@ -60,6 +71,15 @@ func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
 }
 
 // runServer serves MCP over stdio until stdin closes, then exits 0.
+//
+// It runs three goroutines besides its own, each with a known end:
+//   - serve, reading stdin: it returns at EOF or a read or write error. On
+//     SIGINT or SIGTERM it is left blocked in its read and the process exits
+//     (a read from stdin cannot be interrupted).
+//   - the subscription poller (subscriptions.run): stopped by the deferred
+//     s.subs.close, which waits for it at most one second.
+//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//     and joined by the deferred audit.close, after the poller.
 func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	log.SetOutput(stderr)
 	log.SetFlags(0)
@@ -120,17 +140,15 @@ func pollInterval(value string) time.Duration {
 	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
 }
 
+// logf reports a failure that has no caller to return it to on stderr, the
+// only place the stdio transport may write besides its answers.
 func logf(format string, args ...any) { log.Printf(format, args...) }
 
-// notify writes a server-to-client notification.
-func (s *server) notify(method string, params object) error {
-	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
-}
-
-// serve reads messages until EOF. Lines have no length limit: a 16 MiB
-// message is one line like any other. Sends the client has pipelined to one
-// group are committed together (pipelinedSends); everything else is
-// answered line by line.
+// serve is the stdio transport: it reads messages until EOF and writes each
+// answer as one line. Lines have no length limit: a 16 MiB message is one
+// line like any other. Sends the client has pipelined to one group are
+// committed together (jsonrpc_groupcommit.go); every other line goes to
+// handleLine.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	for {
@@ -153,6 +171,18 @@ func (s *server) serve(stdin io.Reader) error {
 			return fmt.Errorf("read request: %w", err)
 		}
 	}
+}
+
+// notify writes a server-to-client notification.
+func (s *server) notify(method string, params object) error {
+	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
+}
+
+// handle answers one decoded JSON-RPC message; it returns nil when nothing
+// is to be written (a notification, or a request answered by nothing).
+func (s *server) handle(req request) any {
+	result, err := s.dispatch(req)
+	return response(req, result, err)
 }
 
 // dispatch runs one request and returns its result, an error, or (nil, nil)
@@ -192,6 +222,7 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	return nil, errMethodNotFound(req.method)
 }
 
+// initialize negotiates the protocol version and states the capabilities.
 func (s *server) initialize(req request) (any, *rpcError) {
 	if req.id == nil || s.initialized {
 		return nil, errInvalidInit
@@ -216,48 +247,82 @@ func (s *server) initialize(req request) (any, *rpcError) {
 	}, nil
 }
 
+// toolsCall answers a lone tools/call: prepare, run, record.
 func (s *server) toolsCall(req request) (any, *rpcError) {
-	p, perr := req.paramsObject()
-	if perr != nil {
-		return nil, perr
-	}
-	call, rerr := s.startCall(req.id, p)
-	if rerr == nil {
-		if call.name == "delete_group" {
-			call.groupName, call.groupNameRead = s.auditGroupName(call.args.groupID())
+	pc := s.prepareCall(req)
+	if pc.tool != nil {
+		if pc.tool.name == "delete_group" {
+			pc.call.groupName, pc.call.groupNameRead = s.auditGroupName(pc.call.args.groupID())
 		}
-		call.result = s.callTool(call.name, call.args)
+		pc.call.result = pc.tool.run(s, pc.call.args)
 	}
-	return s.finishCall(call, rerr)
+	return s.finishCall(pc)
 }
 
-// startCall reads a tools/call's tool name and arguments from its params.
-// When they cannot be called it returns the -32602 error, with call.result
-// set to the tool failure the audit log records for it.
-func (s *server) startCall(id json.RawMessage, p toolArgs) (toolCall, *rpcError) {
-	call := toolCall{requestID: id, started: time.Now()}
+// preparedCall is a tools/call that prepareCall has read and checked.
+type preparedCall struct {
+	call toolCall  // the audit record; call.result is set once decided
+	tool *tool     // the tool to run, or nil when the outcome is decided
+	rerr *rpcError // the JSON-RPC error answered instead of a result
+	// unaudited is set when params was not an object: the request names no
+	// tool, so the audit log does not record it.
+	unaudited bool
+}
+
+// prepareCall reads and checks a tools/call request: its params, the tool
+// name, the arguments object, caller_name and the tool's schema. Every tool
+// call passes through it, whether it then runs alone (toolsCall) or in a run
+// of pipelined sends (jsonrpc_groupcommit.go).
+//
+// This is where protocol errors and tool errors split, as in go-sdk's
+// mcp/tool.go. A request that cannot be read as a call (params or arguments
+// not an object, a blank caller_name) is a JSON-RPC error, pc.rerr. Anything
+// wrong with the call itself (an unknown tool, an unknown or missing
+// argument, and later a bad value or a store refusal) is a tool error: an
+// isError result in pc.call.result, which the agent reads and can correct.
+func (s *server) prepareCall(req request) (pc preparedCall) {
+	p, rerr := req.paramsObject()
+	if rerr != nil {
+		return preparedCall{rerr: rerr, unaudited: true}
+	}
+	pc.call = toolCall{requestID: req.id, started: time.Now()}
 	if raw, ok := p.values["name"]; ok {
 		if name, ok := p.str("name"); ok {
-			call.name = name
+			pc.call.name = name
 		} else {
-			call.name = string(raw)
+			pc.call.name = string(raw)
 		}
 	}
-	rawArgs, hasArgs := p.values["arguments"]
 	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
-	if hasArgs {
+	if rawArgs, ok := p.values["arguments"]; ok {
 		args, argsOK = parseArgs(rawArgs)
 	}
 	if !argsOK {
-		call.result = failure(validationErrorf("tools/call arguments must be an object."))
-		return call, errInvalidParams("tools/call arguments must be an object.")
+		return pc.refuse("tools/call arguments must be an object.")
 	}
-	call.args = args
+	pc.call.args = args
 	if caller, _ := args.str("caller_name"); isBlank(caller) {
-		call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
-		return call, errInvalidParams("tools/call caller_name must be a non-empty string.")
+		return pc.refuse("tools/call caller_name must be a non-empty string.")
 	}
-	return call, nil
+	t := toolsByName[pc.call.name]
+	if t == nil {
+		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
+		return pc
+	}
+	if te := t.checkArgs(args); te != nil {
+		pc.call.result = failure(te)
+		return pc
+	}
+	pc.tool = t
+	return pc
+}
+
+// refuse decides pc as the -32602 error msg, which the audit log records as
+// the validation failure of the same text.
+func (pc preparedCall) refuse(msg string) preparedCall {
+	pc.call.result = failure(validationErrorf("%s", msg))
+	pc.rerr = errInvalidParams(msg)
+	return pc
 }
 
 // auditGroupName reads a group's name for the audit log, when it is on; ok
@@ -271,12 +336,12 @@ func (s *server) auditGroupName(id string) (name string, ok bool) {
 }
 
 // finishCall hands a completed call to the audit log and returns its answer.
-func (s *server) finishCall(call toolCall, rerr *rpcError) (any, *rpcError) {
-	if s.audit != nil {
-		s.audit(call)
+func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
+	if s.audit != nil && !pc.unaudited {
+		s.audit(pc.call)
 	}
-	if rerr != nil {
-		return nil, rerr
+	if pc.rerr != nil {
+		return nil, pc.rerr
 	}
-	return call.result.wire(), nil
+	return pc.call.result.wire(), nil
 }

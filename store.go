@@ -708,7 +708,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 		return err
 	}
 	if !s.groupExists(id) {
-		return &toolError{category: categoryNotFound,
+		return &domainError{category: categoryNotFound,
 			msg: "Group does not exist: " + id + ". It may already have been deleted."}
 	}
 	var creator string

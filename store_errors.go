@@ -10,13 +10,18 @@ import (
 	"modernc.org/sqlite"
 )
 
-// toolError is a failure reported to the agent as an isError tool result
-// whose text is {"error": msg}. Agents read msg, so the wording follows the
-// original's.
-type toolError struct {
+// domainError is a refusal the agent reads: the store, the tool handlers and
+// the resource handlers return it, and it reaches the agent as an isError
+// tool result whose text is {"error": msg}, or as a resources/* -32602
+// message. Agents read msg, so the wording is the original's, and category
+// is what the audit log counts it under.
+type domainError struct {
 	category string
 	msg      string
 }
+
+// Error returns the agent-facing message.
+func (e *domainError) Error() string { return e.msg }
 
 // Error categories, shared with the audit log and the original's README.
 const (
@@ -27,52 +32,58 @@ const (
 	categoryInternal      = "internal"
 )
 
-func (e *toolError) Error() string { return e.msg }
-
-func validationErrorf(format string, args ...any) error {
-	return &toolError{category: categoryValidation, msg: fmt.Sprintf(format, args...)}
+// validationErrorf is a refusal of a malformed value.
+func validationErrorf(format string, args ...any) *domainError {
+	return &domainError{category: categoryValidation, msg: fmt.Sprintf(format, args...)}
 }
 
-func authorizationErrorf(format string, args ...any) error {
-	return &toolError{category: categoryAuthorization, msg: fmt.Sprintf(format, args...)}
+// authorizationErrorf is a refusal of a caller that may not do this.
+func authorizationErrorf(format string, args ...any) *domainError {
+	return &domainError{category: categoryAuthorization, msg: fmt.Sprintf(format, args...)}
 }
 
 // The original's answers once the retry window is spent, and to a caller
 // that has not joined a group or names itself otherwise than it joined.
 var (
-	errGroupBusy = &toolError{category: categoryBusy,
+	errGroupBusy = &domainError{category: categoryBusy,
 		msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
 	errNotJoined    = authorizationErrorf("Context has not joined this group. Call join_group first.")
 	errNameMismatch = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
 )
 
-func groupNotFound(id string) error {
-	return &toolError{category: categoryNotFound,
-		msg: "Group does not exist: " + id + ". Create it first or check the group_id."}
-}
-
 // errWakeupNotAuthorized answers wakeup access by a session that has not
 // joined as that context: a URI alone must not grant access.
 var errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
 
-// classify maps a store error to the agent-facing error of the original.
-func classify(toolName string, err error) *toolError {
-	var te *toolError
+// groupNotFound answers an operation on a group whose file does not exist.
+func groupNotFound(id string) *domainError {
+	return &domainError{category: categoryNotFound,
+		msg: "Group does not exist: " + id + ". Create it first or check the group_id."}
+}
+
+// classify maps an error of a tool call to the agent-facing error of the
+// original. The store returns SQLite and file errors bare, without the
+// lowercase context wrapping used elsewhere, because their text is wire
+// text: classify puts it into the agent's message, and the original's
+// messages carry no such context.
+func classify(toolName string, err error) *domainError {
+	var de *domainError
 	var se *sqlite.Error
 	var pe *fs.PathError
 	switch {
-	case errors.As(err, &te):
-		return te
+	case errors.As(err, &de):
+		return de
 	case isBusy(err):
 		return errGroupBusy
 	case errors.As(err, &se):
-		return &toolError{category: categoryInternal, msg: "Database error while processing " + toolName + ": " + sqliteMessage(se)}
+		return &domainError{category: categoryInternal, msg: "Database error while processing " + toolName + ": " + sqliteMessage(se)}
 	case errors.As(err, &pe):
-		return &toolError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pe.Error()}
+		return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pe.Error()}
 	}
-	return &toolError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + err.Error()}
+	return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + err.Error()}
 }
 
+// sqliteCodeSuffix is what the driver appends to SQLite's message.
 var sqliteCodeSuffix = regexp.MustCompile(` \(\d+\)( \(SQLITE_[A-Z_]+\))?$`)
 
 // sqliteMessage is SQLite's own message without the driver's code suffix,

@@ -32,6 +32,7 @@ func (r toolResult) wire() object {
 	}
 }
 
+// The property schemas several tools share.
 var (
 	groupIDProp   = object{{"type", "string"}, {"description", "The target Crosstalk group ID."}}
 	contextIDProp = object{{"type", "string"}, {"description", "Stable, unique identifier for the calling AI context/session. Use your actual resumable context ID verbatim; for example, Codex exposes this in CODEX_THREAD_ID. Never invent an ID."}}
@@ -39,56 +40,151 @@ var (
 	groupNameProp = object{{"type", "string"}, {"description", "Human-readable group name."}}
 	groupDescProp = object{{"type", "string"}, {"description", "Optional description of the group's purpose."}}
 	callerName    = field{"caller_name", object{{"type", "string"}, {"description", "Required human-readable caller name recorded in audit analytics."}}}
-	identityProps = object{{"group_id", groupIDProp}, {"context_id", contextIDProp}, {"name", callerLabel}}
-	identityReq   = []string{"group_id", "context_id", "name"}
+	identityProps = object{
+		{"group_id", groupIDProp},
+		{"context_id", contextIDProp},
+		{"name", callerLabel},
+	}
+	identityReq = []string{"group_id", "context_id", "name"}
 )
 
+// withProps returns base followed by more, leaving base as it was.
 func withProps(base object, more ...field) object {
 	return append(append(object{}, base...), more...)
 }
 
 // tools lists the 14 tools in the original's order, with its names,
-// descriptions and schemas.
+// descriptions and schemas, one schema property per line.
 var tools = []tool{
-	{name: "create_group", description: "Create a new Crosstalk group and return its ID. The creating context is the only context allowed to update its metadata or delete it. A name and description can be supplied as metadata.",
-		properties: object{{"context_id", contextIDProp}, {"name", groupNameProp}, {"description", groupDescProp}}, required: []string{"context_id"},
-		call: (*server).createGroup},
-	{name: "list_groups", description: "List all groups and their metadata stored in the shared cache directory.",
-		properties: object{}, call: (*server).listGroups},
-	{name: "get_group_metadata", description: "Return a group's name, description, and timestamps.",
-		properties: object{{"group_id", groupIDProp}}, required: []string{"group_id"}, call: (*server).getGroupMetadata},
-	{name: "update_group_metadata", description: "Update a group's name and/or description. Only the creating context may update metadata.",
-		properties: object{{"group_id", groupIDProp}, {"name", groupNameProp}, {"description", groupDescProp}, {"context_id", contextIDProp}}, required: []string{"group_id", "context_id"},
-		call: (*server).updateGroupMetadata},
-	{name: "get_users", description: "List current group members.",
-		properties: object{{"group_id", groupIDProp}}, required: []string{"group_id"}, call: (*server).getUsers},
-	{name: "delete_group", description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.", destructive: true,
-		properties: object{{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}}, {"context_id", contextIDProp}}, required: []string{"group_id", "context_id"},
-		call: (*server).deleteGroup},
-	{name: "join_group", description: "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
-		properties: identityProps, required: identityReq, call: (*server).joinGroup},
-	{name: "leave_group", description: "Leave a group and remove this context's wakeup subscription and pending wake events.",
-		properties: identityProps, required: identityReq, call: (*server).leaveGroup},
-	{name: "get_all_messages", description: "Return the complete history of the supplied group.",
-		properties: identityProps, required: identityReq, call: (*server).getAllMessages},
-	{name: "get_latest_messages", description: "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
-		properties: identityProps, required: identityReq, call: (*server).getLatestMessages},
-	{name: "get_unread_messages", description: "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
-		properties: identityProps, required: identityReq, call: (*server).getUnreadMessages},
-	{name: "get_messages_after", description: "Return messages with an ID after after_message_id and mark them read for this context.",
-		properties: withProps(identityProps, field{"after_message_id", object{{"type", "integer"}, {"minimum", 0}, {"description", "Return messages with IDs greater than this value."}}}),
-		required:   append(identityReq[:3:3], "after_message_id"), call: (*server).getMessagesAfter},
-	{name: "search_messages", description: "Case-insensitively search message text in a group and mark matching messages read for this context. The query uses SQL LIKE wildcards: % matches any sequence and _ matches one character.",
-		properties: withProps(identityProps, field{"query", object{{"type", "string"}, {"description", "Search pattern. SQL LIKE wildcards are supported: % matches any sequence and _ matches one character."}}}),
-		required:   append(identityReq[:3:3], "query"), call: (*server).searchMessages},
-	{name: "send_message", description: "Send a message to the supplied group as the supplied AI context. Use @context_id, @name, @all, or wake_context_ids for routing; otherwise every other joined context is targeted. Unknown wake_context_ids are ignored; if none are valid, normal routing is used.",
+	{
+		name:        "create_group",
+		description: "Create a new Crosstalk group and return its ID. The creating context is the only context allowed to update its metadata or delete it. A name and description can be supplied as metadata.",
+		properties: object{
+			{"context_id", contextIDProp},
+			{"name", groupNameProp},
+			{"description", groupDescProp},
+		},
+		required: []string{"context_id"},
+		call:     toolCreateGroup,
+	},
+	{
+		name:        "list_groups",
+		description: "List all groups and their metadata stored in the shared cache directory.",
+		properties:  object{},
+		call:        toolListGroups,
+	},
+	{
+		name:        "get_group_metadata",
+		description: "Return a group's name, description, and timestamps.",
+		properties: object{
+			{"group_id", groupIDProp},
+		},
+		required: []string{"group_id"},
+		call:     toolGetGroupMetadata,
+	},
+	{
+		name:        "update_group_metadata",
+		description: "Update a group's name and/or description. Only the creating context may update metadata.",
+		properties: object{
+			{"group_id", groupIDProp},
+			{"name", groupNameProp},
+			{"description", groupDescProp},
+			{"context_id", contextIDProp},
+		},
+		required: []string{"group_id", "context_id"},
+		call:     toolUpdateGroupMetadata,
+	},
+	{
+		name:        "get_users",
+		description: "List current group members.",
+		properties: object{
+			{"group_id", groupIDProp},
+		},
+		required: []string{"group_id"},
+		call:     toolGetUsers,
+	},
+	{
+		name:        "delete_group",
+		description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
+		destructive: true,
+		properties: object{
+			{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}},
+			{"context_id", contextIDProp},
+		},
+		required: []string{"group_id", "context_id"},
+		call:     toolDeleteGroup,
+	},
+	{
+		name:        "join_group",
+		description: "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolJoinGroup,
+	},
+	{
+		name:        "leave_group",
+		description: "Leave a group and remove this context's wakeup subscription and pending wake events.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolLeaveGroup,
+	},
+	{
+		name:        "get_all_messages",
+		description: "Return the complete history of the supplied group.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetAllMessages,
+	},
+	{
+		name:        "get_latest_messages",
+		description: "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetLatestMessages,
+	},
+	{
+		name:        "get_unread_messages",
+		description: "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetUnreadMessages,
+	},
+	{
+		name:        "get_messages_after",
+		description: "Return messages with an ID after after_message_id and mark them read for this context.",
+		properties: withProps(identityProps,
+			field{"after_message_id", object{{"type", "integer"}, {"minimum", 0}, {"description", "Return messages with IDs greater than this value."}}},
+		),
+		required: append(identityReq[:3:3], "after_message_id"),
+		call:     toolGetMessagesAfter,
+	},
+	{
+		name:        "search_messages",
+		description: "Case-insensitively search message text in a group and mark matching messages read for this context. The query uses SQL LIKE wildcards: % matches any sequence and _ matches one character.",
+		properties: withProps(identityProps,
+			field{"query", object{{"type", "string"}, {"description", "Search pattern. SQL LIKE wildcards are supported: % matches any sequence and _ matches one character."}}},
+		),
+		required: append(identityReq[:3:3], "query"),
+		call:     toolSearchMessages,
+	},
+	{
+		name:        "send_message",
+		description: "Send a message to the supplied group as the supplied AI context. Use @context_id, @name, @all, or wake_context_ids for routing; otherwise every other joined context is targeted. Unknown wake_context_ids are ignored; if none are valid, normal routing is used.",
 		properties: withProps(identityProps,
 			field{"message", object{{"type", "string"}, {"description", "Message body to send."}}},
 			field{"priority", object{{"type", "string"}, {"enum", []any{"low", "normal", "high", "urgent"}}, {"default", "normal"}, {"description", "Message priority."}}},
-			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}}),
-		required: append(identityReq[:3:3], "message"), call: (*server).sendMessage},
+			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
+		),
+		required: append(identityReq[:3:3], "message"),
+		// Pipelined sends are stored by jsonrpc_groupcommit.go, which
+		// prepares and parses them as this handler does and commits several
+		// in one transaction; TestGroupCommitMatchesOneByOne holds the two
+		// paths to the same answers and rows.
+		call: toolSendMessage,
+	},
 }
 
+// toolsByName indexes tools by name.
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
@@ -199,7 +295,7 @@ func (a toolArgs) groupID() string {
 
 // checkArgs rejects unknown arguments and missing required ones before a
 // tool runs; the original leaks Python's TypeError text here instead.
-func (t *tool) checkArgs(a toolArgs) error {
+func (t *tool) checkArgs(a toolArgs) *domainError {
 	for k := range a.values {
 		if k != "caller_name" && t.properties.get(k) == nil {
 			// Name the first unknown argument as sent, not in map order.
@@ -218,34 +314,23 @@ func (t *tool) checkArgs(a toolArgs) error {
 	return nil
 }
 
-// callTool runs a tool, retrying the whole operation while SQLite is busy,
-// and turns every failure into an isError result with its category.
-func (s *server) callTool(name string, a toolArgs) toolResult {
-	t := toolsByName[name]
-	if t == nil {
-		return failure(validationErrorf("Unknown tool: %s", name))
-	}
-	if err := t.checkArgs(a); err != nil {
-		return failure(err)
-	}
-	return toolOutcome(name, func() (any, error) { return t.call(s, a) })
-}
-
-// toolOutcome runs a checked tool call, retrying the whole operation while
-// SQLite is busy, and turns a failure into an isError result.
-func toolOutcome(name string, call func() (any, error)) toolResult {
+// run runs t on arguments prepareCall accepted, retrying the whole call
+// while SQLite is busy (busyRetryWindow says why), and turns a failure into
+// an isError result. Every error a handler returns is a tool error here,
+// never a JSON-RPC one: see prepareCall for where the two split.
+func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
 	err := retryBusy(func() (err error) {
-		value, err = call()
+		value, err = t.call(s, a)
 		return err
 	})
 	if err != nil {
-		return failure(classify(name, err))
+		return failure(classify(t.name, err))
 	}
 	return toolResult{value: value}
 }
 
-func failure(err error) toolResult {
-	te := err.(*toolError)
-	return toolResult{value: object{{"error", te.msg}}, isError: true, category: te.category}
+// failure is the isError result that reports de to the agent.
+func failure(de *domainError) toolResult {
+	return toolResult{value: object{{"error", de.msg}}, isError: true, category: de.category}
 }

@@ -1,5 +1,8 @@
 package main
 
+// This file holds the 14 tool handlers, named after their tools, and the
+// renderings of their results. The table in tools.go lists them.
+
 import (
 	"encoding/json"
 	"regexp"
@@ -7,48 +10,8 @@ import (
 	"strings"
 )
 
-func metaObject(m groupMeta) object {
-	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
-	if m.updatedAt != nil || m.createdAt != nil {
-		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
-	}
-	return o
-}
-
-func messagesObject(msgs []message) object {
-	return object{{"messages", messageList(msgs)}}
-}
-
-// messageList renders messages with the original's keys and order. It
-// writes directly rather than through an object per message because
-// retrieval tools return thousands of them.
-type messageList []message
-
-func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
-	b.WriteByte('[')
-	for i, m := range l {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(`{"id": `)
-		b.WriteString(strconv.FormatInt(m.id, 10))
-		for _, f := range [...]struct {
-			key string
-			val any
-		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
-			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
-			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
-			b.WriteString(`, "`)
-			b.WriteString(f.key)
-			b.WriteString(`": `)
-			st.write(b, f.val)
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
-}
-
-func (s *server) createGroup(a toolArgs) (any, error) {
+// toolCreateGroup is the create_group tool.
+func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
 		return nil, err
@@ -65,7 +28,8 @@ func (s *server) createGroup(a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-func (s *server) listGroups(toolArgs) (any, error) {
+// toolListGroups is the list_groups tool.
+func toolListGroups(s *server, _ toolArgs) (any, error) {
 	groups, err := s.store.listGroups()
 	if err != nil {
 		return nil, err
@@ -77,7 +41,8 @@ func (s *server) listGroups(toolArgs) (any, error) {
 	return object{{"groups", list}}, nil
 }
 
-func (s *server) getGroupMetadata(a toolArgs) (any, error) {
+// toolGetGroupMetadata is the get_group_metadata tool.
+func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
 	meta, err := s.store.groupMetadata(a.groupID())
 	if err != nil {
 		return nil, err
@@ -85,7 +50,8 @@ func (s *server) getGroupMetadata(a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-func (s *server) updateGroupMetadata(a toolArgs) (any, error) {
+// toolUpdateGroupMetadata is the update_group_metadata tool.
+func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
 		return nil, err
@@ -114,7 +80,8 @@ func (s *server) updateGroupMetadata(a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-func (s *server) getUsers(a toolArgs) (any, error) {
+// toolGetUsers is the get_users tool.
+func toolGetUsers(s *server, a toolArgs) (any, error) {
 	members, err := s.store.users(a.groupID())
 	if err != nil {
 		return nil, err
@@ -126,7 +93,8 @@ func (s *server) getUsers(a toolArgs) (any, error) {
 	return object{{"users", list}}, nil
 }
 
-func (s *server) deleteGroup(a toolArgs) (any, error) {
+// toolDeleteGroup is the delete_group tool.
+func toolDeleteGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
 		return nil, err
@@ -138,7 +106,8 @@ func (s *server) deleteGroup(a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"deleted", true}}, nil
 }
 
-func (s *server) joinGroup(a toolArgs) (any, error) {
+// toolJoinGroup is the join_group tool.
+func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -155,7 +124,8 @@ func (s *server) joinGroup(a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
 }
 
-func (s *server) leaveGroup(a toolArgs) (any, error) {
+// toolLeaveGroup is the leave_group tool.
+func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -168,7 +138,8 @@ func (s *server) leaveGroup(a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"left", true}}, nil
 }
 
-func (s *server) getAllMessages(a toolArgs) (any, error) {
+// toolGetAllMessages is the get_all_messages tool.
+func toolGetAllMessages(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -177,7 +148,8 @@ func (s *server) getAllMessages(a toolArgs) (any, error) {
 	return messagesObject(msgs), err
 }
 
-func (s *server) getLatestMessages(a toolArgs) (any, error) {
+// toolGetLatestMessages is the get_latest_messages tool.
+func toolGetLatestMessages(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -186,7 +158,8 @@ func (s *server) getLatestMessages(a toolArgs) (any, error) {
 	return messagesObject(msgs), err
 }
 
-func (s *server) getUnreadMessages(a toolArgs) (any, error) {
+// toolGetUnreadMessages is the get_unread_messages tool.
+func toolGetUnreadMessages(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -199,7 +172,9 @@ func (s *server) getUnreadMessages(a toolArgs) (any, error) {
 // least zero ("-0" is 0); fractions and exponents make a float there.
 var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
 
-func (s *server) getMessagesAfter(a toolArgs) (any, error) {
+// toolGetMessagesAfter is the get_messages_after tool.
+
+func toolGetMessagesAfter(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -213,7 +188,8 @@ func (s *server) getMessagesAfter(a toolArgs) (any, error) {
 	return messagesObject(msgs), err
 }
 
-func (s *server) searchMessages(a toolArgs) (any, error) {
+// toolSearchMessages is the search_messages tool.
+func toolSearchMessages(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
 		return nil, err
@@ -226,17 +202,16 @@ func (s *server) searchMessages(a toolArgs) (any, error) {
 	return messagesObject(msgs), err
 }
 
-func (s *server) sendMessage(a toolArgs) (any, error) {
+// toolSendMessage is the send_message tool when a send runs alone. Sends a
+// client pipelines to one group run through jsonrpc_groupcommit.go, which
+// parses each with the same parseSend and stores it with the same
+// insertMessage, several in one transaction.
+func toolSendMessage(s *server, a toolArgs) (any, error) {
 	m, err := parseSend(a)
 	if err != nil {
 		return nil, err
 	}
-	return s.send(a.groupID(), m)
-}
-
-// send stores a checked message and returns send_message's result.
-func (s *server) send(groupID string, m outgoing) (any, error) {
-	out, err := s.store.sendMessage(groupID, m)
+	out, err := s.store.sendMessage(a.groupID(), m)
 	if err != nil {
 		return nil, err
 	}
@@ -286,4 +261,49 @@ func sentObject(out sent) object {
 		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
 		{"wakeup_targets", stringList(out.wakeupTargets)},
 	}
+}
+
+// metaObject renders a group's metadata with the original's keys; the
+// timestamps are left out for a catalog row that has none.
+func metaObject(m groupMeta) object {
+	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
+	if m.updatedAt != nil || m.createdAt != nil {
+		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
+	}
+	return o
+}
+
+// messagesObject is the result of the message retrieval tools.
+func messagesObject(msgs []message) object {
+	return object{{"messages", messageList(msgs)}}
+}
+
+// messageList renders messages with the original's keys and order. It
+// writes directly rather than through an object per message because
+// retrieval tools return thousands of them.
+type messageList []message
+
+// writePyJSON writes l as the original's json.dumps of its message dicts.
+func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
+	b.WriteByte('[')
+	for i, m := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`{"id": `)
+		b.WriteString(strconv.FormatInt(m.id, 10))
+		for _, f := range [...]struct {
+			key string
+			val any
+		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
+			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
+			b.WriteString(`, "`)
+			b.WriteString(f.key)
+			b.WriteString(`": `)
+			st.write(b, f.val)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
 }
