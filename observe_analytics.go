@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -32,17 +33,6 @@ type analyticsView struct {
 	OverTime   lineChart
 	ByCaller   barChart
 	Rows       []toolCallRow
-}
-
-// auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
-type auditFilter struct {
-	From    time.Time
-	To      time.Time
-	Tool    string
-	Outcome string // success, error, or error:<category>
-	Caller  string
-	Group   string
-	Context string
 }
 
 // rangeUnits are the rolling-range units, by their short form.
@@ -123,177 +113,6 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 	return last.suffix, last.seconds
 }
 
-// outcomeClauses turns an outcome filter into SQL conditions.
-func outcomeClauses(outcome string) ([]string, []any) {
-	switch {
-	case outcome == "success" || outcome == "error":
-		return []string{"outcome = ?"}, []any{outcome}
-	case strings.HasPrefix(outcome, "error:"):
-		return []string{"outcome = 'error'", "error_category = ?"}, []any{strings.TrimPrefix(outcome, "error:")}
-	}
-	return nil, nil
-}
-
-// rollupWhere filters a rollup table; dimensions there store ” for none.
-func rollupWhere(f auditFilter, seconds int64) (string, []any) {
-	var clauses []string
-	var args []any
-	if !f.From.IsZero() {
-		clauses = append(clauses, "bucket_start + ? > ?")
-		args = append(args, seconds, f.From.Unix())
-	}
-	if !f.To.IsZero() {
-		clauses = append(clauses, "bucket_start <= ?")
-		args = append(args, f.To.Unix())
-	}
-	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
-		if d.val != "" {
-			clauses = append(clauses, d.col+" = ?")
-			args = append(args, d.val)
-		}
-	}
-	c, a := outcomeClauses(f.Outcome)
-	clauses, args = append(clauses, c...), append(args, a...)
-	if len(clauses) == 0 {
-		return "", nil
-	}
-	return " WHERE " + strings.Join(clauses, " AND "), args
-}
-
-// rawWhere filters raw tool_calls rows; cols says which optional columns
-// exist (a version-1 database may lack some).
-func rawWhere(f auditFilter, cols map[string]bool) (string, []any, bool) {
-	var clauses []string
-	var args []any
-	if !f.From.IsZero() {
-		clauses = append(clauses, "occurred_at >= ?")
-		args = append(args, formatTimestamp(f.From))
-	}
-	if !f.To.IsZero() {
-		clauses = append(clauses, "occurred_at <= ?")
-		args = append(args, formatTimestamp(f.To))
-	}
-	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
-		if d.val == "" {
-			continue
-		}
-		if !cols[d.col] {
-			return "", nil, false
-		}
-		clauses = append(clauses, "tool_calls."+d.col+" = ?")
-		args = append(args, d.val)
-	}
-	c, a := outcomeClauses(f.Outcome)
-	clauses, args = append(clauses, c...), append(args, a...)
-	if len(clauses) == 0 {
-		return "", nil, true
-	}
-	return " WHERE " + strings.Join(clauses, " AND "), args, true
-}
-
-// optionalColumn selects col when it exists, else NULL, so version-1 audit
-// databases read with the same query shape.
-func optionalColumn(cols map[string]bool, col string) string {
-	if cols[col] {
-		return "tool_calls." + col
-	}
-	return "NULL"
-}
-
-// toolCallRow is one audit row as the event logs show it.
-type toolCallRow struct {
-	At         stamp
-	Tool       string
-	ToolName   string
-	Caller     string
-	Outcome    string
-	Label      string
-	Category   string
-	GroupID    string
-	GroupLabel string
-	Deleted    bool
-	Duration   int64
-	when       time.Time
-}
-
-// readToolCalls reads the newest matching audit rows with their group-name
-// snapshots, marking rows whose group database is gone.
-func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFilter, limit int) ([]toolCallRow, error) {
-	if !a.tables["tool_calls"] {
-		return nil, errNoDatabase
-	}
-	cols := a.columns
-	where, args, ok := rawWhere(f, cols)
-	if !ok {
-		return nil, nil
-	}
-	groupName, join := "NULL", ""
-	if a.tables["tool_call_group_names"] {
-		groupName = "tool_call_group_names.group_name"
-		join = " LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id"
-	}
-	order := " ORDER BY tool_calls.id DESC"
-	if !f.From.IsZero() || !f.To.IsZero() || f.Outcome != "" {
-		order = " ORDER BY occurred_at DESC, tool_calls.id DESC"
-	}
-	query := "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
-		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
-		" FROM tool_calls" + join + where + order + " LIMIT ?"
-	rows, err := a.db.QueryContext(ctx, query, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("read tool calls: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]string{}
-	deleted := map[string]bool{}
-	var out []toolCallRow
-	for rows.Next() {
-		var r toolCallRow
-		var at, tool, group, caller, outcome, category, gname sql.NullString
-		var duration sql.NullInt64
-		if err := rows.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
-			return nil, fmt.Errorf("read tool calls: %w", err)
-		}
-		r.At = o.stampOf(at.String, "")
-		r.when, _ = parseStamp(at.String)
-		r.ToolName, r.Tool = tool.String, toolLabel(tool.String)
-		r.Caller = firstNonEmpty(caller.String, "—")
-		r.Outcome, r.Category, r.Duration = outcome.String, category.String, duration.Int64
-		r.Label = "Success"
-		if r.Outcome != "success" {
-			r.Label = errorCategoryLabel(r.Category)
-		}
-		r.GroupID = group.String
-		if r.GroupID != "" {
-			gone, ok := deleted[r.GroupID]
-			if !ok {
-				gone = !groupExists(o.dir, r.GroupID)
-				deleted[r.GroupID] = gone
-			}
-			r.Deleted = gone
-			label := gname.String
-			if label == "" {
-				if n, ok := names[r.GroupID]; ok {
-					label = n
-				} else if !r.Deleted {
-					label = o.groupName(ctx, r.GroupID)
-					names[r.GroupID] = label
-				} else {
-					label = "Deleted group"
-				}
-			}
-			if r.Deleted {
-				label += " (deleted)"
-			}
-			r.GroupLabel = label
-		} else {
-			r.GroupLabel = "—"
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // selectOption is one <option> of a filter.
 type selectOption struct {
 	Value    string
@@ -310,32 +129,16 @@ type hiddenField struct {
 // analyticsLogLimit is how many matching calls the event log lists.
 const analyticsLogLimit = 500
 
+// serveAnalytics serves the Tool analytics fragment.
+func (o *observer) serveAnalytics(w http.ResponseWriter, r *http.Request) {
+	o.renderPage(w, r, http.StatusOK, "analytics", o.analyticsView(r.Context(), r.URL.Query()))
+}
+
 // analyticsView reads the rollup tier that fits the requested range (or raw
 // rows when the audit database predates rollups) and builds the view.
 func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsView {
 	now := o.now()
-	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id")}
-	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0")}
-	unit, ok := rangeUnitKey(q.Get("range_unit"))
-	if !ok {
-		unit = "h"
-	}
-	for _, u := range rangeUnits {
-		v.Units = append(v.Units, selectOption{Value: u.Key, Label: strings.ToUpper(u.Name[:1]) + u.Name[1:], Selected: u.Key == unit})
-	}
-	if start, ok := rangeStart(v.RangeValue, unit, now); ok {
-		f.From = start
-	} else if t, ok := parseStamp(q.Get("from")); ok {
-		f.From = t
-		v.Hidden = append(v.Hidden, hiddenField{"from", q.Get("from")})
-	}
-	if t, ok := parseStamp(q.Get("to")); ok {
-		f.To = t
-		v.Hidden = append(v.Hidden, hiddenField{"to", q.Get("to")})
-	}
-	if f.Context != "" {
-		v.Hidden = append(v.Hidden, hiddenField{"context_id", f.Context})
-	}
+	v, f := analyticsRequest(q, now)
 	a, err := o.readAuditSchema(ctx)
 	if err != nil {
 		a = nil
@@ -363,22 +166,53 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	}
 	v.Available = true
 	v.Rows = rows
+	o.chartAggregates(&v, agg, hist, seconds, f, now)
+	return v
+}
+
+// analyticsRequest reads the filters from the query: a rolling range (or
+// explicit from/to), tool, outcome, caller, group and context. It starts
+// the view with the range controls and the filters the form cannot show.
+func analyticsRequest(q url.Values, now time.Time) (analyticsView, auditFilter) {
+	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id")}
+	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0")}
+	unit, ok := rangeUnitKey(q.Get("range_unit"))
+	if !ok {
+		unit = "h"
+	}
+	for _, u := range rangeUnits {
+		v.Units = append(v.Units, selectOption{Value: u.Key, Label: strings.ToUpper(u.Name[:1]) + u.Name[1:], Selected: u.Key == unit})
+	}
+	if start, ok := rangeStart(v.RangeValue, unit, now); ok {
+		f.From = start
+	} else if t, ok := parseStamp(q.Get("from")); ok {
+		f.From = t
+		v.Hidden = append(v.Hidden, hiddenField{"from", q.Get("from")})
+	}
+	if t, ok := parseStamp(q.Get("to")); ok {
+		f.To = t
+		v.Hidden = append(v.Hidden, hiddenField{"to", q.Get("to")})
+	}
+	if f.Context != "" {
+		v.Hidden = append(v.Hidden, hiddenField{"context_id", f.Context})
+	}
+	return v, f
+}
+
+// chartAggregates fills the headline numbers and the four charts.
+func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []latencyCount, seconds int64, f auditFilter, now time.Time) {
 	byTool, byCaller, byOutcome := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	byTime := map[int64]int64{}
-	var errors int64
+	var failed int64
 	for _, a := range agg {
 		v.Total += a.Calls
-		errors += a.Errors
+		failed += a.Errors
 		byTool[toolLabel(a.Tool)] += a.Calls
 		byCaller[firstNonEmpty(a.Caller, "Unknown caller")] += a.Calls
 		byTime[a.Bucket] += a.Calls
-		label := "Success"
-		if a.Outcome != "success" {
-			label = errorCategoryLabel(a.Category)
-		}
-		byOutcome[label] += a.Calls
+		byOutcome[outcomeLabel(a.Outcome, a.Category)] += a.Calls
 	}
-	v.ErrorRate, v.ErrorAlert = percentText(errors, v.Total), errors > 0
+	v.ErrorRate, v.ErrorAlert = percentText(failed, v.Total), failed > 0
 	v.P50, v.P95 = "—", "—"
 	if p, ok := percentile(hist, 0.50); ok {
 		v.P50 = fmt.Sprint(p)
@@ -390,172 +224,27 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
 	v.ByCaller = newBarChart("Calls by caller", byCaller)
 	v.OverTime = o.newLineChart("Calls over time", byTime, seconds, f, now)
-	return v
 }
 
-// aggregateRow is one grouped rollup row.
-type aggregateRow struct {
-	Tool, Caller, Outcome, Category string
-	Bucket                          int64
-	Calls, Errors                   int64
-}
-
-// readAggregates reads aggregates and the latency histogram from one rollup
-// tier, or from raw rows when the database lacks that tier's tables; the
-// tier it returns is "raw" then.
-func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
-	if a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
-		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
-		return agg, hist, tier, err
-	}
-	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
-	return agg, hist, "raw", err
-}
-
-// readRollup reads aggregates and the latency histogram from one tier.
-func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	where, args := rollupWhere(f, seconds)
-	rows, err := db.QueryContext(ctx, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
-		where+" GROUP BY tool_name, name, outcome, error_category, bucket_start", args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
-	}
-	defer rows.Close()
-	var out []aggregateRow
-	for rows.Next() {
-		var a aggregateRow
-		var tool, caller, outcome, category sql.NullString
-		if err := rows.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors); err != nil {
-			return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
-		}
-		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	hist, err := readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
-	return out, hist, err
-}
-
-// readRawAggregate derives the same aggregates from raw rows, for audit
-// databases written before rollups existed.
-func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	cols := a.columns
-	where, args, ok := rawWhere(f, cols)
-	if !ok {
-		return nil, nil, nil
-	}
-	rows, err := a.db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
-		", occurred_at, duration_ms FROM tool_calls"+where, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read tool calls: %w", err)
-	}
-	defer rows.Close()
-	type key struct {
-		tool, caller, outcome, category string
-		bucket                          int64
-	}
-	groups := map[key]*aggregateRow{}
-	durations := map[string]int64{}
-	for rows.Next() {
-		var tool, caller, outcome, category, at sql.NullString
-		var duration int64
-		if err := rows.Scan(&tool, &caller, &outcome, &category, &at, &duration); err != nil {
-			return nil, nil, fmt.Errorf("read tool calls: %w", err)
-		}
-		t, _ := parseStamp(at.String)
-		k := key{tool.String, caller.String, outcome.String, category.String, t.Unix() / seconds * seconds}
-		a, ok := groups[k]
-		if !ok {
-			a = &aggregateRow{Tool: k.tool, Caller: k.caller, Outcome: k.outcome, Category: k.category, Bucket: k.bucket}
-			groups[k] = a
-		}
-		a.Calls++
-		if k.outcome == "error" {
-			a.Errors++
-		}
-		durations[auditLatencyBucket(duration)]++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	out := make([]aggregateRow, 0, len(groups))
-	for _, a := range groups {
-		out = append(out, *a)
-	}
-	hist := make([]latencyCount, 0, len(durations))
-	for b, n := range durations {
-		hist = append(hist, latencyCount{Bucket: b, Count: n})
-	}
-	return out, hist, nil
-}
-
-// filterOptions fills the filter menus from the maintained filter values
-// (or distinct raw values on older databases), keeping a selected value
-// even when it no longer occurs. a is nil when the audit database cannot be
-// read.
+// filterOptions fills the filter menus, keeping a selected value even when
+// it no longer occurs. a is nil when the audit database cannot be read.
 func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter, a *auditSchema) {
-	var tools, callers []string
-	type group struct{ id, label string }
-	var groups []group
-	if a != nil && a.tables["tool_calls"] {
-		if a.tables["analytics_filter_values"] {
-			rows, err := a.db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
-			if err == nil {
-				for rows.Next() {
-					var field, value, label sql.NullString
-					if rows.Scan(&field, &value, &label) != nil {
-						break
-					}
-					switch field.String {
-					case "tool_name":
-						tools = append(tools, value.String)
-					case "name":
-						callers = append(callers, value.String)
-					case "group_id":
-						groups = append(groups, group{value.String, label.String})
-					}
-				}
-				rows.Close()
-			}
-		} else {
-			tools = distinct(ctx, a.db, "tool_name")
-			if a.columns["name"] {
-				callers = distinct(ctx, a.db, "name")
-			}
-			if a.columns["group_id"] {
-				for _, id := range distinct(ctx, a.db, "group_id") {
-					groups = append(groups, group{id, ""})
-				}
-			}
-		}
-	}
-	sort.Strings(tools)
-	sort.Strings(callers)
-	v.Tools = stringOptions(tools, f.Tool, toolLabel)
-	v.Callers = stringOptions(callers, f.Caller, func(s string) string { return s })
-	v.Outcomes = []selectOption{{Value: "success", Label: "Success"}, {Value: "error", Label: "Error"}}
-	for _, c := range errorCategoryLabels {
+	values := readFilterValues(ctx, a)
+	sort.Strings(values.tools)
+	sort.Strings(values.callers)
+	v.Tools = stringOptions(values.tools, f.Tool, toolLabel)
+	v.Callers = stringOptions(values.callers, f.Caller, func(s string) string { return s })
+	v.Outcomes = []selectOption{{Value: "success", Label: successLabel}, {Value: "error", Label: "Error"}}
+	for _, c := range errorCategories {
 		v.Outcomes = append(v.Outcomes, selectOption{Value: "error:" + c.Key, Label: c.Label})
 	}
 	for i := range v.Outcomes {
 		v.Outcomes[i].Selected = v.Outcomes[i].Value == f.Outcome
 	}
+	labels := o.newGroupLabeler(ctx)
 	found := false
-	for _, g := range groups {
-		deleted := !groupExists(o.dir, g.id)
-		label := g.label
-		if label == "" || label == g.id {
-			if deleted {
-				label = firstNonEmpty(label, "Deleted group")
-			} else {
-				label = o.groupName(ctx, g.id)
-			}
-		}
-		if deleted {
-			label += " (deleted)"
-		}
+	for _, g := range values.groups {
+		label, _ := labels.label(g.id, g.label)
 		v.Groups = append(v.Groups, selectOption{Value: g.id, Label: label, Selected: g.id == f.Group})
 		found = found || g.id == f.Group
 	}
@@ -565,6 +254,55 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 	}
 }
 
+// filterValues are the values the filter menus offer.
+type filterValues struct {
+	tools, callers []string
+	groups         []struct{ id, label string }
+}
+
+// readFilterValues reads the maintained filter values, or distinct raw
+// values on databases written before that table existed. a is nil when the
+// audit database cannot be read, and then there are none.
+func readFilterValues(ctx context.Context, a *auditSchema) filterValues {
+	var fv filterValues
+	if a == nil || !a.tables["tool_calls"] {
+		return fv
+	}
+	if !a.tables["analytics_filter_values"] {
+		fv.tools = distinct(ctx, a.db, "tool_name")
+		if a.columns["name"] {
+			fv.callers = distinct(ctx, a.db, "name")
+		}
+		if a.columns["group_id"] {
+			for _, id := range distinct(ctx, a.db, "group_id") {
+				fv.groups = append(fv.groups, struct{ id, label string }{id, ""})
+			}
+		}
+		return fv
+	}
+	rows, err := a.db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
+	if err != nil {
+		return fv
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var field, value, label sql.NullString
+		if rows.Scan(&field, &value, &label) != nil {
+			break
+		}
+		switch field.String {
+		case "tool_name":
+			fv.tools = append(fv.tools, value.String)
+		case "name":
+			fv.callers = append(fv.callers, value.String)
+		case "group_id":
+			fv.groups = append(fv.groups, struct{ id, label string }{value.String, label.String})
+		}
+	}
+	return fv
+}
+
+// distinct lists the distinct non-empty values of a tool_calls column.
 func distinct(ctx context.Context, db *sql.DB, col string) []string {
 	rows, err := db.QueryContext(ctx, "SELECT DISTINCT "+col+" FROM tool_calls WHERE "+col+" IS NOT NULL AND "+col+" != '' ORDER BY "+col)
 	if err != nil {
@@ -581,6 +319,8 @@ func distinct(ctx context.Context, db *sql.DB, col string) []string {
 	return out
 }
 
+// stringOptions makes menu options of values, with the selected one first
+// when it is not among them.
 func stringOptions(values []string, selected string, label func(string) string) []selectOption {
 	out := make([]selectOption, 0, len(values)+1)
 	found := false
