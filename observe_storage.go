@@ -141,16 +141,6 @@ func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, erro
 	return "Reclaimed available audit free pages.", nil
 }
 
-// auditHistoryTables are the tables "Delete audit history" empties: the raw
-// rows, their group-name snapshots, and everything derived from them. The
-// group catalog and the metadata row stay.
-var auditHistoryTables = []string{
-	"tool_call_group_names", "tool_calls",
-	"analytics_1m", "analytics_1h", "analytics_1d", "analytics_30d",
-	"analytics_latency_1m", "analytics_latency_1h", "analytics_latency_1d", "analytics_latency_30d",
-	"analytics_filter_values",
-}
-
 // deleteAuditHistory deletes every audit row and rollup in one immediate
 // transaction.
 func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
