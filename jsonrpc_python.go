@@ -105,9 +105,8 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			st.writeString(b, *v)
 		}
 	case rawJSON:
-		var s string
-		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-			st.writeString(b, s) // re-escaped, as Python writes every string
+		if len(v) > 1 && v[0] == '"' {
+			writeRawString(b, v) // re-escaped as Python writes it, lone surrogates kept
 		} else {
 			b.Write(v)
 		}

@@ -72,7 +72,7 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 // errNotUnicode is the validation error for an argument whose text is not
 // valid Unicode. The original fails later, when SQLite cannot encode the
 // text, with Python's codec error; the port names the argument instead.
-func errNotUnicode(key string) error {
+func errNotUnicode(key string) *domainError {
 	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
 }
 

@@ -63,7 +63,7 @@ func TestRequestIDEchoedAsSent(t *testing.T) {
 		{`"ü\ud83d\ude00"`, `"\u00fc\ud83d\ude00"`},
 		{"\"\xff\"", `"\udcff"`},
 	} {
-		got := exchange(t, s, `{"jsonrpc":"2.0","id":`+tt.id+`,"method":"ping"}`)
+		got := exchangeLine(t, s, `{"jsonrpc":"2.0","id":`+tt.id+`,"method":"ping"}`)
 		want := `{"jsonrpc": "2.0", "id": ` + tt.want + `, "result": {}}`
 		if got != want {
 			t.Errorf("ping with id %s: got %s; want %s", tt.id, got, want)
@@ -77,9 +77,9 @@ func TestRequestIDEchoedAsSent(t *testing.T) {
 // and "\udfff" must never become the same member.
 func TestInvalidUnicodeArgumentsRefused(t *testing.T) {
 	s, _ := newTestServer(t)
-	ready(t, s)
-	g := createGroup(t, s, "creator")
-	join(t, s, g, "alice", "Alice")
+	initializeSession(t, s)
+	g := mustCreateGroup(t, s, "creator")
+	mustJoin(t, s, g, "alice", "Alice")
 	const lone, other = `"\ud800"`, `"\udfff"`
 	cases := []struct {
 		name, tool, args, field string
@@ -98,7 +98,7 @@ func TestInvalidUnicodeArgumentsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			line := `{"jsonrpc":"2.0","id":` + strconv.Itoa(i+10) + `,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":` +
 				strings.TrimSuffix(tc.args, "}") + `,"caller_name":"t"}}}`
-			out := toolText(t, exchange(t, s, line))
+			out := toolText(t, exchangeLine(t, s, line))
 			msg, _ := out["error"].(string)
 			if !strings.HasPrefix(msg, tc.field+" must be valid Unicode") {
 				t.Errorf("got %q; want a validation error naming %s", msg, tc.field)

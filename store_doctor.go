@@ -97,6 +97,12 @@ func (w *damagedWarnings) warn(path string, problem error) {
 	}
 }
 
+// isGroupFile reports whether name is a group database's file name.
+func isGroupFile(name string) bool {
+	_, ok := groupIDOfFile(name)
+	return ok
+}
+
 // doctorScan checks every group file and leftover build in dir.
 func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 	entries, err := os.ReadDir(dir)
@@ -113,7 +119,7 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 		}
 		recent := now.Sub(info.ModTime()) < doctorGracePeriod
 		switch {
-		case groupFilePattern.MatchString(name):
+		case isGroupFile(name):
 			checked++
 			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
 				findings = append(findings, doctorFinding{name, problem.Error(), recent})

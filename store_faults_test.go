@@ -247,8 +247,8 @@ func makeTablelessGroup(t *testing.T, dir string) string {
 func TestDamagedGroupsAreSkipped(t *testing.T) {
 	logs := captureLog(t)
 	s, _ := newTestServer(t)
-	ready(t, s)
-	good := createGroup(t, s, "alice")
+	initializeSession(t, s)
+	good := mustCreateGroup(t, s, "alice")
 	bad := makeTablelessGroup(t, s.store.dir)
 	if err := os.WriteFile(groupPath(s.store.dir, "grp_"+strings.Repeat("0", 31)+"1"), []byte("not a database at all, not at all"), 0o644); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestDamagedGroupsAreSkipped(t *testing.T) {
 		if len(groups) != 1 || groups[0].(map[string]any)["group_id"] != good {
 			t.Fatalf("list_groups: got %v; want only %s", groups, good)
 		}
-		res := exchange(t, s, `{"jsonrpc":"2.0","id":5,"method":"resources/list"}`)
+		res := exchangeLine(t, s, `{"jsonrpc":"2.0","id":5,"method":"resources/list"}`)
 		if strings.Contains(res, bad) || !strings.Contains(res, good) {
 			t.Fatalf("resources/list: got %s; want %s without %s", res, good, bad)
 		}
