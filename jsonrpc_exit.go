@@ -34,7 +34,7 @@ func messageLimitFromEnv() (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s must be a positive integer (bytes).", maxMessageBytesVar)
+		return 0, fmt.Errorf("%s must be a positive whole number of bytes", maxMessageBytesVar)
 	}
 	return n, nil
 }

@@ -29,6 +29,9 @@ Commands:
     --port PORT                Bind exactly this loopback port.
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
     --groups-dir PATH          Read group databases from this directory.
+  doctor [--repair] [--groups-dir PATH]
+                               List group files no server can use; --repair
+                               moves them into the damaged/ folder.
 
 Options:
   -h, --help                   Show this help message.
@@ -56,6 +59,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "observe":
 		return runObserve(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2

@@ -36,7 +36,7 @@ func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
 	}
 	err := buildFile(tmp, fill)
 	if err == nil {
-		err = os.Rename(tmp, groupPath(dir, id))
+		err = os.Rename(tmp, groupFile(dir, id))
 	}
 	if err != nil {
 		removeDatabaseFiles(tmp)

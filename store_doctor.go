@@ -73,9 +73,6 @@ func checkGroupFile(path string) error {
 	return nil
 }
 
-// errDamagedGroup marks a group file that is skipped because it is unusable.
-var errDamagedGroup = errors.New("damaged group file")
-
 // damagedWarnings remembers which damaged group files this process already
 // reported, so that list_groups, polled by agents, warns once per file.
 type damagedWarnings struct {

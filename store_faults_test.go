@@ -117,7 +117,7 @@ func TestReadOnlyRecovery(t *testing.T) {
 	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != 1 {
 		t.Errorf("audit rows written after recovery: got %d; want 1 (the call made while read-only is lost)", n)
 	}
-	db := openTestDB(t, groupPath(dir, g), "ro")
+	db := openTestDB(t, groupFile(dir, g), "ro")
 	if got := queryRows(t, db, "SELECT content FROM messages"); len(got) != 1 || !strings.Contains(got[0], "after recovery") {
 		t.Errorf("stored messages: got %v; want only the one sent after recovery", got)
 	}
@@ -154,7 +154,7 @@ func TestDiskFullRecovery(t *testing.T) {
 	if _, err := st.sendMessage(g, testMessage("after freeing space")); err != nil {
 		t.Fatalf("send after freeing space: got %v; want success", err)
 	}
-	db := openTestDB(t, groupPath(dir, g), "ro")
+	db := openTestDB(t, groupFile(dir, g), "ro")
 	if got := queryRows(t, db, "SELECT id || ':' || substr(content, 1, 20) FROM messages"); len(got) != 1 || got[0] != "1:after freeing space" {
 		t.Errorf("stored messages: got %v; want only the send after freeing space", got)
 	}
@@ -184,7 +184,7 @@ func TestBuildGroupFile(t *testing.T) {
 	if want := []string{id + ".sqlite3"}; !equalNames(names, want) {
 		t.Errorf("files after a build: got %v; want %v", names, want)
 	}
-	db := openTestDB(t, groupPath(dir, id), "ro")
+	db := openTestDB(t, groupFile(dir, id), "ro")
 	if got := queryRows(t, db, "PRAGMA journal_mode"); len(got) != 1 || got[0] != "wal" {
 		t.Errorf("journal_mode: got %v; want wal", got)
 	}
@@ -193,7 +193,7 @@ func TestBuildGroupFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkGroupFile(groupPath(dir, meta.groupID)); err != nil {
+	if err := checkGroupFile(groupFile(dir, meta.groupID)); err != nil {
 		t.Errorf("checkGroupFile of a new group: %v", err)
 	}
 
@@ -207,7 +207,7 @@ func TestBuildGroupFile(t *testing.T) {
 	if err == nil {
 		t.Fatal("buildGroupFile with a failing fill: got nil; want its error")
 	}
-	for _, p := range []string{groupPath(dir, failing), buildingPath(dir, failing), buildingPath(dir, failing) + "-journal"} {
+	for _, p := range []string{groupFile(dir, failing), buildingPath(dir, failing), buildingPath(dir, failing) + "-journal"} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after a failed build: got %v; want it absent", filepath.Base(p), err)
 		}
@@ -230,7 +230,7 @@ func equalNames(got, want []string, ignore ...string) bool {
 func makeTablelessGroup(t *testing.T, dir string) string {
 	t.Helper()
 	id := "grp_" + randomHex(16)
-	db, err := sql.Open("sqlite", sqliteDSN(groupPath(dir, id), "rwc"))
+	db, err := sql.Open("sqlite", sqliteDSN(groupFile(dir, id), "rwc"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestDamagedGroupsAreSkipped(t *testing.T) {
 	initializeSession(t, s)
 	good := mustCreateGroup(t, s, "alice")
 	bad := makeTablelessGroup(t, s.store.dir)
-	if err := os.WriteFile(groupPath(s.store.dir, "grp_"+strings.Repeat("0", 31)+"1"), []byte("not a database at all, not at all"), 0o644); err != nil {
+	if err := os.WriteFile(groupFile(s.store.dir, "grp_"+strings.Repeat("0", 31)+"1"), []byte("not a database at all, not at all"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -267,7 +267,7 @@ func TestDamagedGroupsAreSkipped(t *testing.T) {
 	if n := strings.Count(logs.String(), bad); n != 1 {
 		t.Errorf("warnings naming %s: got %d in %q; want exactly 1", bad, n, logs.String())
 	}
-	if err := checkGroupFile(groupPath(s.store.dir, bad)); err == nil {
+	if err := checkGroupFile(groupFile(s.store.dir, bad)); err == nil {
 		t.Errorf("checkGroupFile of a table-less file: got nil; want an error")
 	}
 }
@@ -301,7 +301,7 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("doctor --repair on fresh files: got exit %d, %q; want them left in place, exit 1", code, out)
 	}
 	old := time.Now().Add(-2 * doctorGracePeriod)
-	for _, p := range []string{groupPath(dir, bad), leftover} {
+	for _, p := range []string{groupFile(dir, bad), leftover} {
 		if err := os.Chtimes(p, old, old); err != nil {
 			t.Fatal(err)
 		}
@@ -315,10 +315,10 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("moved file %s: %v", p, err)
 		}
 	}
-	if _, err := os.Stat(groupPath(dir, bad)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(groupFile(dir, bad)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("damaged group after repair: got %v; want it moved away", err)
 	}
-	if err := checkGroupFile(groupPath(dir, good.groupID)); err != nil {
+	if err := checkGroupFile(groupFile(dir, good.groupID)); err != nil {
 		t.Errorf("healthy group after repair: %v", err)
 	}
 	if code, out = run(); code != 0 {

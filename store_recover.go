@@ -16,3 +16,17 @@ func isReadOnly(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
 }
+
+// dropReadOnlyCatalog closes the cached catalog handle when err says SQLite
+// opened it read-only, so that the next use opens it afresh (isReadOnly).
+func (s *store) dropReadOnlyCatalog(err error) {
+	if !isReadOnly(err) {
+		return
+	}
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	if s.catalogDB != nil {
+		s.catalogDB.Close()
+		s.catalogDB = nil
+	}
+}
