@@ -141,10 +141,9 @@ func (p hookPayload) str(keys ...string) string {
 	return ""
 }
 
-// flag returns a boolean field, false when absent or not a boolean.
-func (p hookPayload) flag(key string) bool {
-	var v bool
-	return json.Unmarshal(p[key], &v) == nil && v
+// jsonObject decodes raw into p when it holds a JSON object.
+func jsonObject(raw []byte, p *hookPayload) bool {
+	return json.Unmarshal(raw, p) == nil && *p != nil
 }
 
 // Output bounds: a hook's answer lands in the model's context on every
