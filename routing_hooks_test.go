@@ -49,11 +49,11 @@ func (f *hookFixture) sendAs(t *testing.T, text string) sent {
 	return out
 }
 
-// runHookCLI runs `crosstalk-mcp hook` with payload on stdin.
+// runHookCLI runs `crosstalk-mcp hook` through run, payload on stdin.
 func runHookCLI(t *testing.T, payload []byte, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = runHook(args, bytes.NewReader(payload), &out, &errOut)
+	code = run(append([]string{"hook"}, args...), bytes.NewReader(payload), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 

@@ -194,7 +194,7 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 			found = err == nil
 			return err
 		})
-		var te *toolError
+		var te *domainError
 		if err != nil && (isBusy(err) || errors.As(err, &te)) {
 			continue
 		}
