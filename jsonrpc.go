@@ -31,6 +31,12 @@ type server struct {
 
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
+	// version is the revision initialize negotiated for this stdio
+	// process; 2026-07-28 requests carry theirs in _meta instead.
+	version protocolRevision
+
+	// inflight runs long-running requests such as subscriptions/listen.
+	inflight *inflight
 
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
@@ -43,6 +49,7 @@ type server struct {
 // toolCall describes one completed tools/call for the audit log.
 type toolCall struct {
 	requestID json.RawMessage
+	version   protocolRevision // the revision the call's answer is rendered for
 	name      string
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
@@ -166,6 +173,7 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
 	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
+	s.inflight = newInflight(s.out.write)
 	return s
 }
 
@@ -180,6 +188,7 @@ func (s *server) notify(method string, params object) error {
 // answered line by line.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
+	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
 		if run := s.pipelinedSends(line, r); run != nil {
@@ -248,7 +257,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 // which gives it its answer or error.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	line = bytes.TrimSpace(line)
-	if !s.ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) {
+	if !s.ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) || bytes.Contains(line, []byte(metaProtocolVersion)) {
 		return pendingSend{}, false
 	}
 	req, _, ok := decodeRequest(line)
@@ -260,6 +269,7 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 		return pendingSend{}, false
 	}
 	call, rerr := s.startCall(req.id, p)
+	call.version = s.version
 	if rerr != nil || call.name != "send_message" || toolsByName[call.name].checkArgs(call.args) != nil {
 		return pendingSend{}, false
 	}
@@ -344,6 +354,9 @@ func (s *server) handleLine(line []byte) any {
 	if trimmed[0] != '[' {
 		return s.handle(trimmed)
 	}
+	if typed(s.version) {
+		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
+	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {
 		return errorResponse(nil, errParse)
@@ -372,9 +385,10 @@ func (s *server) handleLine(line []byte) any {
 
 // request is a decoded JSON-RPC message.
 type request struct {
-	id     json.RawMessage // nil for a notification (absent or null id)
-	method string
-	params json.RawMessage // nil when absent
+	id      json.RawMessage // nil for a notification (absent or null id)
+	method  string
+	params  json.RawMessage  // nil when absent
+	version protocolRevision // the revision this request is answered in
 }
 
 // handle answers one JSON-RPC message, or returns nil for notifications.
@@ -383,6 +397,13 @@ func (s *server) handle(raw json.RawMessage) any {
 	if !ok {
 		return reply
 	}
+	if s.dispatchNotification(req) {
+		return nil
+	}
+	if meta := readRequestMeta(req.params); meta.hasVersion {
+		return s.handleModern(req, meta)
+	}
+	req.version = s.version
 	result, err := s.dispatch(req)
 	return response(req, result, err)
 }
@@ -469,11 +490,25 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	}
 	switch req.method {
 	case "tools/list":
+		if typed(req.version) {
+			return typedToolList, nil
+		}
 		return toolList, nil
 	case "tools/call":
 		return s.toolsCall(req)
 	case "resources/list":
+		if typed(req.version) {
+			r, err := s.resourcesList()
+			if err != nil {
+				return nil, err
+			}
+			return typedResources(r.(object)), nil
+		}
 		return s.resourcesList()
+	case "resources/templates/list":
+		if typed(req.version) {
+			return resourceTemplates, nil
+		}
 	case "resources/read":
 		return s.resourcesRead(req)
 	case "resources/subscribe":
@@ -501,10 +536,11 @@ func (s *server) initialize(req request) (any, *rpcError) {
 		answer = client
 	}
 	s.initialized = true
+	s.version = answer
 	return object{
 		{"protocolVersion", answer},
-		{"capabilities", object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}},
-		{"serverInfo", object{{"name", "crosstalk"}, {"version", version}}},
+		{"capabilities", serverCapabilities(answer)},
+		{"serverInfo", serverInfo(answer)},
 	}, nil
 }
 
@@ -514,7 +550,11 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 		return nil, perr
 	}
 	call, rerr := s.startCall(req.id, p)
-	if rerr == nil {
+	call.version = req.version
+	if rerr != nil && call.args.values != nil && req.version >= revSEP {
+		// From 2025-11-25 on, input validation failures are tool results.
+		rerr = nil
+	} else if rerr == nil {
 		if call.name == "delete_group" {
 			call.groupName, call.groupNameRead = s.auditGroupName(call.args.groupID())
 		}
@@ -569,6 +609,9 @@ func (s *server) finishCall(call toolCall, rerr *rpcError) (any, *rpcError) {
 	}
 	if rerr != nil {
 		return nil, rerr
+	}
+	if typed(call.version) {
+		return call.result.typedWire(), nil
 	}
 	return call.result.wire(), nil
 }
@@ -649,7 +692,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 		return err
 	})
 	if err != nil {
-		return nil, resourceError(err)
+		return nil, resourceErrorFor(req.version, err)
 	}
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
@@ -660,7 +703,7 @@ func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
 		return nil, rerr
 	}
 	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
-		return nil, resourceError(err)
+		return nil, resourceErrorFor(req.version, err)
 	}
 	return object{}, nil
 }
