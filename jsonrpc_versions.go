@@ -100,7 +100,7 @@ const errResourceNotFound = -32002
 // wakeup resource is -32002 where the revision defines that code.
 func resourceErrorFor(rev protocolRevision, err error) *rpcError {
 	e := resourceError(err)
-	var te *toolError
+	var te *domainError
 	if rev >= revTyped && rev < revModern && errors.As(err, &te) && te.category == categoryNotFound {
 		return &rpcError{errResourceNotFound, e.message}
 	}
