@@ -2,7 +2,8 @@
 // AI contexts talk in groups stored as SQLite databases on a shared filesystem.
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
-// local read-only dashboard.
+// local dashboard, read-only over group data (its Storage view's two
+// maintenance actions write the audit database, observe_storage.go).
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 var version = "1.1.10"
 
 // usage is printed by --help. Its wording follows the original's so scripts
-// that grep it keep working.
+// that grep it keep working, "read-only" included.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
