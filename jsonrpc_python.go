@@ -6,7 +6,7 @@ package main
 // of stored JSON lists. The golden transcripts (golden_test.go) check them
 // byte for byte. The audit log and the dashboard use the rest: Python's
 // str() of a number (pyNumber, pyFloatRepr) and datetime.fromisoformat
-// (auditParseTime).
+// (pyFromISOFormat).
 //
 // Four Python rules stay beside the one caller they shape, each citing the
 // original: writeRawString (jsonrpc_unicode.go) echoes a request id as
@@ -403,9 +403,9 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// auditParseTime reads a stored ISO 8601 timestamp as the original's
+// pyFromISOFormat reads a stored ISO 8601 timestamp as the original's
 // datetime.fromisoformat does; one without a zone is UTC.
-func auditParseTime(s string) (time.Time, error) {
+func pyFromISOFormat(s string) (time.Time, error) {
 	for _, layout := range []string{
 		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
 		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
