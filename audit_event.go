@@ -28,37 +28,6 @@ type auditEvent struct {
 // auditDetailsMaxBytes is the original's cap on details_json, in bytes.
 const auditDetailsMaxBytes = 2048
 
-// auditToolFacts is what the audit log records about one tool beyond its
-// arguments and outcome. Its fields are meant for the tool table (tools.go),
-// next to the handler whose result they read; until then this table is
-// keyed by tool name.
-type auditToolFacts struct {
-	// nameIsCaller is set when the tool's "name" argument is the caller's
-	// own label, and so a fallback for a missing caller_name.
-	nameIsCaller bool
-	// details returns the allowlisted, content-free summary of a successful
-	// result, in any order; nil or empty means none.
-	details func(result object) object
-}
-
-// auditTools are the original's audit facts for each tool; a tool missing
-// here records no details and has no caller name in "name".
-var auditTools = map[string]auditToolFacts{
-	"create_group":          {details: auditCreatedGroup},
-	"list_groups":           {details: auditCount("groups", "group_count")},
-	"update_group_metadata": {details: auditUpdatedFields},
-	"get_users":             {details: auditCount("users", "member_count")},
-	"delete_group":          {details: auditCompleted},
-	"join_group":            {nameIsCaller: true, details: auditCompleted},
-	"leave_group":           {nameIsCaller: true, details: auditCompleted},
-	"get_all_messages":      {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_latest_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_unread_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_messages_after":    {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"search_messages":       {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"send_message":          {nameIsCaller: true, details: auditSentDetails},
-}
-
 // auditBuildEvent turns a completed call into its row, before the lookups
 // that need the group store (member-name fallback, group-name snapshot).
 // Identity comes from the arguments; only a successful create_group takes
@@ -81,7 +50,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		e.contextID = sql.NullString{String: s, Valid: true}
 	}
 	name, _ := c.args.str("caller_name")
-	if pyStrip(name) == "" && auditTools[c.name].nameIsCaller {
+	if t := toolsByName[c.name]; pyStrip(name) == "" && t != nil && t.nameIsCaller {
 		name, _ = c.args.str("name")
 	}
 	if name = pyStrip(name); name != "" {
@@ -178,12 +147,12 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 // auditDetails builds the allowlisted, content-free summary of a successful
 // result, or reports false when the tool has none or it exceeds 2 KiB.
 func auditDetails(tool string, result any) (string, bool) {
-	facts := auditTools[tool]
-	if facts.details == nil {
+	t := toolsByName[tool]
+	if t == nil || t.auditDetails == nil {
 		return "", false
 	}
 	r, _ := result.(object)
-	details := facts.details(r)
+	details := t.auditDetails(r)
 	if len(details) == 0 {
 		return "", false
 	}
