@@ -164,6 +164,10 @@ func (s *server) stop() {
 	s.serving.Unlock()
 }
 
+// defaultPollInterval matches the original's refresh interval. The server's
+// subscription poller and the dashboard (observe.go) both start from it.
+const defaultPollInterval = 500 * time.Millisecond
+
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
 // non-positive or non-finite value means the default 0.5 s.
 func pollInterval(value string) time.Duration {
