@@ -5,12 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,19 +34,9 @@ type readOnlyEntry struct {
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
 
-var groupFilePattern = regexp.MustCompile(`^grp_[0-9a-f]{32}\.sqlite3$`)
-
+// newReadOnlyPool returns an empty pool.
 func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
-}
-
-// readOnlyDSN opens path with mode=ro (which never creates a file) and
-// query_only, so no statement from this process can write. The busy timeout
-// stays short: a locked group is skipped and shown again on the next poll.
-// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
-// the dashboard's read-only handles never do.
-func readOnlyDSN(path string) string {
-	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }
 
 // checkedFile returns the file information of an allowed database below dir:
@@ -57,7 +44,7 @@ func readOnlyDSN(path string) string {
 // that leads outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
-	if name != catalogFileName && !groupFilePattern.MatchString(name) {
+	if _, isGroup := groupIDOfFile(name); name != catalogFileName && !isGroup {
 		return nil, fmt.Errorf("database name %q is not allowed", name)
 	}
 	info, err := os.Stat(path)
@@ -137,7 +124,7 @@ func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
 	if validateGroupID(id) != nil {
 		return nil, fmt.Errorf("invalid group id %q", id)
 	}
-	return p.get(dir, groupPath(dir, id))
+	return p.get(dir, groupFile(dir, id))
 }
 
 // audit returns a handle for observability.sqlite3.
@@ -146,22 +133,23 @@ func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
 }
 
 // groupRevisions reads the four group_state counters writers bump.
-func (p *readOnlyPool) groupRevisions(dir, id string) ([4]int64, error) {
-	var m [4]int64
+func (p *readOnlyPool) groupRevisions(dir, id string) (revisions, error) {
+	var m revisions
 	db, err := p.group(dir, id)
 	if err != nil {
 		return m, err
 	}
 	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision FROM group_state WHERE id = 1").
-		Scan(&m[0], &m[1], &m[2], &m[3])
+		Scan(&m.message, &m.member, &m.wakeup, &m.metadata)
 	if err != nil {
 		return m, fmt.Errorf("read revisions of %s: %w", id, err)
 	}
 	return m, nil
 }
 
-// latestMessageID returns the newest message id, or nil for an empty group.
-func (p *readOnlyPool) latestMessageID(dir, id string) (any, error) {
+// latestMessageID returns the newest message id, or nil for an empty group
+// (which the events encode as JSON null).
+func (p *readOnlyPool) latestMessageID(dir, id string) (*int64, error) {
 	db, err := p.group(dir, id)
 	if err != nil {
 		return nil, err
@@ -173,7 +161,7 @@ func (p *readOnlyPool) latestMessageID(dir, id string) (any, error) {
 	if !latest.Valid {
 		return nil, nil
 	}
-	return latest.Int64, nil
+	return &latest.Int64, nil
 }
 
 // latestAuditID returns the newest audit row id; ok is false when there is
@@ -200,48 +188,6 @@ func (p *readOnlyPool) latestAuditID(dir string) (int64, bool, error) {
 	return latest.Int64, latest.Valid, nil
 }
 
-// queryer is what both *sql.DB and *sql.Conn offer.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// tableNames lists the tables of a database.
-func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
-	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list tables: %w", err)
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
-}
-
-// columnNames lists the columns of table.
-func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
-	if err != nil {
-		return nil, fmt.Errorf("list columns of %s: %w", table, err)
-	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list columns of %s: %w", table, err)
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
-}
-
 // discoverGroups lists the group ids whose database files exist in dir,
 // sorted, and reports whether dir exists at all.
 func discoverGroups(dir string) ([]string, bool) {
@@ -251,8 +197,8 @@ func discoverGroups(dir string) ([]string, bool) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.Type().IsRegular() && groupFilePattern.MatchString(e.Name()) {
-			ids = append(ids, strings.TrimSuffix(e.Name(), ".sqlite3"))
+		if id, ok := groupIDOfFile(e.Name()); ok && e.Type().IsRegular() {
+			ids = append(ids, id)
 		}
 	}
 	sort.Strings(ids)
