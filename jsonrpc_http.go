@@ -103,7 +103,7 @@ func (t *httpTransport) expireIdle() {
 // newSession makes a session whose server writes to a router.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter()
-	srv := newServer(t.store, router, t.interval)
+	srv := newServerWriting(t.store, router, t.interval)
 	if t.audit != nil {
 		srv.audit = t.audit.observe
 	}

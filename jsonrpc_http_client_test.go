@@ -60,9 +60,18 @@ func (s *httpTestServer) client(tb testing.TB, token string) *httpTestClient {
 // do sends one HTTP request with the client's headers.
 func (c *httpTestClient) do(ctx context.Context, method string, body []byte, header map[string]string) *http.Response {
 	c.tb.Helper()
+	resp, err := c.tryDo(ctx, method, body, header)
+	if err != nil {
+		c.tb.Fatalf("%s %s: %v", method, c.url, err)
+	}
+	return resp
+}
+
+// tryDo is do for goroutines other than the test's: it returns the error.
+func (c *httpTestClient) tryDo(ctx context.Context, method string, body []byte, header map[string]string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.url, bytes.NewReader(body))
 	if err != nil {
-		c.tb.Fatal(err)
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -81,11 +90,7 @@ func (c *httpTestClient) do(ctx context.Context, method string, body []byte, hea
 	if host, ok := header["Host"]; ok {
 		req.Host = host
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.tb.Fatalf("%s %s: %v", method, c.url, err)
-	}
-	return resp
+	return http.DefaultClient.Do(req)
 }
 
 // request builds a JSON-RPC request body with a fresh id.
@@ -205,4 +210,57 @@ func (c *httpTestClient) openStream(ctx context.Context) <-chan *rpcMessage {
 		}
 	}()
 	return ch
+}
+
+// tryCall posts a request and decodes a JSON answer; ok is false when the
+// server could not be reached or did not answer 200 with JSON.
+func (c *httpTestClient) tryCall(method string, params any) (msg rpcMessage, ok bool) {
+	resp, err := c.tryDo(context.Background(), http.MethodPost, c.request(method, params), nil)
+	if err != nil {
+		return msg, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && c.session == "" {
+		c.session = resp.Header.Get("Mcp-Session-Id")
+	}
+	return msg, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&msg) == nil
+}
+
+// tryInitialize opens a session from a goroutine other than the test's.
+func (c *httpTestClient) tryInitialize() bool {
+	if _, ok := c.tryCall("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "http-test", "version": "1"}}); !ok || c.session == "" {
+		return false
+	}
+	resp, err := c.tryDo(context.Background(), http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusAccepted
+}
+
+// trySend joins groupID as a context of its own on first use and sends
+// text; it reports whether the server acknowledged the send as stored.
+func (c *httpTestClient) trySend(groupID, contextID, text string) bool {
+	args := map[string]any{"caller_name": "t", "group_id": groupID, "context_id": contextID, "name": contextID}
+	if c.nextID.Load() < 3 {
+		if msg, ok := c.tryCall("tools/call", map[string]any{"name": "join_group", "arguments": args}); !ok || msg.Error != nil {
+			return false
+		}
+	}
+	args["message"] = text
+	msg, ok := c.tryCall("tools/call", map[string]any{"name": "send_message", "arguments": args})
+	if !ok {
+		return false
+	}
+	reply, err := parseToolReply(&msg)
+	return err == nil && !reply.isError
+}
+
+// held reports how many units are taken in total.
+func (q *httpQuota) held() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sum
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -73,12 +72,10 @@ func (l httpLimits) withDefaults() httpLimits {
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
-// Host, Origin and bearer-token checks before any MCP code or storage sees
+// Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
+// Host check) before any MCP code or storage sees
 // it, so a refused request touches nothing.
 type httpGuard struct {
-	// loopbackOnly is set when the listener is bound to a loopback address;
-	// then Host must name loopback too (DNS-rebinding defence).
-	loopbackOnly bool
 	// tokenSum is the SHA-256 of the bearer token, or nil when none is
 	// required (loopback only). Comparing fixed-size digests keeps the
 	// comparison constant-time in the token's length as well.
@@ -88,9 +85,10 @@ type httpGuard struct {
 	next    http.Handler
 }
 
-// newHTTPGuard wraps next in the transport's access checks.
-func newHTTPGuard(loopbackOnly bool, token string, origins []string, next http.Handler) *httpGuard {
-	g := &httpGuard{loopbackOnly: loopbackOnly, origins: map[string]bool{}, next: next}
+// newHTTPGuard wraps next in the transport's access checks. On a loopback
+// bind the dashboard's Host check (loopbackOnly) runs first.
+func newHTTPGuard(loopback bool, token string, origins []string, next http.Handler) http.Handler {
+	g := &httpGuard{origins: map[string]bool{}, next: next}
 	if token != "" {
 		sum := sha256.Sum256([]byte(token))
 		g.tokenSum = sum[:]
@@ -98,20 +96,18 @@ func newHTTPGuard(loopbackOnly bool, token string, origins []string, next http.H
 	for _, o := range origins {
 		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
+	if loopback {
+		return loopbackOnly(g)
+	}
 	return g
 }
 
-// ServeHTTP refuses requests with a foreign Host (loopback binds), a foreign
-// Origin or a missing or wrong bearer token, and passes the rest on with
+// ServeHTTP refuses requests with a foreign Origin or a missing or wrong bearer token, and passes the rest on with
 // headers that keep responses out of caches and content sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if g.loopbackOnly && !allowedHost(r.Host) {
-		httpRefuse(w, http.StatusForbidden, "Forbidden: this server only answers loopback host names.")
-		return
-	}
 	if origin := r.Header.Get("Origin"); origin != "" && !g.allowedOrigin(origin) {
 		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
 		return
@@ -140,14 +136,7 @@ func (g *httpGuard) authorized(header string) bool {
 // --allow-origin. Browsers send "null" from sandboxed and file pages, which
 // are refused like any other foreign origin.
 func (g *httpGuard) allowedOrigin(origin string) bool {
-	if g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return allowedHost(u.Host)
+	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
 }
 
 // httpRefuse answers a refused request with a JSON-RPC error that has no
@@ -241,11 +230,4 @@ func (q *httpQuota) release(client string) {
 	if q.byClient[client]--; q.byClient[client] <= 0 {
 		delete(q.byClient, client)
 	}
-}
-
-// held reports how many units are taken in total.
-func (q *httpQuota) held() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.sum
 }

@@ -59,18 +59,17 @@ func (s *httpSession) end() {
 	s.endOnce.Do(func() {
 		close(s.ended)
 		s.router.close()
+		s.srv.inflight.close()
 		s.srv.subs.close()
 	})
 }
 
-// httpRouter receives everything the session's server writes, one JSON
-// line at a time, and delivers each message to the HTTP response it
+// httpRouter is the messageWriter of an HTTP session's server: it delivers each message to the HTTP response it
 // belongs to: an answer to the POST that asked, a progress or listen
 // notification to its request's stream, anything else (a subscription's
 // resources/updated) to the session's GET stream.
 type httpRouter struct {
 	mu      sync.Mutex
-	partial []byte
 	waiting map[string]*httpExchange // by request id key
 	tokens  map[string]*httpExchange // by progressToken key
 	stream  *httpExchange            // the GET stream, or nil
@@ -193,25 +192,15 @@ func (r *httpRouter) close() {
 	}
 }
 
-// Write receives the server's output: whole JSON lines, possibly split
-// across calls by its buffered writer.
-func (r *httpRouter) Write(p []byte) (int, error) {
+// write receives one message of the session's server (an answer, a
+// progress or listen notification, a poller notification) and routes it.
+// It never blocks: every queue it feeds drops a client that falls behind.
+func (r *httpRouter) write(msg any) error {
+	line := []byte(pyJSON(msg))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.partial = append(r.partial, p...)
-	for {
-		end := bytes.IndexByte(r.partial, '\n')
-		if end < 0 {
-			break
-		}
-		line := bytes.Clone(r.partial[:end])
-		r.partial = r.partial[end+1:]
-		r.routeLocked(line)
-	}
-	if len(r.partial) == 0 {
-		r.partial = nil // let a large message's buffer go
-	}
-	return len(p), nil
+	r.routeLocked(line)
+	return nil
 }
 
 // routedMessage is what routing reads of a message.
@@ -223,10 +212,6 @@ type routedMessage struct {
 		Meta          map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
 }
-
-// metaSubscriptionID is the _meta key a 2026-07-28 listen stream's
-// notifications carry, naming the subscriptions/listen request.
-const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 
 // routeLocked delivers one message; r.mu is held.
 func (r *httpRouter) routeLocked(line []byte) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,5 +279,17 @@ func TestNetworkFSWarning(t *testing.T) {
 	}
 	if w := networkFSWarning(dir, allow); w != "" {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
+	}
+	// The dashboard shows the same warning on its overview.
+	o, err := newObserver(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/fragments/overview", nil)
+	req.Host = "127.0.0.1"
+	o.ServeHTTP(rec, req)
+	if body := rec.Body.String(); !strings.Contains(body, "is on FUSE, a network filesystem") {
+		t.Errorf("dashboard overview: got %.300s; want the network filesystem warning", body)
 	}
 }

@@ -48,8 +48,12 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 	var tokenFile string
 	for i := 0; i < len(args); i++ {
 		name, value, hasValue := strings.Cut(args[i], "=")
-		if name == "-h" || name == "--help" {
+		switch name {
+		case "-h", "--help":
 			return opts, errObserveHelp
+		case "--http", "--token-file", "--tls-cert", "--tls-key", "--allow-origin":
+		default:
+			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
 		}
 		if !hasValue {
 			if i+1 >= len(args) {
@@ -73,8 +77,6 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 			opts.tlsKey = value
 		case "--allow-origin":
 			opts.allowedOrigins = append(opts.allowedOrigins, value)
-		default:
-			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
 		}
 	}
 	if (opts.tlsCert == "") != (opts.tlsKey == "") {
