@@ -2,7 +2,8 @@
 // AI contexts talk in groups stored as SQLite databases on a shared filesystem.
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
-// local read-only dashboard.
+// local dashboard, read-only over group data (its Storage view's two
+// maintenance actions write the audit database, observe_storage.go).
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 var version = "1.1.10"
 
 // usage is printed by --help. Its wording follows the original's so scripts
-// that grep it keep working.
+// that grep it keep working, "read-only" included.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
@@ -40,6 +41,9 @@ Commands:
                                stderr and exit 2 (Claude Code asyncRewake).
   status [--context-id ID]     Summarize a member's groups, unread mail and
                                wakeup delivery states.
+  doctor [--repair] [--groups-dir PATH]
+                               List group files no server can use; --repair
+                               moves them into the damaged/ folder.
 
 Options:
   -h, --help                   Show this help message.
@@ -69,6 +73,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stdin, stdout, stderr)
 	case "observe":
 		return runObserve(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "hook":
 		return runHook(args[1:], stdin, stdout, stderr)
 	case "wait":
