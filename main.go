@@ -29,6 +29,7 @@ Commands:
     --port PORT                Bind exactly this loopback port.
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
     --groups-dir PATH          Read group databases from this directory.
+    --demo [--keep]            Show demo agents' data in a temporary directory.
 
 Options:
   -h, --help                   Show this help message.

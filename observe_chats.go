@@ -34,19 +34,30 @@ type chatView struct {
 	Members     []memberInfo
 	Wakeups     []wakeupRow
 	WakeupTotal int64
+	Pending     int64 // unacknowledged wake events, all of them listed first
 	Messages    messagePage
 }
 
-// wakeupRow is one wake event as the chat's side panel shows it.
+// wakeupRow is one wake event as the chat's side panel shows it: whom it
+// wakes (by member name), for which message, and how far it got.
 type wakeupRow struct {
-	MessageID    int64
-	ContextID    string
-	Priority     string
-	Relevance    string
-	Created      stamp
-	Acknowledged stamp
-	Notified     stamp
-	Pending      bool
+	MessageID int64
+	ContextID string
+	Target    string // the member's name, or the context id of one who left
+	Sender    string
+	Excerpt   string
+	Priority  string
+	Relevance string
+	Steps     []wakeupStep
+	Pending   bool
+}
+
+// wakeupStep is one delivery state of a wake event: created, notified,
+// delivered or read, with its time when reached.
+type wakeupStep struct {
+	Name string
+	Done bool
+	At   stamp
 }
 
 // messageRow is one chat message.
@@ -159,17 +170,28 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 	if v.Members, err = readMembers(ctx, conn); err != nil {
 		return err
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM wakeup_events").Scan(&v.WakeupTotal); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&v.WakeupTotal, &v.Pending); err != nil {
 		return err
 	}
-	v.Wakeups, err = o.readWakeups(ctx, conn)
+	names := make(map[string]string, len(v.Members))
+	for _, m := range v.Members {
+		names[m.ContextID] = m.Name
+	}
+	v.Wakeups, err = o.readWakeups(ctx, conn, names)
 	return err
 }
 
-// readWakeups reads the newest wakeupListLimit wake events, oldest first.
-func (o *observer) readWakeups(ctx context.Context, q queryer) ([]wakeupRow, error) {
-	rows, err := q.QueryContext(ctx, "SELECT message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM "+
-		"(SELECT * FROM wakeup_events ORDER BY id DESC LIMIT ?) ORDER BY id", wakeupListLimit)
+// readWakeups reads up to wakeupListLimit wake events, the ones still
+// waiting first, then newest first, naming each target by its member name
+// (names maps context ids to names) and quoting the message that woke it.
+//
+// Delivery states come from today's wake event columns: notified is
+// last_notified_at; delivered and read are both acknowledged_at, because the
+// read tools deliver a message and acknowledge its wake event at once.
+func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]string) ([]wakeupRow, error) {
+	rows, err := q.QueryContext(ctx, "SELECT w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.acknowledged_at, w.last_notified_at, "+
+		"m.sender_name, substr(m.content, 1, 120) FROM wakeup_events w LEFT JOIN messages m ON m.id = w.message_id "+
+		"ORDER BY w.acknowledged_at IS NULL DESC, w.id DESC LIMIT ?", wakeupListLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -178,16 +200,21 @@ func (o *observer) readWakeups(ctx context.Context, q queryer) ([]wakeupRow, err
 	for rows.Next() {
 		var w wakeupRow
 		var msg sql.NullInt64
-		var ctxID, rel, prio, created, acked, notified sql.NullString
-		if err := rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified); err != nil {
+		var ctxID, rel, prio, created, acked, notified, sender, excerpt sql.NullString
+		if err := rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified, &sender, &excerpt); err != nil {
 			return nil, err
 		}
 		w.MessageID, w.ContextID, w.Relevance = msg.Int64, firstNonEmpty(ctxID.String, "—"), rel.String
+		w.Target = firstNonEmpty(names[ctxID.String], w.ContextID)
+		w.Sender, w.Excerpt = sender.String, excerpt.String
 		w.Priority = firstNonEmpty(prio.String, "normal")
-		w.Created = o.stampOf(created.String, "—")
-		w.Acknowledged = o.stampOf(acked.String, "pending")
-		w.Notified = o.stampOf(notified.String, "never")
 		w.Pending = !acked.Valid
+		w.Steps = []wakeupStep{
+			{Name: "created", Done: true, At: o.stampOf(created.String, "—")},
+			{Name: "notified", Done: notified.Valid, At: o.stampOf(notified.String, "not yet")},
+			{Name: "delivered", Done: acked.Valid, At: o.stampOf(acked.String, "not yet")},
+			{Name: "read", Done: acked.Valid, At: o.stampOf(acked.String, "not yet")},
+		}
 		out = append(out, w)
 	}
 	return out, rows.Err()

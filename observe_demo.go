@@ -83,6 +83,36 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	return d, nil
 }
 
+// observeGroupsDir returns the directory "observe" shows and what to do on
+// exit: with --demo a fresh demo directory (removed then unless --keep),
+// otherwise the configured groups directory.
+func observeGroupsDir(opts observeOptions, stderr io.Writer) (string, func(), error) {
+	if !opts.demo {
+		dir, err := resolveObserveGroupsDir(opts)
+		return dir, func() {}, err
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("find this binary to run the demo agents: %w", err)
+	}
+	d, err := startObserveDemo(binary, opts.keep, demoTrickleInterval)
+	if err != nil {
+		return "", nil, err
+	}
+	fate := "removed on exit; --keep keeps it"
+	if opts.keep {
+		fate = "kept on exit"
+	}
+	fmt.Fprintf(stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
+	return d.dir, func() {
+		if err := d.close(); err != nil {
+			fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
+		} else if opts.keep {
+			fmt.Fprintf(stderr, "Demo data kept in %s; view it again with --groups-dir %s\n", d.dir, d.dir)
+		}
+	}, nil
+}
+
 // newContextID returns a random UUID-shaped context id, like the ids real
 // MCP clients pass, so the dashboard has to show names rather than ids.
 func newContextID() string {
@@ -317,7 +347,9 @@ func (d *observeDemo) seed() error {
 			return oncall.in("send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"})
 		},
 		func() error { return arch.in("get_unread_messages", incident, nil) },
-		func() error { return arch.in("send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."}) },
+		func() error {
+			return arch.in("send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."})
+		},
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
