@@ -41,16 +41,22 @@ func errInvalidParams(msg string) *rpcError {
 
 // request is a decoded JSON-RPC message.
 type request struct {
-	id     json.RawMessage // nil for a notification (absent or null id)
-	method string
-	params json.RawMessage // nil when absent
+	id      json.RawMessage // nil for a notification (absent or null id)
+	method  string
+	params  json.RawMessage  // nil when absent
+	version protocolRevision // the revision this request is answered in
 }
 
 // decodeRequest parses one JSON-RPC message. When ok is false the message
 // is malformed and reply, which may be nil, is its whole answer.
 func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
+	// splitObject leaves the values in raw rather than copying them: a
+	// send_message line may be hundreds of megabytes.
 	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil || string(m["jsonrpc"]) != `"2.0"` {
+	if json.Valid(raw) {
+		m, _ = splitObject(raw)
+	}
+	if m == nil || string(m["jsonrpc"]) != `"2.0"` {
 		return req, errorResponse(nil, errInvalidRequest), false
 	}
 	if id, ok := m["id"]; ok && string(id) != "null" {
@@ -143,6 +149,9 @@ func (s *server) handleLine(line []byte) any {
 	}
 	if trimmed[0] != '[' {
 		return s.handleRaw(trimmed)
+	}
+	if typed(s.version) {
+		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {

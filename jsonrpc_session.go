@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -35,6 +36,12 @@ type server struct {
 
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
+	// version is the revision initialize negotiated for this stdio
+	// process; 2026-07-28 requests carry theirs in _meta instead.
+	version protocolRevision
+
+	// inflight runs long-running requests such as subscriptions/listen.
+	inflight *inflight
 
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
@@ -42,11 +49,18 @@ type server struct {
 	// sendRunLimit is the most pipelined sends committed together; 1 turns
 	// group commit off.
 	sendRunLimit int
+
+	// serving is held by serve while it handles what it read, and taken by
+	// stop, so that a signal waits for the request in hand to be answered
+	// and audited; stopping then keeps serve from starting another.
+	serving  sync.Mutex
+	stopping bool
 }
 
 // toolCall describes one completed tools/call for the audit log.
 type toolCall struct {
 	requestID json.RawMessage
+	version   protocolRevision // the revision the call's answer is rendered for
 	name      string
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
@@ -65,8 +79,15 @@ var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26
 // newServer returns a session that writes to stdout one message per line and
 // starts its subscription poller, which runs until s.subs.close.
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
-	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
+	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, interval)
+}
+
+// newServerWriting returns a session whose messages leave through out, as
+// the HTTP transport's do, and starts its subscription poller.
+func newServerWriting(st *store, out messageWriter, interval time.Duration) *server {
+	s := &server{store: st, out: out, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
+	s.inflight = newInflight(s.out.write)
 	return s
 }
 
@@ -90,10 +111,17 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	dir, err := groupsDirFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
 	}
 	st, err := newStore(dir)
 	if err != nil {
@@ -113,20 +141,36 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that stops the server with SIGINT or SIGTERM gets the same
 	// orderly end as on EOF, so queued audit rows are still written. A read
 	// from a blocking stdin cannot be interrupted, so serving runs aside.
+	// SIGPIPE is received rather than left to kill the process, so that a
+	// write to a closed stdout fails with EPIPE and ends the session below.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	done := make(chan error, 1)
 	go func() { done <- s.serve(stdin) }()
 	select {
 	case err := <-done:
+		if errors.Is(err, errOutputClosed) {
+			fmt.Fprintf(stderr, "crosstalk-mcp: ending the session, the client closed stdout: %v\n", err)
+			return exitClientGone
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 	case <-sig:
+		s.stop()
 	}
 	return 0
+}
+
+// stop waits for the request serve is handling, if any, to be answered and
+// audited, and keeps serve from starting another.
+func (s *server) stop() {
+	s.serving.Lock()
+	s.stopping = true
+	s.serving.Unlock()
 }
 
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
@@ -151,18 +195,11 @@ func logf(format string, args ...any) { log.Printf(format, args...) }
 // handleLine.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
+	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
-		if run := s.pipelinedSends(line, r); run != nil {
-			if werr := s.answerSends(run); werr != nil {
-				return fmt.Errorf("write response: %w", werr)
-			}
-		} else if len(line) > 0 {
-			if reply := s.handleLine(line); reply != nil {
-				if werr := s.out.write(reply); werr != nil {
-					return fmt.Errorf("write response: %w", werr)
-				}
-			}
+		if werr := s.serveLine(line, r); werr != nil {
+			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -173,6 +210,26 @@ func (s *server) serve(stdin io.Reader) error {
 	}
 }
 
+// serveLine answers line, and the sends pipelined behind it, under
+// s.serving; after stop it answers nothing. It returns the error of a
+// failed write.
+func (s *server) serveLine(line []byte, r *bufio.Reader) error {
+	s.serving.Lock()
+	defer s.serving.Unlock()
+	if s.stopping {
+		return nil
+	}
+	if run := s.pipelinedSends(line, r); run != nil {
+		return s.answerSends(run)
+	}
+	if len(line) > 0 {
+		if reply := s.handleLine(line); reply != nil {
+			return s.out.write(reply)
+		}
+	}
+	return nil
+}
+
 // notify writes a server-to-client notification.
 func (s *server) notify(method string, params object) error {
 	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
@@ -181,6 +238,13 @@ func (s *server) notify(method string, params object) error {
 // handle answers one decoded JSON-RPC message; it returns nil when nothing
 // is to be written (a notification, or a request answered by nothing).
 func (s *server) handle(req request) any {
+	if s.dispatchNotification(req) {
+		return nil
+	}
+	if meta := readRequestMeta(req.params); meta.hasVersion {
+		return s.handleModern(req, meta)
+	}
+	req.version = s.version
 	result, err := s.dispatch(req)
 	return response(req, result, err)
 }
@@ -207,11 +271,25 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	}
 	switch req.method {
 	case "tools/list":
+		if typed(req.version) {
+			return typedToolList, nil
+		}
 		return toolList, nil
 	case "tools/call":
 		return s.toolsCall(req)
 	case "resources/list":
+		if typed(req.version) {
+			r, err := s.resourcesList()
+			if err != nil {
+				return nil, err
+			}
+			return typedResources(r.(object)), nil
+		}
 		return s.resourcesList()
+	case "resources/templates/list":
+		if typed(req.version) {
+			return resourceTemplates, nil
+		}
 	case "resources/read":
 		return s.resourcesRead(req)
 	case "resources/subscribe":
@@ -240,10 +318,11 @@ func (s *server) initialize(req request) (any, *rpcError) {
 		answer = client
 	}
 	s.initialized = true
+	s.version = answer
 	return object{
 		{"protocolVersion", answer},
-		{"capabilities", object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}},
-		{"serverInfo", object{{"name", "crosstalk"}, {"version", version}}},
+		{"capabilities", serverCapabilities(answer)},
+		{"serverInfo", serverInfo(answer)},
 	}, nil
 }
 
@@ -285,7 +364,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if rerr != nil {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
-	pc.call = toolCall{requestID: req.id, started: time.Now()}
+	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now()}
 	if raw, ok := p.values["name"]; ok {
 		if name, ok := p.str("name"); ok {
 			pc.call.name = name
@@ -301,7 +380,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
 	pc.call.args = args
-	if caller, _ := args.str("caller_name"); isBlank(caller) {
+	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
+		// From 2025-11-25 on, input validation failures are tool results.
+		pc.call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
+		return pc
+	} else if isBlank(caller) {
 		return pc.refuse("tools/call caller_name must be a non-empty string.")
 	}
 	t := toolsByName[pc.call.name]
@@ -342,6 +425,9 @@ func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
 	}
 	if pc.rerr != nil {
 		return nil, pc.rerr
+	}
+	if typed(pc.call.version) {
+		return pc.call.result.typedWire(), nil
 	}
 	return pc.call.result.wire(), nil
 }

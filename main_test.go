@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
 func TestCommandLine(t *testing.T) {
+	t.Setenv("CROSSTALK_HTTP_TOKEN", "") // serve --http :0 must find no token
 	for _, tt := range []struct {
 		args             []string
 		code             int
@@ -16,7 +20,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--help"}, 0, usage, "", false},
 		{[]string{"-h"}, 0, usage, "", false},
 		{[]string{"--version"}, 0, version + "\n", "", true},
-		{[]string{"serve"}, 2, "", "Unknown command: serve\n", false},
+		{[]string{"serve", "--nope", "x"}, 2, "", serveUsage + "crosstalk-mcp serve: error: unrecognized arguments: --nope x\n", false},
+		{[]string{"serve", "--http", ":0"}, 2, "", serveUsage + "crosstalk-mcp serve: error: refusing to listen on :0 without a token: " +
+			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
+			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1)\n", false},
+		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
+		{[]string{"sever"}, 2, "", "Unknown command: sever\n", false},
 		{[]string{"--port"}, 2, "", "Unknown command: --port\n", false},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -55,5 +64,48 @@ func TestGroupsDirFromEnv(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
 	if got, _ := groupsDirFromEnv(); got != "/home/u/.cache/crosstalk" {
 		t.Errorf("got %s; want /home/u/.cache/crosstalk", got)
+	}
+}
+
+// TestDeps holds the dependency policy the README states: go.mod requires
+// one module directly, modernc.org/sqlite, and the binary links no testing
+// code (tools such as staticcheck are installed, never required).
+func TestDeps(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct []string
+	inBlock := false
+	for _, line := range strings.Split(string(mod), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "require (":
+			inBlock = true
+			continue
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case strings.HasPrefix(line, "require "):
+			line = strings.TrimPrefix(line, "require ")
+		case !inBlock:
+			continue
+		}
+		if fields := strings.Fields(line); len(fields) >= 2 && !strings.Contains(line, "// indirect") {
+			direct = append(direct, fields[0])
+		}
+	}
+	if fmt.Sprint(direct) != "[modernc.org/sqlite]" {
+		t.Errorf("go.mod requires %v directly; want only [modernc.org/sqlite]", direct)
+	}
+
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.HasPrefix(pkg, "testing/") {
+			t.Errorf("the binary imports %s; want no testing package outside _test.go files", pkg)
+		}
 	}
 }

@@ -28,7 +28,7 @@ func TestObserveDemo(t *testing.T) {
 			if len(groups) != 2 || len(d.groupIDs) != 2 {
 				t.Fatalf("got %d group files and ids %v; want the release train and the incident room", len(groups), d.groupIDs)
 			}
-			release := openTestDB(t, groupPath(dir, d.groupIDs[0]), "ro")
+			release := openTestDB(t, groupFile(dir, d.groupIDs[0]), "ro")
 			seeded := queryInt(t, release, "SELECT COUNT(*) FROM messages")
 			if seeded < 3 {
 				t.Errorf("got %d seeded messages in the release train; want at least 3", seeded)

@@ -203,7 +203,7 @@ func (o *observer) pollOnce() {
 		for id := range o.markers {
 			if !seen[id] {
 				delete(o.markers, id)
-				o.dbs.forget(groupPath(o.dir, id))
+				o.dbs.forget(groupFile(o.dir, id))
 				o.hub.publish("group.deleted", map[string]any{"group_id": id})
 			}
 		}
