@@ -184,38 +184,78 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 // readWakeups reads up to wakeupListLimit wake events, the ones still
 // waiting first, then newest first, naming each target by its member name
 // (names maps context ids to names) and quoting the message that woke it.
-//
-// Delivery states come from today's wake event columns: notified is
-// last_notified_at; delivered and read are both acknowledged_at, because the
-// read tools deliver a message and acknowledge its wake event at once.
+// Delivery states and times come from the store's wakeupDeliveries: created,
+// notified (a session pushed the notification), delivered (a hook, wait or
+// read tool put it before the agent) and read (acknowledged).
 func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]string) ([]wakeupRow, error) {
-	rows, err := q.QueryContext(ctx, "SELECT w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.acknowledged_at, w.last_notified_at, "+
-		"m.sender_name, substr(m.content, 1, 120) FROM wakeup_events w LEFT JOIN messages m ON m.id = w.message_id "+
-		"ORDER BY w.acknowledged_at IS NULL DESC, w.id DESC LIMIT ?", wakeupListLimit)
+	// All events, because a waiting one may be older than the newest page.
+	events, err := wakeupDeliveries(q, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		if wi, wj := events[i].readAt == nil, events[j].readAt == nil; wi != wj {
+			return wi
+		}
+		return events[i].eventID > events[j].eventID
+	})
+	events = events[:min(len(events), wakeupListLimit)]
+	excerpts, err := messageExcerpts(ctx, q, events)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wakeupRow, 0, len(events))
+	for _, d := range events {
+		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(d.contextID, "—"), Relevance: d.relevance,
+			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.readAt == nil}
+		w.Target = firstNonEmpty(names[d.contextID], w.ContextID)
+		w.Sender, w.Excerpt = excerpts[d.messageID][0], excerpts[d.messageID][1]
+		delivered := "delivered"
+		if d.deliveredVia != "" {
+			delivered += " · " + strings.ReplaceAll(d.deliveredVia, "_", " ")
+		}
+		w.Steps = []wakeupStep{
+			{Name: "created", Done: true, At: o.stampOf(d.createdAt, "—")},
+			o.wakeupStep("notified", d.notifiedAt),
+			o.wakeupStep(delivered, d.deliveredAt),
+			o.wakeupStep("read", d.readAt),
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// wakeupStep is one delivery state, reached when at is set.
+func (o *observer) wakeupStep(name string, at *string) wakeupStep {
+	if at == nil {
+		return wakeupStep{Name: name, At: stamp{Text: "not yet"}}
+	}
+	return wakeupStep{Name: name, Done: true, At: o.stampOf(*at, "—")}
+}
+
+// messageExcerpts reads the sender and the start of each wake event's
+// message, keyed by message id.
+func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
+	out := make(map[int64][2]string, len(events))
+	if len(events) == 0 {
+		return out, nil
+	}
+	ids := make([]string, 0, len(events))
+	for _, d := range events {
+		ids = append(ids, strconv.FormatInt(d.messageID, 10))
+	}
+	rows, err := q.QueryContext(ctx, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []wakeupRow
 	for rows.Next() {
-		var w wakeupRow
-		var msg sql.NullInt64
-		var ctxID, rel, prio, created, acked, notified, sender, excerpt sql.NullString
-		if err := rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified, &sender, &excerpt); err != nil {
+		var id int64
+		var sender, excerpt sql.NullString
+		if err := rows.Scan(&id, &sender, &excerpt); err != nil {
 			return nil, err
 		}
-		w.MessageID, w.ContextID, w.Relevance = msg.Int64, firstNonEmpty(ctxID.String, "—"), rel.String
-		w.Target = firstNonEmpty(names[ctxID.String], w.ContextID)
-		w.Sender, w.Excerpt = sender.String, excerpt.String
-		w.Priority = firstNonEmpty(prio.String, "normal")
-		w.Pending = !acked.Valid
-		w.Steps = []wakeupStep{
-			{Name: "created", Done: true, At: o.stampOf(created.String, "—")},
-			{Name: "notified", Done: notified.Valid, At: o.stampOf(notified.String, "not yet")},
-			{Name: "delivered", Done: acked.Valid, At: o.stampOf(acked.String, "not yet")},
-			{Name: "read", Done: acked.Valid, At: o.stampOf(acked.String, "not yet")},
-		}
-		out = append(out, w)
+		out[id] = [2]string{sender.String, excerpt.String}
 	}
 	return out, rows.Err()
 }

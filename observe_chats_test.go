@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strings"
@@ -74,6 +75,15 @@ func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
 	fx.wakeup(id, ids[0], ann.ContextID, now.Add(-50*time.Minute), now.Add(-45*time.Minute))
 	fx.wakeup(id, ids[1], ann.ContextID, now.Add(-40*time.Minute), time.Time{})
 	fx.wakeup(id, ids[2], "left-the-group", now.Add(-30*time.Minute), now.Add(-20*time.Minute))
+	// A hook delivered the waiting one; the agent has not read it yet.
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		_, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) VALUES (?, ?, ?, 'hook')",
+			ids[1], ann.ContextID, formatTimestamp(now.Add(-35*time.Minute)))
+		return err
+	})
 	obs := newTestObserver(t, fx.dir, time.Second)
 	v := obs.chatView(context.Background(), id)
 	if v.Pending != 1 || v.WakeupTotal != 3 || len(v.Wakeups) != 3 {
@@ -88,9 +98,9 @@ func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s #%d %s %s", w.Target, w.MessageID, w.Excerpt, strings.Join(steps, ",")))
 	}
 	want := []string{
-		"Ann the architect #2 second, waiting created:true,notified:true,delivered:false,read:false",
-		"left-the-group #3 third, read created:true,notified:true,delivered:true,read:true",
-		"Ann the architect #1 first, read created:true,notified:true,delivered:true,read:true",
+		"Ann the architect #2 second, waiting created:true,notified:true,delivered · hook:true,read:false",
+		"left-the-group #3 third, read created:true,notified:true,delivered · tool:true,read:true",
+		"Ann the architect #1 first, read created:true,notified:true,delivered · tool:true,read:true",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got wakeups\n%s\nwant (waiting first, then newest; names, not ids)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
