@@ -12,7 +12,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 win
 # fail prints which step broke; used as `command || $(call fail,step)`.
 fail = { echo "FAIL: $(1)" >&2; exit 1; }
 
-.PHONY: build test vet fmt race cross conformance bench clean
+.PHONY: build test vet fmt lint deps race cross conformance bench clean
 # The test steps must run in order: later ones are slower and assume earlier ones passed.
 .NOTPARALLEL:
 
@@ -20,8 +20,8 @@ build:
 	@echo "==> go build -o $(BINARY) (version $(VERSION))"
 	@go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
 
-test: vet fmt race cross conformance
-	@echo "PASS: make test (vet, gofmt, race tests, cross build, conformance)"
+test: vet fmt lint race cross conformance
+	@echo "PASS: make test (vet, gofmt, lint, race tests, cross build, conformance)"
 
 vet:
 	@echo "==> go vet ./..."
@@ -33,6 +33,22 @@ fmt:
 	if [ -n "$$unformatted" ]; then \
 		echo "FAIL: gofmt: these files are not formatted (run gofmt -w):" >&2; \
 		echo "$$unformatted" >&2; exit 1; \
+	fi
+
+# lint runs staticcheck and deadcode, which .ci/run installs at pinned
+# versions (they never enter go.mod). deadcode looks from main without the
+# tests, so a function only tests call is reported: production code should
+# not carry test helpers.
+lint:
+	@echo "==> staticcheck ./..."
+	@command -v staticcheck >/dev/null || $(call fail,staticcheck is not installed (see .ci/run))
+	@staticcheck ./... || $(call fail,staticcheck ./...)
+	@echo "==> deadcode ."
+	@command -v deadcode >/dev/null || $(call fail,deadcode is not installed (see .ci/run))
+	@dead=$$(deadcode .) || $(call fail,deadcode .); \
+	if [ -n "$$dead" ]; then \
+		echo "FAIL: deadcode: these functions are unreachable from main:" >&2; \
+		echo "$$dead" >&2; exit 1; \
 	fi
 
 race:

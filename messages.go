@@ -308,7 +308,7 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 	var out sent
 	err := s.writeGroup(id, func(tx groupTx) error {
 		var err error
-		out, err = s.send(tx, id, m)
+		out, err = s.insertMessage(tx, id, m)
 		return err
 	})
 	return out, err
@@ -317,15 +317,15 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 // sendMessages stores several messages to group id in one transaction, in
 // order: a group commit for sends a client pipelines. Each message is
 // written as sendMessage would write it. A message refused for its sender
-// (errs[i], a *toolError) writes nothing and leaves the others to commit;
+// (errs[i], a *domainError) writes nothing and leaves the others to commit;
 // any other failure rolls all of them back and is returned as err.
 func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
 	err = s.writeGroup(id, func(tx groupTx) error {
 		outs, errs = make([]sent, len(msgs)), make([]error, len(msgs))
 		for i, m := range msgs {
-			outs[i], errs[i] = s.send(tx, id, m)
-			var te *toolError
-			if errs[i] != nil && !errors.As(errs[i], &te) {
+			outs[i], errs[i] = s.insertMessage(tx, id, m)
+			var de *domainError
+			if errs[i] != nil && !errors.As(errs[i], &de) {
 				return errs[i]
 			}
 		}
@@ -337,11 +337,11 @@ func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []er
 	return outs, errs, nil
 }
 
-// send writes one message in tx. It decides the routing before the INSERT;
+// insertMessage writes one message in tx. It decides the routing before the INSERT;
 // the original inserts and then updates the row, which ends in the same row.
-// It returns a *toolError only before its first write, which is what lets
+// It returns a *domainError only before its first write, which is what lets
 // sendMessages keep a transaction going past a refused message.
-func (s *store) send(tx groupTx, id string, m outgoing) (sent, error) {
+func (s *store) insertMessage(tx groupTx, id string, m outgoing) (sent, error) {
 	others, err := membersExcept(tx, m.contextID, m.name)
 	if err != nil {
 		return sent{}, err

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,8 +23,10 @@ import (
 	"time"
 )
 
-// observer is the local read-only dashboard: an HTTP handler over one groups
-// directory, with a poller that turns cheap revision checks into live events.
+// observer is the local dashboard, read-only for group data; the Storage
+// view's two maintenance actions write the audit database. It is an HTTP
+// handler over one groups directory, with a poller that turns cheap
+// revision checks into live events.
 type observer struct {
 	dir          string
 	pollInterval time.Duration
@@ -33,10 +36,12 @@ type observer struct {
 	location     *time.Location
 	now          func() time.Time
 	static       http.Handler
+	// handler is the route table behind the middleware chain (routes).
+	handler http.Handler
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
-	markers     map[string][4]int64
+	markers     map[string]revisions
 	latestAudit int64
 	// polled is set once a poll has read every group and the audit id, so
 	// later polls can tell news from the baseline.
@@ -80,21 +85,9 @@ var errObserveHelp = errors.New("help requested")
 func parseObserveOptions(args []string) (observeOptions, error) {
 	opts := observeOptions{pollInterval: defaultPollInterval}
 	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		name, value, hasValue := strings.Cut(arg, "=")
-		if !strings.HasPrefix(arg, "--") {
-			hasValue = false
-			name = arg
-		}
-		takeValue := func() (string, error) {
-			if hasValue {
-				return value, nil
-			}
-			if i+1 >= len(args) || (strings.HasPrefix(args[i+1], "-") && len(args[i+1]) > 1 && !isNumber(args[i+1])) {
-				return "", fmt.Errorf("argument %s: expected one argument", name)
-			}
-			i++
-			return args[i], nil
+		name, value, hasValue := args[i], "", false
+		if strings.HasPrefix(name, "--") {
+			name, value, hasValue = strings.Cut(name, "=")
 		}
 		switch name {
 		case "-h", "--help":
@@ -104,45 +97,63 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 				return opts, fmt.Errorf("argument --silent: ignored explicit argument '%s'", value)
 			}
 			opts.silent = true
-		case "--port":
-			v, err := takeValue()
-			if err != nil {
-				return opts, err
-			}
-			port, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || port < 1 || port > 65535 {
-				return opts, errors.New("argument --port: port must be an integer between 1 and 65535")
-			}
-			opts.port = port
-		case "--poll-interval":
-			v, err := takeValue()
-			if err != nil {
-				return opts, err
-			}
-			seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
-				return opts, errors.New("argument --poll-interval: poll interval must be a finite positive number of seconds")
-			}
-			// The ticker needs a representable, non-zero duration.
-			switch nanos := seconds * float64(time.Second); {
-			case nanos >= math.MaxInt64:
-				opts.pollInterval = time.Duration(math.MaxInt64)
-			case nanos < float64(time.Millisecond):
-				opts.pollInterval = time.Millisecond
-			default:
-				opts.pollInterval = time.Duration(nanos)
-			}
-		case "--groups-dir":
-			v, err := takeValue()
-			if err != nil {
-				return opts, err
-			}
-			opts.groupsDir = v
-		default:
+			continue
+		}
+		set, ok := observeValueOptions[name]
+		if !ok {
 			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
+		}
+		if !hasValue {
+			next := i + 1
+			if next >= len(args) || (strings.HasPrefix(args[next], "-") && len(args[next]) > 1 && !isNumber(args[next])) {
+				return opts, fmt.Errorf("argument %s: expected one argument", name)
+			}
+			i, value = next, args[next]
+		}
+		if err := set(&opts, value); err != nil {
+			return opts, err
 		}
 	}
 	return opts, nil
+}
+
+// observeValueOptions are the options that take a value, each with the
+// function that checks and stores it.
+var observeValueOptions = map[string]func(*observeOptions, string) error{
+	"--port":          setObservePort,
+	"--poll-interval": setObservePollInterval,
+	"--groups-dir": func(opts *observeOptions, v string) error {
+		opts.groupsDir = v
+		return nil
+	},
+}
+
+// setObservePort accepts a port number from 1 to 65535.
+func setObservePort(opts *observeOptions, v string) error {
+	port, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || port < 1 || port > 65535 {
+		return errors.New("argument --port: port must be an integer between 1 and 65535")
+	}
+	opts.port = port
+	return nil
+}
+
+// setObservePollInterval accepts a finite positive number of seconds.
+func setObservePollInterval(opts *observeOptions, v string) error {
+	seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
+		return errors.New("argument --poll-interval: poll interval must be a finite positive number of seconds")
+	}
+	// The ticker needs a representable, non-zero duration.
+	switch nanos := seconds * float64(time.Second); {
+	case nanos >= math.MaxInt64:
+		opts.pollInterval = time.Duration(math.MaxInt64)
+	case nanos < float64(time.Millisecond):
+		opts.pollInterval = time.Millisecond
+	default:
+		opts.pollInterval = time.Duration(nanos)
+	}
+	return nil
 }
 
 // isNumber reports whether s parses as a number, so "--port -1" reads -1 as
@@ -262,7 +273,7 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 	if pollInterval <= 0 {
 		pollInterval = defaultPollInterval
 	}
-	return &observer{
+	o := &observer{
 		dir:          dir,
 		pollInterval: pollInterval,
 		csrfToken:    base64.RawURLEncoding.EncodeToString(token),
@@ -271,8 +282,10 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		location:     time.Local,
 		now:          time.Now,
 		static:       staticHandler(),
-		markers:      map[string][4]int64{},
-	}, nil
+		markers:      map[string]revisions{},
+	}
+	o.handler = o.routes()
+	return o, nil
 }
 
 // serve polls and serves on ln until ctx ends, then shuts down promptly even
@@ -320,108 +333,55 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// pollLoop polls every interval until ctx ends.
-func (o *observer) pollLoop(ctx context.Context) {
-	ticker := time.NewTicker(o.pollInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// ServeHTTP serves the dashboard through its middleware chain.
+func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.handler.ServeHTTP(w, r)
+}
+
+// routes declares the dashboard's URLs, which are the original's so that
+// bookmarks and scripts keep working. Every page is GET (which also answers
+// HEAD); the only writes are the Storage view's two POSTs, each behind the
+// CSRF check. The mux answers other methods with 405 and an Allow header.
+func (o *observer) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", o.servePage)
+	mux.HandleFunc("GET /events", o.serveEvents)
+	mux.HandleFunc("GET /api/health", serveHealth)
+	mux.Handle("GET /static/", o.static)
+	mux.HandleFunc("GET /fragments/overview", o.serveOverview)
+	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
+	mux.HandleFunc("GET /fragments/chats", o.serveChats)
+	mux.HandleFunc("GET /fragments/chat", o.serveChat)
+	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
+	mux.HandleFunc("GET /fragments/message", o.serveMessage)
+	mux.HandleFunc("GET /fragments/analytics", o.serveAnalytics)
+	mux.HandleFunc("GET /fragments/storage", o.serveStorage)
+	mux.Handle("POST /api/storage/reclaim", o.requireCSRF(http.HandlerFunc(o.serveReclaim)))
+	mux.Handle("POST /api/storage/delete-history", o.requireCSRF(http.HandlerFunc(o.serveDeleteHistory)))
+	return loopbackOnly(securityHeaders(mux))
+}
+
+// serveHealth answers the liveness probe scripts use.
+func serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	io.WriteString(w, `{"status":"ok"}`)
+}
+
+// loopbackOnly refuses any request whose Host header does not name this
+// machine's loopback interface: such a request may come from a page that
+// rebound its DNS name to 127.0.0.1. An absolute-form request line
+// ("GET http://127.0.0.1/ HTTP/1.1") is refused too: net/http then takes
+// r.Host from the line and drops the Host header, so the header cannot be
+// checked, and browsers send that form only to proxies.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host != "" || !allowedHost(r.Host) {
+			http.Error(w, "Forbidden: the observer only answers loopback host names.", http.StatusForbidden)
 			return
-		case <-ticker.C:
-			o.pollOnce()
 		}
-	}
-}
-
-// pollOnce compares each group's revision counters and the newest audit id
-// with the previous poll and publishes one event per change. A group that
-// cannot be read right now (locked, half-written) is skipped and compared
-// again next time, so nothing is lost.
-func (o *observer) pollOnce() {
-	ids, dirExists := discoverGroups(o.dir)
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		seen[id] = true
-		marker, err := o.dbs.groupRevisions(o.dir, id)
-		if err != nil {
-			continue
-		}
-		prev, known := o.markers[id]
-		if !known {
-			o.markers[id] = marker
-			// A group that appears after the baseline is news to open pages.
-			if o.polled {
-				o.hub.publish("group.changed", map[string]any{"group_id": id})
-			}
-			continue
-		}
-		if marker[0] != prev[0] {
-			latest, err := o.dbs.latestMessageID(o.dir, id)
-			if err != nil {
-				continue
-			}
-			o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": latest})
-		}
-		o.markers[id] = marker
-		if marker[1] != prev[1] {
-			o.hub.publish("member.changed", map[string]any{"group_id": id})
-		}
-		if marker[2] != prev[2] {
-			o.hub.publish("wakeup.changed", map[string]any{"group_id": id})
-		}
-		if marker[3] != prev[3] {
-			o.hub.publish("group.changed", map[string]any{"group_id": id})
-		}
-	}
-	// A missing directory can be a remount in progress; only a missing file
-	// in an existing directory means the group was deleted.
-	if dirExists {
-		for id := range o.markers {
-			if !seen[id] {
-				delete(o.markers, id)
-				o.dbs.forget(groupPath(o.dir, id))
-				o.hub.publish("group.deleted", map[string]any{"group_id": id})
-			}
-		}
-	}
-	latest, ok, err := o.dbs.latestAuditID(o.dir)
-	if err != nil {
-		return
-	}
-	if o.polled && ok && latest != o.latestAudit {
-		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
-	}
-	// latestAuditID returns 0 whenever ok is false.
-	o.latestAudit = latest
-	o.polled = true
-}
-
-// snapshot is sent first on every event stream so a (re)connecting browser
-// can reconcile what it shows without replaying history.
-func (o *observer) snapshot() map[string]any {
-	groups := map[string]any{}
-	ids, _ := discoverGroups(o.dir)
-	for _, id := range ids {
-		marker, err := o.dbs.groupRevisions(o.dir, id)
-		if err != nil {
-			continue
-		}
-		latest, err := o.dbs.latestMessageID(o.dir, id)
-		if err != nil {
-			continue
-		}
-		groups[id] = map[string]any{
-			"latest_message_id":  latest,
-			"member_fingerprint": strconv.FormatInt(marker[1], 10),
-			"wakeup_fingerprint": strconv.FormatInt(marker[2], 10),
-		}
-	}
-	var audit any
-	if latest, ok, err := o.dbs.latestAuditID(o.dir); err == nil && ok {
-		audit = latest
-	}
-	return map[string]any{"groups": groups, "latest_audit_id": audit}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // allowedHost reports whether a Host (or Origin host) names this machine's
@@ -444,169 +404,43 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"connect-src 'self'; worker-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
 	"form-action 'self'; frame-ancestors 'none'"
 
-// ServeHTTP routes the dashboard's URLs, which are the original's so that
-// bookmarks and scripts keep working.
-func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !allowedHost(r.Host) {
-		http.Error(w, "Forbidden: the observer only answers loopback host names.", http.StatusForbidden)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", contentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	path := r.URL.Path
-	if path == "/api/storage/reclaim" || path == "/api/storage/delete-history" {
-		o.serveStorageAction(w, r)
-		return
-	}
-	// Everything else, static assets included, is read-only.
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
-		return
-	}
-	if strings.HasPrefix(path, "/static/") {
-		o.static.ServeHTTP(w, r)
-		return
-	}
-	q := r.URL.Query()
-	switch path {
-	case "/":
-		o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r.Context()))
-	case "/events":
-		o.serveEvents(w, r)
-	case "/api/health":
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		io.WriteString(w, `{"status":"ok"}`)
-	case "/fragments/overview":
-		o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
-	case "/fragments/overview-group-row":
-		id := q.Get("group_id")
-		if validateGroupID(id) != nil {
-			o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
-			return
-		}
-		row, ok := o.overviewGroupRow(r.Context(), id)
-		if !ok {
-			o.renderPage(w, r, http.StatusOK, "empty", nil)
-			return
-		}
-		o.renderPage(w, r, http.StatusOK, "overview-group-row", row)
-	case "/fragments/chats":
-		o.renderPage(w, r, http.StatusOK, "chats", o.chatsView(r.Context(), q.Get("group_id")))
-	case "/fragments/chat":
-		o.renderPage(w, r, http.StatusOK, "chat", o.chatView(r.Context(), q.Get("group_id")))
-	case "/fragments/messages":
-		var cursor int64
-		if raw, ok := q["older_than_message_id"]; ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(raw[0]), 10, 64)
-			if err != nil || v < 1 {
-				o.renderPage(w, r, http.StatusBadRequest, "notice", noticeView{Error: true, Text: "Invalid message cursor."})
-				return
-			}
-			cursor = v
-		}
-		o.renderPage(w, r, http.StatusOK, "messages", o.messagePageView(r.Context(), q.Get("group_id"), cursor))
-	case "/fragments/message":
-		id, err := strconv.ParseInt(strings.TrimSpace(q.Get("message_id")), 10, 64)
-		if err != nil || id < 1 {
-			o.renderPage(w, r, http.StatusBadRequest, "notice", noticeView{Error: true, Text: "Message is unavailable."})
-			return
-		}
-		view := o.singleMessageView(r.Context(), q.Get("group_id"), id)
-		o.renderPage(w, r, http.StatusOK, "single-message", view)
-	case "/fragments/analytics":
-		o.renderPage(w, r, http.StatusOK, "analytics", o.analyticsView(r.Context(), q))
-	case "/fragments/storage":
-		o.renderPage(w, r, http.StatusOK, "storage", o.storageView(r.Context()))
-	default:
-		http.NotFound(w, r)
-	}
+// securityHeaders sets the headers every response carries, errors included.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
 }
 
-// serveStorageAction runs one of the two audit-maintenance POSTs after the
-// CSRF token (and, for deletion, the explicit confirmation) check out.
-func (o *observer) serveStorageAction(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
-		return
-	}
-	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
-		host := strings.TrimPrefix(strings.TrimPrefix(origin, "http://"), "https://")
-		if !allowedHost(host) {
-			o.renderPage(w, r, http.StatusForbidden, "notice", noticeView{Error: true, Text: "Maintenance request rejected: cross-origin request."})
+// requireCSRF lets a POST through only with this process's CSRF token and,
+// when the browser names an origin, a loopback one. "Origin: null" (sent by
+// sandboxed frames, data: URLs and some redirects) is refused even with the
+// right token, because such a page can be anyone's.
+func (o *observer) requireCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: cross-origin request.")
 			return
 		}
-	}
-	token := r.Header.Get("X-CSRF-Token")
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(o.csrfToken)) != 1 {
-		o.renderPage(w, r, http.StatusForbidden, "notice", noticeView{Error: true, Text: "Maintenance request rejected: invalid CSRF token."})
-		return
-	}
-	var msg string
-	var err error
-	if r.URL.Path == "/api/storage/delete-history" {
-		if r.Header.Get("X-Crosstalk-Confirm") != "DELETE AUDIT HISTORY" {
-			o.renderPage(w, r, http.StatusBadRequest, "notice", noticeView{Error: true, Text: "Audit-history deletion requires explicit confirmation."})
+		token := r.Header.Get("X-CSRF-Token")
+		if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(o.csrfToken)) != 1 {
+			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: invalid CSRF token.")
 			return
 		}
-		msg, err = deleteAuditHistory(r.Context(), o.dir)
-	} else {
-		msg, err = reclaimAuditSpace(r.Context(), o.dir, 100)
-	}
-	if err != nil {
-		o.renderPage(w, r, http.StatusConflict, "notice", noticeView{Error: true, Text: msg})
-		return
-	}
-	o.renderPage(w, r, http.StatusOK, "notice", noticeView{Text: msg})
+		next.ServeHTTP(w, r)
+	})
 }
 
-// serveEvents streams server-sent events: a snapshot, then live changes. A
-// client that cannot keep up is dropped by the hub; its browser reconnects
-// and gets a fresh snapshot.
-func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "Streaming unsupported.", http.StatusInternalServerError)
-		return
+// loopbackOrigin reports whether an Origin header value is an http(s)
+// origin on a loopback host name.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
 	}
-	sub := o.hub.subscribe()
-	defer o.hub.unsubscribe(sub)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// A retry hint keeps reconnection quick after a drop for backpressure.
-	fmt.Fprint(w, "retry: 1000\n\n")
-	if err := writeEvent(w, "snapshot", o.snapshot()); err != nil {
-		return
-	}
-	flusher.Flush()
-	// A comment line every 15 s detects dead clients behind idle connections.
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-keepAlive.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			flusher.Flush()
-		case ev, ok := <-sub.ch:
-			if !ok {
-				return
-			}
-			if _, err := w.Write(ev); err != nil {
-				return
-			}
-			flusher.Flush()
-		}
-	}
+	return allowedHost(u.Host)
 }

@@ -30,7 +30,8 @@ func raceEnabled() bool {
 
 // seedLoad builds the benchmark deployment quickly with set-based SQL:
 // groups × messages per group (with unread rows, metrics and wake events)
-// and audit rows with all four rollup tiers.
+// and audit rows with all four rollup tiers. It is long because it is one
+// SQL script per database, kept together so the load is read in one place.
 func seedLoad(tb testing.TB, groups, perGroup, auditRows int) (*observeFixture, []string) {
 	tb.Helper()
 	fx := newObserveFixture(tb)
@@ -145,7 +146,8 @@ func BenchmarkOverview(b *testing.B) {
 }
 
 // TestEventsFanOut checks that 50 concurrent /events clients each receive a
-// new message's event within one poll interval of the write.
+// new message's event within one poll interval of the write. It is long
+// because it starts, times and checks the clients in one place.
 func TestEventsFanOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 50 streams")

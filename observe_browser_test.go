@@ -175,6 +175,8 @@ func findChromium() string {
 
 // TestObserveInBrowser drives headless Chromium through all four views,
 // watches a message arrive live, and checks that no request leaves loopback.
+// It is long because it is one browser session, each step depending on the
+// page state the previous one left.
 func TestObserveInBrowser(t *testing.T) {
 	chromium := findChromium()
 	if chromium == "" {

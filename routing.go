@@ -1,12 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // subscriptions watches the resources one MCP session subscribed to and
@@ -34,12 +31,6 @@ type subscription struct {
 	contextID string
 	revision  int64 // last notified message_revision of a group resource
 }
-
-const (
-	uriPrefix     = "crosstalk://groups/"
-	uriSuffix     = "/messages"
-	wakeupSegment = "/wakeups/"
-)
 
 // recipient is a group member other than a message's sender.
 type recipient struct{ contextID, name string }
@@ -123,85 +114,6 @@ func hasMention(lower, identifier string) bool {
 	}
 }
 
-// groupURI is a group's change-signal resource.
-func groupURI(groupID string) string { return uriPrefix + groupID + uriSuffix }
-
-// wakeupURI is one member's wakeup resource; the context id is
-// percent-encoded like Python's quote(context_id, safe="").
-func wakeupURI(groupID, contextID string) string {
-	return uriPrefix + groupID + wakeupSegment + percentEncode(contextID)
-}
-
-func percentEncode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// percentDecode undoes percent-encoding leniently, like Python's unquote:
-// malformed escapes are kept as they are.
-func percentDecode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
-			i += 2
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
-}
-
-// parseGroupURI returns the group id of a group resource URI.
-func parseGroupURI(uri string) (string, error) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.HasSuffix(uri, uriSuffix) || len(uri) < len(uriPrefix)+len(uriSuffix) {
-		return "", validationErrorf("Invalid Crosstalk subscription URI.")
-	}
-	id := uri[len(uriPrefix) : len(uri)-len(uriSuffix)]
-	return id, validateGroupID(id)
-}
-
-// parseWakeupURI returns the group and context ids of a wakeup resource URI.
-func parseWakeupURI(uri string) (groupID, contextID string, err error) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, wakeupSegment) {
-		return "", "", validationErrorf("Invalid Crosstalk wakeup subscription URI.")
-	}
-	groupID, encoded, _ := strings.Cut(uri[len(uriPrefix):], wakeupSegment)
-	if err := validateGroupID(groupID); err != nil {
-		return "", "", err
-	}
-	contextID = percentDecode(encoded)
-	if isBlank(contextID) {
-		return "", "", validationErrorf("Invalid wakeup context ID.")
-	}
-	return groupID, contextID, nil
-}
-
-// isWakeupURI reports whether uri names a wakeup resource rather than a group.
-func isWakeupURI(uri string) bool { return strings.Contains(uri, wakeupSegment) }
-
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
 		store: st, interval: interval, notify: notify,
@@ -211,10 +123,6 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 	go m.run()
 	return m
 }
-
-// errWakeupNotAuthorized answers wakeup access by a session that has not
-// joined as that context: a URI alone must not grant access.
-var errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
 
 // authorizedWakeup returns the group and context of a wakeup URI that
 // join_group authorized in this session.
@@ -385,76 +293,3 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	m.mu.Unlock()
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
 }
-
-// pyLower lowercases s as Python's str.lower() does: simple Unicode
-// lowercase mappings plus the two special cases Python applies, İ → i̇ and a
-// word-final Σ → ς. Mentions are matched on this form, so "@ΑΣ" means the
-// same to a Go and a Python server.
-func pyLower(s string) string {
-	if isASCII(s) {
-		return strings.ToLower(s)
-	}
-	runes := []rune(s)
-	var b strings.Builder
-	for i, r := range runes {
-		switch {
-		case r == 'İ':
-			b.WriteString("i\u0307")
-		case r == 'Σ' && finalSigma(runes, i):
-			b.WriteRune('ς')
-		default:
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-// finalSigma implements Unicode's Final_Sigma condition for runes[i]: a
-// cased letter comes before it and none after it, skipping case-ignorable
-// characters both ways.
-func finalSigma(runes []rune, i int) bool {
-	j := i - 1
-	for j >= 0 && caseIgnorable(runes[j]) {
-		j--
-	}
-	if j < 0 || !cased(runes[j]) {
-		return false
-	}
-	k := i + 1
-	for k < len(runes) && caseIgnorable(runes[k]) {
-		k++
-	}
-	return k == len(runes) || !cased(runes[k])
-}
-
-func cased(r rune) bool {
-	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
-		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
-}
-
-func caseIgnorable(r rune) bool {
-	switch r {
-	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
-		return true
-	}
-	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
-}
-
-// isPySpace is Python's str.isspace() for one character: Go's
-// unicode.IsSpace plus the separators U+001C–U+001F.
-func isPySpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
-
-// isBlank reports whether s is empty after Python's str.strip().
-func isBlank(s string) bool { return pyStrip(s) == "" }
-
-// pyStrip trims what Python's str.strip() trims.
-func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }

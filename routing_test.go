@@ -3,7 +3,6 @@ package main
 import (
 	"database/sql"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -71,34 +70,6 @@ func TestRoute(t *testing.T) {
 	}
 }
 
-func TestResourceURIs(t *testing.T) {
-	g := "grp_" + strings.Repeat("0a", 16)
-	for _, ctx := range []string{"plain", "with/slash", "sp ace", "ü@:?#&=+%", "a.b_c-d~e"} {
-		uri := wakeupURI(g, ctx)
-		gotG, gotC, err := parseWakeupURI(uri)
-		if err != nil || gotG != g || gotC != ctx {
-			t.Errorf("round trip %q via %s: got %q %q %v", ctx, uri, gotG, gotC, err)
-		}
-	}
-	if got := wakeupURI(g, "C/x y"); got != "crosstalk://groups/"+g+"/wakeups/C%2Fx%20y" {
-		t.Errorf("got %s; want Python's quote(safe='') encoding", got)
-	}
-	for _, tt := range []struct{ uri, wantErr string }{
-		{"crosstalk://groups/" + g + "/messages", ""},
-		{"crosstalk://groups/" + g + "/other", "Invalid Crosstalk subscription URI."},
-		{"crosstalk://groups/../" + g[3:] + "/messages", "Invalid group_id."},
-		{"crosstalk://groups/messages", "Invalid Crosstalk subscription URI."},
-	} {
-		_, err := parseGroupURI(tt.uri)
-		if got := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && got != tt.wantErr) {
-			t.Errorf("parseGroupURI(%s): got %v; want %q", tt.uri, err, tt.wantErr)
-		}
-	}
-	if _, _, err := parseWakeupURI("crosstalk://groups/" + g + "/wakeups/%zz"); err != nil {
-		t.Errorf("malformed escapes are kept like Python's unquote: %v", err)
-	}
-}
-
 // recorder collects notifications and can be told to fail writes.
 type recorder struct {
 	mu   sync.Mutex
@@ -136,9 +107,9 @@ func TestSubscriptionPolling(t *testing.T) {
 	// Drive polls by hand: the monitor's own ticker is an hour.
 	m := newSubscriptions(s.store, time.Hour, rec.notify)
 	defer m.close()
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	join(t, s, g, "bob", "Bob")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
 	groupURI := groupURI(g)
 	bobURI := wakeupURI(g, "bob")
 	if err := m.subscribe(bobURI); !errors.Is(err, errWakeupNotAuthorized) {
@@ -155,7 +126,7 @@ func TestSubscriptionPolling(t *testing.T) {
 		t.Fatalf("nothing changed: got %v", got)
 	}
 
-	send(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
+	mustSend(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
 	rec.setFail(true)
 	m.poll()
 	rec.setFail(false)
@@ -219,8 +190,8 @@ func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
 	rec := &recorder{}
 	m := newSubscriptions(s.store, time.Hour, rec.notify)
 	t.Cleanup(m.close)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
 	if err := m.subscribe(groupURI(g)); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +200,7 @@ func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
 
 func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
 	s, rec, m, g := watchedGroup(t)
-	send(t, s, g, "alice", "Alice", "one", nil)
+	mustSend(t, s, g, "alice", "Alice", "one", nil)
 	rec.setFail(true)
 	m.poll()
 	rec.setFail(false)
@@ -264,34 +235,10 @@ func TestBusyKeepsSubscription(t *testing.T) {
 	}
 }
 
-func TestPythonTextRules(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"ABC", "abc"},
-		{"İpek", "i\u0307pek"},
-		{"ΑΣ", "ας"},
-		{"ΑΣ x", "ας x"},
-		{"Σ", "σ"},
-		{"ΑΣΑ", "ασα"},
-		{"ΑΣ'", "ας'"},
-	} {
-		if got := pyLower(tt.in); got != tt.want {
-			t.Errorf("pyLower(%q): got %q; want %q", tt.in, got, tt.want)
-		}
-	}
-	for _, tt := range []struct {
-		in   string
-		want bool
-	}{{"", true}, {" \t\n", true}, {"\x1c\x1d\x1e\x1f", true}, {"\u00a0\u2003", true}, {"x", false}, {"\u200b", false}} {
-		if got := isBlank(tt.in); got != tt.want {
-			t.Errorf("isBlank(%q): got %v; want %v", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
 	blocked := make(chan struct{})
 	defer close(blocked)
 	entered := make(chan struct{}, 1)
@@ -303,7 +250,7 @@ func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
 	if err := m.subscribe(groupURI(g)); err != nil {
 		t.Fatal(err)
 	}
-	send(t, s, g, "alice", "Alice", "change", nil)
+	mustSend(t, s, g, "alice", "Alice", "change", nil)
 	<-entered
 	start := time.Now()
 	m.close()

@@ -156,15 +156,6 @@ const (
 	acknowledgedWakeupRetention = 7 * 24 * time.Hour
 )
 
-// The original's answers once the retry window is spent, and to a caller
-// that has not joined a group or names itself otherwise than it joined.
-var (
-	errGroupBusy = &toolError{category: categoryBusy,
-		msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
-	errNotJoined    = authorizationErrorf("Context has not joined this group. Call join_group first.")
-	errNameMismatch = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
-)
-
 // newStore creates dir if needed. The catalog is opened on first use, so
 // that starting a server costs no database work before initialize.
 func newStore(dir string) (*store, error) {
@@ -241,18 +232,6 @@ func (h *groupHandle) close() {
 // timestamp returns the current time in the on-disk format.
 func (s *store) timestamp() string { return formatTimestamp(s.now()) }
 
-// formatTimestamp renders t the way the Python original's
-// datetime.isoformat() does for UTC: six fractional digits, or none when the
-// microseconds are zero. Writers compare these strings in SQL, so the format
-// is part of the on-disk contract.
-func formatTimestamp(t time.Time) string {
-	t = t.UTC().Truncate(time.Microsecond)
-	if t.Nanosecond() == 0 {
-		return t.Format("2006-01-02T15:04:05+00:00")
-	}
-	return t.Format("2006-01-02T15:04:05.000000+00:00")
-}
-
 // sqliteDSN builds a modernc.org/sqlite data source name for an SQLite URI.
 // Per-connection settings must live in the DSN because database/sql pools
 // connections; mode "rw" never creates a file, so a group deleted by another
@@ -289,11 +268,6 @@ func (s *store) groupPath(id string) string { return groupPath(s.dir, id) }
 // valid group id. The dashboard, which has a directory but no store, uses it
 // directly.
 func groupPath(dir, id string) string { return filepath.Join(dir, id+".sqlite3") }
-
-func groupNotFound(id string) error {
-	return &toolError{category: categoryNotFound,
-		msg: "Group does not exist: " + id + ". Create it first or check the group_id."}
-}
 
 // withGroup runs fn with the open database of an existing group.
 func (s *store) withGroup(id string, fn func(db *sql.DB) error) error {
@@ -734,7 +708,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 		return err
 	}
 	if !s.groupExists(id) {
-		return &toolError{category: categoryNotFound,
+		return &domainError{category: categoryNotFound,
 			msg: "Group does not exist: " + id + ". It may already have been deleted."}
 	}
 	var creator string

@@ -14,28 +14,11 @@ import (
 // timestampPattern is the original's isoformat() for UTC.
 var timestampPattern = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00$`)
 
-func TestFormatTimestamp(t *testing.T) {
-	for _, tt := range []struct {
-		in   time.Time
-		want string
-	}{
-		{time.Date(2026, 11, 29, 13, 7, 12, 245158000, time.UTC), "2026-11-29T13:07:12.245158+00:00"},
-		{time.Date(2026, 11, 29, 13, 7, 12, 0, time.UTC), "2026-11-29T13:07:12+00:00"},
-		{time.Date(2026, 11, 29, 13, 7, 12, 999, time.UTC), "2026-11-29T13:07:12+00:00"},
-		{time.Date(2026, 11, 29, 13, 7, 12, 1000, time.UTC), "2026-11-29T13:07:12.000001+00:00"},
-		{time.Date(2026, 11, 29, 14, 7, 12, 500000000, time.FixedZone("CET", 3600)), "2026-11-29T13:07:12.500000+00:00"},
-	} {
-		if got := formatTimestamp(tt.in); got != tt.want {
-			t.Errorf("formatTimestamp(%v): got %s; want %s", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestGroupDatabaseLayout(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	send(t, s, g, "alice", "Alice", "indexed text", nil)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustSend(t, s, g, "alice", "Alice", "indexed text", nil)
 	db := openTestDB(t, s.store.groupPath(g), "rw")
 	checks := []struct{ q, want string }{
 		{"PRAGMA user_version", "1"},
@@ -70,11 +53,11 @@ func TestGroupDatabaseLayout(t *testing.T) {
 
 func TestStoredListsUsePythonFormat(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
+	g := mustCreateGroup(t, s, "alice")
 	for _, m := range [][2]string{{"alice", "Alice"}, {"bob", "Bob"}, {"ça", "Ça"}} {
-		join(t, s, g, m[0], m[1])
+		mustJoin(t, s, g, m[0], m[1])
 	}
-	send(t, s, g, "alice", "Alice", "@all hi", nil)
+	mustSend(t, s, g, "alice", "Alice", "@all hi", nil)
 	got := queryRows(t, openTestDB(t, s.store.groupPath(g), "rw"), "SELECT mentions || '|' || wakeup_targets || '|' || routing_reason FROM messages")
 	want := `["bob", "\u00e7a"]|["bob", "\u00e7a"]|mentioned`
 	if len(got) != 1 || got[0] != want {
@@ -124,10 +107,10 @@ func TestCatalog(t *testing.T) {
 
 func TestDeleteGroupRemovesFiles(t *testing.T) {
 	s, _ := newTestServer(t)
-	keep := createGroup(t, s, "alice")
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	send(t, s, g, "alice", "Alice", "bye", nil)
+	keep := mustCreateGroup(t, s, "alice")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustSend(t, s, g, "alice", "Alice", "bye", nil)
 	path := s.store.groupPath(g)
 	if _, err := os.Stat(path + "-wal"); err != nil {
 		t.Fatalf("expected a -wal file while the group is open: %v", err)
@@ -175,8 +158,8 @@ func TestGroupDeletedElsewhere(t *testing.T) {
 		"revision":  func() error { _, err := st.messageRevision(g); return err },
 	}
 	for name, op := range ops {
-		var te *toolError
-		if err := op(); !errors.As(err, &te) || te.category != categoryNotFound {
+		var de *domainError
+		if err := op(); !errors.As(err, &de) || de.category != categoryNotFound {
 			t.Errorf("%s: got %v; want not_found", name, err)
 		}
 	}
@@ -200,12 +183,12 @@ func TestBusyRetry(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
-			g := createGroup(t, s, "alice")
-			join(t, s, g, "alice", "Alice")
+			g := mustCreateGroup(t, s, "alice")
+			mustJoin(t, s, g, "alice", "Alice")
 			released := time.AfterFunc(tt.hold, holdWriteLock(t, s.store.groupPath(g)))
 			defer released.Stop()
 			start := time.Now()
-			out, isErr := call(t, s, "send_message", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice", "message": "hi"})
+			out, isErr := callTool(t, s, "send_message", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice", "message": "hi"})
 			elapsed := time.Since(start)
 			if isErr != tt.isBusy {
 				t.Fatalf("got %v (isError %v); want isError %v", out, isErr, tt.isBusy)
@@ -230,7 +213,7 @@ func TestCorruptGroupIsAnInternalError(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := parseArgs([]byte(`{"caller_name":"c","group_id":"` + g + `"}`))
-	res := s.callTool("get_users", a)
+	res := runTool(t, s, "get_users", a)
 	if !res.isError || res.category != categoryInternal || pyJSON(res.value) != `{"error": "Database error while processing get_users: file is not a database"}` {
 		t.Errorf("got %s (%s); want the original's database error", pyJSON(res.value), res.category)
 	}
@@ -240,8 +223,8 @@ func TestHandleCacheIsBounded(t *testing.T) {
 	s, _ := newTestServer(t)
 	var ids []string
 	for i := 0; i < maxOpenGroups+5; i++ {
-		g := createGroup(t, s, "alice")
-		join(t, s, g, "alice", "Alice")
+		g := mustCreateGroup(t, s, "alice")
+		mustJoin(t, s, g, "alice", "Alice")
 		ids = append(ids, g)
 	}
 	s.store.mu.Lock()

@@ -3,14 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"regexp"
-	"strconv"
-	"strings"
-
-	"modernc.org/sqlite"
 )
 
 // tool is one MCP tool: its wire definition and the function that runs it.
@@ -22,33 +14,6 @@ type tool struct {
 	properties  object // property name → JSON schema, in schema order
 	required    []string
 	call        func(s *server, a toolArgs) (any, error)
-}
-
-// Error categories, shared with the audit log and the original's README.
-const (
-	categoryValidation    = "validation"
-	categoryNotFound      = "not_found"
-	categoryAuthorization = "authorization"
-	categoryBusy          = "sqlite_busy"
-	categoryInternal      = "internal"
-)
-
-// toolError is a failure reported to the agent as an isError tool result
-// whose text is {"error": msg}. Agents read msg, so the wording follows the
-// original's.
-type toolError struct {
-	category string
-	msg      string
-}
-
-func (e *toolError) Error() string { return e.msg }
-
-func validationErrorf(format string, args ...any) error {
-	return &toolError{category: categoryValidation, msg: fmt.Sprintf(format, args...)}
-}
-
-func authorizationErrorf(format string, args ...any) error {
-	return &toolError{category: categoryAuthorization, msg: fmt.Sprintf(format, args...)}
 }
 
 // toolResult is a completed tool call: the JSON value of its text content,
@@ -67,6 +32,7 @@ func (r toolResult) wire() object {
 	}
 }
 
+// The property schemas several tools share.
 var (
 	groupIDProp   = object{{"type", "string"}, {"description", "The target Crosstalk group ID."}}
 	contextIDProp = object{{"type", "string"}, {"description", "Stable, unique identifier for the calling AI context/session. Use your actual resumable context ID verbatim; for example, Codex exposes this in CODEX_THREAD_ID. Never invent an ID."}}
@@ -74,56 +40,151 @@ var (
 	groupNameProp = object{{"type", "string"}, {"description", "Human-readable group name."}}
 	groupDescProp = object{{"type", "string"}, {"description", "Optional description of the group's purpose."}}
 	callerName    = field{"caller_name", object{{"type", "string"}, {"description", "Required human-readable caller name recorded in audit analytics."}}}
-	identityProps = object{{"group_id", groupIDProp}, {"context_id", contextIDProp}, {"name", callerLabel}}
-	identityReq   = []string{"group_id", "context_id", "name"}
+	identityProps = object{
+		{"group_id", groupIDProp},
+		{"context_id", contextIDProp},
+		{"name", callerLabel},
+	}
+	identityReq = []string{"group_id", "context_id", "name"}
 )
 
+// withProps returns base followed by more, leaving base as it was.
 func withProps(base object, more ...field) object {
 	return append(append(object{}, base...), more...)
 }
 
 // tools lists the 14 tools in the original's order, with its names,
-// descriptions and schemas.
+// descriptions and schemas, one schema property per line.
 var tools = []tool{
-	{name: "create_group", description: "Create a new Crosstalk group and return its ID. The creating context is the only context allowed to update its metadata or delete it. A name and description can be supplied as metadata.",
-		properties: object{{"context_id", contextIDProp}, {"name", groupNameProp}, {"description", groupDescProp}}, required: []string{"context_id"},
-		call: (*server).createGroup},
-	{name: "list_groups", description: "List all groups and their metadata stored in the shared cache directory.",
-		properties: object{}, call: (*server).listGroups},
-	{name: "get_group_metadata", description: "Return a group's name, description, and timestamps.",
-		properties: object{{"group_id", groupIDProp}}, required: []string{"group_id"}, call: (*server).getGroupMetadata},
-	{name: "update_group_metadata", description: "Update a group's name and/or description. Only the creating context may update metadata.",
-		properties: object{{"group_id", groupIDProp}, {"name", groupNameProp}, {"description", groupDescProp}, {"context_id", contextIDProp}}, required: []string{"group_id", "context_id"},
-		call: (*server).updateGroupMetadata},
-	{name: "get_users", description: "List current group members.",
-		properties: object{{"group_id", groupIDProp}}, required: []string{"group_id"}, call: (*server).getUsers},
-	{name: "delete_group", description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.", destructive: true,
-		properties: object{{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}}, {"context_id", contextIDProp}}, required: []string{"group_id", "context_id"},
-		call: (*server).deleteGroup},
-	{name: "join_group", description: "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
-		properties: identityProps, required: identityReq, call: (*server).joinGroup},
-	{name: "leave_group", description: "Leave a group and remove this context's wakeup subscription and pending wake events.",
-		properties: identityProps, required: identityReq, call: (*server).leaveGroup},
-	{name: "get_all_messages", description: "Return the complete history of the supplied group.",
-		properties: identityProps, required: identityReq, call: (*server).getAllMessages},
-	{name: "get_latest_messages", description: "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
-		properties: identityProps, required: identityReq, call: (*server).getLatestMessages},
-	{name: "get_unread_messages", description: "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
-		properties: identityProps, required: identityReq, call: (*server).getUnreadMessages},
-	{name: "get_messages_after", description: "Return messages with an ID after after_message_id and mark them read for this context.",
-		properties: withProps(identityProps, field{"after_message_id", object{{"type", "integer"}, {"minimum", 0}, {"description", "Return messages with IDs greater than this value."}}}),
-		required:   append(identityReq[:3:3], "after_message_id"), call: (*server).getMessagesAfter},
-	{name: "search_messages", description: "Case-insensitively search message text in a group and mark matching messages read for this context. The query uses SQL LIKE wildcards: % matches any sequence and _ matches one character.",
-		properties: withProps(identityProps, field{"query", object{{"type", "string"}, {"description", "Search pattern. SQL LIKE wildcards are supported: % matches any sequence and _ matches one character."}}}),
-		required:   append(identityReq[:3:3], "query"), call: (*server).searchMessages},
-	{name: "send_message", description: "Send a message to the supplied group as the supplied AI context. Use @context_id, @name, @all, or wake_context_ids for routing; otherwise every other joined context is targeted. Unknown wake_context_ids are ignored; if none are valid, normal routing is used.",
+	{
+		name:        "create_group",
+		description: "Create a new Crosstalk group and return its ID. The creating context is the only context allowed to update its metadata or delete it. A name and description can be supplied as metadata.",
+		properties: object{
+			{"context_id", contextIDProp},
+			{"name", groupNameProp},
+			{"description", groupDescProp},
+		},
+		required: []string{"context_id"},
+		call:     toolCreateGroup,
+	},
+	{
+		name:        "list_groups",
+		description: "List all groups and their metadata stored in the shared cache directory.",
+		properties:  object{},
+		call:        toolListGroups,
+	},
+	{
+		name:        "get_group_metadata",
+		description: "Return a group's name, description, and timestamps.",
+		properties: object{
+			{"group_id", groupIDProp},
+		},
+		required: []string{"group_id"},
+		call:     toolGetGroupMetadata,
+	},
+	{
+		name:        "update_group_metadata",
+		description: "Update a group's name and/or description. Only the creating context may update metadata.",
+		properties: object{
+			{"group_id", groupIDProp},
+			{"name", groupNameProp},
+			{"description", groupDescProp},
+			{"context_id", contextIDProp},
+		},
+		required: []string{"group_id", "context_id"},
+		call:     toolUpdateGroupMetadata,
+	},
+	{
+		name:        "get_users",
+		description: "List current group members.",
+		properties: object{
+			{"group_id", groupIDProp},
+		},
+		required: []string{"group_id"},
+		call:     toolGetUsers,
+	},
+	{
+		name:        "delete_group",
+		description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
+		destructive: true,
+		properties: object{
+			{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}},
+			{"context_id", contextIDProp},
+		},
+		required: []string{"group_id", "context_id"},
+		call:     toolDeleteGroup,
+	},
+	{
+		name:        "join_group",
+		description: "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolJoinGroup,
+	},
+	{
+		name:        "leave_group",
+		description: "Leave a group and remove this context's wakeup subscription and pending wake events.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolLeaveGroup,
+	},
+	{
+		name:        "get_all_messages",
+		description: "Return the complete history of the supplied group.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetAllMessages,
+	},
+	{
+		name:        "get_latest_messages",
+		description: "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetLatestMessages,
+	},
+	{
+		name:        "get_unread_messages",
+		description: "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
+		properties:  identityProps,
+		required:    identityReq,
+		call:        toolGetUnreadMessages,
+	},
+	{
+		name:        "get_messages_after",
+		description: "Return messages with an ID after after_message_id and mark them read for this context.",
+		properties: withProps(identityProps,
+			field{"after_message_id", object{{"type", "integer"}, {"minimum", 0}, {"description", "Return messages with IDs greater than this value."}}},
+		),
+		required: append(identityReq[:3:3], "after_message_id"),
+		call:     toolGetMessagesAfter,
+	},
+	{
+		name:        "search_messages",
+		description: "Case-insensitively search message text in a group and mark matching messages read for this context. The query uses SQL LIKE wildcards: % matches any sequence and _ matches one character.",
+		properties: withProps(identityProps,
+			field{"query", object{{"type", "string"}, {"description", "Search pattern. SQL LIKE wildcards are supported: % matches any sequence and _ matches one character."}}},
+		),
+		required: append(identityReq[:3:3], "query"),
+		call:     toolSearchMessages,
+	},
+	{
+		name:        "send_message",
+		description: "Send a message to the supplied group as the supplied AI context. Use @context_id, @name, @all, or wake_context_ids for routing; otherwise every other joined context is targeted. Unknown wake_context_ids are ignored; if none are valid, normal routing is used.",
 		properties: withProps(identityProps,
 			field{"message", object{{"type", "string"}, {"description", "Message body to send."}}},
 			field{"priority", object{{"type", "string"}, {"enum", []any{"low", "normal", "high", "urgent"}}, {"default", "normal"}, {"description", "Message priority."}}},
-			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}}),
-		required: append(identityReq[:3:3], "message"), call: (*server).sendMessage},
+			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
+		),
+		required: append(identityReq[:3:3], "message"),
+		// Pipelined sends are stored by jsonrpc_groupcommit.go, which
+		// prepares and parses them as this handler does and commits several
+		// in one transaction; TestGroupCommitMatchesOneByOne holds the two
+		// paths to the same answers and rows.
+		call: toolSendMessage,
+	},
 }
 
+// toolsByName indexes tools by name.
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
@@ -234,7 +295,7 @@ func (a toolArgs) groupID() string {
 
 // checkArgs rejects unknown arguments and missing required ones before a
 // tool runs; the original leaks Python's TypeError text here instead.
-func (t *tool) checkArgs(a toolArgs) error {
+func (t *tool) checkArgs(a toolArgs) *domainError {
 	for k := range a.values {
 		if k != "caller_name" && t.properties.get(k) == nil {
 			// Name the first unknown argument as sent, not in map order.
@@ -253,370 +314,23 @@ func (t *tool) checkArgs(a toolArgs) error {
 	return nil
 }
 
-// callTool runs a tool, retrying the whole operation while SQLite is busy,
-// and turns every failure into an isError result with its category.
-func (s *server) callTool(name string, a toolArgs) toolResult {
-	t := toolsByName[name]
-	if t == nil {
-		return failure(validationErrorf("Unknown tool: %s", name))
-	}
-	if err := t.checkArgs(a); err != nil {
-		return failure(err)
-	}
-	return toolOutcome(name, func() (any, error) { return t.call(s, a) })
-}
-
-// toolOutcome runs a checked tool call, retrying the whole operation while
-// SQLite is busy, and turns a failure into an isError result.
-func toolOutcome(name string, call func() (any, error)) toolResult {
+// run runs t on arguments prepareCall accepted, retrying the whole call
+// while SQLite is busy (busyRetryWindow says why), and turns a failure into
+// an isError result. Every error a handler returns is a tool error here,
+// never a JSON-RPC one: see prepareCall for where the two split.
+func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
 	err := retryBusy(func() (err error) {
-		value, err = call()
+		value, err = t.call(s, a)
 		return err
 	})
 	if err != nil {
-		return failure(classify(name, err))
+		return failure(classify(t.name, err))
 	}
 	return toolResult{value: value}
 }
 
-func failure(err error) toolResult {
-	te := err.(*toolError)
-	return toolResult{value: object{{"error", te.msg}}, isError: true, category: te.category}
-}
-
-// classify maps a store error to the agent-facing error of the original.
-func classify(toolName string, err error) *toolError {
-	var te *toolError
-	var se *sqlite.Error
-	var pe *fs.PathError
-	switch {
-	case errors.As(err, &te):
-		return te
-	case isBusy(err):
-		return errGroupBusy
-	case errors.As(err, &se):
-		return &toolError{category: categoryInternal, msg: "Database error while processing " + toolName + ": " + sqliteMessage(se)}
-	case errors.As(err, &pe):
-		return &toolError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pe.Error()}
-	}
-	return &toolError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + err.Error()}
-}
-
-var sqliteCodeSuffix = regexp.MustCompile(` \(\d+\)( \(SQLITE_[A-Z_]+\))?$`)
-
-// sqliteMessage is SQLite's own message without the driver's code suffix,
-// as Python's sqlite3 module reports it ("database or disk is full").
-func sqliteMessage(se *sqlite.Error) string {
-	msg := sqliteCodeSuffix.ReplaceAllString(se.Error(), "")
-	if _, detail, ok := strings.Cut(msg, ": "); ok {
-		return detail
-	}
-	return msg
-}
-
-func metaObject(m groupMeta) object {
-	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
-	if m.updatedAt != nil || m.createdAt != nil {
-		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
-	}
-	return o
-}
-
-func messagesObject(msgs []message) object {
-	return object{{"messages", messageList(msgs)}}
-}
-
-// messageList renders messages with the original's keys and order. It
-// writes directly rather than through an object per message because
-// retrieval tools return thousands of them.
-type messageList []message
-
-func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
-	b.WriteByte('[')
-	for i, m := range l {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(`{"id": `)
-		b.WriteString(strconv.FormatInt(m.id, 10))
-		for _, f := range [...]struct {
-			key string
-			val any
-		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
-			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
-			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
-			b.WriteString(`, "`)
-			b.WriteString(f.key)
-			b.WriteString(`": `)
-			st.write(b, f.val)
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(']')
-}
-
-func (s *server) createGroup(a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	name, nameOK := a.str("name")
-	desc, descOK := a.str("description")
-	if (a.has("name") && !nameOK) || (a.has("description") && !descOK) {
-		return nil, validationErrorf("name and description must be strings.")
-	}
-	meta, err := s.store.createGroup(contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func (s *server) listGroups(toolArgs) (any, error) {
-	groups, err := s.store.listGroups()
-	if err != nil {
-		return nil, err
-	}
-	list := make([]any, len(groups))
-	for i, g := range groups {
-		list[i] = metaObject(g)
-	}
-	return object{{"groups", list}}, nil
-}
-
-func (s *server) getGroupMetadata(a toolArgs) (any, error) {
-	meta, err := s.store.groupMetadata(a.groupID())
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func (s *server) updateGroupMetadata(a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	if a.isNull("name") && a.isNull("description") {
-		return nil, validationErrorf("Provide name and/or description to update group metadata.")
-	}
-	var name, desc *string
-	for _, f := range []struct {
-		key string
-		dst **string
-	}{{"name", &name}, {"description", &desc}} {
-		if a.isNull(f.key) {
-			continue
-		}
-		v, ok := a.str(f.key)
-		if !ok {
-			return nil, validationErrorf("%s must be a string.", f.key)
-		}
-		*f.dst = &v
-	}
-	meta, err := s.store.updateGroupMetadata(a.groupID(), contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func (s *server) getUsers(a toolArgs) (any, error) {
-	members, err := s.store.users(a.groupID())
-	if err != nil {
-		return nil, err
-	}
-	list := make([]any, len(members))
-	for i, m := range members {
-		list[i] = object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
-	}
-	return object{{"users", list}}, nil
-}
-
-func (s *server) deleteGroup(a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.deleteGroup(id, contextID); err != nil {
-		return nil, err
-	}
-	return object{{"group_id", id}, {"deleted", true}}, nil
-}
-
-func (s *server) joinGroup(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.joinGroup(id, contextID, name); err != nil {
-		return nil, err
-	}
-	uri := wakeupURI(id, contextID)
-	s.subs.authorize(uri)
-	if err := s.subs.subscribe(uri); err != nil {
-		return nil, err
-	}
-	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
-}
-
-func (s *server) leaveGroup(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.leaveGroup(id, contextID, name, true); err != nil {
-		return nil, err
-	}
-	s.subs.revoke(wakeupURI(id, contextID))
-	return object{{"group_id", id}, {"left", true}}, nil
-}
-
-func (s *server) getAllMessages(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, 0)
-	return messagesObject(msgs), err
-}
-
-func (s *server) getLatestMessages(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.latestMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
-
-func (s *server) getUnreadMessages(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.unreadMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
-
-// nonNegativeInteger matches the JSON integers Python reads as an int of at
-// least zero ("-0" is 0); fractions and exponents make a float there.
-var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
-
-func (s *server) getMessagesAfter(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	raw := string(a.values["after_message_id"])
-	after, perr := strconv.ParseInt(raw, 10, 64)
-	if !nonNegativeInteger.MatchString(raw) || perr != nil {
-		return nil, validationErrorf("after_message_id must be a non-negative integer.")
-	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, after)
-	return messagesObject(msgs), err
-}
-
-func (s *server) searchMessages(a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	query, err := a.nonEmpty("query")
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.searchMessages(a.groupID(), contextID, name, query)
-	return messagesObject(msgs), err
-}
-
-func (s *server) sendMessage(a toolArgs) (any, error) {
-	m, err := parseSend(a)
-	if err != nil {
-		return nil, err
-	}
-	return s.send(a.groupID(), m)
-}
-
-// send stores a checked message and returns send_message's result.
-func (s *server) send(groupID string, m outgoing) (any, error) {
-	out, err := s.store.sendMessage(groupID, m)
-	if err != nil {
-		return nil, err
-	}
-	return sentObject(out), nil
-}
-
-// parseSend checks send_message's arguments beyond their schema.
-func parseSend(a toolArgs) (outgoing, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return outgoing{}, err
-	}
-	text, err := a.nonEmpty("message")
-	if err != nil {
-		return outgoing{}, err
-	}
-	var wake []string
-	if !a.isNull("wake_context_ids") {
-		var items []json.RawMessage
-		if json.Unmarshal(a.values["wake_context_ids"], &items) != nil || items == nil {
-			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
-		}
-		for _, raw := range items {
-			var id string
-			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
-				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
-			}
-			wake = append(wake, id)
-		}
-	}
-	priority := "normal"
-	if a.has("priority") {
-		priority, _ = a.str("priority")
-	}
-	switch priority {
-	case "low", "normal", "high", "urgent":
-	default:
-		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
-	}
-	return outgoing{contextID, name, text, priority, wake}, nil
-}
-
-// sentObject is send_message's result.
-func sentObject(out sent) object {
-	return object{
-		{"message_id", out.messageID}, {"group_id", out.groupID}, {"priority", out.priority},
-		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
-		{"wakeup_targets", stringList(out.wakeupTargets)},
-	}
-}
-
-// parseStringList reads a stored JSON list, keeping only its strings, as the
-// original does for the mentions and wakeup_targets columns.
-func parseStringList(s string) []string {
-	if s == "[]" {
-		return []string{}
-	}
-	var strs []string
-	// Decoding null into a string is a no-op, so lists holding null take
-	// the general path, which drops non-strings.
-	if !strings.Contains(s, "null") && json.Unmarshal([]byte(s), &strs) == nil && strs != nil {
-		return strs
-	}
-	var items []any
-	if json.Unmarshal([]byte(s), &items) != nil {
-		return []string{}
-	}
-	out := []string{}
-	for _, it := range items {
-		if v, ok := it.(string); ok {
-			out = append(out, v)
-		}
-	}
-	return out
+// failure is the isError result that reports de to the agent.
+func failure(de *domainError) toolResult {
+	return toolResult{value: object{{"error", de.msg}}, isError: true, category: de.category}
 }

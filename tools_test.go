@@ -1,17 +1,14 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
-	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 )
 
-// call runs a tool in-process with args (caller_name added) and returns the
+// callTool runs a tool in-process with args (caller_name added) and returns the
 // decoded result JSON and whether it is an error result.
-func call(t *testing.T, s *server, tool string, args map[string]any) (map[string]any, bool) {
+func callTool(t *testing.T, s *server, tool string, args map[string]any) (map[string]any, bool) {
 	t.Helper()
 	if _, ok := args["caller_name"]; !ok {
 		args["caller_name"] = "test"
@@ -24,7 +21,7 @@ func call(t *testing.T, s *server, tool string, args map[string]any) (map[string
 	if !ok {
 		t.Fatalf("args %s are not an object", raw)
 	}
-	res := s.callTool(tool, a)
+	res := runTool(t, s, tool, a)
 	var out map[string]any
 	if err := json.Unmarshal([]byte(pyJSON(res.value)), &out); err != nil {
 		t.Fatal(err)
@@ -32,27 +29,45 @@ func call(t *testing.T, s *server, tool string, args map[string]any) (map[string
 	return out, res.isError
 }
 
-// mustCall is call that fails the test on an error result.
+// runTool runs a tools/call of tool with arguments a as toolsCall does,
+// through prepareCall and the tool, and returns its result.
+func runTool(t *testing.T, s *server, tool string, a toolArgs) toolResult {
+	t.Helper()
+	params, err := json.Marshal(map[string]any{"name": tool, "arguments": json.RawMessage(a.raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := s.prepareCall(request{id: json.RawMessage("1"), method: "tools/call", params: params})
+	if pc.rerr != nil {
+		t.Fatalf("%s: got JSON-RPC error %q; want a tool result", tool, pc.rerr.message)
+	}
+	if pc.tool != nil {
+		pc.call.result = pc.tool.run(s, pc.call.args)
+	}
+	return pc.call.result
+}
+
+// mustCall is callTool that fails the test on an error result.
 func mustCall(t *testing.T, s *server, tool string, args map[string]any) map[string]any {
 	t.Helper()
-	out, isErr := call(t, s, tool, args)
+	out, isErr := callTool(t, s, tool, args)
 	if isErr {
 		t.Fatalf("%s(%v): %v", tool, args, out["error"])
 	}
 	return out
 }
 
-func createGroup(t *testing.T, s *server, creator string) string {
+func mustCreateGroup(t *testing.T, s *server, creator string) string {
 	t.Helper()
 	return mustCall(t, s, "create_group", map[string]any{"context_id": creator, "name": "team"})["group_id"].(string)
 }
 
-func join(t *testing.T, s *server, g, contextID, name string) {
+func mustJoin(t *testing.T, s *server, g, contextID, name string) {
 	t.Helper()
 	mustCall(t, s, "join_group", map[string]any{"group_id": g, "context_id": contextID, "name": name})
 }
 
-func send(t *testing.T, s *server, g, contextID, name, text string, extra map[string]any) map[string]any {
+func mustSend(t *testing.T, s *server, g, contextID, name, text string, extra map[string]any) map[string]any {
 	t.Helper()
 	args := map[string]any{"group_id": g, "context_id": contextID, "name": name, "message": text}
 	for k, v := range extra {
@@ -61,18 +76,10 @@ func send(t *testing.T, s *server, g, contextID, name, text string, extra map[st
 	return mustCall(t, s, "send_message", args)
 }
 
-func messageIDs(out map[string]any) []int {
-	ids := []int{}
-	for _, m := range out["messages"].([]any) {
-		ids = append(ids, int(m.(map[string]any)["id"].(float64)))
-	}
-	return ids
-}
-
 func TestArgumentErrors(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
 	id := map[string]any{"group_id": g, "context_id": "alice", "name": "Alice"}
 	with := func(extra map[string]any) map[string]any {
 		m := map[string]any{}
@@ -135,13 +142,13 @@ func TestArgumentErrors(t *testing.T) {
 	}
 	t.Run("null priority", func(t *testing.T) {
 		a, _ := parseArgs([]byte(`{"caller_name":"c","group_id":"` + g + `","context_id":"alice","name":"Alice","message":"hi","priority":null}`))
-		if res := s.callTool("send_message", a); !res.isError || pyJSON(res.value) != `{"error": "priority must be one of: low, normal, high, urgent."}` {
+		if res := runTool(t, s, "send_message", a); !res.isError || pyJSON(res.value) != `{"error": "priority must be one of: low, normal, high, urgent."}` {
 			t.Errorf("got %s; want the priority error", pyJSON(res.value))
 		}
 	})
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.want, func(t *testing.T) {
-			out, isErr := call(t, s, tt.tool, tt.args)
+			out, isErr := callTool(t, s, tt.tool, tt.args)
 			if !isErr || out["error"] != tt.want {
 				t.Errorf("%s(%v): got %v (isError %v); want error %q", tt.tool, tt.args, out, isErr, tt.want)
 			}
@@ -151,12 +158,12 @@ func TestArgumentErrors(t *testing.T) {
 
 func TestErrorCategories(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
+	g := mustCreateGroup(t, s, "alice")
 	run := func(tool string, args map[string]any) string {
 		args["caller_name"] = "c"
 		raw, _ := json.Marshal(args)
 		a, _ := parseArgs(raw)
-		return s.callTool(tool, a).category
+		return runTool(t, s, tool, a).category
 	}
 	tests := []struct {
 		name, tool string
@@ -178,140 +185,46 @@ func TestErrorCategories(t *testing.T) {
 	}
 }
 
-func TestRoutingThroughSendMessage(t *testing.T) {
+func TestToolsListSchemas(t *testing.T) {
 	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	join(t, s, g, "bob", "Bob")
-	join(t, s, g, "carol/1", "Carol")
-	tests := []struct {
-		text, priority string
-		wake           []any
-		reason         string
-		mentions       []string
-		targets        []string
-	}{
-		{"hello", "normal", nil, "fallback", []string{}, []string{"bob", "carol/1"}},
-		{"hi @bob, look", "normal", nil, "mentioned", []string{"bob"}, []string{"bob"}},
-		{"hi @BOB", "low", nil, "mentioned", []string{"bob"}, []string{"bob"}},
-		{"hi @carol", "normal", nil, "mentioned", []string{"carol/1"}, []string{"carol/1"}},
-		{"hi @carol/1!", "normal", nil, "mentioned", []string{"carol/1"}, []string{"carol/1"}},
-		{"hi @bobby", "normal", nil, "fallback", []string{}, []string{"bob", "carol/1"}},
-		{"@all: standup", "normal", nil, "mentioned", []string{"bob", "carol/1"}, []string{"bob", "carol/1"}},
-		{"fire @bob", "urgent", nil, "urgent", []string{"bob"}, []string{"bob", "carol/1"}},
-		{"fyi @bob", "urgent", []any{"carol/1"}, "explicit", []string{"bob"}, []string{"carol/1"}},
-		{"fyi", "high", []any{"nobody", "alice"}, "fallback", []string{}, []string{"bob", "carol/1"}},
-		{"fyi", "normal", []any{"carol/1", "bob"}, "explicit", []string{}, []string{"bob", "carol/1"}},
+	initializeSession(t, s)
+	var resp struct {
+		Result struct {
+			Tools []struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+				InputSchema struct {
+					Properties           map[string]map[string]any `json:"properties"`
+					Required             []string                  `json:"required"`
+					AdditionalProperties *bool                     `json:"additionalProperties"`
+				} `json:"inputSchema"`
+			} `json:"tools"`
+		} `json:"result"`
 	}
-	for _, tt := range tests {
-		t.Run(tt.text, func(t *testing.T) {
-			extra := map[string]any{"priority": tt.priority}
-			if tt.wake != nil {
-				extra["wake_context_ids"] = tt.wake
-			}
-			out := send(t, s, g, "alice", "Alice", tt.text, extra)
-			if out["routing_reason"] != tt.reason || out["priority"] != tt.priority {
-				t.Errorf("got reason %v priority %v; want %s %s", out["routing_reason"], out["priority"], tt.reason, tt.priority)
-			}
-			if got := fmt.Sprint(out["mentions"]); got != fmt.Sprint(tt.mentions) {
-				t.Errorf("got mentions %s; want %v", got, tt.mentions)
-			}
-			if got := fmt.Sprint(out["wakeup_targets"]); got != fmt.Sprint(tt.targets) {
-				t.Errorf("got targets %s; want %v", got, tt.targets)
-			}
-		})
+	if err := json.Unmarshal([]byte(exchangeLine(t, s, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)), &resp); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestReadTracking(t *testing.T) {
-	s, _ := newTestServer(t)
-	g := createGroup(t, s, "alice")
-	join(t, s, g, "alice", "Alice")
-	send(t, s, g, "alice", "Alice", "before bob joined", nil)
-	join(t, s, g, "bob", "Bob")
-	send(t, s, g, "alice", "Alice", "100% sure", nil)
-	send(t, s, g, "bob", "Bob", "my own message", nil)
-	send(t, s, g, "alice", "Alice", "Snake_case AND MIXED", nil)
-	bob := map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"}
-	unreadCount := func() int {
-		var n int
-		if err := s.store.withGroup(g, func(db *sql.DB) error {
-			return db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = 'bob'").Scan(&n)
-		}); err != nil {
-			t.Fatalf("read bob's unread_count: %v", err)
+	want := []string{"create_group", "list_groups", "get_group_metadata", "update_group_metadata", "get_users", "delete_group",
+		"join_group", "leave_group", "get_all_messages", "get_latest_messages", "get_unread_messages", "get_messages_after",
+		"search_messages", "send_message"}
+	if len(resp.Result.Tools) != len(want) {
+		t.Fatalf("got %d tools; want %d", len(resp.Result.Tools), len(want))
+	}
+	for i, tool := range resp.Result.Tools {
+		if tool.Name != want[i] {
+			t.Errorf("tool %d: got %s; want %s", i, tool.Name, want[i])
 		}
-		return n
-	}
-	if got := unreadCount(); got != 3 {
-		t.Fatalf("unread_count: got %d; want 3 (own message not unread)", got)
-	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "%sure"))); !reflect.DeepEqual(got, []int{2}) {
-		t.Errorf("search %%sure: got %v; want [2]", got)
-	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "snake_CASE and"))); !reflect.DeepEqual(got, []int{4}) {
-		t.Errorf("search case-insensitive: got %v; want [4]", got)
-	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "m_own"))); !reflect.DeepEqual(got, []int{}) {
-		t.Errorf("search m_own: got %v; want []", got)
-	}
-	if got := messageIDs(mustCall(t, s, "search_messages", with(bob, "query", "y_own"))); !reflect.DeepEqual(got, []int{3}) {
-		t.Errorf("search y_own (_ wildcard): got %v; want [3]", got)
-	}
-	if got := unreadCount(); got != 1 {
-		t.Errorf("unread_count after searches: got %d; want 1", got)
-	}
-	if got := messageIDs(mustCall(t, s, "get_unread_messages", bob)); !reflect.DeepEqual(got, []int{1}) {
-		t.Errorf("unread: got %v; want [1]", got)
-	}
-	if got := messageIDs(mustCall(t, s, "get_unread_messages", bob)); len(got) != 0 {
-		t.Errorf("unread again: got %v; want none", got)
-	}
-	if got := messageIDs(mustCall(t, s, "get_latest_messages", bob)); !reflect.DeepEqual(got, []int{4}) {
-		t.Errorf("latest after own message 3: got %v; want [4]", got)
-	}
-	if got := messageIDs(mustCall(t, s, "get_messages_after", with(bob, "after_message_id", 2))); !reflect.DeepEqual(got, []int{3, 4}) {
-		t.Errorf("after 2: got %v; want [3 4]", got)
-	}
-	if got := messageIDs(mustCall(t, s, "get_all_messages", bob)); !reflect.DeepEqual(got, []int{1, 2, 3, 4}) {
-		t.Errorf("all: got %v; want [1 2 3 4]", got)
-	}
-	users := mustCall(t, s, "get_users", map[string]any{"group_id": g})["users"].([]any)
-	if len(users) != 2 || users[1].(map[string]any)["latest_message_id"] != float64(3) || users[0].(map[string]any)["latest_message_id"] != float64(4) {
-		t.Errorf("users: got %v; want alice latest 4, bob latest 3", users)
-	}
-}
-
-func TestGroupLifecycle(t *testing.T) {
-	s, _ := newTestServer(t)
-	created := mustCall(t, s, "create_group", map[string]any{"context_id": "alice", "name": "Ops", "description": "on call"})
-	g := created["group_id"].(string)
-	if created["name"] != "Ops" || created["description"] != "on call" || !timestampPattern.MatchString(created["created_at"].(string)) {
-		t.Errorf("create: got %v", created)
-	}
-	updated := mustCall(t, s, "update_group_metadata", map[string]any{"group_id": g, "context_id": "alice", "description": "escalations"})
-	if updated["name"] != "Ops" || updated["description"] != "escalations" {
-		t.Errorf("update: got %v; want name kept, description changed", updated)
-	}
-	list := mustCall(t, s, "list_groups", map[string]any{})["groups"].([]any)
-	if len(list) != 1 || list[0].(map[string]any)["description"] != "escalations" {
-		t.Errorf("list: got %v; want the updated group", list)
-	}
-	join(t, s, g, "bob", "Bob")
-	join(t, s, g, "bob", "Robert")
-	users := mustCall(t, s, "get_users", map[string]any{"group_id": g})["users"].([]any)
-	if len(users) != 1 || users[0].(map[string]any)["name"] != "Robert" {
-		t.Errorf("rejoin: got %v; want one member renamed Robert", users)
-	}
-	if out := mustCall(t, s, "leave_group", map[string]any{"group_id": g, "context_id": "bob", "name": "Robert"}); out["left"] != true {
-		t.Errorf("leave: got %v", out)
-	}
-	if out := mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"}); out["deleted"] != true {
-		t.Errorf("delete: got %v", out)
-	}
-	if list := mustCall(t, s, "list_groups", map[string]any{})["groups"].([]any); len(list) != 0 {
-		t.Errorf("list after delete: got %v; want none", list)
-	}
-	if out, isErr := call(t, s, "get_group_metadata", map[string]any{"group_id": g}); !isErr || !strings.HasPrefix(out["error"].(string), "Group does not exist") {
-		t.Errorf("metadata after delete: got %v; want not found", out)
+		schema := tool.InputSchema
+		if schema.AdditionalProperties == nil || *schema.AdditionalProperties {
+			t.Errorf("%s: additionalProperties is not false", tool.Name)
+		}
+		if schema.Required[len(schema.Required)-1] != "caller_name" || schema.Properties["caller_name"]["type"] != "string" {
+			t.Errorf("%s: caller_name is not a required string", tool.Name)
+		}
+		for _, r := range schema.Required {
+			if _, ok := schema.Properties[r]; !ok {
+				t.Errorf("%s: required %s is not a property", tool.Name, r)
+			}
+		}
 	}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math"
+	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -68,6 +71,8 @@ type messagePage struct {
 // messagePageSize is how many messages one chat page holds.
 const messagePageSize = 100
 
+// chatsView lists every group for the picker, by name, and reads the
+// selected chat, or the first one when selected is not a listed group.
 func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	ids, _ := discoverGroups(o.dir)
 	names := catalogNames(ctx, o.dir, o.dbs)
@@ -114,51 +119,68 @@ func (o *observer) groupName(ctx context.Context, id string) string {
 // wakeupListLimit bounds the side panel; the total is still shown.
 const wakeupListLimit = 200
 
+// chatView reads one group's conversation, members and newest wake events
+// over a single connection; any failure shows the chat as unavailable.
 func (o *observer) chatView(ctx context.Context, id string) chatView {
 	v := chatView{ID: id}
 	if validateGroupID(id) != nil {
 		return v
 	}
 	v.Selected = true
-	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
+	if err := o.readChat(ctx, &v); err != nil {
 		v.Unavailable = true
 		return v
+	}
+	v.Messages = o.messagePageView(ctx, id, 0)
+	// messagePageView sets Error only on pages it returns without messages.
+	v.Unavailable = v.Messages.Error != ""
+	return v
+}
+
+// readChat fills v's metadata, members and wake events. It releases its
+// connection before returning, so the message page can take one from the
+// same small pool.
+func (o *observer) readChat(ctx context.Context, v *chatView) error {
+	db, err := o.dbs.group(o.dir, v.ID)
+	if err != nil {
+		return err
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		v.Unavailable = true
-		return v
+		return err
 	}
 	defer conn.Close()
 	var name, desc sql.NullString
-	if err := conn.QueryRowContext(ctx, "SELECT name, description FROM group_metadata WHERE id = 1").Scan(&name, &desc); err != nil && err != sql.ErrNoRows {
-		v.Unavailable = true
-		return v
+	err = conn.QueryRowContext(ctx, "SELECT name, description FROM group_metadata WHERE id = 1").Scan(&name, &desc)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
 	}
 	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
 	if v.Members, err = readMembers(ctx, conn); err != nil {
-		v.Unavailable = true
-		return v
+		return err
 	}
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM wakeup_events").Scan(&v.WakeupTotal); err != nil {
-		v.Unavailable = true
-		return v
+		return err
 	}
-	rows, err := conn.QueryContext(ctx, "SELECT message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM "+
+	v.Wakeups, err = o.readWakeups(ctx, conn)
+	return err
+}
+
+// readWakeups reads the newest wakeupListLimit wake events, oldest first.
+func (o *observer) readWakeups(ctx context.Context, q queryer) ([]wakeupRow, error) {
+	rows, err := q.QueryContext(ctx, "SELECT message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM "+
 		"(SELECT * FROM wakeup_events ORDER BY id DESC LIMIT ?) ORDER BY id", wakeupListLimit)
 	if err != nil {
-		v.Unavailable = true
-		return v
+		return nil, err
 	}
+	defer rows.Close()
+	var out []wakeupRow
 	for rows.Next() {
 		var w wakeupRow
 		var msg sql.NullInt64
 		var ctxID, rel, prio, created, acked, notified sql.NullString
-		if rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified) != nil {
-			rows.Close()
-			v.Unavailable = true
-			return v
+		if err := rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified); err != nil {
+			return nil, err
 		}
 		w.MessageID, w.ContextID, w.Relevance = msg.Int64, firstNonEmpty(ctxID.String, "—"), rel.String
 		w.Priority = firstNonEmpty(prio.String, "normal")
@@ -166,14 +188,9 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 		w.Acknowledged = o.stampOf(acked.String, "pending")
 		w.Notified = o.stampOf(notified.String, "never")
 		w.Pending = !acked.Valid
-		v.Wakeups = append(v.Wakeups, w)
+		out = append(out, w)
 	}
-	rows.Close()
-	conn.Close()
-	v.Messages = o.messagePageView(ctx, id, 0)
-	// messagePageView sets Error only on pages it returns without messages.
-	v.Unavailable = v.Messages.Error != ""
-	return v
+	return out, rows.Err()
 }
 
 // messagePageView reads the page of messages older than cursor (or the
@@ -223,7 +240,8 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	return p
 }
 
-func (o *observer) scanMessage(rows interface{ Scan(...any) error }) (messageRow, error) {
+// scanMessage reads one messages row as the chat shows it.
+func (o *observer) scanMessage(rows rowScanner) (messageRow, error) {
 	var m messageRow
 	var sender, senderName, content, created, prio, routing sql.NullString
 	if err := rows.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
@@ -244,6 +262,7 @@ type singleMessageView struct {
 	Notice  string
 }
 
+// singleMessageView reads one message of group id.
 func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
 	if validateGroupID(id) != nil {
 		return singleMessageView{Notice: "Message is unavailable."}
@@ -254,11 +273,48 @@ func (o *observer) singleMessageView(ctx context.Context, id string, messageID i
 	}
 	row := db.QueryRowContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id = ?", messageID)
 	m, err := o.scanMessage(row)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return singleMessageView{Notice: "Message is no longer available."}
 	}
 	if err != nil {
 		return singleMessageView{Notice: "Message is temporarily unavailable."}
 	}
 	return singleMessageView{Message: m, Found: true}
+}
+
+// serveChats serves the Chats workspace.
+func (o *observer) serveChats(w http.ResponseWriter, r *http.Request) {
+	o.renderPage(w, r, http.StatusOK, "chats", o.chatsView(r.Context(), r.URL.Query().Get("group_id")))
+}
+
+// serveChat serves one chat.
+func (o *observer) serveChat(w http.ResponseWriter, r *http.Request) {
+	o.renderPage(w, r, http.StatusOK, "chat", o.chatView(r.Context(), r.URL.Query().Get("group_id")))
+}
+
+// serveMessages serves the page of messages before older_than_message_id,
+// or the newest page without it.
+func (o *observer) serveMessages(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var cursor int64
+	if raw, ok := q["older_than_message_id"]; ok {
+		v, err := strconv.ParseInt(strings.TrimSpace(raw[0]), 10, 64)
+		if err != nil || v < 1 {
+			o.renderNotice(w, r, http.StatusBadRequest, true, "Invalid message cursor.")
+			return
+		}
+		cursor = v
+	}
+	o.renderPage(w, r, http.StatusOK, "messages", o.messagePageView(r.Context(), q.Get("group_id"), cursor))
+}
+
+// serveMessage serves one message, for live appends to an open chat.
+func (o *observer) serveMessage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	id, err := strconv.ParseInt(strings.TrimSpace(q.Get("message_id")), 10, 64)
+	if err != nil || id < 1 {
+		o.renderNotice(w, r, http.StatusBadRequest, true, "Message is unavailable.")
+		return
+	}
+	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessageView(r.Context(), q.Get("group_id"), id))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,11 +42,18 @@ const (
 // quiet, distinct enough to tell neighbours apart.
 var toolPalette = []string{"#3b9f9b", "#587fc0", "#8167b5", "#ae6c92", "#b36a6d", "#a47c47", "#7d914b", "#6d899a", "#507a74", "#8b769f", "#9a7860", "#627b68", "#4f88a8", "#a0704f"}
 
-// outcomePalette keeps green for success and reds/ambers for failures.
-var outcomePalette = map[string]string{
-	"Success": "#4f8a2a", "Validation Error": "#c0504d", "Not Found Error": "#c9822b",
-	"Authorization Error": "#a6466f", "Database Busy Error": "#b8a03a", "Internal Error": "#e06666", "Unknown Error": "#8a6d6d",
-}
+// outcomePalette keeps green for success and the category colours of
+// errorCategories for failures.
+var outcomePalette = func() map[string]string {
+	p := map[string]string{successLabel: successColor, unknownErrorLabel: "#8a6d6d"}
+	for _, c := range errorCategories {
+		p[c.Label] = c.Color
+	}
+	return p
+}()
+
+// successColor is the green of successful calls.
+const successColor = "#4f8a2a"
 
 // newDonut builds a ring from counts, categories sorted by name for a
 // stable legend. A category takes its colour from palette when listed there,
@@ -221,26 +229,7 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		_, c.Ticks = niceAxis(0)
 		return c
 	}
-	keys := make([]int64, 0, len(byTime))
-	for k := range byTime {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	first, last := keys[0], keys[len(keys)-1]
-	if !f.From.IsZero() {
-		first = min(first, f.From.Unix()/seconds*seconds)
-		end := now
-		if !f.To.IsZero() {
-			end = f.To
-		}
-		last = max(last, end.Unix()/seconds*seconds)
-	}
-	if (last-first)/seconds+1 <= maxFilledBuckets {
-		keys = keys[:0]
-		for b := first; b <= last; b += seconds {
-			keys = append(keys, b)
-		}
-	}
+	keys := chartBuckets(byTime, seconds, f, now)
 	var maxV int64
 	for _, k := range keys {
 		maxV = max(maxV, byTime[k])
@@ -248,18 +237,11 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	top, ticks := niceAxis(maxV)
 	c.Ticks = ticks
 	c.Count = len(keys)
-	plotW := chartWidth - padLeft - padRight
 	plotH := chartHeight - padTop - padBottom
-	xOf := func(i int) float64 {
-		if len(keys) == 1 {
-			return padLeft + plotW/2
-		}
-		return padLeft + plotW*float64(i)/float64(len(keys)-1)
-	}
 	var line, area strings.Builder
 	base := padTop + plotH
 	for i, k := range keys {
-		x, y := xOf(i), base-plotH*float64(byTime[k])/float64(top)
+		x, y := lineX(i, len(keys)), base-plotH*float64(byTime[k])/float64(top)
 		cmd := "L"
 		if i == 0 {
 			cmd = "M"
@@ -272,10 +254,56 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		c.Points = append(c.Points, linePoint{X: f1(x), Y: f1(y), Title: t.Format("2006-01-02 15:04:05 MST") + suffix,
 			ISO: t.UTC().Format(time.RFC3339), Suffix: suffix})
 	}
-	fmt.Fprintf(&area, "L%.1f %.1f Z", xOf(len(keys)-1), base)
+	fmt.Fprintf(&area, "L%.1f %.1f Z", lineX(len(keys)-1, len(keys)), base)
 	c.Line, c.Area = strings.TrimSpace(line.String()), area.String()
+	c.XTicks = o.timeTicks(keys, seconds)
+	return c
+}
+
+// chartBuckets lists the buckets to plot, oldest first: the buckets with
+// calls, or every bucket of the filtered range when there are few enough.
+// Bucket starts use auditBucketStart, as the rollups do, so the range's
+// first and last buckets line up with the stored ones also before 1970.
+func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) []int64 {
+	keys := make([]int64, 0, len(byTime))
+	for k := range byTime {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	first, last := keys[0], keys[len(keys)-1]
+	if !f.From.IsZero() {
+		first = min(first, auditBucketStart(f.From, seconds))
+		end := now
+		if !f.To.IsZero() {
+			end = f.To
+		}
+		last = max(last, auditBucketStart(end, seconds))
+	}
+	if (last-first)/seconds+1 > maxFilledBuckets {
+		return keys
+	}
+	keys = keys[:0]
+	for b := first; b <= last; b += seconds {
+		keys = append(keys, b)
+	}
+	return keys
+}
+
+// lineX is the x coordinate of point i of n; a lone point sits mid-plot.
+func lineX(i, n int) float64 {
+	plotW := chartWidth - padLeft - padRight
+	if n == 1 {
+		return padLeft + plotW/2
+	}
+	return padLeft + plotW*float64(i)/float64(n-1)
+}
+
+// timeTicks labels up to six evenly spaced buckets, in dates for day-wide
+// buckets and in minutes otherwise.
+func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	labels := min(6, len(keys))
-	for j := 0; j < labels; j++ {
+	ticks := make([]axisTick, 0, labels)
+	for j := range labels {
 		i := 0
 		if labels > 1 {
 			i = j * (len(keys) - 1) / (labels - 1)
@@ -291,7 +319,8 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		} else if labels > 1 && j == labels-1 {
 			anchor = "end"
 		}
-		c.XTicks = append(c.XTicks, axisTick{X: f1(xOf(i)), Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format, Anchor: anchor})
+		ticks = append(ticks, axisTick{X: f1(lineX(i, len(keys))), Label: t.In(o.location).Format(layout),
+			ISO: t.UTC().Format(time.RFC3339), Fmt: format, Anchor: anchor})
 	}
-	return c
+	return ticks
 }

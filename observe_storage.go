@@ -5,32 +5,62 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 )
 
-// storageView is the Storage fragment.
+// storageView is the Storage fragment. This file also holds the dashboard's
+// only writes, the Storage view's two maintenance actions on the audit
+// database; every other view is read-only.
 type storageView struct {
 	Available bool
 	Notice    string
 	Details   []metric
 }
 
-// formatBytes renders a size as the original does: "80.0 KiB".
-func formatBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v := float64(n)
-	for _, unit := range []string{"KiB", "MiB", "GiB"} {
-		v /= 1024
-		if v < 1024 || unit == "GiB" {
-			return fmt.Sprintf("%.1f %s", v, unit)
-		}
-	}
-	return fmt.Sprint(n)
+// serveStorage serves the Storage fragment.
+func (o *observer) serveStorage(w http.ResponseWriter, r *http.Request) {
+	o.renderPage(w, r, http.StatusOK, "storage", o.storageView(r.Context()))
 }
 
+// reclaimPages bounds one "Reclaim space" step, so a click never holds the
+// audit writer off for long.
+const reclaimPages = 100
+
+// serveReclaim runs "Reclaim space"; requireCSRF has checked the request.
+func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
+	msg, err := reclaimAuditSpace(r.Context(), o.dir, reclaimPages)
+	o.renderMaintenance(w, r, msg, err)
+}
+
+// deleteConfirmation is the header value the page sends only after the
+// user typed the confirmation, so no stray POST can empty the history.
+const deleteConfirmation = "DELETE AUDIT HISTORY"
+
+// serveDeleteHistory runs "Delete audit history" once explicitly confirmed;
+// requireCSRF has checked the request.
+func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
+		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
+		return
+	}
+	msg, err := deleteAuditHistory(r.Context(), o.dir)
+	o.renderMaintenance(w, r, msg, err)
+}
+
+// renderMaintenance reports a maintenance action's outcome; a failure is a
+// conflict with the audit writer or a missing database, worth a retry.
+func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg string, err error) {
+	if err != nil {
+		o.renderNotice(w, r, http.StatusConflict, true, msg)
+		return
+	}
+	o.renderNotice(w, r, http.StatusOK, false, msg)
+}
+
+// storageView reads the audit database's size, rows, free pages and
+// retention facts.
 func (o *observer) storageView(ctx context.Context) storageView {
 	var v storageView
 	path := filepath.Join(o.dir, catalogFileName)
@@ -109,16 +139,6 @@ func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, erro
 	}
 	rows.Close()
 	return "Reclaimed available audit free pages.", nil
-}
-
-// auditHistoryTables are the tables "Delete audit history" empties: the raw
-// rows, their group-name snapshots, and everything derived from them. The
-// group catalog and the metadata row stay.
-var auditHistoryTables = []string{
-	"tool_call_group_names", "tool_calls",
-	"analytics_1m", "analytics_1h", "analytics_1d", "analytics_30d",
-	"analytics_latency_1m", "analytics_latency_1h", "analytics_latency_1d", "analytics_latency_30d",
-	"analytics_filter_values",
 }
 
 // deleteAuditHistory deletes every audit row and rollup in one immediate

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -37,8 +36,15 @@ type readOnlyEntry struct {
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
 
-var groupFilePattern = regexp.MustCompile(`^grp_[0-9a-f]{32}\.sqlite3$`)
+// groupIDOfFile returns the group id a database file name stands for; ok is
+// false for any name that is not a valid id plus ".sqlite3", so the store's
+// validateGroupID stays the one definition of a group id.
+func groupIDOfFile(name string) (id string, ok bool) {
+	id, ok = strings.CutSuffix(name, ".sqlite3")
+	return id, ok && validateGroupID(id) == nil
+}
 
+// newReadOnlyPool returns an empty pool.
 func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
 }
@@ -57,7 +63,7 @@ func readOnlyDSN(path string) string {
 // that leads outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
-	if name != catalogFileName && !groupFilePattern.MatchString(name) {
+	if _, isGroup := groupIDOfFile(name); name != catalogFileName && !isGroup {
 		return nil, fmt.Errorf("database name %q is not allowed", name)
 	}
 	info, err := os.Stat(path)
@@ -146,22 +152,23 @@ func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
 }
 
 // groupRevisions reads the four group_state counters writers bump.
-func (p *readOnlyPool) groupRevisions(dir, id string) ([4]int64, error) {
-	var m [4]int64
+func (p *readOnlyPool) groupRevisions(dir, id string) (revisions, error) {
+	var m revisions
 	db, err := p.group(dir, id)
 	if err != nil {
 		return m, err
 	}
 	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision FROM group_state WHERE id = 1").
-		Scan(&m[0], &m[1], &m[2], &m[3])
+		Scan(&m.message, &m.member, &m.wakeup, &m.metadata)
 	if err != nil {
 		return m, fmt.Errorf("read revisions of %s: %w", id, err)
 	}
 	return m, nil
 }
 
-// latestMessageID returns the newest message id, or nil for an empty group.
-func (p *readOnlyPool) latestMessageID(dir, id string) (any, error) {
+// latestMessageID returns the newest message id, or nil for an empty group
+// (which the events encode as JSON null).
+func (p *readOnlyPool) latestMessageID(dir, id string) (*int64, error) {
 	db, err := p.group(dir, id)
 	if err != nil {
 		return nil, err
@@ -173,7 +180,7 @@ func (p *readOnlyPool) latestMessageID(dir, id string) (any, error) {
 	if !latest.Valid {
 		return nil, nil
 	}
-	return latest.Int64, nil
+	return &latest.Int64, nil
 }
 
 // latestAuditID returns the newest audit row id; ok is false when there is
@@ -251,8 +258,8 @@ func discoverGroups(dir string) ([]string, bool) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.Type().IsRegular() && groupFilePattern.MatchString(e.Name()) {
-			ids = append(ids, strings.TrimSuffix(e.Name(), ".sqlite3"))
+		if id, ok := groupIDOfFile(e.Name()); ok && e.Type().IsRegular() {
+			ids = append(ids, id)
 		}
 	}
 	sort.Strings(ids)

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// auditResolution is one rollup resolution: the suffix of its two tables,
+// analytics_<suffix> and analytics_latency_<suffix>, and its bucket width.
+type auditResolution struct {
+	suffix  string
+	seconds int64
+}
+
+// auditResolutions are the rollup resolutions, finest first. Every list of
+// rollup tables derives from this one, so the writer, the schema check and
+// the dashboard's "Delete audit history" cannot disagree.
+var auditResolutions = []auditResolution{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+
+// auditSchemaVersion is the schema this program writes, in metadata and
+// PRAGMA user_version.
+const auditSchemaVersion = 2
+
+// auditHistoryTables are the tables "Delete audit history" empties: the raw
+// rows, their group-name snapshots, and everything derived from them. The
+// group catalog and the metadata row stay.
+var auditHistoryTables = func() []string {
+	tables := []string{"tool_call_group_names", "tool_calls"}
+	for _, r := range auditResolutions {
+		tables = append(tables, "analytics_"+r.suffix)
+	}
+	for _, r := range auditResolutions {
+		tables = append(tables, "analytics_latency_"+r.suffix)
+	}
+	return append(tables, "analytics_filter_values")
+}()
+
+// auditTables are the tables a complete version-2 audit schema has: the
+// metadata row and the history that "Delete audit history" empties.
+var auditTables = append([]string{"metadata"}, auditHistoryTables...)
+
+// auditBaseSchema is the original's version-2 metadata and tool_calls tables.
+const auditBaseSchema = `
+CREATE TABLE metadata (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	schema_version INTEGER NOT NULL,
+	created_at TEXT NOT NULL,
+	audit_enabled_at TEXT NOT NULL,
+	last_retention_cleanup_at TEXT,
+	retention_setting TEXT
+);
+CREATE TABLE tool_calls (
+	id INTEGER PRIMARY KEY,
+	occurred_at TEXT NOT NULL,
+	audit_request_id TEXT,
+	tool_name TEXT NOT NULL,
+	group_id TEXT,
+	context_id TEXT,
+	name TEXT,
+	outcome TEXT NOT NULL,
+	duration_ms INTEGER NOT NULL,
+	result_count INTEGER,
+	error_category TEXT,
+	details_json TEXT
+);`
+
+// auditIndexes are the tool_calls indexes and the group-name snapshot table;
+// idempotent, so an upgrade can add them to a version-1 file.
+const auditIndexes = `
+CREATE INDEX IF NOT EXISTS tool_calls_by_occurred_at ON tool_calls(occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_tool_and_occurred_at ON tool_calls(tool_name, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_group_and_occurred_at ON tool_calls(group_id, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_context_and_occurred_at ON tool_calls(context_id, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_name_and_occurred_at ON tool_calls(name, occurred_at);
+CREATE INDEX IF NOT EXISTS tool_calls_by_outcome_and_occurred_at ON tool_calls(outcome, occurred_at);
+CREATE TABLE IF NOT EXISTS tool_call_group_names (
+	tool_call_id INTEGER PRIMARY KEY,
+	group_name TEXT NOT NULL
+);`
+
+// auditDimensions are the rollup key columns after bucket_start, in order.
+const auditDimensions = "tool_name, group_id, context_id, name, outcome, error_category"
+
+// auditRollupSchema returns the rollup and filter-value tables; every
+// statement is idempotent so an upgrade can run it over a partial schema.
+func auditRollupSchema() string {
+	var b strings.Builder
+	dims := "tool_name TEXT NOT NULL DEFAULT '', group_id TEXT NOT NULL DEFAULT '', " +
+		"context_id TEXT NOT NULL DEFAULT '', name TEXT NOT NULL DEFAULT '', " +
+		"outcome TEXT NOT NULL DEFAULT '', error_category TEXT NOT NULL DEFAULT ''"
+	for _, r := range auditResolutions {
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS analytics_%s (bucket_start INTEGER NOT NULL, %s, "+
+			"call_count INTEGER NOT NULL, error_count INTEGER NOT NULL, duration_sum_ms INTEGER NOT NULL, "+
+			"PRIMARY KEY (bucket_start, %s));\n", r.suffix, dims, auditDimensions)
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS analytics_latency_%s (bucket_start INTEGER NOT NULL, %s, "+
+			"latency_bucket TEXT NOT NULL, sample_count INTEGER NOT NULL, "+
+			"PRIMARY KEY (bucket_start, %s, latency_bucket));\n", r.suffix, dims, auditDimensions)
+	}
+	b.WriteString("CREATE TABLE IF NOT EXISTS analytics_filter_values (field TEXT NOT NULL, value TEXT NOT NULL, " +
+		"label TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(field, value));\n")
+	return b.String()
+}
+
+// prepare creates or upgrades the version-2 schema. It is a no-op once done.
+func (a *auditLog) prepare() error {
+	if a.ready {
+		return nil
+	}
+	ctx := context.Background()
+	if err := a.prepareFile(ctx); err != nil {
+		return err
+	}
+	var version int
+	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read audit schema version: %w", err)
+	}
+	tables, err := tableNames(ctx, a.db)
+	if err != nil {
+		return err
+	}
+	if version != auditSchemaVersion || !hasAll(tables, auditTables) {
+		if err := a.migrate(ctx); err != nil {
+			return err
+		}
+	}
+	a.ready = true
+	a.prepareStatements(ctx)
+	return nil
+}
+
+// prepareFile creates the directory and sets the file's modes: incremental
+// auto-vacuum while it is still empty, and WAL.
+func (a *auditLog) prepareFile(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
+		return fmt.Errorf("create audit directory: %w", err)
+	}
+	var pages int64
+	if err := a.db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		return fmt.Errorf("read audit database size: %w", err)
+	}
+	if pages == 0 {
+		// The mode is recorded in the header only while the file has no tables.
+		if _, err := a.db.ExecContext(ctx, "PRAGMA auto_vacuum=INCREMENTAL"); err != nil {
+			return fmt.Errorf("set audit auto_vacuum: %w", err)
+		}
+	}
+	var mode string
+	if err := a.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("set audit journal mode: %w", err)
+	}
+	return nil
+}
+
+// migrate creates the version-2 schema, or upgrades an older one, in one
+// transaction, and records the version.
+func (a *auditLog) migrate(ctx context.Context) error {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin audit schema transaction: %w", err)
+	}
+	defer tx.Rollback()
+	// Re-read inside the write lock: another process may have just done this.
+	tables, err := tableNames(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if tables["metadata"] {
+		err = auditUpgrade(ctx, tx, tables)
+	} else {
+		err = auditCreate(ctx, tx, formatTimestamp(a.now()))
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET schema_version = ? WHERE id = 1", auditSchemaVersion); err != nil {
+		return fmt.Errorf("record audit schema version: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version="+strconv.Itoa(auditSchemaVersion)); err != nil {
+		return fmt.Errorf("set audit user_version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit audit schema: %w", err)
+	}
+	return nil
+}
+
+// hasAll reports whether set holds every one of names.
+func hasAll(set map[string]bool, names []string) bool {
+	for _, n := range names {
+		if !set[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// auditCreate lays down a fresh version-2 schema inside tx.
+func auditCreate(ctx context.Context, tx *sql.Tx, now string) error {
+	for _, script := range []string{auditBaseSchema, auditIndexes, auditRollupSchema()} {
+		if _, err := tx.ExecContext(ctx, script); err != nil {
+			return fmt.Errorf("create audit schema: %w", err)
+		}
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, "+
+		"last_retention_cleanup_at, retention_setting) VALUES (1, ?, ?, ?, NULL, NULL)", auditSchemaVersion, now, now)
+	if err != nil {
+		return fmt.Errorf("create audit metadata: %w", err)
+	}
+	return nil
+}
+
+// auditUpgrade brings a version-1 database (tool_calls without rollups) to
+// version 2. The rollups and filter values are backfilled only when the
+// newest rollup table is missing, so running it twice counts nothing twice.
+func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
+	backfill := !tables["analytics_30d"]
+	for _, script := range []string{auditRollupSchema(), auditIndexes} {
+		if _, err := tx.ExecContext(ctx, script); err != nil {
+			return fmt.Errorf("create audit rollups and indexes: %w", err)
+		}
+	}
+	if !backfill {
+		return nil
+	}
+	cols, err := columnNames(ctx, tx, "tool_calls")
+	if err != nil {
+		return fmt.Errorf("inspect audit tool_calls: %w", err)
+	}
+	nameColumn := "NULL"
+	if cols["name"] {
+		nameColumn = "name"
+	}
+	_, events, err := auditQueryEvents(ctx, tx, "SELECT id, occurred_at, tool_name, group_id, context_id, "+nameColumn+
+		", outcome, duration_ms, error_category FROM tool_calls")
+	if err != nil {
+		return fmt.Errorf("read audit rows to backfill: %w", err)
+	}
+	if err := auditApplyRollups(ctx, tx.ExecContext, events, 1); err != nil {
+		return err
+	}
+	for _, field := range []string{"tool_name", "name"} {
+		if field == "name" && nameColumn == "NULL" {
+			continue
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
+			"SELECT ?, "+field+", "+field+", COUNT(*) FROM tool_calls WHERE "+field+" IS NOT NULL AND "+field+" != '' "+
+			"GROUP BY "+field+" ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count", field)
+		if err != nil {
+			return fmt.Errorf("backfill audit filter values: %w", err)
+		}
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
+		"SELECT 'group_id', tool_calls.group_id, COALESCE(MAX(tool_call_group_names.group_name), tool_calls.group_id), COUNT(*) "+
+		"FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id "+
+		"WHERE tool_calls.group_id IS NOT NULL AND tool_calls.group_id != '' GROUP BY tool_calls.group_id "+
+		"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count")
+	if err != nil {
+		return fmt.Errorf("backfill audit group filter values: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+)
+
+// pendingSend is a send_message call read ahead of its answer: prepared by
+// prepareCall like any tools/call, with its message parsed by parseSend,
+// the function the send_message handler parses with.
+type pendingSend struct {
+	req request
+	preparedCall
+	groupID string
+	msg     outgoing
+}
+
+// Group commit: a client that pipelines sends to one group (writes several
+// send_message requests before reading their answers) gets them committed
+// in one transaction, which costs about as much as one send. This file only
+// decides which sends share a transaction and when it commits; each send is
+// prepared by prepareCall, parsed by parseSend and stored by insertMessage,
+// as a lone send_message is, and answered with the same bytes.
+// TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
+
+// maxSendRun bounds how many pipelined sends share one transaction, so that
+// the first of them is still answered within a few milliseconds and another
+// process waiting for the group's write lock gets it as soon.
+const maxSendRun = 64
+
+// pipelinedSends returns line, when it is a send_message call, together
+// with the send_message calls to the same group that the client has already
+// pipelined behind it and that are fully buffered in r. It never waits for
+// input, so a lone request is not delayed. It returns nil when line is
+// anything else; a run stops at the first line that is not such a call.
+func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
+	first, ok := s.sendCall(line)
+	if !ok {
+		return nil
+	}
+	run := []pendingSend{first}
+	for len(run) < s.sendRunLimit {
+		buffered, _ := r.Peek(r.Buffered())
+		end := bytes.IndexByte(buffered, '\n')
+		if end < 0 {
+			break
+		}
+		next, ok := s.sendCall(buffered[:end+1])
+		if !ok || next.groupID != first.groupID {
+			break
+		}
+		r.Discard(end + 1)
+		run = append(run, next)
+	}
+	return run
+}
+
+// sendCall decodes line as a single send_message request, on a session that
+// may call tools, that prepareCall and parseSend accept and whose group id
+// is well formed. Decoding copies, so the result does not refer to line.
+// Anything else is left to handleLine, which gives it its answer or error;
+// the bytes test only skips decoding lines that cannot qualify.
+func (s *server) sendCall(line []byte) (pendingSend, bool) {
+	line = bytes.TrimSpace(line)
+	if !s.ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) {
+		return pendingSend{}, false
+	}
+	req, _, ok := decodeRequest(line)
+	if !ok || req.id == nil || req.method != "tools/call" {
+		return pendingSend{}, false
+	}
+	pc := s.prepareCall(req)
+	if pc.tool == nil || pc.tool.name != "send_message" {
+		return pendingSend{}, false
+	}
+	msg, err := parseSend(pc.call.args)
+	groupID := pc.call.args.groupID()
+	if err != nil || validateGroupID(groupID) != nil {
+		return pendingSend{}, false
+	}
+	return pendingSend{req: req, preparedCall: pc, groupID: groupID, msg: msg}, true
+}
+
+// answerSends runs a run of pipelined sends and writes their answers in
+// order. A run of one is an ordinary call of the send_message tool. A run
+// of several is committed as one transaction, and every answer is written
+// after that commit. A run that stays busy for the whole retry window is
+// answered busy at once rather than retried send by send, which would hold
+// the client up to 3 s per send. When the shared transaction fails
+// otherwise (a deleted group, a failing statement, a full disk), nothing of
+// it is kept and each send runs alone, so that it gets exactly the answer
+// it would have got had it not been pipelined.
+func (s *server) answerSends(run []pendingSend) error {
+	var results []toolResult
+	var groupName string
+	var groupNameRead bool
+	if len(run) > 1 {
+		results = s.commitSends(run)
+		// The sends share one commit, so one read of the group's name
+		// serves the audit records of all of them.
+		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
+	}
+	for i, p := range run {
+		if results != nil {
+			p.call.result = results[i]
+		} else {
+			p.call.result = p.tool.run(s, p.call.args)
+		}
+		p.call.groupName, p.call.groupNameRead = groupName, groupNameRead
+		result, _ := s.finishCall(p.preparedCall)
+		if err := s.out.write(response(p.req, result, nil)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitSends stores a run of sends in one transaction and returns their
+// results, or nil when the transaction failed as a whole other than busy.
+func (s *server) commitSends(run []pendingSend) []toolResult {
+	msgs := make([]outgoing, len(run))
+	for i, p := range run {
+		msgs[i] = p.msg
+	}
+	var outs []sent
+	var errs []error
+	err := retryBusy(func() (err error) {
+		outs, errs, err = s.store.sendMessages(run[0].groupID, msgs)
+		return err
+	})
+	if err != nil && !isBusy(err) {
+		return nil
+	}
+	results := make([]toolResult, len(run))
+	for i := range run {
+		switch {
+		case err != nil:
+			results[i] = failure(errGroupBusy)
+		case errs[i] != nil:
+			results[i] = failure(classify("send_message", errs[i]))
+		default:
+			results[i] = toolResult{value: sentObject(outs[i])}
+		}
+	}
+	return results
+}

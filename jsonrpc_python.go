@@ -1,0 +1,384 @@
+package main
+
+// This file holds every emulation of the Python original's behaviour that
+// agents or other writers can observe: json.dumps, str.lower and
+// str.strip, urllib's quote and unquote, datetime.isoformat and the reading
+// of stored JSON lists. The golden transcripts (golden_test.go) check them
+// byte for byte. (pyNumber, pyFloatRepr and auditParseTime, used only by
+// the audit log, are still in the audit files.)
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// object is a JSON object that keeps its keys in insertion order, so results
+// render like the original's json.dumps of a dict.
+type object []field
+
+// field is one key of an object.
+type field struct {
+	key   string
+	value any
+}
+
+// get returns the value of key, or nil when o lacks it.
+func (o object) get(key string) any {
+	for _, f := range o {
+		if f.key == key {
+			return f.value
+		}
+	}
+	return nil
+}
+
+// pyJSONWriter is a value that renders itself in a jsonStyle, for large
+// results where building an object per item would dominate.
+type pyJSONWriter interface {
+	writePyJSON(b *strings.Builder, st jsonStyle)
+}
+
+// stringList is a JSON array of strings; nil renders as [].
+type stringList []string
+
+// rawJSON is JSON text written as it came, such as a request id.
+type rawJSON json.RawMessage
+
+// jsonStyle is one of the json.dumps configurations the original writes
+// with. Keys keep their order; callers that need sort_keys sort first.
+type jsonStyle struct {
+	itemSep, keySep string
+	ensureASCII     bool
+}
+
+var (
+	// pyDumps is json.dumps(v): tool result text, resource text, every
+	// line on stdout and the stored mentions and wakeup_targets lists.
+	pyDumps = jsonStyle{itemSep: ", ", keySep: ": ", ensureASCII: true}
+	// pyCompact is json.dumps(v, separators=(",", ":"), ensure_ascii=False),
+	// the audit log's details_json.
+	pyCompact = jsonStyle{itemSep: ",", keySep: ":"}
+)
+
+// pyJSON encodes v as the original's json.dumps(v) does. Agents, golden
+// transcripts and other writers see this text byte for byte.
+func pyJSON(v any) string { return pyDumps.encode(v) }
+
+// encode returns v as st renders it.
+func (st jsonStyle) encode(v any) string {
+	var b strings.Builder
+	st.write(&b, v)
+	return b.String()
+}
+
+// write appends v as st renders it. It is one type switch over every type
+// the encoder accepts, kept whole (past 60 lines) so that the list can be
+// read in one place; any other type is a programming error and panics.
+func (st jsonStyle) write(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case int:
+		b.WriteString(strconv.Itoa(v))
+	case int64:
+		b.WriteString(strconv.FormatInt(v, 10))
+	case *int64:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			b.WriteString(strconv.FormatInt(*v, 10))
+		}
+	case string:
+		st.writeString(b, v)
+	case *string:
+		if v == nil {
+			b.WriteString("null")
+		} else {
+			st.writeString(b, *v)
+		}
+	case rawJSON:
+		var s string
+		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
+			st.writeString(b, s) // re-escaped, as Python writes every string
+		} else {
+			b.Write(v)
+		}
+	case stringList:
+		b.WriteByte('[')
+		for i, s := range v {
+			if i > 0 {
+				b.WriteString(st.itemSep)
+			}
+			st.writeString(b, s)
+		}
+		b.WriteByte(']')
+	case []any:
+		b.WriteByte('[')
+		for i, item := range v {
+			if i > 0 {
+				b.WriteString(st.itemSep)
+			}
+			st.write(b, item)
+		}
+		b.WriteByte(']')
+	case object:
+		b.WriteByte('{')
+		for i, f := range v {
+			if i > 0 {
+				b.WriteString(st.itemSep)
+			}
+			st.writeString(b, f.key)
+			b.WriteString(st.keySep)
+			st.write(b, f.value)
+		}
+		b.WriteByte('}')
+	case pyJSONWriter:
+		v.writePyJSON(b, st)
+	default:
+		panic(fmt.Sprintf("pyJSON: unsupported type %T", v))
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// writeString writes s as a JSON string escaped as Python does: quotes,
+// backslashes and control characters always, as \uXXXX in lowercase hex
+// where there is no short form; with ensureASCII also DEL and every
+// non-ASCII character, as surrogate pairs above the BMP.
+func (st jsonStyle) writeString(b *strings.Builder, s string) {
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf && plainASCII[c] {
+			i++
+			continue
+		}
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if !st.ensureASCII && (c == 0x7f || r >= utf8.RuneSelf && size > 1) {
+			i += size
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			switch {
+			case !st.ensureASCII:
+				b.WriteRune(r) // an invalid byte, written as U+FFFD
+			case r > 0xffff:
+				r1, r2 := utf16.EncodeRune(r)
+				writeU(b, r1)
+				writeU(b, r2)
+			default:
+				writeU(b, r)
+			}
+		}
+		i += size
+		start = i
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
+// plainASCII marks the bytes that json.dumps writes as they are.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// writeU writes r as a \uXXXX escape in lowercase hex, as Python does.
+func writeU(b *strings.Builder, r rune) {
+	b.WriteString(`\u`)
+	b.WriteByte(hexDigits[r>>12&0xf])
+	b.WriteByte(hexDigits[r>>8&0xf])
+	b.WriteByte(hexDigits[r>>4&0xf])
+	b.WriteByte(hexDigits[r&0xf])
+}
+
+// formatTimestamp renders t the way the Python original's
+// datetime.isoformat() does for UTC: six fractional digits, or none when the
+// microseconds are zero. Writers compare these strings in SQL, so the format
+// is part of the on-disk contract.
+func formatTimestamp(t time.Time) string {
+	t = t.UTC().Truncate(time.Microsecond)
+	if t.Nanosecond() == 0 {
+		return t.Format("2006-01-02T15:04:05+00:00")
+	}
+	return t.Format("2006-01-02T15:04:05.000000+00:00")
+}
+
+// parseStringList reads a stored JSON list, keeping only its strings, as the
+// original does for the mentions and wakeup_targets columns.
+func parseStringList(s string) []string {
+	if s == "[]" {
+		return []string{}
+	}
+	var strs []string
+	// Decoding null into a string is a no-op, so lists holding null take
+	// the general path, which drops non-strings.
+	if !strings.Contains(s, "null") && json.Unmarshal([]byte(s), &strs) == nil && strs != nil {
+		return strs
+	}
+	var items []any
+	if json.Unmarshal([]byte(s), &items) != nil {
+		return []string{}
+	}
+	out := []string{}
+	for _, it := range items {
+		if v, ok := it.(string); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// pyLower lowercases s as Python's str.lower() does: simple Unicode
+// lowercase mappings plus the two special cases Python applies, İ → i̇ and a
+// word-final Σ → ς. Mentions are matched on this form, so "@ΑΣ" means the
+// same to a Go and a Python server.
+func pyLower(s string) string {
+	if isASCII(s) {
+		return strings.ToLower(s)
+	}
+	runes := []rune(s)
+	var b strings.Builder
+	for i, r := range runes {
+		switch {
+		case r == 'İ':
+			b.WriteString("i\u0307")
+		case r == 'Σ' && finalSigma(runes, i):
+			b.WriteRune('ς')
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// isASCII reports whether s holds only ASCII bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// finalSigma implements Unicode's Final_Sigma condition for runes[i]: a
+// cased letter comes before it and none after it, skipping case-ignorable
+// characters both ways.
+func finalSigma(runes []rune, i int) bool {
+	j := i - 1
+	for j >= 0 && caseIgnorable(runes[j]) {
+		j--
+	}
+	if j < 0 || !cased(runes[j]) {
+		return false
+	}
+	k := i + 1
+	for k < len(runes) && caseIgnorable(runes[k]) {
+		k++
+	}
+	return k == len(runes) || !cased(runes[k])
+}
+
+// cased is Unicode's Cased property, which Final_Sigma tests.
+func cased(r rune) bool {
+	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
+		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
+}
+
+// caseIgnorable is Unicode's Case_Ignorable property, which Final_Sigma
+// skips.
+func caseIgnorable(r rune) bool {
+	switch r {
+	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
+		return true
+	}
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
+}
+
+// isPySpace is Python's str.isspace() for one character: Go's
+// unicode.IsSpace plus the separators U+001C–U+001F.
+func isPySpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
+
+// isBlank reports whether s is empty after Python's str.strip().
+func isBlank(s string) bool { return pyStrip(s) == "" }
+
+// pyStrip trims what Python's str.strip() trims.
+func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
+
+// percentEncode is Python's quote(s, safe=""): every byte but letters,
+// digits and _.-~ becomes %XX.
+func percentEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// percentDecode undoes percent-encoding leniently, like Python's unquote:
+// malformed escapes are kept as they are.
+func percentDecode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
+}
+
+// isHex reports whether c is a hexadecimal digit.
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// unhex is the value of the hexadecimal digit c.
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"strings"
+)
+
+// The resources: each group has a change-signal resource,
+// crosstalk://groups/<group_id>/messages, and each member a wakeup resource,
+// crosstalk://groups/<group_id>/wakeups/<percent-encoded context_id>, which
+// only a session that joined as that member may read or subscribe to. The
+// subscription poller (routing_subscriptions.go) sends their updates.
+const (
+	uriPrefix     = "crosstalk://groups/"
+	uriSuffix     = "/messages"
+	wakeupSegment = "/wakeups/"
+)
+
+// groupURI is a group's change-signal resource.
+func groupURI(groupID string) string { return uriPrefix + groupID + uriSuffix }
+
+// wakeupURI is one member's wakeup resource; the context id is
+// percent-encoded like Python's quote(context_id, safe="").
+func wakeupURI(groupID, contextID string) string {
+	return uriPrefix + groupID + wakeupSegment + percentEncode(contextID)
+}
+
+// parseGroupURI returns the group id of a group resource URI.
+func parseGroupURI(uri string) (string, error) {
+	if !strings.HasPrefix(uri, uriPrefix) || !strings.HasSuffix(uri, uriSuffix) || len(uri) < len(uriPrefix)+len(uriSuffix) {
+		return "", validationErrorf("Invalid Crosstalk subscription URI.")
+	}
+	id := uri[len(uriPrefix) : len(uri)-len(uriSuffix)]
+	return id, validateGroupID(id)
+}
+
+// parseWakeupURI returns the group and context ids of a wakeup resource URI.
+func parseWakeupURI(uri string) (groupID, contextID string, err error) {
+	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, wakeupSegment) {
+		return "", "", validationErrorf("Invalid Crosstalk wakeup subscription URI.")
+	}
+	groupID, encoded, _ := strings.Cut(uri[len(uriPrefix):], wakeupSegment)
+	if err := validateGroupID(groupID); err != nil {
+		return "", "", err
+	}
+	contextID = percentDecode(encoded)
+	if isBlank(contextID) {
+		return "", "", validationErrorf("Invalid wakeup context ID.")
+	}
+	return groupID, contextID, nil
+}
+
+// isWakeupURI reports whether uri names a wakeup resource rather than a group.
+func isWakeupURI(uri string) bool { return strings.Contains(uri, wakeupSegment) }
+
+// resourcesList lists every group's change-signal resource.
+func (s *server) resourcesList() (any, *rpcError) {
+	var groups []groupMeta
+	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
+		logf("resources/list: %v", err)
+		return nil, errInternal
+	}
+	list := make([]any, len(groups))
+	for i, g := range groups {
+		list[i] = object{
+			{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID},
+			{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
+			{"mimeType", "application/json"},
+		}
+	}
+	return object{{"resources", list}}, nil
+}
+
+// resourceURI returns the uri param of a resources/* request.
+func (req request) resourceURI() (string, *rpcError) {
+	p, err := req.paramsObject()
+	if err != nil {
+		return "", err
+	}
+	if !p.has("uri") {
+		return "", nil
+	}
+	uri, ok := p.str("uri")
+	if !ok {
+		return "", errInvalidParams("Invalid Crosstalk subscription URI.")
+	}
+	return uri, nil
+}
+
+// resourceError maps a domain or storage error of a resources/* request.
+func resourceError(err error) *rpcError {
+	var de *domainError
+	if errors.As(err, &de) {
+		return errInvalidParams(de.msg)
+	}
+	logf("resource request: %v", err)
+	return errInternal
+}
+
+// resourcesRead returns a snapshot of a group or of an authorized member's
+// wake events, as JSON text.
+func (s *server) resourcesRead(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	var snapshot object
+	err := retryBusy(func() error {
+		if isWakeupURI(uri) {
+			g, c, err := s.subs.authorizedWakeup(uri)
+			if err != nil {
+				return err
+			}
+			events, err := s.store.wakeups(g, c)
+			if err != nil {
+				return err
+			}
+			list := make([]any, len(events))
+			for i, w := range events {
+				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
+					{"created_at", w.createdAt}, {"acknowledged_at", w.acknowledgedAt}, {"last_notified_at", w.lastNotifiedAt}}
+			}
+			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", list}}
+			return nil
+		}
+		g, err := parseGroupURI(uri)
+		if err != nil {
+			return err
+		}
+		count, latest, err := s.store.groupSnapshot(g)
+		snapshot = object{{"group_id", g}, {"message_count", count}, {"latest_message_id", latest}}
+		return err
+	})
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
+}
+
+// resourcesSubscribe starts watching a resource for this session.
+func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
+		return nil, resourceError(err)
+	}
+	return object{}, nil
+}
+
+// resourcesUnsubscribe stops a subscription. Unsubscribing a joined
+// context's wakeup resource also leaves the group, as in the original.
+func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
+	uri, rerr := req.resourceURI()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if !isWakeupURI(uri) {
+		s.subs.unsubscribe(uri)
+		return object{}, nil
+	}
+	g, c, err := s.subs.authorizedWakeup(uri)
+	if err == nil {
+		err = retryBusy(func() error { return s.store.leaveGroup(g, c, "", false) })
+	}
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	s.subs.revoke(uri)
+	return object{}, nil
+}

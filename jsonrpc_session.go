@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// server is one MCP session: the lifecycle, method dispatch and tool calls
+// of one client. A transport hands it one decoded message at a time through
+// handle and receives what the session writes (answers the transport does
+// not write itself, and the poller's notifications) through out.
+//
+// The stdio transport (serve) calls handle from a single goroutine, in
+// arrival order, so initialized and ready need no lock, and requests never
+// overlap. A transport that runs requests concurrently (long-running tool
+// calls, Streamable HTTP) must keep the lifecycle messages ordered, and
+// guard these two fields; everything below them is already safe for
+// concurrent use: the store locks per group, subs locks its own state, and
+// out must be safe for concurrent writes.
+type server struct {
+	store *store
+	subs  *subscriptions
+	out   messageWriter
+
+	initialized bool // initialize was answered
+	ready       bool // notifications/initialized arrived after that
+
+	// audit, when set, receives every completed tools/call.
+	audit func(toolCall)
+
+	// sendRunLimit is the most pipelined sends committed together; 1 turns
+	// group commit off.
+	sendRunLimit int
+}
+
+// toolCall describes one completed tools/call for the audit log.
+type toolCall struct {
+	requestID json.RawMessage
+	name      string
+	args      toolArgs // zero when arguments was not an object
+	result    toolResult
+	started   time.Time
+	// groupName, when groupNameRead, is the group's name as read for the
+	// audit log ahead of the call's record: before a delete_group ran, so
+	// that it outlives the group, or once for a whole run of pipelined sends.
+	groupName     string
+	groupNameRead bool
+}
+
+// supportedProtocolVersions are answered as sent; any other client version
+// gets the newest, which is first.
+var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// newServer returns a session that writes to stdout one message per line and
+// starts its subscription poller, which runs until s.subs.close.
+func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
+	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
+	s.subs = newSubscriptions(st, interval, s.notify)
+	return s
+}
+
+// runServer serves MCP over stdio until stdin closes, then exits 0.
+//
+// It runs three goroutines besides its own, each with a known end:
+//   - serve, reading stdin: it returns at EOF or a read or write error. On
+//     SIGINT or SIGTERM it is left blocked in its read and the process exits
+//     (a read from stdin cannot be interrupted).
+//   - the subscription poller (subscriptions.run): stopped by the deferred
+//     s.subs.close, which waits for it at most one second.
+//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//     and joined by the deferred audit.close, after the poller.
+func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
+	log.SetOutput(stderr)
+	log.SetFlags(0)
+	log.SetPrefix("crosstalk-mcp: ")
+	// Like the original, refuse a bad audit setting before any storage exists.
+	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer st.close()
+	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	defer s.subs.close()
+	audit, err := openAuditLog(dir, auditCfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer audit.close()
+	audit.attach(s)
+	// A client that stops the server with SIGINT or SIGTERM gets the same
+	// orderly end as on EOF, so queued audit rows are still written. A read
+	// from a blocking stdin cannot be interrupted, so serving runs aside.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(stdin) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	case <-sig:
+	}
+	return 0
+}
+
+// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
+// non-positive or non-finite value means the default 0.5 s.
+func pollInterval(value string) time.Duration {
+	v, err := strconv.ParseFloat(pyStrip(value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return defaultPollInterval
+	}
+	// Clamp where a time.Duration would overflow (about 292 years).
+	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
+}
+
+// logf reports a failure that has no caller to return it to on stderr, the
+// only place the stdio transport may write besides its answers.
+func logf(format string, args ...any) { log.Printf(format, args...) }
+
+// serve is the stdio transport: it reads messages until EOF and writes each
+// answer as one line. Lines have no length limit: a 16 MiB message is one
+// line like any other. Sends the client has pipelined to one group are
+// committed together (jsonrpc_groupcommit.go); every other line goes to
+// handleLine.
+func (s *server) serve(stdin io.Reader) error {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if run := s.pipelinedSends(line, r); run != nil {
+			if werr := s.answerSends(run); werr != nil {
+				return fmt.Errorf("write response: %w", werr)
+			}
+		} else if len(line) > 0 {
+			if reply := s.handleLine(line); reply != nil {
+				if werr := s.out.write(reply); werr != nil {
+					return fmt.Errorf("write response: %w", werr)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
+// notify writes a server-to-client notification.
+func (s *server) notify(method string, params object) error {
+	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
+}
+
+// handle answers one decoded JSON-RPC message; it returns nil when nothing
+// is to be written (a notification, or a request answered by nothing).
+func (s *server) handle(req request) any {
+	result, err := s.dispatch(req)
+	return response(req, result, err)
+}
+
+// dispatch runs one request and returns its result, an error, or (nil, nil)
+// when nothing is to be answered.
+func (s *server) dispatch(req request) (any, *rpcError) {
+	switch req.method {
+	case "initialize":
+		return s.initialize(req)
+	case "notifications/initialized":
+		if s.initialized {
+			s.ready = true
+		}
+		return nil, nil
+	case "ping":
+		return object{}, nil
+	}
+	if !s.ready {
+		return nil, errNotInitialized
+	}
+	if req.id == nil {
+		return nil, nil
+	}
+	switch req.method {
+	case "tools/list":
+		return toolList, nil
+	case "tools/call":
+		return s.toolsCall(req)
+	case "resources/list":
+		return s.resourcesList()
+	case "resources/read":
+		return s.resourcesRead(req)
+	case "resources/subscribe":
+		return s.resourcesSubscribe(req)
+	case "resources/unsubscribe":
+		return s.resourcesUnsubscribe(req)
+	}
+	return nil, errMethodNotFound(req.method)
+}
+
+// initialize negotiates the protocol version and states the capabilities.
+func (s *server) initialize(req request) (any, *rpcError) {
+	if req.id == nil || s.initialized {
+		return nil, errInvalidInit
+	}
+	p, err := req.paramsObject()
+	if err != nil {
+		return nil, err
+	}
+	client, ok := p.str("protocolVersion")
+	if !ok || isBlank(client) {
+		return nil, errInvalidParams("initialize protocolVersion must be a non-empty string.")
+	}
+	answer := supportedProtocolVersions[0]
+	if slices.Contains(supportedProtocolVersions, client) {
+		answer = client
+	}
+	s.initialized = true
+	return object{
+		{"protocolVersion", answer},
+		{"capabilities", object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}},
+		{"serverInfo", object{{"name", "crosstalk"}, {"version", version}}},
+	}, nil
+}
+
+// toolsCall answers a lone tools/call: prepare, run, record.
+func (s *server) toolsCall(req request) (any, *rpcError) {
+	pc := s.prepareCall(req)
+	if pc.tool != nil {
+		if pc.tool.name == "delete_group" {
+			pc.call.groupName, pc.call.groupNameRead = s.auditGroupName(pc.call.args.groupID())
+		}
+		pc.call.result = pc.tool.run(s, pc.call.args)
+	}
+	return s.finishCall(pc)
+}
+
+// preparedCall is a tools/call that prepareCall has read and checked.
+type preparedCall struct {
+	call toolCall  // the audit record; call.result is set once decided
+	tool *tool     // the tool to run, or nil when the outcome is decided
+	rerr *rpcError // the JSON-RPC error answered instead of a result
+	// unaudited is set when params was not an object: the request names no
+	// tool, so the audit log does not record it.
+	unaudited bool
+}
+
+// prepareCall reads and checks a tools/call request: its params, the tool
+// name, the arguments object, caller_name and the tool's schema. Every tool
+// call passes through it, whether it then runs alone (toolsCall) or in a run
+// of pipelined sends (jsonrpc_groupcommit.go).
+//
+// This is where protocol errors and tool errors split, as in go-sdk's
+// mcp/tool.go. A request that cannot be read as a call (params or arguments
+// not an object, a blank caller_name) is a JSON-RPC error, pc.rerr. Anything
+// wrong with the call itself (an unknown tool, an unknown or missing
+// argument, and later a bad value or a store refusal) is a tool error: an
+// isError result in pc.call.result, which the agent reads and can correct.
+func (s *server) prepareCall(req request) (pc preparedCall) {
+	p, rerr := req.paramsObject()
+	if rerr != nil {
+		return preparedCall{rerr: rerr, unaudited: true}
+	}
+	pc.call = toolCall{requestID: req.id, started: time.Now()}
+	if raw, ok := p.values["name"]; ok {
+		if name, ok := p.str("name"); ok {
+			pc.call.name = name
+		} else {
+			pc.call.name = string(raw)
+		}
+	}
+	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
+	if rawArgs, ok := p.values["arguments"]; ok {
+		args, argsOK = parseArgs(rawArgs)
+	}
+	if !argsOK {
+		return pc.refuse("tools/call arguments must be an object.")
+	}
+	pc.call.args = args
+	if caller, _ := args.str("caller_name"); isBlank(caller) {
+		return pc.refuse("tools/call caller_name must be a non-empty string.")
+	}
+	t := toolsByName[pc.call.name]
+	if t == nil {
+		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
+		return pc
+	}
+	if te := t.checkArgs(args); te != nil {
+		pc.call.result = failure(te)
+		return pc
+	}
+	pc.tool = t
+	return pc
+}
+
+// refuse decides pc as the -32602 error msg, which the audit log records as
+// the validation failure of the same text.
+func (pc preparedCall) refuse(msg string) preparedCall {
+	pc.call.result = failure(validationErrorf("%s", msg))
+	pc.rerr = errInvalidParams(msg)
+	return pc
+}
+
+// auditGroupName reads a group's name for the audit log, when it is on; ok
+// is false when it is off or the name cannot be read.
+func (s *server) auditGroupName(id string) (name string, ok bool) {
+	if s.audit == nil {
+		return "", false
+	}
+	meta, err := s.store.groupMetadata(id)
+	return meta.name, err == nil
+}
+
+// finishCall hands a completed call to the audit log and returns its answer.
+func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
+	if s.audit != nil && !pc.unaudited {
+		s.audit(pc.call)
+	}
+	if pc.rerr != nil {
+		return nil, pc.rerr
+	}
+	return pc.call.result.wire(), nil
+}

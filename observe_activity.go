@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// activityEvent is one entry of the Overview's live activity stream.
+type activityEvent struct {
+	Kind      string // message, wakeup, group, success, error
+	Badge     string
+	Title     string
+	GroupName string
+	Text      string
+	At        stamp
+	Attention bool
+	when      time.Time
+	order     int64
+}
+
+// overviewEventLimit is how many events the live activity stream shows.
+const overviewEventLimit = 500
+
+// activityPage is how many rows one group contributes per round while the
+// activity stream is merged; only groups that could still make the cut are
+// asked for more.
+const activityPage = 50
+
+// activity merges the newest messages and wakeups of every group with the
+// newest tool calls, newest first, up to overviewEventLimit. audit is nil
+// when the audit database cannot be read.
+func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *auditSchema) []activityEvent {
+	var events []activityEvent
+	type source struct {
+		g      groupSummary
+		wakeup bool
+		before int64
+		oldest time.Time
+		done   bool
+	}
+	var sources []*source
+	for _, g := range groups {
+		if g.Unavailable {
+			continue
+		}
+		sources = append(sources, &source{g: g, before: math.MaxInt64}, &source{g: g, wakeup: true, before: math.MaxInt64})
+		if t, ok := parseStamp(g.UpdatedAt); ok {
+			events = append(events, activityEvent{Kind: "group", Badge: "Group", Title: "Group", GroupName: g.Name,
+				Text: "Group settings or membership changed", At: o.stampOf(g.UpdatedAt, ""), when: t})
+		}
+	}
+	events = append(events, o.toolEvents(ctx, audit)...)
+	for {
+		var next []*source
+		cutoff, full := cutoffOf(events)
+		for _, s := range sources {
+			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
+				continue
+			}
+			next = append(next, s)
+		}
+		if len(next) == 0 {
+			break
+		}
+		for _, s := range next {
+			page, err := o.activityRows(ctx, s.g, s.wakeup, s.before)
+			if err != nil || len(page) < activityPage {
+				s.done = true
+			}
+			if len(page) > 0 {
+				s.before = page[len(page)-1].order
+				s.oldest = page[len(page)-1].when
+			}
+			events = append(events, page...)
+		}
+	}
+	sortEvents(events)
+	if len(events) > overviewEventLimit {
+		events = events[:overviewEventLimit]
+	}
+	return events
+}
+
+// cutoffOf returns the time of the limit-th newest event, once there are that
+// many: older rows can no longer enter the stream.
+func cutoffOf(events []activityEvent) (time.Time, bool) {
+	if len(events) < overviewEventLimit {
+		return time.Time{}, false
+	}
+	sortEvents(events)
+	return events[overviewEventLimit-1].when, true
+}
+
+// sortEvents orders events newest first, keeping ties in place.
+func sortEvents(events []activityEvent) {
+	sort.SliceStable(events, func(i, j int) bool { return events[i].when.After(events[j].when) })
+}
+
+// activityRows reads one page of a group's messages or wakeups below an id.
+func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool, before int64) ([]activityEvent, error) {
+	db, err := o.dbs.group(o.dir, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []activityEvent
+	if !wakeup {
+		rows, err := db.QueryContext(ctx, "SELECT id, sender_context_id, sender_name, substr(content, 1, 180), created_at FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
+		if err != nil {
+			return nil, fmt.Errorf("read messages of %s: %w", g.ID, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var sender, senderName, content, created sql.NullString
+			if err := rows.Scan(&id, &sender, &senderName, &content, &created); err != nil {
+				return nil, fmt.Errorf("read messages of %s: %w", g.ID, err)
+			}
+			title := firstNonEmpty(senderName.String, sender.String, "Unknown")
+			t, _ := parseStamp(created.String)
+			out = append(out, activityEvent{Kind: "message", Badge: "Message", Title: title, GroupName: g.Name,
+				Text: content.String, At: o.stampOf(created.String, ""), when: t, order: id})
+		}
+		return out, rows.Err()
+	}
+	rows, err := db.QueryContext(ctx, "SELECT id, message_id, context_id, created_at, acknowledged_at FROM wakeup_events WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
+	if err != nil {
+		return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var messageID sql.NullInt64
+		var contextID, created, acked sql.NullString
+		if err := rows.Scan(&id, &messageID, &contextID, &created, &acked); err != nil {
+			return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
+		}
+		state := " awaiting acknowledgement"
+		if acked.Valid {
+			state = " acknowledged"
+		}
+		t, _ := parseStamp(created.String)
+		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(contextID.String, "Context"),
+			GroupName: g.Name, Text: fmt.Sprintf("Wakeup for message #%d%s", messageID.Int64, state),
+			At: o.stampOf(created.String, ""), when: t, order: id, Attention: !acked.Valid})
+	}
+	return out, rows.Err()
+}
+
+// toolEvents reads the newest audit rows as activity events.
+func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEvent {
+	if a == nil {
+		return nil
+	}
+	calls, err := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit)
+	if err != nil {
+		return nil
+	}
+	out := make([]activityEvent, 0, len(calls))
+	for _, c := range calls {
+		e := activityEvent{Kind: "success", Badge: "Tool success", Title: c.Tool, GroupName: c.GroupLabel,
+			Text: fmt.Sprintf("Completed in %d ms", c.Duration), At: c.At, when: c.when}
+		if c.GroupID == "" {
+			e.GroupName = "MCP"
+		}
+		if c.Outcome == "error" {
+			e.Kind, e.Badge = "error", "Tool error"
+			e.Text = fmt.Sprintf("%s · %d ms", errorCategoryLabel(c.Category), c.Duration)
+		}
+		out = append(out, e)
+	}
+	return out
+}

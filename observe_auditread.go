@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// auditSchema is the audit database's handle with its table names and the
+// columns of tool_calls (empty without that table). A request reads it once
+// and passes it to every reader of the audit database, instead of each
+// reader opening the file and listing tables again.
+type auditSchema struct {
+	db      *sql.DB
+	tables  map[string]bool
+	columns map[string]bool
+}
+
+// readAuditSchema opens the audit database and lists its tables and
+// tool_calls columns.
+func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
+	db, err := o.dbs.audit(o.dir)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := tableNames(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditSchema{db: db, tables: tables, columns: map[string]bool{}}
+	if tables["tool_calls"] {
+		if a.columns, err = columnNames(ctx, db, "tool_calls"); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// auditMeta is the audit database's metadata row.
+type auditMeta struct {
+	EnabledAt   string
+	LastCleanup string
+	Retention   string
+}
+
+// auditMetadata reads the metadata row; ok is false when auditing was never
+// enabled (the file may still hold the group catalog) or a is nil.
+func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
+	var m auditMeta
+	if a == nil {
+		return m, false
+	}
+	db := a.db
+	cols, err := columnNames(ctx, db, "metadata")
+	if err != nil || len(cols) == 0 {
+		return m, false
+	}
+	retention := "NULL"
+	if cols["retention_setting"] {
+		retention = "retention_setting"
+	}
+	var enabled, cleanup, ret sql.NullString
+	err = db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
+		Scan(&enabled, &cleanup, &ret)
+	if err != nil {
+		return m, false
+	}
+	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
+}
+
+// auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
+type auditFilter struct {
+	From    time.Time
+	To      time.Time
+	Tool    string
+	Outcome string // success, error, or error:<category>
+	Caller  string
+	Group   string
+	Context string
+}
+
+// outcomeClauses turns an outcome filter into SQL conditions.
+func outcomeClauses(outcome string) ([]string, []any) {
+	switch {
+	case outcome == "success" || outcome == "error":
+		return []string{"outcome = ?"}, []any{outcome}
+	case strings.HasPrefix(outcome, "error:"):
+		return []string{"outcome = 'error'", "error_category = ?"}, []any{strings.TrimPrefix(outcome, "error:")}
+	}
+	return nil, nil
+}
+
+// rollupWhere filters a rollup table, where a dimension with no value is
+// stored as the empty string.
+func rollupWhere(f auditFilter, seconds int64) (string, []any) {
+	var clauses []string
+	var args []any
+	if !f.From.IsZero() {
+		clauses = append(clauses, "bucket_start + ? > ?")
+		args = append(args, seconds, f.From.Unix())
+	}
+	if !f.To.IsZero() {
+		clauses = append(clauses, "bucket_start <= ?")
+		args = append(args, f.To.Unix())
+	}
+	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
+		if d.val != "" {
+			clauses = append(clauses, d.col+" = ?")
+			args = append(args, d.val)
+		}
+	}
+	c, a := outcomeClauses(f.Outcome)
+	clauses, args = append(clauses, c...), append(args, a...)
+	if len(clauses) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(clauses, " AND "), args
+}
+
+// rawWhere filters raw tool_calls rows; cols says which optional columns
+// exist (a version-1 database may lack some).
+func rawWhere(f auditFilter, cols map[string]bool) (string, []any, bool) {
+	var clauses []string
+	var args []any
+	if !f.From.IsZero() {
+		clauses = append(clauses, "occurred_at >= ?")
+		args = append(args, formatTimestamp(f.From))
+	}
+	if !f.To.IsZero() {
+		clauses = append(clauses, "occurred_at <= ?")
+		args = append(args, formatTimestamp(f.To))
+	}
+	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
+		if d.val == "" {
+			continue
+		}
+		if !cols[d.col] {
+			return "", nil, false
+		}
+		clauses = append(clauses, "tool_calls."+d.col+" = ?")
+		args = append(args, d.val)
+	}
+	c, a := outcomeClauses(f.Outcome)
+	clauses, args = append(clauses, c...), append(args, a...)
+	if len(clauses) == 0 {
+		return "", nil, true
+	}
+	return " WHERE " + strings.Join(clauses, " AND "), args, true
+}
+
+// optionalColumn selects col when it exists, else NULL, so version-1 audit
+// databases read with the same query shape.
+func optionalColumn(cols map[string]bool, col string) string {
+	if cols[col] {
+		return "tool_calls." + col
+	}
+	return "NULL"
+}
+
+// toolCallRow is one audit row as the event logs show it.
+type toolCallRow struct {
+	At         stamp
+	Tool       string
+	ToolName   string
+	Caller     string
+	Outcome    string
+	Label      string
+	Category   string
+	GroupID    string
+	GroupLabel string
+	Deleted    bool
+	Duration   int64
+	when       time.Time
+}
+
+// readToolCalls reads the newest matching audit rows with their group-name
+// snapshots, marking rows whose group database is gone.
+func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFilter, limit int) ([]toolCallRow, error) {
+	if !a.tables["tool_calls"] {
+		return nil, errNoDatabase
+	}
+	where, args, ok := rawWhere(f, a.columns)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := a.db.QueryContext(ctx, toolCallsQuery(a, f, where), append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("read tool calls: %w", err)
+	}
+	defer rows.Close()
+	labels := o.newGroupLabeler(ctx)
+	var out []toolCallRow
+	for rows.Next() {
+		var r toolCallRow
+		var at, tool, group, caller, outcome, category, gname sql.NullString
+		var duration sql.NullInt64
+		if err := rows.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
+			return nil, fmt.Errorf("read tool calls: %w", err)
+		}
+		r.At = o.stampOf(at.String, "")
+		r.when, _ = parseStamp(at.String)
+		r.ToolName, r.Tool = tool.String, toolLabel(tool.String)
+		r.Caller = firstNonEmpty(caller.String, "—")
+		r.Outcome, r.Category, r.Duration = outcome.String, category.String, duration.Int64
+		r.Label = outcomeLabel(r.Outcome, r.Category)
+		r.GroupID, r.GroupLabel = group.String, "—"
+		if r.GroupID != "" {
+			r.GroupLabel, r.Deleted = labels.label(r.GroupID, gname.String)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// toolCallsQuery selects the rows readToolCalls shows, newest first, with
+// NULL for the columns and the name snapshot an older database lacks.
+func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
+	cols := a.columns
+	groupName, join := "NULL", ""
+	if a.tables["tool_call_group_names"] {
+		groupName = "tool_call_group_names.group_name"
+		join = " LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id"
+	}
+	order := " ORDER BY tool_calls.id DESC"
+	if !f.From.IsZero() || !f.To.IsZero() || f.Outcome != "" {
+		order = " ORDER BY occurred_at DESC, tool_calls.id DESC"
+	}
+	return "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
+		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
+		" FROM tool_calls" + join + where + order + " LIMIT ?"
+}
+
+// groupLabeler names the groups audit rows refer to, for the event log and
+// the group filter alike. It remembers, per request, which groups are gone
+// and what the live ones are called, because one page names the same few
+// groups many times.
+type groupLabeler struct {
+	o       *observer
+	ctx     context.Context
+	deleted map[string]bool
+	names   map[string]string
+}
+
+// newGroupLabeler returns a labeler for one request.
+func (o *observer) newGroupLabeler(ctx context.Context) *groupLabeler {
+	return &groupLabeler{o: o, ctx: ctx, deleted: map[string]bool{}, names: map[string]string{}}
+}
+
+// label names group id and reports whether its database is gone. recorded
+// is the name the audit log kept; the writer stores the id itself, or
+// nothing, when it had no name. Without a recorded name a live group is
+// named from its own database and a deleted one by the id, or "Deleted
+// group" when there is none; a deleted group's label says so.
+func (l *groupLabeler) label(id, recorded string) (string, bool) {
+	gone, ok := l.deleted[id]
+	if !ok {
+		gone = !groupExists(l.o.dir, id)
+		l.deleted[id] = gone
+	}
+	if gone {
+		return firstNonEmpty(recorded, "Deleted group") + " (deleted)", true
+	}
+	if recorded != "" && recorded != id {
+		return recorded, false
+	}
+	name, ok := l.names[id]
+	if !ok {
+		name = l.o.groupName(l.ctx, id)
+		l.names[id] = name
+	}
+	return name, false
+}
+
+// aggregateRow is one grouped rollup row.
+type aggregateRow struct {
+	Tool, Caller, Outcome, Category string
+	Bucket                          int64
+	Calls, Errors                   int64
+}
+
+// readAggregates reads aggregates and the latency histogram from one rollup
+// tier, or from raw rows when the database lacks that tier's tables; the
+// tier it returns is "raw" then.
+func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
+	if a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
+		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
+		return agg, hist, tier, err
+	}
+	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
+	return agg, hist, "raw", err
+}
+
+// readRollup reads aggregates and the latency histogram from one tier.
+func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, error) {
+	where, args := rollupWhere(f, seconds)
+	rows, err := db.QueryContext(ctx, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
+		where+" GROUP BY tool_name, name, outcome, error_category, bucket_start", args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+	}
+	defer rows.Close()
+	var out []aggregateRow
+	for rows.Next() {
+		var a aggregateRow
+		var tool, caller, outcome, category sql.NullString
+		if err := rows.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors); err != nil {
+			return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+		}
+		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	hist, err := readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
+	return out, hist, err
+}
+
+// readRawAggregate derives the same aggregates from raw rows, for audit
+// databases written before rollups existed.
+func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
+	cols := a.columns
+	where, args, ok := rawWhere(f, cols)
+	if !ok {
+		return nil, nil, nil
+	}
+	rows, err := a.db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
+		", occurred_at, duration_ms FROM tool_calls"+where, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read tool calls: %w", err)
+	}
+	defer rows.Close()
+	type key struct {
+		tool, caller, outcome, category string
+		bucket                          int64
+	}
+	groups := map[key]*aggregateRow{}
+	durations := map[string]int64{}
+	for rows.Next() {
+		var tool, caller, outcome, category, at sql.NullString
+		var duration int64
+		if err := rows.Scan(&tool, &caller, &outcome, &category, &at, &duration); err != nil {
+			return nil, nil, fmt.Errorf("read tool calls: %w", err)
+		}
+		t, _ := parseStamp(at.String)
+		k := key{tool.String, caller.String, outcome.String, category.String, auditBucketStart(t, seconds)}
+		a, ok := groups[k]
+		if !ok {
+			a = &aggregateRow{Tool: k.tool, Caller: k.caller, Outcome: k.outcome, Category: k.category, Bucket: k.bucket}
+			groups[k] = a
+		}
+		a.Calls++
+		if k.outcome == "error" {
+			a.Errors++
+		}
+		durations[auditLatencyBucket(duration)]++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]aggregateRow, 0, len(groups))
+	for _, a := range groups {
+		out = append(out, *a)
+	}
+	hist := make([]latencyCount, 0, len(durations))
+	for b, n := range durations {
+		hist = append(hist, latencyCount{Bucket: b, Count: n})
+	}
+	return out, hist, nil
+}
+
+// latencyCount is one latency histogram bucket: "exact:N" for N ≤ 1000 ms,
+// else "log:K" for [2^K, 2^(K+1)) ms, as the audit rollups store them.
+type latencyCount struct {
+	Bucket string
+	Count  int64
+}
+
+// readLatency reads a latency histogram with query.
+func readLatency(ctx context.Context, db queryer, query string, args ...any) ([]latencyCount, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read latency histogram: %w", err)
+	}
+	defer rows.Close()
+	var out []latencyCount
+	for rows.Next() {
+		var l latencyCount
+		if err := rows.Scan(&l.Bucket, &l.Count); err != nil {
+			return nil, fmt.Errorf("read latency histogram: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// latencyValue is the representative milliseconds of a bucket.
+func latencyValue(bucket string) int64 {
+	kind, num, _ := strings.Cut(bucket, ":")
+	var n int64
+	fmt.Sscan(num, &n)
+	if kind == "log" {
+		return int64(1) << n
+	}
+	return n
+}
+
+// percentile returns the nearest-rank percentile of a histogram.
+func percentile(hist []latencyCount, p float64) (int64, bool) {
+	var total int64
+	for _, h := range hist {
+		total += h.Count
+	}
+	if total == 0 {
+		return 0, false
+	}
+	sorted := append([]latencyCount(nil), hist...)
+	sort.Slice(sorted, func(i, j int) bool { return latencyValue(sorted[i].Bucket) < latencyValue(sorted[j].Bucket) })
+	target := int64(math.Ceil(float64(total) * p))
+	var seen int64
+	for _, h := range sorted {
+		seen += h.Count
+		if seen >= target {
+			return latencyValue(h.Bucket), true
+		}
+	}
+	return latencyValue(sorted[len(sorted)-1].Bucket), true
+}

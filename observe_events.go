@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// eventHub fans live dashboard events out to every open /events stream.
+// Publishing never blocks: events are refresh hints, not a durable log, so a
+// subscriber whose buffer is full is dropped and reconnects for a snapshot.
+type eventHub struct {
+	// mu guards subs and closed; it is held only for non-blocking sends.
+	mu     sync.Mutex
+	subs   map[*eventSubscriber]struct{}
+	closed bool
+}
+
+// eventSubscriber is one /events stream's queue of encoded events. Its
+// channel is closed when the hub drops it or shuts down.
+type eventSubscriber struct {
+	ch chan []byte
+}
+
+// subscriberBuffer bounds how far one browser may lag before it is dropped.
+const subscriberBuffer = 32
+
+// newEventHub returns a hub with no subscribers.
+func newEventHub() *eventHub {
+	return &eventHub{subs: map[*eventSubscriber]struct{}{}}
+}
+
+// subscribe registers a new stream; after close it returns an already-closed
+// subscriber so late handlers end at once.
+func (h *eventHub) subscribe() *eventSubscriber {
+	s := &eventSubscriber{ch: make(chan []byte, subscriberBuffer)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(s.ch)
+		return s
+	}
+	h.subs[s] = struct{}{}
+	return s
+}
+
+// unsubscribe removes s if it is still registered.
+func (h *eventHub) unsubscribe(s *eventSubscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		close(s.ch)
+	}
+}
+
+// publish queues one event for every subscriber without waiting on any.
+func (h *eventHub) publish(event string, payload any) {
+	data, err := encodeEvent(event, payload)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	for s := range h.subs {
+		select {
+		case s.ch <- data:
+		default:
+			delete(h.subs, s)
+			close(s.ch)
+		}
+	}
+}
+
+// close ends every stream so that server shutdown need not wait for browsers.
+func (h *eventHub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.ch)
+	}
+}
+
+// encodeEvent renders one server-sent event with compact JSON data.
+func encodeEvent(event string, payload any) ([]byte, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", event, err)
+	}
+	out := make([]byte, 0, len(event)+len(data)+16)
+	out = append(out, "event: "...)
+	out = append(out, event...)
+	out = append(out, "\ndata: "...)
+	out = append(out, data...)
+	out = append(out, "\n\n"...)
+	return out, nil
+}
+
+// writeEvent writes one encoded event to w.
+func writeEvent(w io.Writer, event string, payload any) error {
+	data, err := encodeEvent(event, payload)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+// serveEvents streams server-sent events: a snapshot, then live changes. A
+// client that cannot keep up is dropped by the hub; its browser reconnects
+// and gets a fresh snapshot.
+func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "Streaming unsupported.", http.StatusInternalServerError)
+		return
+	}
+	sub := o.hub.subscribe()
+	defer o.hub.unsubscribe(sub)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A retry hint keeps reconnection quick after a drop for backpressure.
+	fmt.Fprint(w, "retry: 1000\n\n")
+	if err := writeEvent(w, "snapshot", o.snapshot()); err != nil {
+		return
+	}
+	flusher.Flush()
+	// A comment line every 15 s detects dead clients behind idle connections.
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepAlive.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case ev, ok := <-sub.ch:
+			if !ok {
+				return
+			}
+			if _, err := w.Write(ev); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}
+
+// revisions are a group's four group_state counters. Writers bump the one
+// matching what they changed, so comparing two readings tells the poller
+// which kind of event to publish without reading the data itself.
+type revisions struct {
+	message, member, wakeup, metadata int64
+}
+
+// pollLoop polls every interval until ctx ends.
+func (o *observer) pollLoop(ctx context.Context) {
+	ticker := time.NewTicker(o.pollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			o.pollOnce()
+		}
+	}
+}
+
+// pollOnce compares each group's revision counters and the newest audit id
+// with the previous poll and publishes one event per change. A group that
+// cannot be read right now (locked, half-written) is skipped and compared
+// again next time, so nothing is lost.
+func (o *observer) pollOnce() {
+	ids, dirExists := discoverGroups(o.dir)
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+		o.pollGroup(id)
+	}
+	// A missing directory can be a remount in progress; only a missing file
+	// in an existing directory means the group was deleted.
+	if dirExists {
+		for id := range o.markers {
+			if !seen[id] {
+				delete(o.markers, id)
+				o.dbs.forget(groupPath(o.dir, id))
+				o.hub.publish("group.deleted", map[string]any{"group_id": id})
+			}
+		}
+	}
+	latest, ok, err := o.dbs.latestAuditID(o.dir)
+	if err != nil {
+		return
+	}
+	if o.polled && ok && latest != o.latestAudit {
+		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
+	}
+	// latestAuditID returns 0 whenever ok is false.
+	o.latestAudit = latest
+	o.polled = true
+}
+
+// pollGroup publishes the changes of one group since the previous poll. The
+// marker is kept unchanged when the newest message cannot be read, so the
+// message event is published by a later poll instead.
+func (o *observer) pollGroup(id string) {
+	marker, err := o.dbs.groupRevisions(o.dir, id)
+	if err != nil {
+		return
+	}
+	prev, known := o.markers[id]
+	if !known {
+		o.markers[id] = marker
+		// A group that appears after the baseline is news to open pages.
+		if o.polled {
+			o.hub.publish("group.changed", map[string]any{"group_id": id})
+		}
+		return
+	}
+	if marker.message != prev.message {
+		latest, err := o.dbs.latestMessageID(o.dir, id)
+		if err != nil {
+			return
+		}
+		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": latest})
+	}
+	o.markers[id] = marker
+	if marker.member != prev.member {
+		o.hub.publish("member.changed", map[string]any{"group_id": id})
+	}
+	if marker.wakeup != prev.wakeup {
+		o.hub.publish("wakeup.changed", map[string]any{"group_id": id})
+	}
+	if marker.metadata != prev.metadata {
+		o.hub.publish("group.changed", map[string]any{"group_id": id})
+	}
+}
+
+// snapshot is sent first on every event stream so a (re)connecting browser
+// can reconcile what it shows without replaying history.
+func (o *observer) snapshot() map[string]any {
+	groups := map[string]any{}
+	ids, _ := discoverGroups(o.dir)
+	for _, id := range ids {
+		marker, err := o.dbs.groupRevisions(o.dir, id)
+		if err != nil {
+			continue
+		}
+		latest, err := o.dbs.latestMessageID(o.dir, id)
+		if err != nil {
+			continue
+		}
+		groups[id] = map[string]any{
+			"latest_message_id":  latest,
+			"member_fingerprint": strconv.FormatInt(marker.member, 10),
+			"wakeup_fingerprint": strconv.FormatInt(marker.wakeup, 10),
+		}
+	}
+	var audit any
+	if latest, ok, err := o.dbs.latestAuditID(o.dir); err == nil && ok {
+		audit = latest
+	}
+	return map[string]any{"groups": groups, "latest_audit_id": audit}
+}

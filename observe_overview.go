@@ -1,0 +1,412 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// overviewView is the Overview fragment: headline metrics, live activity,
+// group health and reliability.
+type overviewView struct {
+	Metrics       []metric
+	WakeupNote    string
+	PriorityNote  string
+	AuditEnabled  bool
+	AuditSince    stamp
+	Events        []activityEvent
+	Rows          []healthRow
+	Reliability   reliabilityView
+	GroupsMissing bool
+}
+
+// reliabilityView summarises all audit history.
+type reliabilityView struct {
+	Available bool
+	Calls     int64
+	ErrorRate string
+	P95       string
+	Failures  []failureRow
+}
+
+// serveOverview serves the Overview fragment.
+func (o *observer) serveOverview(w http.ResponseWriter, r *http.Request) {
+	o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
+}
+
+// serveOverviewGroupRow serves one group's health row, or nothing for a
+// group that cannot be read (deleted, locked), which the page then drops.
+func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("group_id")
+	if validateGroupID(id) != nil {
+		o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
+		return
+	}
+	row, ok := o.overviewGroupRow(r.Context(), id)
+	if !ok {
+		o.renderPage(w, r, http.StatusOK, "empty", nil)
+		return
+	}
+	o.renderPage(w, r, http.StatusOK, "overview-group-row", row)
+}
+
+// overviewTotals adds up the readable groups for the headline metrics.
+type overviewTotals struct {
+	groups, messages, pending, acked int64
+	responseSeconds                  float64
+	contexts                         map[string]bool
+	priorities                       map[string]int64
+}
+
+// add counts one readable group.
+func (t *overviewTotals) add(g groupSummary) {
+	t.groups++
+	for _, m := range g.Members {
+		t.contexts[m.ContextID] = true
+	}
+	for k, n := range g.Priorities {
+		t.priorities[k] += n
+		t.messages += n
+	}
+	t.pending += g.Pending
+	t.acked += g.Acknowledged
+	t.responseSeconds += g.ResponseSeconds
+}
+
+// overviewView collects every group once and derives the whole Overview.
+func (o *observer) overviewView(ctx context.Context) overviewView {
+	var v overviewView
+	ids, exists := discoverGroups(o.dir)
+	v.GroupsMissing = !exists
+	summaries := make([]groupSummary, 0, len(ids))
+	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
+	for _, id := range ids {
+		g, err := o.readGroupSummary(ctx, id)
+		if err != nil {
+			summaries = append(summaries, groupSummary{ID: id, Unavailable: true})
+			continue
+		}
+		summaries = append(summaries, g)
+		totals.add(g)
+	}
+	v.Rows = o.healthRows(summaries)
+	audit, err := o.readAuditSchema(ctx)
+	if err != nil {
+		audit = nil
+	}
+	v.Reliability = o.reliability(ctx, audit)
+	v.Metrics = overviewMetrics(totals, v.Reliability)
+	v.WakeupNote = wakeupNote(totals.acked)
+	v.PriorityNote = priorityNote(totals.priorities)
+	if meta, ok := auditMetadata(ctx, audit); ok {
+		v.AuditEnabled = true
+		v.AuditSince = o.stampOf(meta.EnabledAt, "")
+	} else if v.Reliability.Available {
+		v.AuditEnabled = true
+	}
+	v.Events = o.activity(ctx, summaries, audit)
+	return v
+}
+
+// healthRows lists groups needing a look first, then by name.
+func (o *observer) healthRows(summaries []groupSummary) []healthRow {
+	rows := make([]healthRow, 0, len(summaries))
+	for _, g := range summaries {
+		rows = append(rows, o.healthRowOf(g))
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		hi, hj := rows[i].State == "Healthy", rows[j].State == "Healthy"
+		if hi != hj {
+			return !hi
+		}
+		return strings.ToLower(rows[i].Name) < strings.ToLower(rows[j].Name)
+	})
+	return rows
+}
+
+// overviewMetrics are the headline numbers; the audit ones read "—" when
+// there is no audit history to compute them from.
+func overviewMetrics(t overviewTotals, rel reliabilityView) []metric {
+	toolCalls, errorRate := "—", "—"
+	if rel.Available {
+		toolCalls, errorRate = fmt.Sprint(rel.Calls), rel.ErrorRate
+	}
+	response := "—"
+	if t.acked > 0 {
+		response = fmt.Sprintf("%.1fs avg", t.responseSeconds/float64(t.acked))
+	}
+	return []metric{
+		{Label: "Groups", Value: fmt.Sprint(t.groups)},
+		{Label: "Contexts", Value: fmt.Sprint(len(t.contexts))},
+		{Label: "Messages", Value: fmt.Sprint(t.messages)},
+		{Label: "Tool calls", Value: toolCalls},
+		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
+		{Label: "Wakeup response", Value: response},
+	}
+}
+
+// wakeupNote says how many acknowledged wakeups the response time averages.
+func wakeupNote(acked int64) string {
+	switch {
+	case acked == 1:
+		return "1 acknowledged wakeup included"
+	case acked > 1:
+		return fmt.Sprintf("%d acknowledged wakeups included", acked)
+	}
+	return "No acknowledged wakeups yet"
+}
+
+// priorityNote lists message counts by priority: "high: 1 · normal: 4".
+func priorityNote(priorities map[string]int64) string {
+	keys := make([]string, 0, len(priorities))
+	for k := range priorities {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// memberInfo is one group member as the dashboard shows it.
+type memberInfo struct {
+	ContextID string
+	Name      string
+	Unread    int64
+}
+
+// groupSummary is what Overview needs from one group database.
+type groupSummary struct {
+	ID              string
+	Name            string
+	UpdatedAt       string
+	Members         []memberInfo
+	LatestAt        string
+	Pending         int64
+	Acknowledged    int64
+	ResponseSeconds float64
+	Priorities      map[string]int64
+	Unavailable     bool
+}
+
+// readGroupSummary reads one group's Overview inputs over a single
+// connection. It never changes unread or wakeup state.
+func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummary, error) {
+	g := groupSummary{ID: id, Priorities: map[string]int64{}}
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return g, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return g, fmt.Errorf("connect to %s: %w", id, err)
+	}
+	defer conn.Close()
+	var name, updated sql.NullString
+	err = conn.QueryRowContext(ctx, "SELECT name, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &updated)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return g, fmt.Errorf("read metadata of %s: %w", id, err)
+	}
+	g.Name, g.UpdatedAt = name.String, updated.String
+	if g.Name == "" {
+		g.Name = "Untitled group"
+	}
+	if g.Members, err = readMembers(ctx, conn); err != nil {
+		return g, fmt.Errorf("read members of %s: %w", id, err)
+	}
+	var latestAt sql.NullString
+	err = conn.QueryRowContext(ctx, "SELECT created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestAt)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return g, fmt.Errorf("read latest message of %s: %w", id, err)
+	}
+	g.LatestAt = latestAt.String
+	if err := readWakeupTotals(ctx, conn, &g); err != nil {
+		return g, fmt.Errorf("read wakeups of %s: %w", id, err)
+	}
+	if err := readPriorities(ctx, conn, g.Priorities); err != nil {
+		return g, fmt.Errorf("read message metrics of %s: %w", id, err)
+	}
+	return g, nil
+}
+
+// readWakeupTotals counts pending and acknowledged wakeups and sums the
+// acknowledged ones' response seconds.
+func readWakeupTotals(ctx context.Context, q queryer, g *groupSummary) error {
+	var pending, acked sql.NullInt64
+	var response sql.NullFloat64
+	err := q.QueryRowContext(ctx, "SELECT "+
+		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
+		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
+		"FROM wakeup_events").Scan(&pending, &acked, &response)
+	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
+	return err
+}
+
+// readPriorities adds message counts by priority into counts, from the
+// maintained metrics table when the group has one, else from the messages.
+func readPriorities(ctx context.Context, q queryer, counts map[string]int64) error {
+	tables, err := tableNames(ctx, q)
+	if err != nil {
+		return err
+	}
+	query := "SELECT COALESCE(priority, 'normal'), COUNT(*) FROM messages GROUP BY priority"
+	if tables["group_message_metrics"] {
+		query = "SELECT value, count FROM group_message_metrics WHERE metric = 'priority'"
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		counts[k] += n
+	}
+	return rows.Err()
+}
+
+// readMembers lists members with unread counts, also for group databases
+// that predate the unread_count column.
+func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
+	cols, err := columnNames(ctx, q, "group_members")
+	if err != nil {
+		return nil, err
+	}
+	query := "SELECT context_id, name, unread_count FROM group_members ORDER BY joined_at"
+	if !cols["unread_count"] {
+		query = "SELECT group_members.context_id, name, COUNT(member_unread_messages.message_id) FROM group_members " +
+			"LEFT JOIN member_unread_messages ON member_unread_messages.context_id = group_members.context_id " +
+			"GROUP BY group_members.context_id, name, joined_at ORDER BY joined_at"
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var members []memberInfo
+	for rows.Next() {
+		var m memberInfo
+		var name sql.NullString
+		if err := rows.Scan(&m.ContextID, &name, &m.Unread); err != nil {
+			return nil, err
+		}
+		m.Name = name.String
+		if m.Name == "" {
+			m.Name = m.ContextID
+		}
+		members = append(members, m)
+	}
+	return members, rows.Err()
+}
+
+// healthRow is one line of the Overview group health table.
+type healthRow struct {
+	ID         string
+	Name       string
+	Members    string
+	Unread     string
+	Pending    string
+	Latest     stamp
+	State      string
+	StateClass string
+}
+
+// healthRowOf derives a group's health row; pending wakeups need attention
+// before unread messages do.
+func (o *observer) healthRowOf(g groupSummary) healthRow {
+	if g.Unavailable {
+		return healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
+			Latest: stamp{Text: "Unavailable"}, State: "Unavailable", StateClass: "error"}
+	}
+	var unread int64
+	for _, m := range g.Members {
+		unread += m.Unread
+	}
+	row := healthRow{ID: g.ID, Name: g.Name, Members: fmt.Sprint(len(g.Members)), Unread: fmt.Sprint(unread),
+		Pending: fmt.Sprint(g.Pending), Latest: o.stampOf(g.LatestAt, "No activity"), State: "Healthy", StateClass: "ok"}
+	switch {
+	case g.Pending > 0:
+		row.State, row.StateClass = "Needs attention", "attention"
+	case unread > 0:
+		row.State, row.StateClass = "Unread", "unread"
+	}
+	return row
+}
+
+// overviewGroupRow reads one group's health row, for live row refreshes.
+func (o *observer) overviewGroupRow(ctx context.Context, id string) (healthRow, bool) {
+	g, err := o.readGroupSummary(ctx, id)
+	if err != nil {
+		return healthRow{}, false
+	}
+	return o.healthRowOf(g), true
+}
+
+// metric is one headline number.
+type metric struct {
+	Label string
+	Value string
+	When  stamp
+	Alert bool
+}
+
+// failureRow is one recent failed tool call.
+type failureRow struct {
+	Tool     string
+	Category string
+	Duration int64
+	At       stamp
+}
+
+// reliability summarises all audit history from the coarsest rollup (or
+// the raw rows of a version-1 database) and lists the 100 newest failures.
+// a is nil when the audit database cannot be read.
+func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityView {
+	v := reliabilityView{ErrorRate: "—", P95: "—"}
+	if a == nil || !a.tables["tool_calls"] {
+		return v
+	}
+	coarsest := auditResolutions[len(auditResolutions)-1]
+	agg, hist, _, err := readAggregates(ctx, a, auditFilter{}, coarsest.suffix, coarsest.seconds)
+	if err != nil {
+		return v
+	}
+	var calls, errs int64
+	for _, row := range agg {
+		calls += row.Calls
+		errs += row.Errors
+	}
+	rows, err := a.db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
+	if err != nil {
+		return v
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var at, tool, category sql.NullString
+		var duration sql.NullInt64
+		if rows.Scan(&at, &tool, &duration, &category) != nil {
+			return v
+		}
+		v.Failures = append(v.Failures, failureRow{Tool: toolLabel(tool.String), Category: errorCategoryLabel(category.String),
+			Duration: duration.Int64, At: o.stampOf(at.String, "")})
+	}
+	v.Available = true
+	v.Calls = calls
+	v.ErrorRate = percentText(errs, calls)
+	if p, ok := percentile(hist, 0.95); ok {
+		v.P95 = fmt.Sprintf("%d ms p95", p)
+	}
+	return v
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"io/fs"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEscaping(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	fx.enableAudit(now.Add(-time.Hour))
+	evil := `<img src=x onerror=alert(1)>`
+	id := fx.group(evil, `"><script>alert(2)</script>`, now, fixtureMember{"<ctx>", `<b>bold</b>`})
+	fx.messages(id, fixtureMessage{Sender: "<ctx>", SenderName: "<i>Sender</i>", Content: "<script>alert(1)</script>", At: now, Priority: "<u>p</u>"})
+	fx.calls(fixtureCall{At: now, Tool: "<svg onload=alert(3)>", Group: id, GroupName: evil, Caller: "<script>c</script>", Duration: 1})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	const (
+		group    = "&lt;img src=x onerror=alert(1)&gt;"
+		desc     = "&#34;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+		member   = "&lt;b&gt;bold&lt;/b&gt;"
+		sender   = "&lt;i&gt;Sender&lt;/i&gt;"
+		message  = "&lt;script&gt;alert(1)&lt;/script&gt;"
+		priority = "&lt;u&gt;p&lt;/u&gt;"
+		tool     = "&lt;svg onload=alert(3)&gt;"
+		caller   = "&lt;script&gt;c&lt;/script&gt;"
+	)
+	tests := []struct {
+		path    string
+		escaped []string
+	}{
+		{"/", []string{group, tool, sender, message, priority}},
+		{"/fragments/overview", []string{group, tool, sender, message, priority}},
+		{"/fragments/chats", []string{group, desc, member, sender, message, priority}},
+		{"/fragments/chat?group_id=" + id, []string{group, desc, member, sender, message, priority}},
+		{"/fragments/messages?group_id=" + id, []string{sender, message, priority}},
+		{"/fragments/message?group_id=" + id + "&message_id=1", []string{sender, message, priority}},
+		{"/fragments/analytics", []string{group, tool, caller}},
+		{"/fragments/overview-group-row?group_id=" + id, []string{group}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, body, _ := get(t, obs, tt.path)
+			if code != http.StatusOK {
+				t.Fatalf("got status %d; want 200 (body %.200q)", code, body)
+			}
+			for _, raw := range []string{"<script>alert", "<img src=x", "<svg onload", "<script>c", "<i>Sender", "<b>bold", "<u>p"} {
+				if strings.Contains(body, raw) {
+					t.Errorf("body contains live markup %q", raw)
+				}
+			}
+			for _, e := range tt.escaped {
+				if !strings.Contains(body, e) {
+					t.Errorf("body lacks the escaped form %q", e)
+				}
+			}
+		})
+	}
+	_, body, _ := get(t, obs, "/fragments/chat?group_id="+id)
+	if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("chat does not show the escaped message text")
+	}
+	if !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Error("chat does not show the escaped group name")
+	}
+}
+
+func TestOfflineAssets(t *testing.T) {
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)
+	err := fs.WalkDir(staticFiles, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := staticFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range external.FindAllString(string(data), -1) {
+			if !strings.HasSuffix(m, "//www.w3.org") {
+				t.Errorf("%s references an external host: %s", path, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := newObserveFixture(t)
+	seedBasic(fx, time.Now())
+	obs := newTestObserver(t, fx.dir, time.Second)
+	_, body, _ := get(t, obs, "/")
+	for _, src := range regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		if !strings.HasPrefix(src[1], "/static/") {
+			t.Errorf("page loads %q; want only embedded /static/ assets", src[1])
+		}
+	}
+	if strings.Contains(body, "<script>") || strings.Contains(body, " style=") {
+		t.Error("page has inline script or style, which the CSP blocks")
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"modernc.org/sqlite"
+)
+
+// domainError is a refusal the agent reads: the store, the tool handlers and
+// the resource handlers return it, and it reaches the agent as an isError
+// tool result whose text is {"error": msg}, or as a resources/* -32602
+// message. Agents read msg, so the wording is the original's, and category
+// is what the audit log counts it under.
+type domainError struct {
+	category string
+	msg      string
+}
+
+// Error returns the agent-facing message.
+func (e *domainError) Error() string { return e.msg }
+
+// Error categories, shared with the audit log and the original's README.
+const (
+	categoryValidation    = "validation"
+	categoryNotFound      = "not_found"
+	categoryAuthorization = "authorization"
+	categoryBusy          = "sqlite_busy"
+	categoryInternal      = "internal"
+)
+
+// validationErrorf is a refusal of a malformed value.
+func validationErrorf(format string, args ...any) *domainError {
+	return &domainError{category: categoryValidation, msg: fmt.Sprintf(format, args...)}
+}
+
+// authorizationErrorf is a refusal of a caller that may not do this.
+func authorizationErrorf(format string, args ...any) *domainError {
+	return &domainError{category: categoryAuthorization, msg: fmt.Sprintf(format, args...)}
+}
+
+// The original's answers once the retry window is spent, and to a caller
+// that has not joined a group or names itself otherwise than it joined.
+var (
+	errGroupBusy = &domainError{category: categoryBusy,
+		msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
+	errNotJoined    = authorizationErrorf("Context has not joined this group. Call join_group first.")
+	errNameMismatch = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+)
+
+// errWakeupNotAuthorized answers wakeup access by a session that has not
+// joined as that context: a URI alone must not grant access.
+var errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
+
+// groupNotFound answers an operation on a group whose file does not exist.
+func groupNotFound(id string) *domainError {
+	return &domainError{category: categoryNotFound,
+		msg: "Group does not exist: " + id + ". Create it first or check the group_id."}
+}
+
+// classify maps an error of a tool call to the agent-facing error of the
+// original. The store returns SQLite and file errors bare, without the
+// lowercase context wrapping used elsewhere, because their text is wire
+// text: classify puts it into the agent's message, and the original's
+// messages carry no such context.
+func classify(toolName string, err error) *domainError {
+	var de *domainError
+	var se *sqlite.Error
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &de):
+		return de
+	case isBusy(err):
+		return errGroupBusy
+	case errors.As(err, &se):
+		return &domainError{category: categoryInternal, msg: "Database error while processing " + toolName + ": " + sqliteMessage(se)}
+	case errors.As(err, &pe):
+		return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pe.Error()}
+	}
+	return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + err.Error()}
+}
+
+// sqliteCodeSuffix is what the driver appends to SQLite's message.
+var sqliteCodeSuffix = regexp.MustCompile(` \(\d+\)( \(SQLITE_[A-Z_]+\))?$`)
+
+// sqliteMessage is SQLite's own message without the driver's code suffix,
+// as Python's sqlite3 module reports it ("database or disk is full").
+func sqliteMessage(se *sqlite.Error) string {
+	msg := sqliteCodeSuffix.ReplaceAllString(se.Error(), "")
+	if _, detail, ok := strings.Cut(msg, ": "); ok {
+		return detail
+	}
+	return msg
+}

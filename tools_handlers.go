@@ -1,0 +1,309 @@
+package main
+
+// This file holds the 14 tool handlers, named after their tools, and the
+// renderings of their results. The table in tools.go lists them.
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// toolCreateGroup is the create_group tool.
+func toolCreateGroup(s *server, a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	name, nameOK := a.str("name")
+	desc, descOK := a.str("description")
+	if (a.has("name") && !nameOK) || (a.has("description") && !descOK) {
+		return nil, validationErrorf("name and description must be strings.")
+	}
+	meta, err := s.store.createGroup(contextID, name, desc)
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+// toolListGroups is the list_groups tool.
+func toolListGroups(s *server, _ toolArgs) (any, error) {
+	groups, err := s.store.listGroups()
+	if err != nil {
+		return nil, err
+	}
+	list := make([]any, len(groups))
+	for i, g := range groups {
+		list[i] = metaObject(g)
+	}
+	return object{{"groups", list}}, nil
+}
+
+// toolGetGroupMetadata is the get_group_metadata tool.
+func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
+	meta, err := s.store.groupMetadata(a.groupID())
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+// toolUpdateGroupMetadata is the update_group_metadata tool.
+func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	if a.isNull("name") && a.isNull("description") {
+		return nil, validationErrorf("Provide name and/or description to update group metadata.")
+	}
+	var name, desc *string
+	for _, f := range []struct {
+		key string
+		dst **string
+	}{{"name", &name}, {"description", &desc}} {
+		if a.isNull(f.key) {
+			continue
+		}
+		v, ok := a.str(f.key)
+		if !ok {
+			return nil, validationErrorf("%s must be a string.", f.key)
+		}
+		*f.dst = &v
+	}
+	meta, err := s.store.updateGroupMetadata(a.groupID(), contextID, name, desc)
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(meta), nil
+}
+
+// toolGetUsers is the get_users tool.
+func toolGetUsers(s *server, a toolArgs) (any, error) {
+	members, err := s.store.users(a.groupID())
+	if err != nil {
+		return nil, err
+	}
+	list := make([]any, len(members))
+	for i, m := range members {
+		list[i] = object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
+	}
+	return object{{"users", list}}, nil
+}
+
+// toolDeleteGroup is the delete_group tool.
+func toolDeleteGroup(s *server, a toolArgs) (any, error) {
+	contextID, err := a.nonEmpty("context_id")
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.deleteGroup(id, contextID); err != nil {
+		return nil, err
+	}
+	return object{{"group_id", id}, {"deleted", true}}, nil
+}
+
+// toolJoinGroup is the join_group tool.
+func toolJoinGroup(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.joinGroup(id, contextID, name); err != nil {
+		return nil, err
+	}
+	uri := wakeupURI(id, contextID)
+	s.subs.authorize(uri)
+	if err := s.subs.subscribe(uri); err != nil {
+		return nil, err
+	}
+	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
+}
+
+// toolLeaveGroup is the leave_group tool.
+func toolLeaveGroup(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	id := a.groupID()
+	if err := s.store.leaveGroup(id, contextID, name, true); err != nil {
+		return nil, err
+	}
+	s.subs.revoke(wakeupURI(id, contextID))
+	return object{{"group_id", id}, {"left", true}}, nil
+}
+
+// toolGetAllMessages is the get_all_messages tool.
+func toolGetAllMessages(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, 0)
+	return messagesObject(msgs), err
+}
+
+// toolGetLatestMessages is the get_latest_messages tool.
+func toolGetLatestMessages(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.latestMessages(a.groupID(), contextID, name)
+	return messagesObject(msgs), err
+}
+
+// toolGetUnreadMessages is the get_unread_messages tool.
+func toolGetUnreadMessages(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.unreadMessages(a.groupID(), contextID, name)
+	return messagesObject(msgs), err
+}
+
+// nonNegativeInteger matches the JSON integers Python reads as an int of at
+// least zero ("-0" is 0); fractions and exponents make a float there.
+var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
+
+// toolGetMessagesAfter is the get_messages_after tool.
+
+func toolGetMessagesAfter(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	raw := string(a.values["after_message_id"])
+	after, perr := strconv.ParseInt(raw, 10, 64)
+	if !nonNegativeInteger.MatchString(raw) || perr != nil {
+		return nil, validationErrorf("after_message_id must be a non-negative integer.")
+	}
+	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, after)
+	return messagesObject(msgs), err
+}
+
+// toolSearchMessages is the search_messages tool.
+func toolSearchMessages(s *server, a toolArgs) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	query, err := a.nonEmpty("query")
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.searchMessages(a.groupID(), contextID, name, query)
+	return messagesObject(msgs), err
+}
+
+// toolSendMessage is the send_message tool when a send runs alone. Sends a
+// client pipelines to one group run through jsonrpc_groupcommit.go, which
+// parses each with the same parseSend and stores it with the same
+// insertMessage, several in one transaction.
+func toolSendMessage(s *server, a toolArgs) (any, error) {
+	m, err := parseSend(a)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.store.sendMessage(a.groupID(), m)
+	if err != nil {
+		return nil, err
+	}
+	return sentObject(out), nil
+}
+
+// parseSend checks send_message's arguments beyond their schema.
+func parseSend(a toolArgs) (outgoing, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return outgoing{}, err
+	}
+	text, err := a.nonEmpty("message")
+	if err != nil {
+		return outgoing{}, err
+	}
+	var wake []string
+	if !a.isNull("wake_context_ids") {
+		var items []json.RawMessage
+		if json.Unmarshal(a.values["wake_context_ids"], &items) != nil || items == nil {
+			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+		}
+		for _, raw := range items {
+			var id string
+			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
+				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
+			}
+			wake = append(wake, id)
+		}
+	}
+	priority := "normal"
+	if a.has("priority") {
+		priority, _ = a.str("priority")
+	}
+	switch priority {
+	case "low", "normal", "high", "urgent":
+	default:
+		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
+	}
+	return outgoing{contextID, name, text, priority, wake}, nil
+}
+
+// sentObject is send_message's result.
+func sentObject(out sent) object {
+	return object{
+		{"message_id", out.messageID}, {"group_id", out.groupID}, {"priority", out.priority},
+		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
+		{"wakeup_targets", stringList(out.wakeupTargets)},
+	}
+}
+
+// metaObject renders a group's metadata with the original's keys; the
+// timestamps are left out for a catalog row that has none.
+func metaObject(m groupMeta) object {
+	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
+	if m.updatedAt != nil || m.createdAt != nil {
+		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
+	}
+	return o
+}
+
+// messagesObject is the result of the message retrieval tools.
+func messagesObject(msgs []message) object {
+	return object{{"messages", messageList(msgs)}}
+}
+
+// messageList renders messages with the original's keys and order. It
+// writes directly rather than through an object per message because
+// retrieval tools return thousands of them.
+type messageList []message
+
+// writePyJSON writes l as the original's json.dumps of its message dicts.
+func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
+	b.WriteByte('[')
+	for i, m := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`{"id": `)
+		b.WriteString(strconv.FormatInt(m.id, 10))
+		for _, f := range [...]struct {
+			key string
+			val any
+		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
+			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
+			b.WriteString(`, "`)
+			b.WriteString(f.key)
+			b.WriteString(`": `)
+			st.write(b, f.val)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+}
