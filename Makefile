@@ -75,6 +75,10 @@ conformance/node_modules/.package-lock.json: conformance/package-lock.json
 conformance: build conformance/node_modules/.package-lock.json
 	@echo "==> conformance check with the MCP TypeScript SDK client"
 	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_EXPECT_VERSION="$(VERSION)" node conformance/client.mjs || $(call fail,conformance (node conformance/client.mjs))
+	@echo "==> conformance check per protocol revision with the MCP TypeScript SDK v2 client"
+	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" node conformance/revisions.mjs || $(call fail,conformance (node conformance/revisions.mjs))
+	@echo "==> conformance check with the MCP Go SDK client (its own module, conformance/go)"
+	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" go run . || $(call fail,conformance (conformance/go))
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -323,8 +323,9 @@ func parseToolReply(msg *rpcMessage) (toolReply, error) {
 	if err := json.Unmarshal(msg.Result, &r); err != nil {
 		return toolReply{}, fmt.Errorf("decode tool result: %w", err)
 	}
-	if len(r.Content) != 1 || r.Content[0].Type != "text" {
-		return toolReply{}, fmt.Errorf("tool result content %.200s: want one text item", msg.Result)
+	// From 2025-06-18 on, join_group adds a resource_link after the text.
+	if len(r.Content) == 0 || r.Content[0].Type != "text" || len(r.Content) > 1 && r.Content[1].Type != "resource_link" {
+		return toolReply{}, fmt.Errorf("tool result content %.200s: want one text item, then resource links", msg.Result)
 	}
 	return toolReply{text: r.Content[0].Text, isError: r.IsError}, nil
 }

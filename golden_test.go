@@ -304,6 +304,14 @@ func (s *goldenSession) normalize(v any) any {
 			if _, ok := info["version"]; ok {
 				info["version"] = "<version>"
 			}
+			// A deliberate deviation (testdata/golden/README.md): from
+			// 2025-06-18 on, serverInfo also has the title, description and
+			// websiteUrl the revision defines; testdata/protocol checks them.
+			if rev, _ := out["protocolVersion"].(string); rev >= revTyped {
+				delete(info, "title")
+				delete(info, "description")
+				delete(info, "websiteUrl")
+			}
 		}
 		return out
 	}
@@ -438,6 +446,13 @@ func (s *goldenSession) replaySend(label string, st goldenStep) {
 // goldenVersionRE finds serverInfo.version in a raw line.
 var goldenVersionRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": )"(?:[^"\\]|\\.)*"`)
 
+// goldenInfoTitleRE and goldenInfoMoreRE find the serverInfo fields that
+// 2025-06-18 and 2025-11-25 add (a deliberate deviation, see normalize).
+var (
+	goldenInfoTitleRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk"), "title": "Crosstalk"`)
+	goldenInfoMoreRE  = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": "(?:[^"\\]|\\.)*"), "description": "(?:[^"\\]|\\.)*", "websiteUrl": "(?:[^"\\]|\\.)*"`)
+)
+
 // compareLines checks each output line byte for byte against the expected
 // value rendered as Python's json.dumps renders it, after normalization.
 // It catches what a structural comparison cannot: key order, separators and
@@ -455,6 +470,8 @@ func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []str
 		}
 		g := goldenGroupRE.ReplaceAllStringFunc(raw[i], s.placeholder)
 		g = goldenTimestampRE.ReplaceAllString(g, "<ts>")
+		g = goldenInfoTitleRE.ReplaceAllString(g, "$1")
+		g = goldenInfoMoreRE.ReplaceAllString(g, "$1")
 		g = goldenVersionRE.ReplaceAllString(g, `$1"<version>"`)
 		if g != w {
 			at := goldenFirstDiff(w, g)

@@ -41,9 +41,10 @@ func errInvalidParams(msg string) *rpcError {
 
 // request is a decoded JSON-RPC message.
 type request struct {
-	id     json.RawMessage // nil for a notification (absent or null id)
-	method string
-	params json.RawMessage // nil when absent
+	id      json.RawMessage // nil for a notification (absent or null id)
+	method  string
+	params  json.RawMessage  // nil when absent
+	version protocolRevision // the revision this request is answered in
 }
 
 // decodeRequest parses one JSON-RPC message. When ok is false the message
@@ -143,6 +144,9 @@ func (s *server) handleLine(line []byte) any {
 	}
 	if trimmed[0] != '[' {
 		return s.handleRaw(trimmed)
+	}
+	if typed(s.version) {
+		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
 	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {

@@ -132,7 +132,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 		return err
 	})
 	if err != nil {
-		return nil, resourceError(err)
+		return nil, resourceErrorFor(req.version, err)
 	}
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
@@ -144,7 +144,7 @@ func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
 		return nil, rerr
 	}
 	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
-		return nil, resourceError(err)
+		return nil, resourceErrorFor(req.version, err)
 	}
 	return object{}, nil
 }

@@ -35,6 +35,12 @@ type server struct {
 
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
+	// version is the revision initialize negotiated for this stdio
+	// process; 2026-07-28 requests carry theirs in _meta instead.
+	version protocolRevision
+
+	// inflight runs long-running requests such as subscriptions/listen.
+	inflight *inflight
 
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
@@ -47,6 +53,7 @@ type server struct {
 // toolCall describes one completed tools/call for the audit log.
 type toolCall struct {
 	requestID json.RawMessage
+	version   protocolRevision // the revision the call's answer is rendered for
 	name      string
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
@@ -67,6 +74,7 @@ var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
 	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
+	s.inflight = newInflight(s.out.write)
 	return s
 }
 
@@ -151,6 +159,7 @@ func logf(format string, args ...any) { log.Printf(format, args...) }
 // handleLine.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
+	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
 		if run := s.pipelinedSends(line, r); run != nil {
@@ -181,6 +190,13 @@ func (s *server) notify(method string, params object) error {
 // handle answers one decoded JSON-RPC message; it returns nil when nothing
 // is to be written (a notification, or a request answered by nothing).
 func (s *server) handle(req request) any {
+	if s.dispatchNotification(req) {
+		return nil
+	}
+	if meta := readRequestMeta(req.params); meta.hasVersion {
+		return s.handleModern(req, meta)
+	}
+	req.version = s.version
 	result, err := s.dispatch(req)
 	return response(req, result, err)
 }
@@ -207,11 +223,25 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	}
 	switch req.method {
 	case "tools/list":
+		if typed(req.version) {
+			return typedToolList, nil
+		}
 		return toolList, nil
 	case "tools/call":
 		return s.toolsCall(req)
 	case "resources/list":
+		if typed(req.version) {
+			r, err := s.resourcesList()
+			if err != nil {
+				return nil, err
+			}
+			return typedResources(r.(object)), nil
+		}
 		return s.resourcesList()
+	case "resources/templates/list":
+		if typed(req.version) {
+			return resourceTemplates, nil
+		}
 	case "resources/read":
 		return s.resourcesRead(req)
 	case "resources/subscribe":
@@ -240,10 +270,11 @@ func (s *server) initialize(req request) (any, *rpcError) {
 		answer = client
 	}
 	s.initialized = true
+	s.version = answer
 	return object{
 		{"protocolVersion", answer},
-		{"capabilities", object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}},
-		{"serverInfo", object{{"name", "crosstalk"}, {"version", version}}},
+		{"capabilities", serverCapabilities(answer)},
+		{"serverInfo", serverInfo(answer)},
 	}, nil
 }
 
@@ -285,7 +316,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if rerr != nil {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
-	pc.call = toolCall{requestID: req.id, started: time.Now()}
+	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now()}
 	if raw, ok := p.values["name"]; ok {
 		if name, ok := p.str("name"); ok {
 			pc.call.name = name
@@ -301,7 +332,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
 	pc.call.args = args
-	if caller, _ := args.str("caller_name"); isBlank(caller) {
+	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
+		// From 2025-11-25 on, input validation failures are tool results.
+		pc.call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
+		return pc
+	} else if isBlank(caller) {
 		return pc.refuse("tools/call caller_name must be a non-empty string.")
 	}
 	t := toolsByName[pc.call.name]
@@ -342,6 +377,9 @@ func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
 	}
 	if pc.rerr != nil {
 		return nil, pc.rerr
+	}
+	if typed(pc.call.version) {
+		return pc.call.result.typedWire(), nil
 	}
 	return pc.call.result.wire(), nil
 }

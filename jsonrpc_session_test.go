@@ -28,7 +28,7 @@ func TestLifecycle(t *testing.T) {
 			{`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, `{"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "Server is not initialized"}}`},
 		}},
 		{"initialize twice", [][2]string{
-			{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"x"}}`, `{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "resources": {"subscribe": true, "listChanged": false}}, "serverInfo": {"name": "crosstalk", "version": "` + version + `"}}}`},
+			{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"x"}}`, `{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "resources": {"subscribe": true, "listChanged": false}}, "serverInfo": {"name": "crosstalk", "title": "Crosstalk", "version": "` + version + `", "description": "` + serverDescription + `", "websiteUrl": "` + serverWebsite + `"}}}`},
 			{`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`, `{"jsonrpc": "2.0", "id": 2, "error": {"code": -32600, "message": "Invalid initialize request"}}`},
 		}},
 		{"initialize without id is ignored", [][2]string{

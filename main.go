@@ -29,6 +29,14 @@ Commands:
     --port PORT                Bind exactly this loopback port.
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
     --groups-dir PATH          Read group databases from this directory.
+  hook --client NAME [--event EVENT] [--context-id ID]
+                               Answer an agent client's hook (claude-code, codex,
+                               gemini, vscode, cursor) with the member's new mail.
+  wait [--timeout D] [--context-id ID]
+                               Block until the member has a wakeup; print it on
+                               stderr and exit 2 (Claude Code asyncRewake).
+  status [--context-id ID]     Summarize a member's groups, unread mail and
+                               wakeup delivery states.
 
 Options:
   -h, --help                   Show this help message.
@@ -56,6 +64,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "observe":
 		return runObserve(args[1:], stdout, stderr)
+	case "hook":
+		return runHook(args[1:], stdin, stdout, stderr)
+	case "wait":
+		return runWait(args[1:], stdin, stderr)
+	case "status":
+		return runStatus(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2

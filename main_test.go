@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -55,5 +58,48 @@ func TestGroupsDirFromEnv(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
 	if got, _ := groupsDirFromEnv(); got != "/home/u/.cache/crosstalk" {
 		t.Errorf("got %s; want /home/u/.cache/crosstalk", got)
+	}
+}
+
+// TestDeps holds the dependency policy the README states: go.mod requires
+// one module directly, modernc.org/sqlite, and the binary links no testing
+// code (tools such as staticcheck are installed, never required).
+func TestDeps(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct []string
+	inBlock := false
+	for _, line := range strings.Split(string(mod), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "require (":
+			inBlock = true
+			continue
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case strings.HasPrefix(line, "require "):
+			line = strings.TrimPrefix(line, "require ")
+		case !inBlock:
+			continue
+		}
+		if fields := strings.Fields(line); len(fields) >= 2 && !strings.Contains(line, "// indirect") {
+			direct = append(direct, fields[0])
+		}
+	}
+	if fmt.Sprint(direct) != "[modernc.org/sqlite]" {
+		t.Errorf("go.mod requires %v directly; want only [modernc.org/sqlite]", direct)
+	}
+
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.HasPrefix(pkg, "testing/") {
+			t.Errorf("the binary imports %s; want no testing package outside _test.go files", pkg)
+		}
 	}
 }

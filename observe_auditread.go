@@ -258,7 +258,7 @@ func (o *observer) newGroupLabeler(ctx context.Context) *groupLabeler {
 func (l *groupLabeler) label(id, recorded string) (string, bool) {
 	gone, ok := l.deleted[id]
 	if !ok {
-		gone = !groupExists(l.o.dir, id)
+		gone = !groupFileExists(l.o.dir, id)
 		l.deleted[id] = gone
 	}
 	if gone {

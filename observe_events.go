@@ -205,7 +205,7 @@ func (o *observer) pollOnce() {
 				delete(o.markers, id)
 				delete(o.signatures, id)
 				o.reads.forget(id)
-				o.dbs.forget(groupPath(o.dir, id))
+				o.dbs.forget(groupFile(o.dir, id))
 				o.hub.publish("group.deleted", map[string]any{"group_id": id})
 			}
 		}
@@ -230,7 +230,7 @@ func (o *observer) pollOnce() {
 // skipped without opening it (see groupSignature): most groups are idle,
 // and the read-only pool keeps only a few handles open.
 func (o *observer) pollGroup(id string) {
-	sig, sigOK := readGroupSignature(groupPath(o.dir, id), time.Now())
+	sig, sigOK := readGroupSignature(groupFile(o.dir, id), time.Now())
 	if prev, known := o.signatures[id]; sigOK && known && sig.unchangedSince(prev) {
 		return
 	}

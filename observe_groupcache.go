@@ -46,7 +46,7 @@ func newGroupReadCache() *groupReadCache {
 // dropping them when they are not; nil when there are none. ok is false
 // when the signature could not be read, and nothing may then be cached.
 func (c *groupReadCache) current(dir, id string) (sig groupSignature, reads *groupReads, ok bool) {
-	sig, ok = readGroupSignature(groupPath(dir, id), time.Now())
+	sig, ok = readGroupSignature(groupFile(dir, id), time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.groups[id]

@@ -13,7 +13,7 @@ import (
 func ageGroupFiles(t *testing.T, dir, id string) {
 	t.Helper()
 	old := time.Now().Add(-time.Hour)
-	for _, p := range []string{groupPath(dir, id), groupPath(dir, id) + "-wal"} {
+	for _, p := range []string{groupFile(dir, id), groupFile(dir, id) + "-wal"} {
 		if err := os.Chtimes(p, old, old); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
@@ -23,7 +23,7 @@ func ageGroupFiles(t *testing.T, dir, id string) {
 func TestGroupSignature(t *testing.T) {
 	fx := newObserveFixture(t)
 	id := fx.group("Signed", "", time.Now(), fixtureMember{"ctx0", "Zero"})
-	path := groupPath(fx.dir, id)
+	path := groupFile(fx.dir, id)
 	fresh, ok := readGroupSignature(path, time.Now())
 	if !ok {
 		t.Fatal("no signature for an existing group")
@@ -81,7 +81,7 @@ func TestOverviewSkipsIdleGroups(t *testing.T) {
 	if !strings.Contains(body, "Messages</strong><span>3") || !strings.Contains(body, "second") {
 		t.Errorf("render after a write does not show it")
 	}
-	if _, open := obs.dbs.entries[groupPath(fx.dir, ids[0])]; open {
+	if _, open := obs.dbs.entries[groupFile(fx.dir, ids[0])]; open {
 		t.Error("the unchanged group was opened again")
 	}
 }
@@ -103,7 +103,7 @@ func TestReadOnlyPoolBound(t *testing.T) {
 			t.Fatalf("pool holds %d handles; want at most %d", n, maxReadOnlyHandles)
 		}
 	}
-	if _, open := pool.entries[groupPath(fx.dir, first)]; open {
+	if _, open := pool.entries[groupFile(fx.dir, first)]; open {
 		t.Error("the least recently used handle was kept")
 	}
 	// A handle retired while a request holds it keeps answering.

@@ -64,11 +64,11 @@ func TestDeletedGroupStates(t *testing.T) {
 	obs.pollOnce()
 	sub := obs.hub.subscribe()
 	defer obs.hub.unsubscribe(sub)
-	if err := os.Remove(groupPath(fx.dir, id)); err != nil {
+	if err := os.Remove(groupFile(fx.dir, id)); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(groupPath(fx.dir, id) + "-wal")
-	os.Remove(groupPath(fx.dir, id) + "-shm")
+	os.Remove(groupFile(fx.dir, id) + "-wal")
+	os.Remove(groupFile(fx.dir, id) + "-shm")
 	obs.pollOnce()
 	select {
 	case ev := <-sub.ch:

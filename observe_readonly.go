@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,26 +51,9 @@ const retiredHandleGrace = time.Minute
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
 
-// groupIDOfFile returns the group id a database file name stands for; ok is
-// false for any name that is not a valid id plus ".sqlite3", so the store's
-// validateGroupID stays the one definition of a group id.
-func groupIDOfFile(name string) (id string, ok bool) {
-	id, ok = strings.CutSuffix(name, ".sqlite3")
-	return id, ok && validateGroupID(id) == nil
-}
-
 // newReadOnlyPool returns an empty pool.
 func newReadOnlyPool() *readOnlyPool {
 	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
-}
-
-// readOnlyDSN opens path with mode=ro (which never creates a file) and
-// query_only, so no statement from this process can write. The busy timeout
-// stays short: a locked group is skipped and shown again on the next poll.
-// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
-// the dashboard's read-only handles never do.
-func readOnlyDSN(path string) string {
-	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }
 
 // checkedFile returns the file information of an allowed database below dir:
@@ -180,7 +161,7 @@ func (p *readOnlyPool) group(dir, id string) (*sql.DB, error) {
 	if validateGroupID(id) != nil {
 		return nil, fmt.Errorf("invalid group id %q", id)
 	}
-	return p.get(dir, groupPath(dir, id))
+	return p.get(dir, groupFile(dir, id))
 }
 
 // audit returns a handle for observability.sqlite3.
@@ -242,48 +223,6 @@ func (p *readOnlyPool) latestAuditID(dir string) (int64, bool, error) {
 		return 0, false, fmt.Errorf("read latest audit id: %w", err)
 	}
 	return latest.Int64, latest.Valid, nil
-}
-
-// queryer is what both *sql.DB and *sql.Conn offer.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// tableNames lists the tables of a database.
-func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
-	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list tables: %w", err)
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
-}
-
-// columnNames lists the columns of table.
-func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
-	if err != nil {
-		return nil, fmt.Errorf("list columns of %s: %w", table, err)
-	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list columns of %s: %w", table, err)
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
 }
 
 // discoverGroups lists the group ids whose database files exist in dir,

@@ -147,7 +147,7 @@ func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 func TestObserveReadsOriginalsDatabases(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "groups")
 	const id = "grp_cadcd261ac1a428b90ccb8b7c8633132"
-	copyFile(t, filepath.Join("testdata", "interop", id+".sqlite3"), groupPath(dir, id))
+	copyFile(t, filepath.Join("testdata", "interop", id+".sqlite3"), groupFile(dir, id))
 	copyFile(t, filepath.Join("testdata", "audit", "original.sqlite3"), filepath.Join(dir, catalogFileName))
 	obs := newTestObserver(t, dir, time.Second)
 

@@ -83,7 +83,7 @@ func generateScaleFixture(tb testing.TB, dir string) {
 	}
 	st.close()
 	for g, id := range ids {
-		scaleExec(tb, groupPath(dir, id), []string{
+		scaleExec(tb, groupFile(dir, id), []string{
 			`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
 			 INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, routing_reason)
 			 SELECT 'ctx' || (i % 3), 'Member ' || (i % 3), 'Status update ' || i || ': the build is green and the release notes are drafted for review.',

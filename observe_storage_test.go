@@ -24,7 +24,7 @@ func TestStorageActions(t *testing.T) {
 	}
 	fx.calls(bulk...)
 	obs := newTestObserver(t, fx.dir, time.Second)
-	groupFile := groupPath(fx.dir, id)
+	groupFile := groupFile(fx.dir, id)
 	groupBefore, err := os.ReadFile(groupFile)
 	if err != nil {
 		t.Fatal(err)

@@ -183,7 +183,7 @@ func runLoad(tb testing.TB, bin string, procs, perProc int, pipelined bool) load
 		a.stop(tb)
 	}
 	var stored int
-	db := openTestDB(tb, groupPath(dir, g.GroupID), "ro")
+	db := openTestDB(tb, groupFile(dir, g.GroupID), "ro")
 	if err := db.QueryRow("SELECT COUNT(*) FROM messages").Scan(&stored); err != nil {
 		tb.Fatal(err)
 	}

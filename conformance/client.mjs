@@ -219,7 +219,10 @@ class Session {
       undefined, { timeout: TIMEOUT_MS });
     let payload;
     const content = result.content;
-    if (Array.isArray(content) && content.length === 1 && content[0].type === 'text') {
+    // The JSON text block comes first; from 2025-06-18 on join_group adds a
+    // resource_link to the wakeup URI after it (issue 11).
+    const links = Array.isArray(content) ? content.slice(1) : [];
+    if (Array.isArray(content) && content[0]?.type === 'text' && links.every(c => c.type === 'resource_link')) {
       try {
         payload = JSON.parse(content[0].text);
       } catch {
@@ -233,7 +236,7 @@ class Session {
   async ok(tool, args) {
     const { result, payload } = await this.call(tool, args);
     need(result.isError === false && payload !== undefined,
-      this.label + ' ' + tool + ' succeeds with one JSON text content and isError false', result);
+      this.label + ' ' + tool + ' succeeds with a JSON text content first and isError false', result);
     return payload;
   }
 

@@ -3,6 +3,15 @@ package main
 import (
 	"database/sql"
 	"errors"
+	"time"
+)
+
+// The original's wakeup timings: an unacknowledged wake event is notified
+// again after wakeupReminderInterval, and an acknowledged one is purged
+// after acknowledgedWakeupRetention.
+const (
+	wakeupReminderInterval      = 300 * time.Second
+	acknowledgedWakeupRetention = 7 * 24 * time.Hour
 )
 
 // message is one stored message as the read tools return it.

@@ -1,0 +1,203 @@
+// Per-revision conformance: drives the crosstalk MCP server once per protocol
+// revision with the official MCP TypeScript client v2
+// (@modelcontextprotocol/client, which speaks 2026-07-28 as well as the
+// 2025-era revisions), and checks on every tool that structuredContent
+// validates against its outputSchema (AJV, independently of the SDK's own
+// check) and equals the JSON of the text block, for a success and a failure.
+//
+// CROSSTALK_BIN names the server binary (default ../crosstalk-mcp).
+// Output: "ok"/"not ok" lines, then "N passed, M failed" alone on the last line.
+
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import Ajv2020 from 'ajv/dist/2020.js';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// TIMEOUT_MS bounds each request and each awaited notification: generous,
+// because CI machines are slow and the server polls SQLite for changes.
+const TIMEOUT_MS = 15_000;
+const REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'];
+const TYPED = new Set(['2025-06-18', '2025-11-25', '2026-07-28']);
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const bin = process.env.CROSSTALK_BIN?.trim() || path.resolve(here, '..', 'crosstalk-mcp');
+let passed = 0;
+let failed = 0;
+
+function check(ok, what, detail) {
+  if (ok) {
+    passed++;
+    console.log('ok - ' + what);
+  } else {
+    failed++;
+    const text = detail === undefined ? '' : ': ' + JSON.stringify(detail)?.slice(0, 500);
+    console.log('not ok - ' + what + text);
+  }
+  return ok;
+}
+
+async function connect(revision, dir) {
+  const modern = revision >= '2026-07-28';
+  const client = new Client({ name: 'crosstalk-revisions', version: '1.0.0' }, modern
+    ? { versionNegotiation: { mode: { pin: revision } } }
+    : { supportedProtocolVersions: [revision] });
+  const transport = new StdioClientTransport({
+    command: bin,
+    args: [],
+    env: { ...process.env, CROSSTALK_GROUPS_DIR: dir, CROSSTALK_POLL_INTERVAL_SECONDS: '0.1' },
+    stderr: 'inherit',
+  });
+  await client.connect(transport, { timeout: TIMEOUT_MS });
+  return client;
+}
+
+function textJSON(result) {
+  const text = (result.content ?? []).find(c => c.type === 'text');
+  try {
+    return JSON.parse(text?.text);
+  } catch {
+    return undefined;
+  }
+}
+
+// Arguments that make each tool succeed (ok) and fail (bad) in a group where
+// ctx-a created the group and both ctx-a and ctx-b joined.
+function cases(group) {
+  const me = { group_id: group, context_id: 'ctx-b', name: 'b' };
+  const missing = { group_id: 'grp_00000000000000000000000000000000', context_id: 'ctx-b', name: 'b' };
+  return {
+    create_group: [{ context_id: 'ctx-c' }, { context_id: '' }],
+    list_groups: [{}, { unexpected: 1 }],
+    get_group_metadata: [{ group_id: group }, { group_id: missing.group_id }],
+    update_group_metadata: [{ group_id: group, context_id: 'ctx-a', name: 'renamed' }, { group_id: group, context_id: 'ctx-b', name: 'x' }],
+    get_users: [{ group_id: group }, { group_id: missing.group_id }],
+    join_group: [me, missing],
+    get_all_messages: [me, missing],
+    get_latest_messages: [me, missing],
+    get_unread_messages: [me, missing],
+    get_messages_after: [{ ...me, after_message_id: 0 }, { ...me, after_message_id: -1 }],
+    search_messages: [{ ...me, query: 'hello' }, { ...me, query: '' }],
+    send_message: [{ ...me, message: 'hello @a' }, { ...me, message: '' }],
+    leave_group: [me, missing],
+    delete_group: [{ group_id: group, context_id: 'ctx-a' }, { group_id: group, context_id: 'ctx-b' }],
+  };
+}
+
+const ORDER = ['create_group', 'list_groups', 'get_group_metadata', 'update_group_metadata', 'get_users', 'join_group',
+  'send_message', 'get_all_messages', 'get_latest_messages', 'get_unread_messages', 'get_messages_after',
+  'search_messages', 'leave_group', 'delete_group'];
+
+async function callTool(client, name, args) {
+  return client.callTool({ name, arguments: { caller_name: 'revisions', ...args } }, { timeout: TIMEOUT_MS });
+}
+
+async function runRevision(revision) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'crosstalk-revisions-'));
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  let a;
+  let b;
+  try {
+    a = await connect(revision, dir);
+    b = await connect(revision, dir);
+    check(true, revision + ': two clients connect');
+    const tools = (await b.listTools({}, { timeout: TIMEOUT_MS })).tools;
+    check(tools.length === 14, revision + ': 14 tools', tools.length);
+    const byName = Object.fromEntries(tools.map(t => [t.name, t]));
+    for (const t of tools) {
+      if (TYPED.has(revision)) {
+        check(typeof t.title === 'string' && t.title.length > 0, revision + ': ' + t.name + ' has a title', t.title);
+        const an = t.annotations ?? {};
+        check(['readOnlyHint', 'destructiveHint', 'idempotentHint'].every(k => typeof an[k] === 'boolean') && an.openWorldHint === false,
+          revision + ': ' + t.name + ' has all four annotations, openWorldHint false', an);
+        check(t.outputSchema?.type === 'object', revision + ': ' + t.name + ' has an object outputSchema', t.outputSchema);
+      } else {
+        check(t.title === undefined && t.outputSchema === undefined, revision + ': ' + t.name + ' has no title or outputSchema', t);
+      }
+    }
+    const created = textJSON(await callTool(a, 'create_group', { context_id: 'ctx-a' }));
+    const group = created?.group_id;
+    if (!check(typeof group === 'string', revision + ': create_group', created)) return;
+    await callTool(a, 'join_group', { group_id: group, context_id: 'ctx-a', name: 'a' });
+    const all = cases(group);
+    for (const name of ORDER) {
+      for (const [i, args] of all[name].entries()) {
+        const label = revision + ': ' + name + (i === 0 ? ' success' : ' failure');
+        let result;
+        try {
+          result = await callTool(b, name, args);
+        } catch (error) {
+          check(false, label + ' is a tool result', String(error?.message ?? error));
+          continue;
+        }
+        check(result.isError === (i === 1), label + ' isError ' + (i === 1), result);
+        const payload = textJSON(result);
+        if (!TYPED.has(revision)) {
+          check(result.structuredContent === undefined, label + ' has no structuredContent', result);
+          continue;
+        }
+        check(JSON.stringify(result.structuredContent) === JSON.stringify(payload), label + ' structuredContent equals the text block', result);
+        const schema = byName[name].outputSchema;
+        const valid = schema ? ajv.validate(schema, result.structuredContent) : false;
+        check(valid, label + ' structuredContent validates against outputSchema', ajv.errors);
+        if (name === 'join_group' && i === 0) {
+          const link = result.content.find(c => c.type === 'resource_link');
+          check(link?.uri === payload?.wakeup_resource_uri, label + ' carries a resource_link to the wakeup URI', result.content);
+        }
+      }
+    }
+    if (TYPED.has(revision)) {
+      const templates = await b.listResourceTemplates({}, { timeout: TIMEOUT_MS });
+      check(templates.resourceTemplates?.length === 2, revision + ': two resource templates', templates);
+    }
+  } catch (error) {
+    check(false, revision + ': run completes', String(error?.stack ?? error));
+  } finally {
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// listenWakeup checks the 2026-07-28 wakeup path: a listen on a joined
+// member's wakeup URI is acknowledged and then receives the update.
+async function listenWakeup() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'crosstalk-revisions-'));
+  let a;
+  let b;
+  try {
+    a = await connect('2026-07-28', dir);
+    b = await connect('2026-07-28', dir);
+    const group = textJSON(await callTool(a, 'create_group', { context_id: 'ctx-a' })).group_id;
+    await callTool(a, 'join_group', { group_id: group, context_id: 'ctx-a', name: 'a' });
+    const uri = textJSON(await callTool(b, 'join_group', { group_id: group, context_id: 'ctx-b', name: 'b' })).wakeup_resource_uri;
+    const updates = [];
+    let wake;
+    const woken = new Promise(resolve => { wake = resolve; });
+    b.setNotificationHandler('notifications/resources/updated', n => { updates.push(n); wake(); });
+    const sub = await b.listen({ resourceSubscriptions: [uri] }, { timeout: TIMEOUT_MS });
+    check(JSON.stringify(sub.honoredFilter?.resourceSubscriptions) === JSON.stringify([uri]), '2026-07-28: listen acknowledged for the wakeup URI', sub.honoredFilter);
+    await callTool(a, 'send_message', { group_id: group, context_id: 'ctx-a', name: 'a', message: 'hi @b' });
+    const timer = new Promise(resolve => setTimeout(resolve, TIMEOUT_MS, 'timeout'));
+    const outcome = await Promise.race([woken, timer]);
+    check(outcome !== 'timeout' && updates[0]?.params?.uri === uri, '2026-07-28: wakeup arrives on the listen stream', updates);
+    await sub.close();
+  } catch (error) {
+    check(false, '2026-07-28: listen run completes', String(error?.stack ?? error));
+  } finally {
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (!fs.existsSync(bin)) {
+  console.error('revisions: server binary ' + bin + ' not found; build it (make build) or set CROSSTALK_BIN');
+  process.exit(2);
+}
+for (const revision of REVISIONS) await runRevision(revision);
+await listenWakeup();
+console.log(passed + ' passed, ' + failed + ' failed');
+process.exit(failed === 0 ? 0 : 1);

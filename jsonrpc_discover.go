@@ -1,0 +1,114 @@
+package main
+
+import "encoding/json"
+
+// cacheHint is 2026-07-28's ttlMs and cacheScope on a cacheable result.
+type cacheHint struct {
+	ttlMs int64
+	scope string
+}
+
+var (
+	// staticCache covers what only a new binary changes: the tool list, the
+	// templates and server/discover.
+	staticCache = &cacheHint{3_600_000, "public"}
+	// liveCache covers group data, which another process may change at any
+	// moment: clients (the Go SDK and TS v2 cache by ttlMs) must re-read.
+	liveCache = &cacheHint{0, "private"}
+)
+
+// modernResult completes a 2026-07-28 result: resultType, the cache hint of
+// a cacheable result, and serverInfo in _meta.
+func modernResult(result object, cache *cacheHint) object {
+	out := append(object{}, result...)
+	out = append(out, field{"resultType", "complete"})
+	if cache != nil {
+		out = append(out, field{"ttlMs", cache.ttlMs}, field{"cacheScope", cache.scope})
+	}
+	return append(out, field{"_meta", object{{metaServerInfo, serverInfo(revModern)}}})
+}
+
+// serverCapabilities is what the server offers in rev.
+func serverCapabilities(rev protocolRevision) object {
+	if rev >= revModern {
+		return object{{"tools", object{}}, {"resources", object{{"subscribe", true}}}}
+	}
+	return object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}
+}
+
+// handleModern answers a request that carries 2026-07-28's per-request
+// _meta, statelessly: nothing of an initialize is needed or consulted. It
+// returns the whole answer, or nil when nothing is to be written now.
+func (s *server) handleModern(req request, meta requestMeta) any {
+	if req.id == nil {
+		return nil // notifications are handled by dispatchNotification
+	}
+	if meta.protocolVersion != revModern {
+		return errUnsupportedVersion{meta.protocolVersion}.answer(req.id)
+	}
+	if !meta.hasCapabilities {
+		return errorResponse(req.id, errInvalidParams("_meta "+metaClientCapabilities+" is required."))
+	}
+	req.version = revModern
+	var result object
+	var rerr *rpcError
+	switch req.method {
+	case "server/discover":
+		result = modernResult(object{{"supportedVersions", allProtocolVersions}, {"capabilities", serverCapabilities(revModern)},
+			{"instructions", "Create or join a group, then send and read messages; listen on your wakeup URI to be woken."}}, staticCache)
+	case "tools/list":
+		result = modernResult(typedToolList, staticCache)
+	case "tools/call":
+		var r any
+		if r, rerr = s.toolsCall(req); rerr == nil {
+			result = modernResult(r.(object), nil)
+			s.unsubscribeJoined(result)
+		}
+	case "resources/list":
+		var r any
+		if r, rerr = s.resourcesList(); rerr == nil {
+			result = modernResult(typedResources(r.(object)), liveCache)
+		}
+	case "resources/templates/list":
+		result = modernResult(resourceTemplates, staticCache)
+	case "resources/read":
+		var r any
+		if r, rerr = s.resourcesRead(req); rerr == nil {
+			result = modernResult(r.(object), liveCache)
+		}
+	case "subscriptions/listen":
+		if rerr = s.listen(req, meta); rerr == nil {
+			return nil
+		}
+	default:
+		rerr = errMethodNotFound(req.method)
+	}
+	return response(req, result, rerr)
+}
+
+// dispatchNotification handles client notifications common to every era;
+// it reports whether method was one of them.
+func (s *server) dispatchNotification(req request) bool {
+	if req.method != "notifications/cancelled" || req.id != nil {
+		return false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if req.params != nil && json.Unmarshal(req.params, &p) == nil && len(p.RequestID) > 0 {
+		s.inflight.cancel(p.RequestID)
+	}
+	return true
+}
+
+// unsubscribeJoined undoes the session subscription a join_group makes for
+// its caller: a 2026-07-28 client gets notifications only on the
+// subscriptions/listen streams it opens. The authorization stays, so the
+// process can still read the wakeup resource.
+func (s *server) unsubscribeJoined(result object) {
+	if o, ok := result.get("structuredContent").(object); ok {
+		if uri, ok := o.get("wakeup_resource_uri").(string); ok {
+			s.subs.unsubscribe(uri)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// protocolRevision is an MCP protocol revision string such as "2025-11-25".
+// Revisions compare correctly as strings, being dates.
+type protocolRevision = string
+
+// The revisions whose behaviour differs; see README "Protocol versions".
+const (
+	revTyped  protocolRevision = "2025-06-18" // titles, outputSchema, structuredContent; no batches
+	revSEP    protocolRevision = "2025-11-25" // input validation failures as tool results; serverInfo description
+	revModern protocolRevision = "2026-07-28" // stateless: per-request _meta, server/discover, subscriptions/listen
+)
+
+// Keys of the per-request and per-result _meta fields of 2026-07-28.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// allProtocolVersions are the revisions this server speaks, newest first, as
+// server/discover and the unsupported-version error list them.
+var allProtocolVersions = stringList{revModern, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+const (
+	serverTitle       = "Crosstalk"
+	serverDescription = "Shared message groups through which AI agents talk to each other and wake each other up."
+	serverWebsite     = "https://github.com/crosstalk/crosstalk-mcp"
+	wakeupDescription = "Wakeup events for one joined context: subscribe to be told when a message targets it."
+)
+
+// serverInfo is the Implementation object for rev: name and version before
+// 2025-06-18, a title from then on, and a description and website from
+// 2025-11-25.
+func serverInfo(rev protocolRevision) object {
+	info := object{{"name", "crosstalk"}}
+	if rev >= revTyped {
+		info = append(info, field{"title", serverTitle})
+	}
+	info = append(info, field{"version", version})
+	if rev >= revSEP {
+		info = append(info, field{"description", serverDescription}, field{"websiteUrl", serverWebsite})
+	}
+	return info
+}
+
+// typed reports whether rev has titles, outputSchema and structuredContent.
+func typed(rev protocolRevision) bool { return rev >= revTyped }
+
+// requestMeta is what a request carries in params._meta.
+type requestMeta struct {
+	protocolVersion string
+	hasVersion      bool // the protocolVersion key is present: a 2026-07-28-era request
+	hasCapabilities bool
+	progressToken   json.RawMessage
+}
+
+// readRequestMeta reads params._meta; absent or malformed parts are zero.
+func readRequestMeta(params json.RawMessage) requestMeta {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	var m requestMeta
+	if len(params) == 0 || params[0] != '{' || json.Unmarshal(params, &p) != nil || p.Meta == nil {
+		return m
+	}
+	if raw, ok := p.Meta[metaProtocolVersion]; ok {
+		m.hasVersion = true
+		_ = json.Unmarshal(raw, &m.protocolVersion)
+	}
+	if raw, ok := p.Meta[metaClientCapabilities]; ok && len(raw) > 0 && raw[0] == '{' {
+		m.hasCapabilities = true
+	}
+	if raw, ok := p.Meta["progressToken"]; ok && len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		m.progressToken = raw
+	}
+	return m
+}
+
+// errUnsupportedVersion is 2026-07-28's UnsupportedProtocolVersionError.
+type errUnsupportedVersion struct{ requested string }
+
+func (e errUnsupportedVersion) answer(id json.RawMessage) object {
+	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
+		{"data", object{{"supported", allProtocolVersions}, {"requested", e.requested}}}}}}
+}
+
+// errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
+// code; earlier revisions keep the original's -32602, and 2026-07-28 moved
+// back to -32602.
+const errResourceNotFound = -32002
+
+// resourceErrorFor maps a resources/* error for rev: a missing group or
+// wakeup resource is -32002 where the revision defines that code.
+func resourceErrorFor(rev protocolRevision, err error) *rpcError {
+	e := resourceError(err)
+	var te *domainError
+	if rev >= revTyped && rev < revModern && errors.As(err, &te) && te.category == categoryNotFound {
+		return &rpcError{errResourceNotFound, e.message}
+	}
+	return e
+}
+
+// resourceTemplates is resources/templates/list's result for 2025-06-18 and
+// later: the group and wakeup URI templates.
+var resourceTemplates = object{{"resourceTemplates", []any{
+	object{{"uriTemplate", uriPrefix + "{group_id}" + uriSuffix}, {"name", "group-messages"}, {"title", "Group change signal"},
+		{"description", "Changes whenever a message is sent to the group; read get_unread_messages to see whether it concerns you."},
+		{"mimeType", "application/json"}},
+	object{{"uriTemplate", uriPrefix + "{group_id}" + wakeupSegment + "{context_id}"}, {"name", "context-wakeups"}, {"title", "Wakeups for a context"},
+		{"description", wakeupDescription + " Only a joined context may read or subscribe."}, {"mimeType", "application/json"}},
+}}}
+
+// typedResources adds each resource's title for 2025-06-18 and later.
+func typedResources(list object) object {
+	items, _ := list.get("resources").([]any)
+	out := make([]any, len(items))
+	for i, it := range items {
+		o := it.(object)
+		typed := object{o[0], o[1], {"title", "Group " + groupIDFromURI(o.get("uri"))}}
+		out[i] = append(typed, o[2:]...)
+	}
+	return object{{"resources", out}}
+}
+
+func groupIDFromURI(uri any) string {
+	s, _ := uri.(string)
+	id, err := parseGroupURI(s)
+	if err != nil {
+		return s
+	}
+	return id
+}

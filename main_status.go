@@ -1,0 +1,109 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// statusOptions are `crosstalk-mcp status`'s settings.
+type statusOptions struct {
+	contextID string
+	events    int // wake events listed per group, newest
+}
+
+// runStatus prints a short text summary of one member: its groups, unread
+// counts and pending wakeups, and how far each recent wake event got
+// (created → notified → delivered by hook, wait or tool → read).
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	contextID := fs.String("context-id", "", "the member's context_id (default $CROSSTALK_CONTEXT_ID)")
+	events := fs.Int("events", 5, "wake events shown per group, newest")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opts := statusOptions{contextID: resolveContextID("", *contextID), events: *events}
+	if opts.contextID == "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp status: --context-id is required (or CROSSTALK_CONTEXT_ID)")
+		return 2
+	}
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer st.close()
+	text, err := memberStatus(st, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp status: %v\n", err)
+		return 1
+	}
+	fmt.Fprint(stdout, text)
+	return 0
+}
+
+// memberStatus renders the summary runStatus prints.
+func memberStatus(st *store, opts statusOptions) (string, error) {
+	groups, err := st.memberships(opts.contextID)
+	if err != nil {
+		return "", err
+	}
+	var unread, wakes int64
+	for _, g := range groups {
+		unread += g.unread
+		wakes += g.wakeups
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "context_id %s: %s, %s, %s\n", opts.contextID,
+		plural(int64(len(groups)), "group"), plural(unread, "unread message"), plural(wakes, "pending wakeup"))
+	for _, g := range groups {
+		name := g.groupName
+		if name == "" {
+			name = "(unnamed)"
+		}
+		fmt.Fprintf(&b, "- %s %q as %q: %s, %s\n", g.groupID, name, g.name, plural(g.unread, "unread"), plural(g.wakeups, "pending wakeup"))
+		var ds []delivery
+		err := st.withHandle(g.groupID, func(h *groupHandle) (err error) {
+			ds, err = wakeupDeliveries(h.db, opts.contextID, opts.events)
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		for _, d := range ds {
+			b.WriteString("    " + describeDelivery(d) + "\n")
+		}
+	}
+	return b.String(), nil
+}
+
+// describeDelivery is one wake event's line: each state with its time.
+func describeDelivery(d delivery) string {
+	at := func(ts *string) string {
+		if ts == nil {
+			return "-"
+		}
+		return *ts
+	}
+	delivered := at(d.deliveredAt)
+	if d.deliveredAt != nil {
+		delivered += " by " + d.deliveredVia
+	}
+	return fmt.Sprintf("message %d (%s, %s) %s: created %s, notified %s, delivered %s, read %s",
+		d.messageID, d.relevance, d.priority, d.state(), d.createdAt, at(d.notifiedAt), delivered, at(d.readAt))
+}
+
+// plural renders "1 group" or "2 groups"; "unread" stays as it is.
+func plural(n int64, noun string) string {
+	if n == 1 || noun == "unread" {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// waitOptions are `crosstalk-mcp wait`'s settings.
+type waitOptions struct {
+	contextID string
+	timeout   time.Duration
+	// safetyPoll is how often every group is checked even without a file
+	// event: events cannot see writes made on another machine sharing the
+	// directory, and some platforms have none.
+	safetyPoll time.Duration
+}
+
+// Exit statuses of `wait`, Claude Code's asyncRewake contract: 2 wakes the
+// agent with stderr as a system reminder; 0 ends quietly.
+const (
+	waitWoke     = 2
+	waitTimedOut = 0
+)
+
+// defaultWaitTimeout ends a waiter a little before the hour for which
+// `hooks install` lets Claude Code run it; the next Stop or SessionStart
+// starts a new one.
+const defaultWaitTimeout = 55 * time.Minute
+
+// runWait blocks until the member has a wake event no waiter has delivered
+// yet, then prints it on stderr and exits 2, having recorded it delivered
+// by wait; at the timeout it exits 0 silently. It runs as a background
+// (asyncRewake) hook, so it reads the hook payload for the session id, and
+// like a hook it never fails loudly: errors exit 0 with one stderr line.
+func runWait(args []string, stdin io.Reader, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "crosstalk-mcp wait: %v\n", err)
+		return 0
+	}
+	opts, err := parseWaitOptions(args, stdin)
+	if err != nil {
+		return fail(err)
+	}
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		return fail(err)
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer st.close()
+	w := newChangeWatcher(dir)
+	defer w.close()
+	n, err := waitForWakeup(st, w, opts)
+	if err != nil {
+		return fail(err)
+	}
+	if n == nil {
+		return waitTimedOut
+	}
+	fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n))
+	return waitWoke
+}
+
+// parseWaitOptions reads the flags and, without --context-id, the hook
+// payload on stdin for the client's session id.
+func parseWaitOptions(args []string, stdin io.Reader) (waitOptions, error) {
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	client := fs.String("client", "claude-code", "")
+	contextID := fs.String("context-id", "", "")
+	timeout := fs.Duration("timeout", defaultWaitTimeout, "")
+	if err := fs.Parse(args); err != nil {
+		return waitOptions{}, err
+	}
+	c := hookClients[*client]
+	if c == nil {
+		return waitOptions{}, fmt.Errorf("--client must be one of %s, not %q", strings.Join(hookClientNames(), ", "), *client)
+	}
+	fromPayload := ""
+	if *contextID == "" && !isTerminal(stdin) {
+		raw, err := io.ReadAll(stdin)
+		if err != nil {
+			return waitOptions{}, fmt.Errorf("read %s payload: %w", c.name, err)
+		}
+		var p hookPayload
+		if jsonObject(raw, &p) {
+			fromPayload = p.str(c.sessionKeys...)
+		}
+	}
+	id := resolveContextID(fromPayload, *contextID)
+	if id == "" {
+		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
+	}
+	return waitOptions{contextID: id, timeout: *timeout, safetyPoll: 2 * time.Second}, nil
+}
+
+// isTerminal reports whether r is an interactive terminal, which `wait`
+// must not read a payload from: nothing would ever arrive.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// waitForWakeup checks the member's groups now, then again for each group
+// the watcher names and, as a safety net, all of them every safetyPoll,
+// until a wake event is claimed or the timeout passes (nil, nil).
+func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, error) {
+	sub := w.subscribe()
+	defer sub.close()
+	deadline := time.NewTimer(opts.timeout)
+	defer deadline.Stop()
+	poll := opts.safetyPoll
+	if !w.native {
+		poll = min(poll, 500*time.Millisecond)
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	only := map[string]bool(nil) // nil: check every group
+	for {
+		n, err := claimAnyWakeup(st, opts.contextID, only)
+		if err != nil || n != nil {
+			return n, err
+		}
+		select {
+		case <-deadline.C:
+			return nil, nil
+		case <-tick.C:
+			only = nil
+		case <-sub.C:
+			groups, all := sub.take()
+			only = map[string]bool{}
+			for _, g := range groups {
+				only[g] = true
+			}
+			if all {
+				only = nil
+			}
+		}
+	}
+}
+
+// claimAnyWakeup claims the member's first claimable wake event in the
+// groups named by only (every group when only is nil).
+func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNotice, error) {
+	groups, err := st.memberships(contextID)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g.wakeups == 0 || (only != nil && !only[g.groupID]) {
+			continue
+		}
+		var n *wakeNotice
+		err := retryBusy(func() (err error) {
+			n, err = st.claimWaitWakeup(g, contextID)
+			return err
+		})
+		if err != nil || n != nil {
+			return n, err
+		}
+	}
+	return nil, nil
+}
+
+// waitNoticeMaxBytes bounds the message text in a wake notice; the agent
+// reads the whole message with get_unread_messages.
+const waitNoticeMaxBytes = 2 << 10
+
+// formatWakeNotice is what `wait` prints on stderr for the agent.
+func formatWakeNotice(contextID string, n *wakeNotice) string {
+	text := n.text
+	if len(text) > waitNoticeMaxBytes {
+		text = truncateUTF8(text, waitNoticeMaxBytes) + " [...]"
+	}
+	group := n.groupID
+	if n.groupName != "" {
+		group = fmt.Sprintf("%q (%s)", n.groupName, n.groupID)
+	}
+	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n%s\n"+
+		"Read it and any other new messages with get_unread_messages (group_id %s, context_id %s), then reply if needed.",
+		n.sender, group, n.messageID, n.priority, n.relevance, text, n.groupID, contextID)
+}

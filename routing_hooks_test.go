@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hookFixture is a groups directory where alice has written to a member
+// whose context_id is a client's session id.
+type hookFixture struct {
+	st      *store
+	groupID string
+}
+
+// newHookFixture creates a group by alice with memberID joined as bob, and
+// points CROSSTALK_GROUPS_DIR at it.
+func newHookFixture(t *testing.T, memberID string) *hookFixture {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("CROSSTALK_GROUPS_DIR", dir)
+	t.Setenv("CROSSTALK_CONTEXT_ID", "")
+	st := newTestStore(t, dir)
+	meta, err := st.createGroup("alice-ctx", "team", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range [][2]string{{"alice-ctx", "alice"}, {memberID, "bob"}} {
+		if err := st.joinGroup(meta.groupID, m[0], m[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Joining leaves nothing unread: the group is empty so far.
+	return &hookFixture{st: st, groupID: meta.groupID}
+}
+
+// sendAs stores a message from alice.
+func (f *hookFixture) sendAs(t *testing.T, text string) sent {
+	t.Helper()
+	out, err := f.st.sendMessage(f.groupID, outgoing{contextID: "alice-ctx", name: "alice", text: text, priority: "normal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runHookCLI runs `crosstalk-mcp hook` through run, payload on stdin.
+func runHookCLI(t *testing.T, payload []byte, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(append([]string{"hook"}, args...), bytes.NewReader(payload), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// hookShapes checks each client and event's documented output shape and
+// returns the text the model would read.
+var hookShapes = map[string]func(t *testing.T, out string) string{
+	"claude":        func(t *testing.T, out string) string { return additionalContext(t, out, true) },
+	"gemini":        func(t *testing.T, out string) string { return additionalContext(t, out, false) },
+	"plain":         func(t *testing.T, out string) string { return out },
+	"block":         func(t *testing.T, out string) string { return decision(t, out, "block", "reason") },
+	"deny":          func(t *testing.T, out string) string { return decision(t, out, "deny", "reason") },
+	"cursorContext": func(t *testing.T, out string) string { return onlyField(t, out, "additional_context") },
+	"followup":      func(t *testing.T, out string) string { return onlyField(t, out, "followup_message") },
+}
+
+// hookContract maps each sample under testdata/hooks to its output shape.
+var hookContract = map[string]string{
+	"claude-code/SessionStart": "claude", "claude-code/UserPromptSubmit": "claude", "claude-code/PostToolUse": "claude", "claude-code/Stop": "block",
+	"codex/SessionStart": "plain", "codex/UserPromptSubmit": "plain", "codex/PostToolUse": "claude", "codex/Stop": "block",
+	"gemini/SessionStart": "gemini", "gemini/BeforeAgent": "gemini", "gemini/AfterTool": "gemini", "gemini/AfterAgent": "deny",
+	"vscode/SessionStart": "claude", "vscode/UserPromptSubmit": "claude", "vscode/PostToolUse": "claude", "vscode/Stop": "block",
+	"cursor/sessionStart": "cursorContext", "cursor/stop": "followup",
+}
+
+func decodeOneObject(t *testing.T, out string) map[string]any {
+	t.Helper()
+	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Fatalf("answer is not one line of JSON: %q", out)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("answer is not a JSON object: %v: %q", err, out)
+	}
+	return v
+}
+
+func additionalContext(t *testing.T, out string, withEventName bool) string {
+	v := decodeOneObject(t, out)
+	hso, _ := v["hookSpecificOutput"].(map[string]any)
+	if len(v) != 1 || hso == nil {
+		t.Fatalf("got %v; want only hookSpecificOutput", v)
+	}
+	if _, ok := hso["hookEventName"]; ok != withEventName {
+		t.Errorf("hookEventName present = %v; want %v", ok, withEventName)
+	}
+	text, _ := hso["additionalContext"].(string)
+	return text
+}
+
+func decision(t *testing.T, out, want, key string) string {
+	v := decodeOneObject(t, out)
+	if v["decision"] != want || len(v) != 2 {
+		t.Fatalf("got %v; want decision %q and %s", v, want, key)
+	}
+	text, _ := v[key].(string)
+	return text
+}
+
+func onlyField(t *testing.T, out, key string) string {
+	v := decodeOneObject(t, out)
+	text, ok := v[key].(string)
+	if !ok || len(v) != 1 {
+		t.Fatalf("got %v; want only %s", v, key)
+	}
+	return text
+}
+
+// TestHookContracts feeds every documented payload sample to `hook` for its
+// client and checks the documented output shape, that the mail is in it,
+// and that a second run prints no mail again.
+func TestHookContracts(t *testing.T) {
+	samples, err := filepath.Glob("testdata/hooks/*/*.json")
+	if err != nil || len(samples) != len(hookContract) {
+		t.Fatalf("got %d samples (%v); want %d", len(samples), err, len(hookContract))
+	}
+	for _, path := range samples {
+		client := filepath.Base(filepath.Dir(path))
+		event := strings.TrimSuffix(filepath.Base(path), ".json")
+		t.Run(client+"/"+event, func(t *testing.T) {
+			shape := hookShapes[hookContract[client+"/"+event]]
+			if shape == nil {
+				t.Fatalf("no contract for %s/%s", client, event)
+			}
+			payload, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			memberID := hookPayload(mustDecodePayload(t, payload)).str(hookClients[client].sessionKeys...)
+			f := newHookFixture(t, memberID)
+			f.sendAs(t, "@bob please review PR 7")
+			out, stderr, code := runHookCLI(t, payload, "--client", client)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			text := shape(t, out)
+			if !strings.Contains(text, "@bob please review PR 7") || !strings.Contains(text, f.groupID) {
+				t.Errorf("text %q lacks the message or its group id", text)
+			}
+			start := hookClients[client].events[event].kind == eventStart
+			if start && !strings.Contains(text, "your context_id is "+memberID) {
+				t.Errorf("session start text %q does not tell the context_id", text)
+			}
+			out, _, _ = runHookCLI(t, payload, "--client", client)
+			if strings.Contains(out, "please review") || (!start && out != "") {
+				t.Errorf("second run printed %q; want no mail again", out)
+			}
+		})
+	}
+}
+
+func mustDecodePayload(t *testing.T, raw []byte) map[string]json.RawMessage {
+	t.Helper()
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestHookMarksReadLikeGetUnread checks that what a hook printed is read and
+// its wake event acknowledged, so get_unread_messages returns nothing.
+func TestHookMarksReadLikeGetUnread(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob one")
+	payload := []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`)
+	if out, _, _ := runHookCLI(t, payload, "--client", "claude-code"); !strings.Contains(out, "@bob one") {
+		t.Fatalf("got %q; want the message", out)
+	}
+	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob"); err != nil || len(msgs) != 0 {
+		t.Errorf("unread after hook: %d (%v); want 0", len(msgs), err)
+	}
+	ws, err := f.st.wakeups(f.groupID, "sess-1")
+	if err != nil || len(ws) != 1 || ws[0].acknowledgedAt == nil {
+		t.Fatalf("wake events %+v (%v); want one acknowledged", ws, err)
+	}
+	ds, err := deliveriesOf(f.st, f.groupID, "sess-1")
+	if err != nil || len(ds) != 1 || ds[0].deliveredVia != viaHook || ds[0].state() != "read" {
+		t.Errorf("deliveries %+v (%v); want one read, delivered by hook", ds, err)
+	}
+}
+
+func deliveriesOf(st *store, groupID, contextID string) ([]delivery, error) {
+	var ds []delivery
+	err := st.withHandle(groupID, func(h *groupHandle) (err error) {
+		ds, err = wakeupDeliveries(h.db, contextID, 0)
+		return err
+	})
+	return ds, err
+}
+
+// TestHookBounds checks the cap of hookMaxMessages per answer, the "N
+// more" line, and that what was not printed stays unread.
+func TestHookBounds(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	for i := range 25 {
+		f.sendAs(t, fmt.Sprintf("note %02d", i))
+	}
+	payload := []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`)
+	out, _, _ := runHookCLI(t, payload, "--client", "claude-code")
+	text := additionalContext(t, out, true)
+	if n := strings.Count(text, "- message "); n != hookMaxMessages {
+		t.Errorf("printed %d messages; want %d", n, hookMaxMessages)
+	}
+	if !strings.Contains(text, "5 more: call get_unread_messages.") {
+		t.Errorf("text lacks the rest count: %q", text[len(text)-80:])
+	}
+	msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob")
+	if err != nil || len(msgs) != 5 || msgs[0].text != "note 20" {
+		t.Errorf("left unread %d (%v); want notes 20-24", len(msgs), err)
+	}
+}
+
+// TestHookByteBound checks that big messages stop the answer near 8 KiB.
+func TestHookByteBound(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	for range 4 {
+		f.sendAs(t, strings.Repeat("x", 3000))
+	}
+	out, _, _ := runHookCLI(t, []byte(`{"session_id": "sess-1"}`), "--client", "codex", "--event", "UserPromptSubmit")
+	if len(out) > hookMaxBytes+512 || !strings.Contains(out, "2 more: call get_unread_messages.") {
+		t.Errorf("answer of %d bytes, tail %q; want at most about 8 KiB and 2 more", len(out), out[max(0, len(out)-60):])
+	}
+}
+
+// TestHookWakeupsFirst checks that mail with a wake event comes before
+// older mail without one.
+func TestHookWakeupsFirst(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	if err := f.st.joinGroup(f.groupID, "carol-ctx", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	f.sendAs(t, "@carol not for bob's wakeup")
+	f.sendAs(t, "@bob wake up")
+	out, _, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`), "--client", "claude-code")
+	text := additionalContext(t, out, true)
+	if i, j := strings.Index(text, "@bob wake up"), strings.Index(text, "@carol"); i < 0 || j < 0 || i > j {
+		t.Errorf("order in %q; want the wakeup first", text)
+	}
+}
+
+// TestHookStopBlocksOnce checks that Stop keeps the agent going only while
+// a wake event is pending, once per batch of mail.
+func TestHookStopBlocksOnce(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	stop := []byte(`{"session_id": "sess-1", "hook_event_name": "Stop", "stop_hook_active": false}`)
+	if out, _, _ := runHookCLI(t, stop, "--client", "claude-code"); out != "" {
+		t.Fatalf("Stop with no mail printed %q", out)
+	}
+	f.sendAs(t, "@bob answer me")
+	if out, _, _ := runHookCLI(t, stop, "--client", "claude-code"); !strings.Contains(decision(t, out, "block", "reason"), "answer me") {
+		t.Fatalf("Stop with a wakeup printed %q; want a block", out)
+	}
+	again := []byte(`{"session_id": "sess-1", "hook_event_name": "Stop", "stop_hook_active": true}`)
+	if out, _, _ := runHookCLI(t, again, "--client", "claude-code"); out != "" {
+		t.Errorf("second Stop printed %q; want the agent let go", out)
+	}
+}
+
+// TestHookIdentity checks the fallbacks for the member's context_id and
+// that a hook that cannot tell prints nothing and says why.
+func TestHookIdentity(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob hi")
+	event := []string{"--client", "claude-code", "--event", "UserPromptSubmit"}
+	out, stderr, code := runHookCLI(t, []byte(`{}`), event...)
+	if out != "" || code != 0 || !strings.Contains(stderr, "cannot tell which member") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("no identity: out %q, stderr %q, exit %d; want nothing, one line why, 0", out, stderr, code)
+	}
+	if out, _, _ := runHookCLI(t, []byte(`{"session_id": "someone-else"}`), event...); out != "" {
+		t.Fatalf("another session printed %q; want nothing", out)
+	}
+	t.Setenv("CROSSTALK_CONTEXT_ID", "sess-1")
+	if out, _, _ := runHookCLI(t, nil, event...); !strings.Contains(out, "@bob hi") {
+		t.Errorf("CROSSTALK_CONTEXT_ID fallback printed %q; want the message", out)
+	}
+}
+
+// TestHookFailuresAreQuiet checks that bad input never breaks a client.
+func TestHookFailuresAreQuiet(t *testing.T) {
+	newHookFixture(t, "sess-1")
+	for name, args := range map[string][]string{
+		"unknown client": {"--client", "emacs"},
+		"bad payload":    {"--client", "claude-code"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, stderr, code := runHookCLI(t, []byte(`{not json`), args...)
+			if out != "" || code != 0 || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("out %q, stderr %q, exit %d; want nothing, one line, 0", out, stderr, code)
+			}
+		})
+	}
+}
+
+// TestHookNothingPendingIsFast checks the idle path's cost with a few
+// groups; the bound is generous for a loaded machine.
+func TestHookNothingPendingIsFast(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	for range 5 {
+		meta, err := f.st.createGroup("alice-ctx", "other", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.st.joinGroup(meta.groupID, "sess-1", "bob"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`)
+	start := time.Now()
+	out, stderr, _ := runHookCLI(t, payload, "--client", "claude-code")
+	if out != "" || stderr != "" {
+		t.Fatalf("out %q, stderr %q; want nothing", out, stderr)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("idle hook took %v; want well under 500ms", d)
+	}
+}

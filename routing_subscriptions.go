@@ -1,0 +1,212 @@
+package main
+
+import (
+	"sync"
+	"time"
+)
+
+// subscriptions watches the resources one MCP session subscribed to and
+// pushes notifications/resources/updated when they change. It polls SQLite
+// rather than listening in-process, because the writers it must notice are
+// often other processes, Python or Go, on the same groups directory.
+type subscriptions struct {
+	store    *store
+	interval time.Duration
+	notify   func(method string, params object) error
+
+	mu         sync.Mutex
+	subs       map[string]*subscription
+	order      []string // subscribed URIs in subscription order
+	authorized map[string]bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// subscription is the state of one subscribed URI.
+type subscription struct {
+	wakeup    bool
+	groupID   string
+	contextID string
+	revision  int64 // last notified message_revision of a group resource
+}
+
+func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
+	m := &subscriptions{
+		store: st, interval: interval, notify: notify,
+		subs: map[string]*subscription{}, authorized: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go m.run()
+	return m
+}
+
+// authorizedWakeup returns the group and context of a wakeup URI that
+// join_group authorized in this session.
+func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string, err error) {
+	g, c, err := parseWakeupURI(uri)
+	if err != nil {
+		return "", "", err
+	}
+	if !m.isAuthorized(uri) {
+		return "", "", errWakeupNotAuthorized
+	}
+	return g, c, nil
+}
+
+// subscribe starts watching uri. A wakeup URI must have been authorized by
+// join_group in this session; a group URI starts from the current revision.
+func (m *subscriptions) subscribe(uri string) error {
+	sub := &subscription{}
+	if isWakeupURI(uri) {
+		g, c, err := m.authorizedWakeup(uri)
+		if err != nil {
+			return err
+		}
+		if _, err := m.store.messageRevision(g); err != nil {
+			return err
+		}
+		sub.wakeup, sub.groupID, sub.contextID = true, g, c
+	} else {
+		g, err := parseGroupURI(uri)
+		if err != nil {
+			return err
+		}
+		rev, err := m.store.messageRevision(g)
+		if err != nil {
+			return err
+		}
+		sub.groupID, sub.revision = g, rev
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.subs[uri]; !ok {
+		m.order = append(m.order, uri)
+	}
+	m.subs[uri] = sub
+	return nil
+}
+
+// unsubscribe stops watching uri.
+func (m *subscriptions) unsubscribe(uri string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(uri)
+}
+
+func (m *subscriptions) removeLocked(uri string) {
+	if _, ok := m.subs[uri]; !ok {
+		return
+	}
+	delete(m.subs, uri)
+	for i, u := range m.order {
+		if u == uri {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// authorize lets this session read and subscribe to a joined context's
+// wakeup URI.
+func (m *subscriptions) authorize(uri string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.authorized[uri] = true
+}
+
+// revoke withdraws a wakeup URI's authorization and its subscription.
+func (m *subscriptions) revoke(uri string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.authorized, uri)
+	m.removeLocked(uri)
+}
+
+func (m *subscriptions) isAuthorized(uri string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.authorized[uri]
+}
+
+// close stops the poller and waits for it, so no notification is written
+// after the server has finished. The wait is bounded, like the original's
+// one-second join: a client that stopped reading stdout can leave the poller
+// blocked in a write, and that must not keep the process from exiting.
+func (m *subscriptions) close() {
+	close(m.stop)
+	select {
+	case <-m.done:
+	case <-time.After(time.Second):
+	}
+}
+
+func (m *subscriptions) run() {
+	defer close(m.done)
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.poll()
+		}
+	}
+}
+
+// poll checks every subscription once, in subscription order.
+func (m *subscriptions) poll() {
+	m.mu.Lock()
+	uris := append([]string(nil), m.order...)
+	subs := make([]subscription, len(uris))
+	for i, u := range uris {
+		subs[i] = *m.subs[u]
+	}
+	m.mu.Unlock()
+	for i, uri := range uris {
+		select {
+		case <-m.stop:
+			return
+		default:
+		}
+		m.check(uri, subs[i])
+	}
+}
+
+// check polls one subscription. A busy database keeps the subscription for
+// the next poll; a vanished group ends it with a "deleted" notification; a
+// notification that could not be written is not recorded as delivered.
+func (m *subscriptions) check(uri string, sub subscription) {
+	var err error
+	if sub.wakeup {
+		var w *wakeup
+		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
+			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
+				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
+					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
+				}
+			}
+			return
+		}
+	} else {
+		var rev int64
+		if rev, err = m.store.messageRevision(sub.groupID); err == nil {
+			if rev != sub.revision && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil {
+				m.mu.Lock()
+				if cur, ok := m.subs[uri]; ok {
+					cur.revision = rev
+				}
+				m.mu.Unlock()
+			}
+			return
+		}
+	}
+	if isBusy(err) || m.store.groupExists(sub.groupID) {
+		return
+	}
+	m.mu.Lock()
+	m.removeLocked(uri)
+	m.mu.Unlock()
+	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recorder collects notifications and can be told to fail writes.
+type recorder struct {
+	mu   sync.Mutex
+	fail bool
+	got  []string
+}
+
+func (r *recorder) notify(method string, params object) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("broken pipe")
+	}
+	r.got = append(r.got, method+" "+pyJSON(params))
+	return nil
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.got
+	r.got = nil
+	return got
+}
+
+func (r *recorder) setFail(fail bool) {
+	r.mu.Lock()
+	r.fail = fail
+	r.mu.Unlock()
+}
+
+func TestSubscriptionPolling(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	// Drive polls by hand: the monitor's own ticker is an hour.
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	groupURI := groupURI(g)
+	bobURI := wakeupURI(g, "bob")
+	if err := m.subscribe(bobURI); !errors.Is(err, errWakeupNotAuthorized) {
+		t.Fatalf("unauthorized wakeup subscribe: got %v; want %v", err, errWakeupNotAuthorized)
+	}
+	m.authorize(bobURI)
+	for _, uri := range []string{groupURI, bobURI} {
+		if err := m.subscribe(uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("nothing changed: got %v", got)
+	}
+
+	mustSend(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
+	rec.setFail(true)
+	m.poll()
+	rec.setFail(false)
+	var notified *string
+	if err := s.store.withGroup(g, func(db *sql.DB) error {
+		return db.QueryRow("SELECT last_notified_at FROM wakeup_events WHERE context_id = 'bob'").Scan(&notified)
+	}); err != nil {
+		t.Fatalf("read bob's wakeup: %v", err)
+	}
+	if notified != nil {
+		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
+	}
+	m.poll()
+	want := []string{
+		`notifications/resources/updated {"uri": "` + groupURI + `", "priority": "normal", "relevance": "group_change"}`,
+		`notifications/resources/updated {"uri": "` + bobURI + `", "priority": "high", "relevance": "mentioned"}`,
+	}
+	if got := rec.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after a send:\ngot  %v\nwant %v", got, want)
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("no reminder before 300 s: got %v", got)
+	}
+
+	// A reminder is due 300 s after the last notification.
+	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+	m.poll()
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
+		t.Errorf("reminder: got %v; want one wakeup notification", got)
+	}
+	s.store.now = time.Now
+	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
+	s.store.now = func() time.Time { return time.Now().Add(2 * wakeupReminderInterval) }
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("acknowledged by reading: got %v; want no reminder", got)
+	}
+	s.store.now = time.Now
+
+	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
+	m.poll()
+	want = []string{
+		`notifications/resources/updated {"uri": "` + groupURI + `", "relevance": "deleted"}`,
+		`notifications/resources/updated {"uri": "` + bobURI + `", "relevance": "deleted"}`,
+	}
+	if got := rec.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after delete:\ngot  %v\nwant %v", got, want)
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("deleted subscriptions are dropped: got %v", got)
+	}
+}
+
+// watchedGroup returns a group with alice joined and a hand-polled monitor
+// subscribed to it, whose notifications go to rec.
+func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
+	t.Helper()
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	t.Cleanup(m.close)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	if err := m.subscribe(groupURI(g)); err != nil {
+		t.Fatal(err)
+	}
+	return s, rec, m, g
+}
+
+func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
+	s, rec, m, g := watchedGroup(t)
+	mustSend(t, s, g, "alice", "Alice", "one", nil)
+	rec.setFail(true)
+	m.poll()
+	rec.setFail(false)
+	m.poll()
+	if got := rec.take(); len(got) != 1 {
+		t.Errorf("got %v; want the change notified once the write works", got)
+	}
+}
+
+func TestBusyKeepsSubscription(t *testing.T) {
+	s, rec, m, g := watchedGroup(t)
+	s.store.forget(g) // the next poll opens the file anew, under the lock
+	locker := openTestDB(t, s.store.groupPath(g), "rw")
+	locker.SetMaxOpenConns(1)
+	// An exclusive-mode write keeps readers of a WAL database out.
+	for _, q := range []string{"PRAGMA locking_mode=EXCLUSIVE", "BEGIN EXCLUSIVE", "UPDATE group_state SET message_revision = message_revision + 1"} {
+		if _, err := locker.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.poll()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("while locked: got %v; want nothing", got)
+	}
+	if _, err := locker.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	locker.Close()
+	m.poll()
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
+		t.Errorf("after the lock: got %v; want the change", got)
+	}
+}
+
+func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
+	s, _ := newTestServer(t)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	blocked := make(chan struct{})
+	defer close(blocked)
+	entered := make(chan struct{}, 1)
+	m := newSubscriptions(s.store, 10*time.Millisecond, func(string, object) error {
+		entered <- struct{}{}
+		<-blocked // a client that no longer reads stdout
+		return nil
+	})
+	if err := m.subscribe(groupURI(g)); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, s, g, "alice", "Alice", "change", nil)
+	<-entered
+	start := time.Now()
+	m.close()
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("close took %v; want it bounded at about a second", elapsed)
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// changeWatcher tells the parts of this process that wait on groups (the
+// subscription poller, `wait`, wait_for_messages, the dashboard's poll loop)
+// which groups in a directory may have changed, from file-system events on
+// the directory: inotify on Linux, kqueue on macOS and the BSDs. Writers are
+// often other processes, Python or Go, so an in-process signal would not
+// do; the events only say "look again", and every consumer still reads the
+// database to see what changed. Where no events are available (Windows, a
+// network file system whose writes happen on another machine) consumers keep
+// polling: native reports whether events flow, and callers poll more slowly
+// when they do, never not at all.
+type changeWatcher struct {
+	dir    string
+	native bool
+	stop   func()
+
+	// mu guards subs and timers, which the event goroutine and consumers
+	// share.
+	mu     sync.Mutex
+	subs   map[*watchSubscription]struct{}
+	timers map[string]*time.Timer
+}
+
+// watchSubscription collects the groups that may have changed since its
+// consumer last looked. C receives a value whenever there is something to
+// take; it is buffered, so a burst of events wakes the consumer once.
+type watchSubscription struct {
+	C <-chan struct{}
+	c chan struct{}
+	w *changeWatcher
+
+	mu     sync.Mutex
+	groups map[string]bool
+	all    bool
+}
+
+// Event settling: an event can arrive before the commit it belongs to is
+// visible to readers (the WAL frame is written before the fsync and the
+// wal-index update), so a group is announced once the directory has been
+// quiet for watchQuietPeriod and then again after each watchRecheck delay,
+// which covers a slow fsync. The re-checks cost one read per consumer.
+const watchQuietPeriod = 3 * time.Millisecond
+
+var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
+
+// newChangeWatcher starts watching dir. It never fails: without events it
+// is a watcher with native false whose subscriptions only hear publish.
+func newChangeWatcher(dir string) *changeWatcher {
+	w := &changeWatcher{dir: dir, subs: map[*watchSubscription]struct{}{}, timers: map[string]*time.Timer{}}
+	stop, err := watchDirectory(dir, w.fileEvent)
+	if err != nil {
+		logf("watch %s for changes: %v; polling only", dir, err)
+		return w
+	}
+	w.native, w.stop = true, stop
+	return w
+}
+
+// close stops the file-system watch; subscriptions stay valid but quiet.
+func (w *changeWatcher) close() {
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+	w.mu.Lock()
+	for _, t := range w.timers {
+		t.Stop()
+	}
+	w.timers = map[string]*time.Timer{}
+	w.mu.Unlock()
+}
+
+// subscribe returns a new subscription; close it when done.
+func (w *changeWatcher) subscribe() *watchSubscription {
+	c := make(chan struct{}, 1)
+	s := &watchSubscription{C: c, c: c, w: w, groups: map[string]bool{}}
+	w.mu.Lock()
+	w.subs[s] = struct{}{}
+	w.mu.Unlock()
+	return s
+}
+
+// close ends the subscription.
+func (s *watchSubscription) close() {
+	s.w.mu.Lock()
+	delete(s.w.subs, s)
+	s.w.mu.Unlock()
+}
+
+// take returns and clears what changed since the last take: group ids, or
+// all when anything may have changed (an event queue overflowed).
+func (s *watchSubscription) take() (groups []string, all bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range s.groups {
+		groups = append(groups, g)
+	}
+	all = s.all
+	s.groups, s.all = map[string]bool{}, false
+	return groups, all
+}
+
+// publish tells every subscription that group id (every group, when id is
+// empty) may have changed.
+func (w *changeWatcher) publish(id string) {
+	w.mu.Lock()
+	subs := make([]*watchSubscription, 0, len(w.subs))
+	for s := range w.subs {
+		subs = append(subs, s)
+	}
+	w.mu.Unlock()
+	for _, s := range subs {
+		s.mu.Lock()
+		if id == "" {
+			s.all = true
+		} else {
+			s.groups[id] = true
+		}
+		s.mu.Unlock()
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fileEvent receives one file-system event: the name of the file in dir
+// that changed, or "" when events were lost. It settles the group's events
+// before announcing it (see watchQuietPeriod).
+func (w *changeWatcher) fileEvent(name string) {
+	id := ""
+	if name != "" {
+		var ok bool
+		if id, ok = groupOfFile(name); !ok {
+			return
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.timers[id]; t != nil {
+		t.Reset(watchQuietPeriod)
+		return
+	}
+	step := 0
+	var t *time.Timer
+	t = time.AfterFunc(watchQuietPeriod, func() {
+		w.publish(id)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.timers[id] != t {
+			return
+		}
+		if step < len(watchRecheck) {
+			prev := time.Duration(0)
+			if step > 0 {
+				prev = watchRecheck[step-1]
+			}
+			t.Reset(watchRecheck[step] - prev)
+			step++
+			return
+		}
+		delete(w.timers, id)
+	})
+	w.timers[id] = t
+}
+
+// groupOfFile maps a file of the groups directory to its group id: the
+// database itself or SQLite's -wal and -journal files beside it. The -shm
+// file is left out: readers write to it too, and a reader must not wake
+// every other reader.
+func groupOfFile(name string) (string, bool) {
+	base := filepath.Base(name)
+	for _, suffix := range []string{"-wal", "-journal"} {
+		base = strings.TrimSuffix(base, suffix)
+	}
+	id, ok := strings.CutSuffix(base, ".sqlite3")
+	if !ok || validateGroupID(id) != nil {
+		return "", false
+	}
+	return id, true
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"syscall"
+	"unsafe"
+)
+
+// inotifyMask is what the watch on the groups directory listens for: data
+// written (the -wal of a commit, the database at a checkpoint) and files
+// appearing, disappearing or being renamed into place (a group created or
+// deleted).
+const inotifyMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE |
+	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF
+
+// watchDirectory watches dir with inotify and calls emit with the name of
+// each file that changed, or "" when the kernel dropped events. The watch
+// only names paths, never opens the database files, so it cannot disturb
+// SQLite's POSIX locks. stop removes the watch, which wakes the reading
+// goroutine with IN_IGNORED, and waits for it to end.
+func watchDirectory(dir string, emit func(name string)) (stop func(), err error) {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	wd, err := syscall.InotifyAddWatch(fd, dir, inotifyMask)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer syscall.Close(fd)
+		readInotify(fd, emit)
+	}()
+	return func() {
+		syscall.InotifyRmWatch(fd, uint32(wd))
+		<-done
+	}, nil
+}
+
+// readInotify reads events until the watch is removed or reading fails.
+func readInotify(fd int, emit func(name string)) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return
+		}
+		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+			ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			nameBytes := buf[off+syscall.SizeofInotifyEvent : off+syscall.SizeofInotifyEvent+int(ev.Len)]
+			off += syscall.SizeofInotifyEvent + int(ev.Len)
+			switch {
+			case ev.Mask&syscall.IN_IGNORED != 0:
+				return
+			case ev.Mask&syscall.IN_Q_OVERFLOW != 0:
+				emit("")
+			case ev.Len > 0:
+				emit(string(bytes.TrimRight(nameBytes, "\x00")))
+			}
+		}
+	}
+}

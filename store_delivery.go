@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// delivery is one wake event of a member with how far it got: created when
+// a message routed to the member was sent, notified when a session pushed
+// notifications/resources/updated for it, delivered when a hook, `wait` or a
+// tool put it in front of the agent, and read when it was acknowledged. The
+// dashboard's Chats view and `crosstalk-mcp status` show these states.
+type delivery struct {
+	eventID   int64
+	messageID int64
+	contextID string
+	relevance string
+	priority  string
+	createdAt string
+	// notifiedAt is wakeup_events.last_notified_at, written by the
+	// original and by this port alike.
+	notifiedAt *string
+	// deliveredAt and deliveredVia come from wakeup_deliveries, which only
+	// this port writes; a wake event acknowledged without such a row was
+	// delivered by a read tool (get_unread_messages and the like), at the
+	// time it was acknowledged.
+	deliveredAt  *string
+	deliveredVia string
+	readAt       *string
+}
+
+// Delivery routes recorded in wakeup_deliveries.delivered_via.
+const (
+	viaHook           = "hook"
+	viaWait           = "wait"
+	viaTool           = "tool"
+	viaWaitForMessage = "wait_for_messages"
+)
+
+// state names the furthest state the wake event reached.
+func (d delivery) state() string {
+	switch {
+	case d.readAt != nil:
+		return "read"
+	case d.deliveredAt != nil:
+		return "delivered"
+	case d.notifiedAt != nil:
+		return "notified"
+	}
+	return "created"
+}
+
+// deliveriesTable is this port's record of how mail reached a member. It is
+// a table of its own rather than new columns on wakeup_events so that the
+// Python original, which never reads unknown tables, keeps working on the
+// same files; the original's 7-day purge of acknowledged wake events is
+// mirrored here by purgeDeliveries.
+const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
+    message_id INTEGER NOT NULL,
+    context_id TEXT NOT NULL,
+    delivered_at TEXT NOT NULL,
+    delivered_via TEXT NOT NULL,
+    PRIMARY KEY (message_id, context_id)
+)`
+
+// hasDeliveriesTable reports whether a group database has wakeup_deliveries
+// yet; a group only the original has written to does not.
+func hasDeliveriesTable(q queryer) (bool, error) {
+	var n int
+	err := q.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'wakeup_deliveries'").Scan(&n)
+	return n > 0, err
+}
+
+// wakeupDeliveries returns the wake events of one group, oldest first, with
+// their delivery states: every member's when contextID is empty. limit caps
+// the newest rows returned (0 means all). q is any handle on the group's
+// database: the dashboard passes its read-only one, `status` a store's.
+func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error) {
+	has, err := hasDeliveriesTable(q)
+	if err != nil {
+		return nil, err
+	}
+	cols := "w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at"
+	from := " FROM wakeup_events w"
+	if has {
+		cols += ", d.delivered_at, d.delivered_via"
+		from += " LEFT JOIN wakeup_deliveries d ON d.message_id = w.message_id AND d.context_id = w.context_id"
+	} else {
+		cols += ", NULL, NULL"
+	}
+	query := "SELECT " + cols + from
+	var args []any
+	if contextID != "" {
+		query += " WHERE w.context_id = ?"
+		args = append(args, contextID)
+	}
+	query += " ORDER BY w.id DESC"
+	if limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := q.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []delivery
+	for rows.Next() {
+		var d delivery
+		var via sql.NullString
+		if err := rows.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
+			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via); err != nil {
+			return nil, err
+		}
+		d.deliveredVia = via.String
+		if d.deliveredAt == nil && d.readAt != nil {
+			d.deliveredAt, d.deliveredVia = d.readAt, viaTool
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Oldest first reads as a timeline; the query took the newest.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// recordDeliveries marks messageIDs delivered to contextID by via in tx,
+// creating the table on first use and purging rows whose wake events the
+// 7-day retention has removed.
+func (s *store) recordDeliveries(tx groupTx, contextID, via string, messageIDs []int64) error {
+	if len(messageIDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(deliveriesTable); err != nil {
+		return err
+	}
+	now := s.timestamp()
+	for _, id := range messageIDs {
+		if _, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) VALUES (?, ?, ?, ?) "+
+			"ON CONFLICT(message_id, context_id) DO UPDATE SET delivered_at = excluded.delivered_at, delivered_via = excluded.delivered_via",
+			id, contextID, now, via); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec("DELETE FROM wakeup_deliveries WHERE NOT EXISTS (SELECT 1 FROM wakeup_events w " +
+		"WHERE w.message_id = wakeup_deliveries.message_id AND w.context_id = wakeup_deliveries.context_id) " +
+		"AND NOT EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = wakeup_deliveries.message_id AND u.context_id = wakeup_deliveries.context_id)")
+	return err
+}
+
+// membership is one group a context has joined, with what waits for it.
+type membership struct {
+	groupID   string
+	groupName string
+	name      string // the member's name in the group
+	unread    int64
+	wakeups   int64 // unacknowledged wake events
+}
+
+// memberships lists every group in the store's directory that contextID has
+// joined, sorted by group id. Groups that vanish or are busy while being
+// read are skipped: a hook must answer quickly and the next one will see
+// them.
+func (s *store) memberships(contextID string) ([]membership, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []membership
+	for _, path := range names {
+		id := strings.TrimSuffix(filepath.Base(path), ".sqlite3")
+		if validateGroupID(id) != nil {
+			continue
+		}
+		m := membership{groupID: id}
+		found := false
+		err := s.withGroup(id, func(db *sql.DB) error {
+			err := db.QueryRow("SELECT name, unread_count, "+
+				"(SELECT COUNT(*) FROM wakeup_events WHERE context_id = ?1 AND acknowledged_at IS NULL), "+
+				"COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		var te *domainError
+		if err != nil && (isBusy(err) || errors.As(err, &te)) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// pendingMessage is one unread message of a member, with its wake event
+// when it has an unacknowledged one.
+type pendingMessage struct {
+	groupID   string
+	groupName string
+	msg       message
+	wakes     bool   // an unacknowledged wake event exists
+	relevance string // the wake event's relevance when wakes
+}
+
+// pendingMail returns a member's unread messages in one group, oldest first.
+func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, error) {
+	var out []pendingMessage
+	err := s.withGroup(g.groupID, func(db *sql.DB) error {
+		rows, err := db.Query("SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, "+
+			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id "+
+			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
+			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			p := pendingMessage{groupID: g.groupID, groupName: g.groupName}
+			var mentions, targets string
+			var relevance sql.NullString
+			if err := rows.Scan(&p.msg.id, &p.msg.contextID, &p.msg.name, &p.msg.text, &p.msg.sentAt, &p.msg.priority,
+				&mentions, &targets, &p.msg.routingReason, &relevance); err != nil {
+				return err
+			}
+			p.msg.mentions, p.msg.wakeupTargets = parseStringList(mentions), parseStringList(targets)
+			p.wakes, p.relevance = relevance.Valid, relevance.String
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// deliverMessages marks the given unread messages of contextID read and
+// acknowledges their wake events, exactly as get_unread_messages does for
+// the messages it returns, and records them delivered by via. It returns
+// the ids that were still unread: a concurrent reader may have taken some,
+// and those must not be shown twice.
+func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var confirmed []int64
+	err := s.writeGroup(groupID, func(tx groupTx) error {
+		confirmed = confirmed[:0]
+		placeholders := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+		args := make([]any, 0, len(ids)+1)
+		args = append(args, contextID)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN ("+placeholders+") ORDER BY message_id", args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			confirmed = append(confirmed, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if len(confirmed) == 0 {
+			return nil
+		}
+		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
+			return err
+		}
+		predicate := "message_id IN (" + placeholders + ")"
+		ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args[1:])
+		if err != nil {
+			return err
+		}
+		unreadChanged, err := removeUnread(tx, contextID, predicate, args[1:])
+		if err != nil {
+			return err
+		}
+		var which revision
+		if unreadChanged {
+			which |= revMember
+		}
+		if ackChanged {
+			which |= revWakeup
+		}
+		return bumpRevisions(tx, which)
+	})
+	return confirmed, err
+}
+
+// wakeNotice is a wake event `wait` claimed: enough to tell the agent who
+// wrote, where and why it is being woken.
+type wakeNotice struct {
+	groupID   string
+	groupName string
+	messageID int64
+	sender    string
+	priority  string
+	relevance string
+	text      string
+}
+
+// claimWaitWakeup finds the oldest unacknowledged wake event of contextID in
+// group g that no `wait` delivered in the last reminder interval, records it
+// delivered by wait and returns it; nil when there is none. The check reads
+// first and writes only when there is something to claim, because every
+// write wakes every watcher of the directory. The write re-checks inside
+// its transaction, so two waiters of one member never both claim an event.
+func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, error) {
+	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
+	find := func(q interface {
+		QueryRow(string, ...any) rowScanner
+	}, has bool) (*wakeNotice, error) {
+		query := "SELECT w.message_id, w.priority, w.relevance, m.sender_name, m.content FROM wakeup_events w JOIN messages m ON m.id = w.message_id " +
+			"WHERE w.context_id = ?1 AND w.acknowledged_at IS NULL"
+		if has {
+			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id AND d.delivered_at > ?2)"
+		} else {
+			query += " AND ?2 IS NOT NULL"
+		}
+		query += " ORDER BY w.id ASC LIMIT 1"
+		n := wakeNotice{groupID: g.groupID, groupName: g.groupName}
+		err := q.QueryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &n, nil
+	}
+	var found *wakeNotice
+	err := s.withGroup(g.groupID, func(db *sql.DB) error {
+		has, err := hasDeliveriesTable(db)
+		if err != nil {
+			return err
+		}
+		found, err = find(sqlRowQueryer{db}, has)
+		return err
+	})
+	if err != nil || found == nil {
+		return nil, err
+	}
+	var claimed *wakeNotice
+	err = s.writeGroup(g.groupID, func(tx groupTx) error {
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		var err error
+		if claimed, err = find(tx, true); err != nil || claimed == nil {
+			return err
+		}
+		return s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID})
+	})
+	return claimed, err
+}
+
+// sqlRowQueryer adapts *sql.DB's QueryRow to return a rowScanner, the shape
+// groupTx.QueryRow has.
+type sqlRowQueryer struct{ db *sql.DB }
+
+func (q sqlRowQueryer) QueryRow(query string, args ...any) rowScanner {
+	return q.db.QueryRow(query, args...)
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// groupMeta is a group's metadata as get_group_metadata and the catalog
+// report it. createdAt is nil only for catalog rows written without one.
+type groupMeta struct {
+	groupID     string
+	name        string
+	description string
+	createdAt   *string
+	updatedAt   *string
+}
+
+// createGroup makes a new group database owned by contextID. A failure
+// removes every file it created, so a retried call leaves no orphan.
+func (s *store) createGroup(contextID, name, description string) (groupMeta, error) {
+	id := "grp_" + randomHex(16)
+	path := s.groupPath(id)
+	if err := s.initGroup(path, contextID, name, description); err != nil {
+		removeDatabaseFiles(path)
+		return groupMeta{}, fmt.Errorf("create group %s: %w", id, err)
+	}
+	meta, err := s.groupMetadata(id)
+	if err != nil {
+		return groupMeta{}, err
+	}
+	s.upsertCatalog(meta)
+	return meta, nil
+}
+
+// upsertCatalog records meta in the catalog. The catalog is only an index
+// that listGroups repairs, so a failure here does not fail the operation.
+func (s *store) upsertCatalog(meta groupMeta) {
+	updated := ""
+	if meta.updatedAt != nil {
+		updated = *meta.updatedAt
+	}
+	err := retryBusy(func() error {
+		cat, err := s.catalog()
+		if err != nil {
+			return err
+		}
+		_, err = cat.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+			"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
+			"created_at = excluded.created_at, updated_at = excluded.updated_at",
+			meta.groupID, meta.name, meta.description, meta.createdAt, updated)
+		return err
+	})
+	if err != nil {
+		logf("update catalog for %s: %v", meta.groupID, err)
+	}
+}
+
+// listGroups returns every group database in dir with its catalog metadata,
+// sorted by id. Stale catalog rows are removed and missing ones added.
+func (s *store) listGroups() ([]groupMeta, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
+	if err != nil {
+		return nil, err
+	}
+	onDisk := map[string]bool{}
+	for _, name := range names {
+		if id, ok := groupIDOfFile(filepath.Base(name)); ok {
+			onDisk[id] = true
+		}
+	}
+	catalog := map[string]groupMeta{}
+	cat, err := s.catalog()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	for rows.Next() {
+		var m groupMeta
+		if err := rows.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read catalog: %w", err)
+		}
+		catalog[m.groupID] = m
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	for id := range catalog {
+		if !onDisk[id] {
+			if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
+				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
+			}
+		}
+	}
+	groups := make([]groupMeta, 0, len(onDisk))
+	for id := range onDisk {
+		m, ok := catalog[id]
+		if !ok {
+			var err error
+			if m, err = s.groupMetadata(id); err == nil {
+				s.upsertCatalog(m)
+			} else {
+				m = groupMeta{groupID: id}
+			}
+		}
+		groups = append(groups, m)
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].groupID < groups[j].groupID })
+	return groups, nil
+}
+
+// groupMetadata reads a group's metadata row.
+func (s *store) groupMetadata(id string) (groupMeta, error) {
+	m := groupMeta{groupID: id}
+	err := s.withGroup(id, func(db *sql.DB) error {
+		var created, updated string
+		err := db.QueryRow("SELECT name, description, created_at, updated_at FROM group_metadata WHERE id = 1").
+			Scan(&m.name, &m.description, &created, &updated)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		m.createdAt, m.updatedAt = &created, &updated
+		return err
+	})
+	return m, err
+}
+
+// updateGroupMetadata changes name and/or description; only the creator may.
+func (s *store) updateGroupMetadata(id, contextID string, name, description *string) (groupMeta, error) {
+	err := s.writeGroup(id, func(tx groupTx) error {
+		var curName, curDesc, creator string
+		err := tx.QueryRow("SELECT name, description, creator_context_id FROM group_metadata WHERE id = 1").Scan(&curName, &curDesc, &creator)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && creator != contextID) {
+			return authorizationErrorf("Only the context that created this group can update its metadata.")
+		}
+		if err != nil {
+			return err
+		}
+		if name != nil {
+			curName = *name
+		}
+		if description != nil {
+			curDesc = *description
+		}
+		if _, err := tx.Exec("UPDATE group_metadata SET name = ?, description = ?, updated_at = ? WHERE id = 1",
+			curName, curDesc, s.timestamp()); err != nil {
+			return err
+		}
+		return bumpRevisions(tx, revMetadata)
+	})
+	if err != nil {
+		return groupMeta{}, err
+	}
+	meta, err := s.groupMetadata(id)
+	if err != nil {
+		return groupMeta{}, err
+	}
+	s.upsertCatalog(meta)
+	return meta, nil
+}
+
+// deleteGroup removes a group's database, sidecar files and catalog row;
+// only the creator may. This process closes its own handle first, because a
+// deleted file written through an old handle would lose those writes.
+func (s *store) deleteGroup(id, contextID string) error {
+	if err := validateGroupID(id); err != nil {
+		return err
+	}
+	if !s.groupExists(id) {
+		return &domainError{category: categoryNotFound,
+			msg: "Group does not exist: " + id + ". It may already have been deleted."}
+	}
+	var creator string
+	err := s.withGroup(id, func(db *sql.DB) error {
+		err := db.QueryRow("SELECT creator_context_id FROM group_metadata WHERE id = 1").Scan(&creator)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if creator == "" || creator != contextID {
+		return authorizationErrorf("Only the context that created this group can delete it.")
+	}
+	s.forget(id)
+	if err := removeDatabaseFiles(s.groupPath(id)); err != nil {
+		return fmt.Errorf("delete group %s: %w", id, err)
+	}
+	if err := retryBusy(func() error {
+		cat, err := s.catalog()
+		if err != nil {
+			return err
+		}
+		_, err = cat.Exec("DELETE FROM groups WHERE group_id = ?", id)
+		return err
+	}); err != nil {
+		logf("remove catalog row for %s: %v", id, err)
+	}
+	return nil
+}
+
+// revision names a group_state counter that observers poll.
+type revision int
+
+const (
+	revMessage revision = 1 << iota
+	revMember
+	revWakeup
+	revMetadata
+)
+
+// bumpRevisions advances the group_state counters named by which.
+func bumpRevisions(tx groupTx, which revision) error {
+	var fields []string
+	for _, r := range []struct {
+		bit   revision
+		field string
+	}{{revMessage, "message_revision"}, {revMember, "member_revision"}, {revWakeup, "wakeup_revision"}, {revMetadata, "metadata_revision"}} {
+		if which&r.bit != 0 {
+			fields = append(fields, r.field+" = "+r.field+" + 1")
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	_, err := tx.Exec("UPDATE group_state SET " + strings.Join(fields, ", ") + " WHERE id = 1")
+	return err
+}
+
+// member is one row of get_users.
+type member struct {
+	contextID       string
+	name            string
+	joinedAt        string
+	latestMessageID *int64
+}
+
+// users lists a group's members ordered by context id.
+func (s *store) users(id string) ([]member, error) {
+	var members []member
+	err := s.withGroup(id, func(db *sql.DB) error {
+		rows, err := db.Query("SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m member
+			if err := rows.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID); err != nil {
+				return err
+			}
+			members = append(members, m)
+		}
+		return rows.Err()
+	})
+	return members, err
+}
+
+// joinGroup adds contextID as a member with every existing message unread,
+// or renames an existing member.
+func (s *store) joinGroup(id, contextID, name string) error {
+	return s.writeGroup(id, func(tx groupTx) error {
+		var one int
+		err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.Exec("INSERT INTO group_members(context_id, name, joined_at, unread_count) SELECT ?, ?, ?, COUNT(*) FROM messages",
+				contextID, name, s.timestamp()); err != nil {
+				return err
+			}
+			if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT ?, id FROM messages", contextID); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			if _, err := tx.Exec("UPDATE group_members SET name = ? WHERE context_id = ?", name, contextID); err != nil {
+				return err
+			}
+		}
+		return bumpRevisions(tx, revMember)
+	})
+}
+
+// leaveGroup removes a member, its unread rows and its wake events. With
+// checkName false the stored identity is used (resources/unsubscribe).
+func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
+	return s.writeGroup(id, func(tx groupTx) error {
+		if checkName {
+			if _, err := requireMember(tx, contextID, name); err != nil {
+				return err
+			}
+		} else {
+			var one int
+			err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return authorizationErrorf("Context is not a member of this group.")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec("DELETE FROM group_members WHERE context_id = ?", contextID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ?", contextID); err != nil {
+			return err
+		}
+		res, err := tx.Exec("DELETE FROM wakeup_events WHERE context_id = ?", contextID)
+		if err != nil {
+			return err
+		}
+		which := revMember
+		if n, _ := res.RowsAffected(); n > 0 {
+			which |= revWakeup
+		}
+		return bumpRevisions(tx, which)
+	})
+}
+
+// requireMember returns the member's latest sent message id, or the
+// original's authorization errors when contextID has not joined under name.
+func requireMember(tx groupTx, contextID, name string) (int64, error) {
+	var joined string
+	var latest sql.NullInt64
+	err := tx.QueryRow("SELECT name, latest_message_id FROM group_members WHERE context_id = ?", contextID).Scan(&joined, &latest)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, errNotJoined
+	}
+	if err != nil {
+		return 0, err
+	}
+	if joined != name {
+		return 0, errNameMismatch
+	}
+	return latest.Int64, nil
+}
+
+// randomHex returns n random bytes as lowercase hex, like uuid4().hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	crand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCatalog(t *testing.T) {
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, catalogFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("catalog before first use: got %v; want no file (start-up does no database work)", err)
+	}
+	if _, err := st.listGroups(); err != nil {
+		t.Fatal(err)
+	}
+	cat := openTestDB(t, filepath.Join(dir, catalogFileName), "rw")
+	if got := queryRows(t, cat, "PRAGMA auto_vacuum"); got[0] != "2" {
+		t.Errorf("auto_vacuum: got %s; want 2 (incremental)", got[0])
+	}
+	a, err := st.createGroup("alice", "A", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.createGroup("alice", "B", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer removes b's file and a's catalog row behind our back.
+	if err := removeDatabaseFiles(st.groupPath(b.groupID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", a.groupID); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := st.listGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].groupID != a.groupID || groups[0].name != "A" {
+		t.Errorf("listGroups: got %+v; want only %s named A", groups, a.groupID)
+	}
+	if got := queryRows(t, cat, "SELECT group_id FROM groups"); len(got) != 1 || got[0] != a.groupID {
+		t.Errorf("catalog rows: got %v; want [%s] (stale removed, missing restored)", got, a.groupID)
+	}
+}
+
+func TestDeleteGroupRemovesFiles(t *testing.T) {
+	s, _ := newTestServer(t)
+	keep := mustCreateGroup(t, s, "alice")
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustSend(t, s, g, "alice", "Alice", "bye", nil)
+	path := s.store.groupPath(g)
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatalf("expected a -wal file while the group is open: %v", err)
+	}
+	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: got %v; want it removed", filepath.Base(p), err)
+		}
+	}
+	rows := queryRows(t, openTestDB(t, filepath.Join(s.store.dir, catalogFileName), "rw"), "SELECT group_id FROM groups")
+	if len(rows) != 1 || rows[0] != keep {
+		t.Errorf("catalog: got %v; want only %s", rows, keep)
+	}
+	if !s.store.groupExists(keep) {
+		t.Error("the other group was removed too")
+	}
+}
+
+// TestGroupDeletedElsewhere shows that a group deleted through another
+// store (as by another process) is reported as not found by a store that
+// holds a cached handle, and that its file is never recreated.
+func TestGroupDeletedElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	other := newTestStore(t, dir)
+	meta, err := st.createGroup("alice", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := meta.groupID
+	if err := st.joinGroup(g, "alice", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.deleteGroup(g, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]func() error{
+		"users": func() error { _, err := st.users(g); return err },
+		"sendMessage": func() error {
+			_, err := st.sendMessage(g, outgoing{contextID: "alice", name: "Alice", text: "x", priority: "normal"})
+			return err
+		},
+		"joinGroup": func() error { return st.joinGroup(g, "bob", "Bob") },
+		"revision":  func() error { _, err := st.messageRevision(g); return err },
+	}
+	for name, op := range ops {
+		var de *domainError
+		if err := op(); !errors.As(err, &de) || de.category != categoryNotFound {
+			t.Errorf("%s: got %v; want not_found", name, err)
+		}
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, g+"*"))
+	if len(matches) != 0 {
+		t.Errorf("group files reappeared: %v", matches)
+	}
+}

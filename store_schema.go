@@ -1,0 +1,157 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+)
+
+const (
+	// groupSchemaVersion is the user_version of a group database.
+	groupSchemaVersion = 1
+	// catalogFileName is the file that holds the group catalog beside the
+	// audit log's tables.
+	catalogFileName = "observability.sqlite3"
+)
+
+// groupSchema is the original's group database layout, version 1.
+var groupSchema = []string{
+	`CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sender_context_id TEXT NOT NULL,
+    sender_name TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    priority TEXT NOT NULL DEFAULT 'normal',
+    mentions TEXT NOT NULL DEFAULT '[]',
+    wakeup_targets TEXT NOT NULL DEFAULT '[]',
+    routing_reason TEXT NOT NULL DEFAULT 'fallback'
+)`,
+	`CREATE INDEX IF NOT EXISTS messages_by_sender_and_id ON messages(sender_context_id, id)`,
+	`CREATE TABLE IF NOT EXISTS group_message_metrics (
+    metric TEXT NOT NULL,
+    value TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (metric, value)
+)`,
+	`CREATE TABLE IF NOT EXISTS group_metadata (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    name TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    creator_context_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)`,
+	`CREATE TABLE IF NOT EXISTS group_members (
+    context_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    joined_at TEXT NOT NULL,
+    latest_message_id INTEGER,
+    unread_count INTEGER NOT NULL DEFAULT 0
+)`,
+	`CREATE TABLE IF NOT EXISTS member_unread_messages (
+    context_id TEXT NOT NULL,
+    message_id INTEGER NOT NULL,
+    PRIMARY KEY (context_id, message_id)
+)`,
+	`CREATE INDEX IF NOT EXISTS member_unread_messages_by_message ON member_unread_messages(message_id)`,
+	`CREATE TABLE IF NOT EXISTS wakeup_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id INTEGER NOT NULL,
+    context_id TEXT NOT NULL,
+    relevance TEXT NOT NULL,
+    priority TEXT NOT NULL DEFAULT 'normal',
+    created_at TEXT NOT NULL,
+    acknowledged_at TEXT,
+    last_notified_at TEXT,
+    UNIQUE(message_id, context_id)
+)`,
+	`CREATE INDEX IF NOT EXISTS wakeup_events_by_context ON wakeup_events(context_id, id)`,
+	`CREATE TABLE IF NOT EXISTS group_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    message_revision INTEGER NOT NULL DEFAULT 0,
+    member_revision INTEGER NOT NULL DEFAULT 0,
+    wakeup_revision INTEGER NOT NULL DEFAULT 0,
+    metadata_revision INTEGER NOT NULL DEFAULT 0
+)`,
+	// The trigram index makes LIKE '%x%' searches indexable; detail='none'
+	// keeps it small because only rowids are needed.
+	`CREATE VIRTUAL TABLE IF NOT EXISTS message_search USING fts5(content, content='messages', content_rowid='id', tokenize='trigram', detail='none')`,
+	`CREATE TRIGGER IF NOT EXISTS messages_search_after_insert
+AFTER INSERT ON messages BEGIN
+    INSERT INTO message_search(rowid, content) VALUES (new.id, new.content);
+END`,
+	`CREATE TRIGGER IF NOT EXISTS messages_search_after_delete
+AFTER DELETE ON messages BEGIN
+    INSERT INTO message_search(message_search, rowid, content) VALUES ('delete', old.id, old.content);
+END`,
+	`CREATE TRIGGER IF NOT EXISTS messages_search_after_content_update
+AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO message_search(message_search, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO message_search(rowid, content) VALUES (new.id, new.content);
+END`,
+}
+
+func (s *store) initGroup(path, contextID, name, description string) error {
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		return err
+	}
+	return inTx(db, func(tx *sql.Tx) error {
+		for _, q := range groupSchema {
+			if _, err := tx.Exec(q); err != nil {
+				return err
+			}
+		}
+		now := s.timestamp()
+		if _, err := tx.Exec("INSERT OR IGNORE INTO group_metadata(id, name, description, creator_context_id, created_at, updated_at) VALUES (1, ?, ?, ?, ?, ?)",
+			name, description, contextID, now, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec("INSERT OR IGNORE INTO group_state(id) VALUES (1)"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", groupSchemaVersion))
+		return err
+	})
+}
+
+// catalog returns the catalog database, creating its file and table on
+// first use. A failure is not remembered: the next call tries again.
+func (s *store) catalog() (*sql.DB, error) {
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	if s.catalogDB != nil {
+		return s.catalogDB, nil
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(s.dir, catalogFileName), "rwc"))
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	db.SetMaxOpenConns(2)
+	err = retryBusy(func() error {
+		// auto_vacuum only takes effect before the file's first table; both
+		// settings persist in the file, like the original's catalog.
+		for _, q := range []string{
+			"PRAGMA auto_vacuum=INCREMENTAL",
+			"PRAGMA journal_mode=WAL",
+			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
+		} {
+			if _, err := db.Exec(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialize catalog: %w", err)
+	}
+	s.catalogDB = db
+	return db, nil
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// sqliteDSN builds a modernc.org/sqlite data source name for an SQLite URI.
+// Per-connection settings must live in the DSN because database/sql pools
+// connections; mode "rw" never creates a file, so a group deleted by another
+// process cannot be resurrected by a new pooled connection.
+func sqliteDSN(path, mode string) string {
+	p := filepath.ToSlash(path)
+	if filepath.VolumeName(path) != "" {
+		p = "/" + p
+	}
+	q := url.Values{}
+	q.Set("mode", mode)
+	q.Add("_pragma", "busy_timeout(100)")
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
+}
+
+// readOnlyDSN opens path with mode=ro (which never creates a file) and
+// query_only, so no statement from this process can write. The busy timeout
+// stays short: a locked group is skipped and shown again on the next poll.
+// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
+// the dashboard's read-only handles never do.
+func readOnlyDSN(path string) string {
+	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
+}
+
+// busyRetryWindow is how long a whole operation is retried while SQLite
+// reports the database busy or locked. SQLite's own busy handler is not
+// fair between processes, so each attempt waits only 100 ms (busy_timeout)
+// and the retry loop adds backoff with jitter.
+const busyRetryWindow = 3 * time.Second
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
+// extended form.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// retryBusy runs op until it succeeds, fails with anything but busy/locked,
+// or busyRetryWindow has passed, sleeping with doubling backoff and jitter
+// between attempts so that competing processes spread out.
+func retryBusy(op func() error) error {
+	deadline := time.Now().Add(busyRetryWindow)
+	delay := 25 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !isBusy(err) {
+			return err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return err
+		}
+		sleep := delay/2 + rand.N(delay/2+1)
+		time.Sleep(min(sleep, remaining))
+		delay = min(delay*2, 400*time.Millisecond)
+	}
+}
+
+// inTx runs fn in one IMMEDIATE transaction (the DSN's _txlock): a deferred
+// transaction that reads and then writes fails at once with
+// SQLITE_BUSY_SNAPSHOT when another process committed in between.
+func inTx(db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// rowScanner is the Scan of an *sql.Row.
+type rowScanner interface{ Scan(dest ...any) error }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// queryer is what both *sql.DB and *sql.Conn offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// tableNames lists the tables of a database.
+func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list tables: %w", err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
+}
+
+// columnNames lists the columns of table.
+func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
+	if err != nil {
+		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
+}
+
+// removeDatabaseFiles deletes a database and the -wal and -shm files SQLite
+// keeps beside it in WAL mode.
+func removeDatabaseFiles(path string) error {
+	var errs []error
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
