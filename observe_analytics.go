@@ -160,17 +160,20 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	// a fraction of the rows (the original reads only that tier); the finer
 	// tier is then read for the timeline alone, grouped by its primary
 	// key's first column, so without a sort.
-	sumTier, sumSeconds := tier, seconds
+	sumTier, sumSeconds, split := tier, seconds, false
 	if coarsest := auditResolutions[len(auditResolutions)-1]; f.From.IsZero() && f.To.IsZero() && tier != coarsest.suffix &&
 		a.tables["analytics_"+coarsest.suffix] && a.tables["analytics_latency_"+coarsest.suffix] && a.tables["analytics_"+tier] {
-		sumTier, sumSeconds = coarsest.suffix, coarsest.seconds
+		sumTier, sumSeconds, split = coarsest.suffix, coarsest.seconds, true
 	}
-	agg, hist, sumTier, err := readAggregates(ctx, a, f, sumTier, sumSeconds)
+	agg, hist, readTier, err := readAggregates(ctx, a, f, sumTier, sumSeconds)
 	if err != nil {
 		return v
 	}
+	if !split {
+		tier = readTier
+	}
 	var timeline map[int64]int64
-	if sumTier != tier {
+	if split {
 		if timeline, err = readTimeline(ctx, a.db, f, tier, seconds); err != nil {
 			return v
 		}

@@ -15,11 +15,12 @@ import (
 type groupSignature struct {
 	db, wal fileStamp
 	// settled is set when both files were last modified well before the
-	// signature was read. A file system with coarse timestamps (a second
-	// or two on some network and FAT volumes) can commit twice within one
-	// timestamp, and a WAL rewritten from its start keeps its size; only a
-	// signature whose files have been quiet for longer than that
-	// granularity proves that nothing changed since.
+	// signature was read. Two commits can fall within one timestamp tick
+	// (a few milliseconds on Linux, whose file times follow the scheduler
+	// tick; a second or two on ext3, HFS+, FAT and some network volumes),
+	// and a WAL rewritten from its start keeps its size; only a signature
+	// whose files have been quiet for longer than the tick proves that
+	// nothing changed since.
 	settled bool
 }
 
@@ -32,9 +33,14 @@ type fileStamp struct {
 }
 
 // signatureSettle is the quiet time after which a file's timestamp is
-// trusted to show every later write: above the 2 s granularity of the
-// coarsest file systems in use.
-const signatureSettle = 3 * time.Second
+// trusted to show every later write. Times with a fraction of a second come
+// from a file system with fine timestamps, whose tick is at most 10 ms;
+// whole seconds may mean 1 or 2 s granularity, so such files must be quiet
+// for longer than that.
+const (
+	signatureSettle       = 200 * time.Millisecond
+	signatureSettleCoarse = 3 * time.Second
+)
 
 // readGroupSignature stats the database at path and its WAL. ok is false
 // when the database cannot be stat'ed (deleted, or an I/O error): the
@@ -55,7 +61,11 @@ func readGroupSignature(path string, now time.Time) (sig groupSignature, ok bool
 	if sig.wal.modTime.After(latest) {
 		latest = sig.wal.modTime
 	}
-	sig.settled = now.Sub(latest) > signatureSettle
+	settle := signatureSettleCoarse
+	if sig.db.modTime.Nanosecond() != 0 || sig.wal.modTime.Nanosecond() != 0 {
+		settle = signatureSettle
+	}
+	sig.settled = now.Sub(latest) > settle
 	return sig, true
 }
 

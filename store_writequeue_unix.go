@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// writeQueueAvailable reports whether this platform has the write queue.
+const writeQueueAvailable = true
+
 // queueFD is an open side file of a writeQueue.
 type queueFD int
 
