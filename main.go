@@ -2,7 +2,8 @@
 // AI contexts talk in groups stored as SQLite databases on a shared filesystem.
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
-// local read-only dashboard.
+// local dashboard, read-only over group data (its Storage view's two
+// maintenance actions write the audit database, observe_storage.go).
 package main
 
 import (
@@ -18,12 +19,15 @@ import (
 var version = "1.1.10"
 
 // usage is printed by --help. Its wording follows the original's so scripts
-// that grep it keep working.
+// that grep it keep working, "read-only" included.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
 
 Commands:
+  serve [--http ADDR] [OPTIONS]
+                               Serve MCP over stdio (the default) or, with --http,
+                               over Streamable HTTP for agents on other machines.
   observe [OPTIONS]            Start the local read-only observer dashboard.
     --silent                   Do not open a browser automatically.
     --port PORT                Bind exactly this loopback port.
@@ -37,12 +41,15 @@ Commands:
                                stderr and exit 2 (Claude Code asyncRewake).
   status [--context-id ID]     Summarize a member's groups, unread mail and
                                wakeup delivery states.
+  doctor [--repair] [--groups-dir PATH]
+                               List group files no server can use; --repair
+                               moves them into the damaged/ folder.
 
 Options:
   -h, --help                   Show this help message.
   --version                    Show the installed Crosstalk version.
 
-Run 'crosstalk-mcp observe --help' for observer option details.
+Run 'crosstalk-mcp serve --help' or 'crosstalk-mcp observe --help' for option details.
 `
 
 func main() {
@@ -62,8 +69,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "--version":
 		fmt.Fprintln(stdout, version)
 		return 0
+	case "serve":
+		return runServe(args[1:], stdin, stdout, stderr)
 	case "observe":
 		return runObserve(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "hook":
 		return runHook(args[1:], stdin, stdout, stderr)
 	case "wait":

@@ -39,6 +39,8 @@ type observer struct {
 	static       http.Handler
 	// handler is the route table behind the middleware chain (routes).
 	handler http.Handler
+	// fsWarning is the network filesystem warning for dir, or "".
+	fsWarning string
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
@@ -223,6 +225,9 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
+	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
@@ -300,6 +305,7 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},
 		reads:        newGroupReadCache(),
+		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
 	o.handler = o.routes()
 	return o, nil
@@ -394,7 +400,7 @@ func serveHealth(w http.ResponseWriter, r *http.Request) {
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" || !allowedHost(r.Host) {
-			http.Error(w, "Forbidden: the observer only answers loopback host names.", http.StatusForbidden)
+			http.Error(w, "Forbidden: this server only answers loopback host names.", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -231,26 +231,6 @@ func runDashboard(tb testing.TB, bin, dir string, reps int) dashboardRun {
 	return r
 }
 
-// peakRSS reads a process's VmHWM from /proc.
-func peakRSS(tb testing.TB, pid int) int64 {
-	tb.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	tb.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
-}
-
 // millis renders durations as a median and range in milliseconds.
 func millis(d []time.Duration) string {
 	s := slices.Clone(d)

@@ -34,6 +34,8 @@ type store struct {
 
 	catalogMu sync.Mutex
 	catalogDB *sql.DB // nil until first use
+
+	damaged damagedWarnings // unusable group files already reported
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;
@@ -214,6 +216,17 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 	}
 	err = fn(h)
 	h.inUse.RUnlock()
+	if isReadOnly(err) {
+		// SQLite may have opened the file read-only while it could not be
+		// written, and would keep failing (isReadOnly): drop the handle and
+		// try once more on a fresh one, which succeeds if the cause is gone.
+		// A failed operation wrote nothing, so it can run again.
+		s.forget(id)
+		if h, aerr := s.acquire(id); aerr == nil {
+			err = fn(h)
+			h.inUse.RUnlock()
+		}
+	}
 	if err != nil && !isBusy(err) && !s.groupExists(id) {
 		// The file went away under this operation: another process
 		// deleted the group. Report that, not the SQLite error.
