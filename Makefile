@@ -86,10 +86,16 @@ conformance/http/node_modules/.package-lock.json: conformance/http/package-lock.
 	@echo "==> npm ci --prefix conformance/http"
 	@npm ci --prefix conformance/http --no-audit --no-fund || $(call fail,npm ci --prefix conformance/http)
 
-conformance-http: build conformance/http/node_modules/.package-lock.json
+conformance-http: build conformance/node_modules/.package-lock.json conformance/http/node_modules/.package-lock.json
 	@echo "==> official MCP conformance suite against serve --http (Node 22 from conformance/http)"
 	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" conformance/http/node_modules/node/bin/node conformance/http/run.mjs \
 		|| $(call fail,conformance-http (conformance/http/run.mjs; baseline conformance/http/baseline.yml))
+	@echo "==> TypeScript SDK v2 clients, one agent over HTTP and one over stdio, every revision"
+	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http node conformance/revisions.mjs \
+		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http node conformance/revisions.mjs))
+	@echo "==> Go SDK clients, the recipient over HTTP (2026-07-28)"
+	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http go run . \
+		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http conformance/go))
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
