@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +44,23 @@ type observer struct {
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
-	markers     map[string]revisions
+	markers    map[string]revisions
+	signatures map[string]groupSignature // at the last complete pollGroup
+	// reads caches the Overview's reads of unchanged groups.
+	reads       *groupReadCache
 	latestAudit int64
 	// polled is set once a poll has read every group and the audit id, so
 	// later polls can tell news from the baseline.
 	polled bool
 }
+
+// observerMemoryLimit is the dashboard's soft limit on the memory the Go
+// runtime uses (GOMEMLIMIT overrides it). A render of hundreds of groups
+// allocates tens of megabytes that are garbage a moment later; with the
+// default GOGC alone the heap would grow to twice its peak live size before
+// a collection. The limit only makes the collector run sooner: it is well
+// above what the dashboard keeps live, so it never starves the process.
+const observerMemoryLimit = 40 << 20
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
 // busy an OS-chosen port is used instead.
@@ -233,6 +245,9 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(observerMemoryLimit)
+	}
 	obs, err := newObserver(dir, opts.pollInterval)
 	if err != nil {
 		ln.Close()
@@ -288,6 +303,8 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		now:          time.Now,
 		static:       staticHandler(),
 		markers:      map[string]revisions{},
+		signatures:   map[string]groupSignature{},
+		reads:        newGroupReadCache(),
 		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
 	o.handler = o.routes()

@@ -88,7 +88,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	summaries := make([]groupSummary, 0, len(ids))
 	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
 	for _, id := range ids {
-		g, err := o.readGroupSummary(ctx, id)
+		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
 			summaries = append(summaries, groupSummary{ID: id, Unavailable: true})
 			continue
