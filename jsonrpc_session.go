@@ -79,7 +79,13 @@ var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26
 // newServer returns a session that writes to stdout one message per line and
 // starts its subscription poller, which runs until s.subs.close.
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
-	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
+	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, interval)
+}
+
+// newServerWriting returns a session whose messages leave through out, as
+// the HTTP transport's do, and starts its subscription poller.
+func newServerWriting(st *store, out messageWriter, interval time.Duration) *server {
+	s := &server{store: st, out: out, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
 	s.inflight = newInflight(s.out.write)
 	return s
@@ -113,6 +119,9 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
 	}
 	st, err := newStore(dir)
 	if err != nil {
