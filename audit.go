@@ -130,16 +130,10 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 		return nil, nil
 	}
 	path := filepath.Join(dir, catalogFileName)
-	// busy_timeout(100) bounds how long one audit attempt can wait for a lock;
-	// synchronous(NORMAL) is durable in WAL mode against process crashes and
-	// saves an fsync per write, which analytics do not need.
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)")
+	db, err := openAuditDB(path)
 	if err != nil {
-		return nil, fmt.Errorf("open audit database %s: %w", path, err)
+		return nil, err
 	}
-	// One connection: there is one writer anyway, and the prepared statements
-	// belong to the connection they were prepared on.
-	db.SetMaxOpenConns(1)
 	if warn == nil {
 		warn = io.Discard
 	}
@@ -148,10 +142,43 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
 		a.report(err)
+		if isReadOnly(err) {
+			a.reopen()
+		}
 	}
 	a.mu.Unlock()
 	go a.write()
 	return a, nil
+}
+
+// openAuditDB opens the audit database's handle: busy_timeout(100) bounds
+// how long one audit attempt can wait for a lock; synchronous(NORMAL) is
+// durable in WAL mode against process crashes and saves an fsync per write,
+// which analytics do not need.
+func openAuditDB(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return nil, fmt.Errorf("open audit database %s: %w", path, err)
+	}
+	// One connection: there is one writer anyway, and the prepared statements
+	// belong to the connection they were prepared on.
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// reopen replaces a handle SQLite opened read-only (see isReadOnly) with a
+// fresh one, so that the next attempt writes once the file is writable.
+// Callers hold a.mu.
+func (a *auditLog) reopen() {
+	db, err := openAuditDB(a.path)
+	if err != nil {
+		return
+	}
+	for _, st := range a.stmts {
+		st.Close()
+	}
+	a.db.Close()
+	a.db, a.stmts, a.ready = db, nil, false
 }
 
 // close writes what is queued, stops the writer and releases the database.
@@ -297,13 +324,15 @@ func (a *auditLog) observe(c toolCall) {
 // attempt prepares the schema if needed, records events and runs due
 // retention: one attempt, whose failure loses these events only.
 func (a *auditLog) attempt(events []auditEvent) error {
-	if err := a.prepare(); err != nil {
-		return err
+	err := a.prepare()
+	if err == nil {
+		ctx := context.Background()
+		if err = a.record(ctx, events...); err == nil {
+			_, err = a.cleanup(ctx)
+		}
 	}
-	ctx := context.Background()
-	if err := a.record(ctx, events...); err != nil {
-		return err
+	if isReadOnly(err) {
+		a.reopen()
 	}
-	_, err := a.cleanup(ctx)
 	return err
 }

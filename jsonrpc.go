@@ -50,8 +50,13 @@ type request struct {
 // decodeRequest parses one JSON-RPC message. When ok is false the message
 // is malformed and reply, which may be nil, is its whole answer.
 func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
+	// splitObject leaves the values in raw rather than copying them: a
+	// send_message line may be hundreds of megabytes.
 	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil || string(m["jsonrpc"]) != `"2.0"` {
+	if json.Valid(raw) {
+		m, _ = splitObject(raw)
+	}
+	if m == nil || string(m["jsonrpc"]) != `"2.0"` {
 		return req, errorResponse(nil, errInvalidRequest), false
 	}
 	if id, ok := m["id"]; ok && string(id) != "null" {

@@ -45,7 +45,9 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 		if end < 0 {
 			break
 		}
-		next, ok := s.sendCall(buffered[:end+1])
+		// A copy: the decoded call refers to its line (splitObject), and
+		// r reuses its buffer.
+		next, ok := s.sendCall(bytes.Clone(buffered[:end+1]))
 		if !ok || next.groupID != first.groupID {
 			break
 		}
@@ -57,7 +59,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 
 // sendCall decodes line as a single send_message request, on a session that
 // may call tools, that prepareCall and parseSend accept and whose group id
-// is well formed. Decoding copies, so the result does not refer to line.
+// is well formed. The result refers to line, which must not be reused.
 // Anything else is left to handleLine, which gives it its answer or error;
 // the bytes test only skips decoding lines that cannot qualify.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {

@@ -85,7 +85,7 @@ func groupCommitServer(t *testing.T, runLimit int) (*server, *bytes.Buffer, stri
 	}
 	initializeSession(t, s)
 	const g = "grp_0123456789abcdef0123456789abcdef"
-	if err := s.store.initGroup(s.store.groupPath(g), "a", "commit", ""); err != nil {
+	if err := s.store.initGroup(g, "a", "commit", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"a", "b", "c"} {

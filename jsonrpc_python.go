@@ -105,9 +105,8 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			st.writeString(b, *v)
 		}
 	case rawJSON:
-		var s string
-		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-			st.writeString(b, s) // re-escaped, as Python writes every string
+		if len(v) > 1 && v[0] == '"' {
+			writeRawString(b, v) // re-escaped as Python writes it, lone surrogates kept
 		} else {
 			b.Write(v)
 		}
@@ -268,13 +267,15 @@ func pyLower(s string) string {
 	if isASCII(s) {
 		return strings.ToLower(s)
 	}
-	runes := []rune(s)
+	// Walked in place rather than as []rune, which would be four bytes a
+	// character on top of the text (a 200 MB message is a 200 MB string).
 	var b strings.Builder
-	for i, r := range runes {
+	b.Grow(len(s))
+	for i, r := range s {
 		switch {
 		case r == 'İ':
 			b.WriteString("i\u0307")
-		case r == 'Σ' && finalSigma(runes, i):
+		case r == 'Σ' && finalSigma(s, i):
 			b.WriteRune('ς')
 		default:
 			b.WriteRune(unicode.ToLower(r))
@@ -293,22 +294,32 @@ func isASCII(s string) bool {
 	return true
 }
 
-// finalSigma implements Unicode's Final_Sigma condition for runes[i]: a
+// finalSigma implements Unicode's Final_Sigma condition for the Σ at s[i]: a
 // cased letter comes before it and none after it, skipping case-ignorable
 // characters both ways.
-func finalSigma(runes []rune, i int) bool {
-	j := i - 1
-	for j >= 0 && caseIgnorable(runes[j]) {
-		j--
+func finalSigma(s string, i int) bool {
+	before := s[:i]
+	for {
+		r, size := utf8.DecodeLastRuneInString(before)
+		if size == 0 || !caseIgnorable(r) {
+			if size == 0 || !cased(r) {
+				return false
+			}
+			break
+		}
+		before = before[:len(before)-size]
 	}
-	if j < 0 || !cased(runes[j]) {
-		return false
+	after := s[i+len("Σ"):]
+	for {
+		r, size := utf8.DecodeRuneInString(after)
+		if size == 0 {
+			return true
+		}
+		if !caseIgnorable(r) {
+			return !cased(r)
+		}
+		after = after[size:]
 	}
-	k := i + 1
-	for k < len(runes) && caseIgnorable(runes[k]) {
-		k++
-	}
-	return k == len(runes) || !cased(runes[k])
 }
 
 // cased is Unicode's Cased property, which Final_Sigma tests.

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -52,6 +53,12 @@ type server struct {
 	// sendRunLimit is the most pipelined sends committed together; 1 turns
 	// group commit off.
 	sendRunLimit int
+
+	// serving is held by serve while it handles what it read, and taken by
+	// stop, so that a signal waits for the request in hand to be answered
+	// and audited; stopping then keeps serve from starting another.
+	serving  sync.Mutex
+	stopping bool
 }
 
 // toolCall describes one completed tools/call for the audit log.
@@ -76,7 +83,13 @@ var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26
 // newServer returns a session that writes to stdout one message per line and
 // starts its subscription poller, which runs until s.subs.close.
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
-	s := &server{store: st, out: &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, sendRunLimit: maxSendRun}
+	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, interval)
+}
+
+// newServerWriting returns a session whose messages leave through out, as
+// the HTTP transport's do, and starts its subscription poller.
+func newServerWriting(st *store, out messageWriter, interval time.Duration) *server {
+	s := &server{store: st, out: out, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, interval, s.notify)
 	s.inflight = newInflight(s.out.write)
 	return s
@@ -102,10 +115,17 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	dir, err := groupsDirFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
 	}
 	st, err := newStore(dir)
 	if err != nil {
@@ -130,20 +150,36 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that stops the server with SIGINT or SIGTERM gets the same
 	// orderly end as on EOF, so queued audit rows are still written. A read
 	// from a blocking stdin cannot be interrupted, so serving runs aside.
+	// SIGPIPE is received rather than left to kill the process, so that a
+	// write to a closed stdout fails with EPIPE and ends the session below.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	done := make(chan error, 1)
 	go func() { done <- s.serve(stdin) }()
 	select {
 	case err := <-done:
+		if errors.Is(err, errOutputClosed) {
+			fmt.Fprintf(stderr, "crosstalk-mcp: ending the session, the client closed stdout: %v\n", err)
+			return exitClientGone
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 	case <-sig:
+		s.stop()
 	}
 	return 0
+}
+
+// stop waits for the request serve is handling, if any, to be answered and
+// audited, and keeps serve from starting another.
+func (s *server) stop() {
+	s.serving.Lock()
+	s.stopping = true
+	s.serving.Unlock()
 }
 
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
@@ -171,16 +207,8 @@ func (s *server) serve(stdin io.Reader) error {
 	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
-		if run := s.pipelinedSends(line, r); run != nil {
-			if werr := s.answerSends(run); werr != nil {
-				return fmt.Errorf("write response: %w", werr)
-			}
-		} else if len(line) > 0 {
-			if reply := s.handleLine(line); reply != nil {
-				if werr := s.out.write(reply); werr != nil {
-					return fmt.Errorf("write response: %w", werr)
-				}
-			}
+		if werr := s.serveLine(line, r); werr != nil {
+			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -189,6 +217,26 @@ func (s *server) serve(stdin io.Reader) error {
 			return fmt.Errorf("read request: %w", err)
 		}
 	}
+}
+
+// serveLine answers line, and the sends pipelined behind it, under
+// s.serving; after stop it answers nothing. It returns the error of a
+// failed write.
+func (s *server) serveLine(line []byte, r *bufio.Reader) error {
+	s.serving.Lock()
+	defer s.serving.Unlock()
+	if s.stopping {
+		return nil
+	}
+	if run := s.pipelinedSends(line, r); run != nil {
+		return s.answerSends(run)
+	}
+	if len(line) > 0 {
+		if reply := s.handleLine(line); reply != nil {
+			return s.out.write(reply)
+		}
+	}
+	return nil
 }
 
 // notify writes a server-to-client notification.

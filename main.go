@@ -25,6 +25,9 @@ const usage = `Usage: crosstalk-mcp [COMMAND]
 Run without a command to start the stdio MCP server.
 
 Commands:
+  serve [--http ADDR] [OPTIONS]
+                               Serve MCP over stdio (the default) or, with --http,
+                               over Streamable HTTP for agents on other machines.
   observe [OPTIONS]            Start the local read-only observer dashboard.
     --silent                   Do not open a browser automatically.
     --port PORT                Bind exactly this loopback port.
@@ -41,12 +44,15 @@ Commands:
                                client's settings file, keeping everything else.
   status [--context-id ID]     Summarize a member's groups, unread mail and
                                wakeup delivery states.
+  doctor [--repair] [--groups-dir PATH]
+                               List group files no server can use; --repair
+                               moves them into the damaged/ folder.
 
 Options:
   -h, --help                   Show this help message.
   --version                    Show the installed Crosstalk version.
 
-Run 'crosstalk-mcp observe --help' for observer option details.
+Run 'crosstalk-mcp serve --help' or 'crosstalk-mcp observe --help' for option details.
 `
 
 func main() {
@@ -66,8 +72,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "--version":
 		fmt.Fprintln(stdout, version)
 		return 0
+	case "serve":
+		return runServe(args[1:], stdin, stdout, stderr)
 	case "observe":
 		return runObserve(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "hook":
 		return runHook(args[1:], stdin, stdout, stderr)
 	case "wait":

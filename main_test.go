@@ -10,6 +10,7 @@ import (
 )
 
 func TestCommandLine(t *testing.T) {
+	t.Setenv("CROSSTALK_HTTP_TOKEN", "") // serve --http :0 must find no token
 	for _, tt := range []struct {
 		args             []string
 		code             int
@@ -19,7 +20,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--help"}, 0, usage, "", false},
 		{[]string{"-h"}, 0, usage, "", false},
 		{[]string{"--version"}, 0, version + "\n", "", true},
-		{[]string{"serve"}, 2, "", "Unknown command: serve\n", false},
+		{[]string{"serve", "--nope", "x"}, 2, "", serveUsage + "crosstalk-mcp serve: error: unrecognized arguments: --nope x\n", false},
+		{[]string{"serve", "--http", ":0"}, 2, "", serveUsage + "crosstalk-mcp serve: error: refusing to listen on :0 without a token: " +
+			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
+			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1)\n", false},
+		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
+		{[]string{"sever"}, 2, "", "Unknown command: sever\n", false},
 		{[]string{"--port"}, 2, "", "Unknown command: --port\n", false},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,15 +39,28 @@ type observer struct {
 	static       http.Handler
 	// handler is the route table behind the middleware chain (routes).
 	handler http.Handler
+	// fsWarning is the network filesystem warning for dir, or "".
+	fsWarning string
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
-	markers     map[string]revisions
+	markers    map[string]revisions
+	signatures map[string]groupSignature // at the last complete pollGroup
+	// reads caches the Overview's reads of unchanged groups.
+	reads       *groupReadCache
 	latestAudit int64
 	// polled is set once a poll has read every group and the audit id, so
 	// later polls can tell news from the baseline.
 	polled bool
 }
+
+// observerMemoryLimit is the dashboard's soft limit on the memory the Go
+// runtime uses (GOMEMLIMIT overrides it). A render of hundreds of groups
+// allocates tens of megabytes that are garbage a moment later; with the
+// default GOGC alone the heap would grow to twice its peak live size before
+// a collection. The limit only makes the collector run sooner: it is well
+// above what the dashboard keeps live, so it never starves the process.
+const observerMemoryLimit = 40 << 20
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
 // busy an OS-chosen port is used instead.
@@ -211,6 +225,9 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
+	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
@@ -227,6 +244,9 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
 			}
 		}()
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(observerMemoryLimit)
 	}
 	obs, err := newObserver(dir, opts.pollInterval)
 	if err != nil {
@@ -283,6 +303,9 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		now:          time.Now,
 		static:       staticHandler(),
 		markers:      map[string]revisions{},
+		signatures:   map[string]groupSignature{},
+		reads:        newGroupReadCache(),
+		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
 	o.handler = o.routes()
 	return o, nil
@@ -377,7 +400,7 @@ func serveHealth(w http.ResponseWriter, r *http.Request) {
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" || !allowedHost(r.Host) {
-			http.Error(w, "Forbidden: the observer only answers loopback host names.", http.StatusForbidden)
+			http.Error(w, "Forbidden: this server only answers loopback host names.", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

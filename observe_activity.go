@@ -56,7 +56,9 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 	events = append(events, o.toolEvents(ctx, audit)...)
 	for {
 		var next []*source
-		cutoff, full := cutoffOf(events)
+		var cutoff time.Time
+		var full bool
+		events, cutoff, full = cutoffOf(events)
 		for _, s := range sources {
 			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
 				continue
@@ -67,7 +69,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 			break
 		}
 		for _, s := range next {
-			page, err := o.activityRows(ctx, s.g, s.wakeup, s.before)
+			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
 			if err != nil || len(page) < activityPage {
 				s.done = true
 			}
@@ -86,13 +88,16 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 }
 
 // cutoffOf returns the time of the limit-th newest event, once there are that
-// many: older rows can no longer enter the stream.
-func cutoffOf(events []activityEvent) (time.Time, bool) {
+// many: older rows can no longer enter the stream. It also drops the events
+// past the limit, which no later round can bring back, so that each round
+// sorts a few hundred events rather than everything read so far.
+func cutoffOf(events []activityEvent) ([]activityEvent, time.Time, bool) {
 	if len(events) < overviewEventLimit {
-		return time.Time{}, false
+		return events, time.Time{}, false
 	}
 	sortEvents(events)
-	return events[overviewEventLimit-1].when, true
+	events = events[:overviewEventLimit]
+	return events, events[overviewEventLimit-1].when, true
 }
 
 // sortEvents orders events newest first, keeping ties in place.

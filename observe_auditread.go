@@ -320,6 +320,25 @@ func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, sec
 	return out, hist, err
 }
 
+// readTimeline reads calls per bucket from one tier.
+func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) (map[int64]int64, error) {
+	where, args := rollupWhere(f, seconds)
+	rows, err := db.QueryContext(ctx, "SELECT bucket_start, SUM(call_count) FROM analytics_"+tier+where+" GROUP BY bucket_start", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var bucket, calls int64
+		if err := rows.Scan(&bucket, &calls); err != nil {
+			return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+		}
+		out[bucket] += calls
+	}
+	return out, rows.Err()
+}
+
 // readRawAggregate derives the same aggregates from raw rows, for audit
 // databases written before rollups existed.
 func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {

@@ -22,6 +22,9 @@ type overviewView struct {
 	Rows          []healthRow
 	Reliability   reliabilityView
 	GroupsMissing bool
+	// NetworkFSWarning is the start-up warning about a groups directory
+	// on a network filesystem, or "".
+	NetworkFSWarning string
 }
 
 // reliabilityView summarises all audit history.
@@ -79,13 +82,13 @@ func (t *overviewTotals) add(g groupSummary) {
 
 // overviewView collects every group once and derives the whole Overview.
 func (o *observer) overviewView(ctx context.Context) overviewView {
-	var v overviewView
+	v := overviewView{NetworkFSWarning: o.fsWarning}
 	ids, exists := discoverGroups(o.dir)
 	v.GroupsMissing = !exists
 	summaries := make([]groupSummary, 0, len(ids))
 	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
 	for _, id := range ids {
-		g, err := o.readGroupSummary(ctx, id)
+		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
 			summaries = append(summaries, groupSummary{ID: id, Unavailable: true})
 			continue

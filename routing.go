@@ -23,9 +23,11 @@ type routing struct {
 // wins. others is in the group_members table's natural order.
 func route(others []recipient, text, priority string, wakeIDs []string) routing {
 	var r routing
-	lower := pyLower(text)
 	var mentioned []recipient
-	if strings.Contains(lower, "@") {
+	// Lowercasing never makes an '@', so text without one (a huge paste,
+	// typically) is not copied just to find no mention in it.
+	if strings.Contains(text, "@") {
+		lower := pyLower(text)
 		if hasMention(lower, "all") {
 			mentioned = others
 		} else {

@@ -34,6 +34,8 @@ type store struct {
 
 	catalogMu sync.Mutex
 	catalogDB *sql.DB // nil until first use
+
+	damaged damagedWarnings // unusable group files already reported
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;
@@ -56,6 +58,8 @@ type groupHandle struct {
 	writeMu sync.Mutex
 	conn    *sql.Conn
 	stmts   map[string]*sql.Stmt
+	// queue orders this group's writers across processes (writeQueue).
+	queue *writeQueue
 }
 
 // groupTx is a write transaction on a group handle's dedicated connection.
@@ -114,6 +118,7 @@ func (h *groupHandle) write(fn func(tx groupTx) error) error {
 		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
 	}
 	tx := groupTx{h}
+	defer h.queue.lock()()
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -211,6 +216,17 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 	}
 	err = fn(h)
 	h.inUse.RUnlock()
+	if isReadOnly(err) {
+		// SQLite may have opened the file read-only while it could not be
+		// written, and would keep failing (isReadOnly): drop the handle and
+		// try once more on a fresh one, which succeeds if the cause is gone.
+		// A failed operation wrote nothing, so it can run again.
+		s.forget(id)
+		if h, aerr := s.acquire(id); aerr == nil {
+			err = fn(h)
+			h.inUse.RUnlock()
+		}
+	}
 	if err != nil && !isBusy(err) && !s.groupExists(id) {
 		// The file went away under this operation: another process
 		// deleted the group. Report that, not the SQLite error.
@@ -229,6 +245,11 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 	info, err := os.Stat(path)
 	if err != nil || !info.Mode().IsRegular() {
 		s.forget(id)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Another process deleted the group; one that does not know
+			// the write queue (the original) left its side file.
+			removeWriteQueue(path)
+		}
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
 			return nil, groupNotFound(id)
 		}
@@ -251,7 +272,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		// as the subscription poller's, without waiting for a write.
 		db.SetMaxOpenConns(3)
 		db.SetMaxIdleConns(3)
-		h = &groupHandle{db: db, info: info}
+		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info)}
 		s.handles[id] = h
 		stale = append(stale, s.evictLocked(id)...)
 	}

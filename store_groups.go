@@ -22,12 +22,10 @@ type groupMeta struct {
 }
 
 // createGroup makes a new group database owned by contextID. A failure
-// removes every file it created, so a retried call leaves no orphan.
+// leaves no file behind (initGroup), so a retried call leaves no orphan.
 func (s *store) createGroup(contextID, name, description string) (groupMeta, error) {
 	id := "grp_" + randomHex(16)
-	path := s.groupPath(id)
-	if err := s.initGroup(path, contextID, name, description); err != nil {
-		removeDatabaseFiles(path)
+	if err := s.initGroup(id, contextID, name, description); err != nil {
 		return groupMeta{}, fmt.Errorf("create group %s: %w", id, err)
 	}
 	meta, err := s.groupMetadata(id)
@@ -54,6 +52,7 @@ func (s *store) upsertCatalog(meta groupMeta) {
 			"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
 			"created_at = excluded.created_at, updated_at = excluded.updated_at",
 			meta.groupID, meta.name, meta.description, meta.createdAt, updated)
+		s.dropReadOnlyCatalog(err)
 		return err
 	})
 	if err != nil {
@@ -64,14 +63,26 @@ func (s *store) upsertCatalog(meta groupMeta) {
 // listGroups returns every group database in dir with its catalog metadata,
 // sorted by id. Stale catalog rows are removed and missing ones added.
 func (s *store) listGroups() ([]groupMeta, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
+	// One listing serves the groups and the write-queue side files, which
+	// a group deleted by a writer that does not know them (the original)
+	// leaves behind: they are removed here, as their group is gone.
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
 	if err != nil {
 		return nil, err
 	}
 	onDisk := map[string]bool{}
+	var queues []string
 	for _, name := range names {
-		if id, ok := groupIDOfFile(filepath.Base(name)); ok {
+		base := filepath.Base(name)
+		if id, ok := groupIDOfFile(base); ok {
 			onDisk[id] = true
+		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
+			queues = append(queues, id)
+		}
+	}
+	for _, id := range queues {
+		if !onDisk[id] {
+			removeWriteQueue(s.groupPath(id))
 		}
 	}
 	catalog := map[string]groupMeta{}
@@ -97,6 +108,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	for id := range catalog {
 		if !onDisk[id] {
 			if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
+				s.dropReadOnlyCatalog(err)
 				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
 			}
 		}
@@ -105,6 +117,12 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	for id := range onDisk {
 		m, ok := catalog[id]
 		if !ok {
+			// A group missing from the catalog may be a file no server can
+			// use (see checkGroupFile): skip it rather than list it forever.
+			if problem := checkGroupFile(s.groupPath(id)); problem != nil {
+				s.damaged.warn(s.groupPath(id), problem)
+				continue
+			}
 			var err error
 			if m, err = s.groupMetadata(id); err == nil {
 				s.upsertCatalog(m)
@@ -203,6 +221,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 			return err
 		}
 		_, err = cat.Exec("DELETE FROM groups WHERE group_id = ?", id)
+		s.dropReadOnlyCatalog(err)
 		return err
 	}); err != nil {
 		logf("remove catalog row for %s: %v", id, err)

@@ -92,17 +92,11 @@ AFTER UPDATE OF content ON messages BEGIN
 END`,
 }
 
-func (s *store) initGroup(path, contextID, name, description string) error {
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
-		return err
-	}
-	return inTx(db, func(tx *sql.Tx) error {
+// initGroup creates group id's database with its schema and metadata. It
+// is built under a temporary name and renamed (buildGroupFile), so no
+// server ever sees the file without its schema.
+func (s *store) initGroup(id, contextID, name, description string) error {
+	return buildGroupFile(s.dir, id, func(tx *sql.Tx) error {
 		for _, q := range groupSchema {
 			if _, err := tx.Exec(q); err != nil {
 				return err

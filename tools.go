@@ -222,7 +222,10 @@ type toolArgs struct {
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.
 func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
-	if json.Unmarshal(raw, &a.values) != nil || a.values == nil {
+	if json.Valid(raw) {
+		a.values, ok = splitObject(raw) // values stay in raw: see splitObject
+	}
+	if !ok {
 		return toolArgs{values: map[string]json.RawMessage{}}, false
 	}
 	a.raw = raw
@@ -257,7 +260,7 @@ func (a toolArgs) str(key string) (v string, ok bool) {
 	if !present || len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	return v, json.Unmarshal(raw, &v) == nil
+	return decodeJSONString(raw)
 }
 
 // isNull reports whether the argument is absent or JSON null, which the
@@ -309,6 +312,16 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 	for _, k := range t.required {
 		if !a.has(k) {
 			return validationErrorf("Missing required input: %s", k)
+		}
+	}
+	for _, v := range a.values {
+		if !unicodeJSON(v) {
+			// Name the first such argument as sent, not in map order.
+			for _, k := range a.keys() {
+				if !unicodeJSON(a.values[k]) {
+					return errNotUnicode(k)
+				}
+			}
 		}
 	}
 	return nil

@@ -225,6 +225,9 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, err
 	}
 	text, err := a.nonEmpty("message")
+	if err == nil {
+		err = checkMessageSize(text)
+	}
 	if err != nil {
 		return outgoing{}, err
 	}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// auditedChild starts the built binary with auditing on and returns it with
+// its pipes; the handshake is already written.
+func auditedChild(t *testing.T, dir string) (*exec.Cmd, io.WriteCloser, io.ReadCloser, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(builtBinary(t))
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=3600",
+		"CROSSTALK_OBSERVABILITY_RETENTION_DAYS=inf")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-03-26"}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	return cmd, stdin, stdout, stderr
+}
+
+// waitExit waits for cmd and returns its exit status, or -1 with the signal
+// that killed it.
+func waitExit(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("wait: %v", err)
+		}
+	case <-time.After(e2eTimeout):
+		t.Fatal("the server did not exit")
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return -1, ws.Signal().String()
+	}
+	return ws.ExitStatus(), ""
+}
+
+// TestE2EClientClosedStdout shows that a client closing its end of stdout
+// ends the session like EOF, not with a silent SIGPIPE death: every call
+// that ran is audited, one line on stderr says why, and the exit status is
+// exitClientGone.
+func TestE2EClientClosedStdout(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdin, stdout, stderr := auditedChild(t, dir)
+	r := bufio.NewReader(stdout)
+	const answered = 3
+	for i := range answered {
+		io.WriteString(stdin, crashCall(i+1, "list_groups", map[string]any{})+"\n")
+	}
+	for range answered + 1 { // the initialize answer, then the calls'
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+	}
+	stdout.Close()
+	// This call runs, but its answer cannot be written.
+	io.WriteString(stdin, crashCall(99, "list_groups", map[string]any{})+"\n")
+	code, sig := waitExit(t, cmd)
+	if code != exitClientGone {
+		t.Fatalf("exit: got status %d (signal %q); want %d; stderr: %s", code, sig, exitClientGone, stderr.String())
+	}
+	if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; lines != 1 || !strings.Contains(stderr.String(), "stdout") {
+		t.Errorf("stderr: got %q; want one line about stdout", stderr.String())
+	}
+	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != answered+1 {
+		t.Errorf("audit rows: got %d; want %d (every call that ran)", n, answered+1)
+	}
+}
+
+// TestE2ESignalUnderLoad sends SIGTERM while calls keep arriving: no call is
+// started after the signal, every call that was answered has its audit row,
+// and the server exits 0.
+func TestE2ESignalUnderLoad(t *testing.T) {
+	rounds := 5
+	if testing.Short() {
+		rounds = 1
+	}
+	for round := range rounds {
+		dir := t.TempDir()
+		cmd, stdin, stdout, stderr := auditedChild(t, dir)
+		go func() {
+			w := bufio.NewWriter(stdin)
+			for i := 1; ; i++ {
+				w.WriteString(crashCall(i, "list_groups", map[string]any{}) + "\n")
+				if i%16 == 0 && w.Flush() != nil {
+					return
+				}
+			}
+		}()
+		answeredCh := make(chan int, 1)
+		go func() {
+			r := bufio.NewReader(stdout)
+			n := 0
+			for {
+				line, err := r.ReadString('\n')
+				if strings.Contains(line, `"result": {"content"`) {
+					n++
+				}
+				if err != nil {
+					answeredCh <- n
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(100+round*37) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		code, sig := waitExit(t, cmd)
+		answered := <-answeredCh
+		if code != 0 {
+			t.Fatalf("round %d: exit got %d (signal %q); want 0; stderr: %s", round, code, sig, stderr.String())
+		}
+		audited := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls")
+		t.Logf("round %d: %d calls answered, %d audited", round, answered, audited)
+		if answered == 0 || audited != answered {
+			t.Errorf("round %d: got %d audit rows for %d answered calls; want one each", round, audited, answered)
+		}
+	}
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// httpTransport is the MCP Streamable HTTP transport on one endpoint
+// (/mcp): 2025-era clients get Mcp-Session-Id sessions, each with its own
+// server exactly as a stdio process has, plus a GET stream for the
+// session's notifications; 2026-07-28 clients send self-contained requests
+// that each run in a session of their own, their subscriptions/listen
+// answered as a stream. Every session shares one store, so HTTP and stdio
+// clients of one groups directory see each other's messages.
+type httpTransport struct {
+	store    *store
+	interval time.Duration
+	audit    *auditLog // nil when auditing is off
+	limits   httpLimits
+
+	sessionQuota *httpQuota
+	streamQuota  *httpQuota
+
+	mu       sync.Mutex
+	sessions map[string]*httpSession
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	janitor  sync.WaitGroup
+}
+
+// httpEndpoint is the MCP endpoint's path, the one most clients default to.
+const httpEndpoint = "/mcp"
+
+// newHTTPTransport starts the idle-session janitor; close stops it.
+func newHTTPTransport(st *store, interval time.Duration, audit *auditLog, limits httpLimits) *httpTransport {
+	limits = limits.withDefaults()
+	t := &httpTransport{
+		store: st, interval: interval, audit: audit, limits: limits,
+		sessionQuota: newHTTPQuota(limits.maxSessions, limits.maxSessionsPerClient),
+		streamQuota:  newHTTPQuota(limits.maxStreams, limits.maxStreamsPerClient),
+		sessions:     map[string]*httpSession{},
+		stop:         make(chan struct{}),
+	}
+	t.janitor.Add(1)
+	go t.expireIdle()
+	return t
+}
+
+// close ends every session and stops the janitor.
+func (t *httpTransport) close() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	t.janitor.Wait()
+	t.mu.Lock()
+	sessions := t.sessions
+	t.sessions = map[string]*httpSession{}
+	t.mu.Unlock()
+	for _, s := range sessions {
+		s.end()
+	}
+}
+
+// expireIdle ends sessions unused for limits.sessionIdle. It checks four
+// times per idle period, so a session outlives its limit by a quarter at
+// most; clients of an expired session get 404 and start a new one.
+func (t *httpTransport) expireIdle() {
+	defer t.janitor.Done()
+	tick := time.NewTicker(t.limits.sessionIdle / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tick.C:
+			cutoff := now.Add(-t.limits.sessionIdle)
+			t.mu.Lock()
+			var idle []*httpSession
+			for _, s := range t.sessions {
+				if s.idleSince(cutoff) {
+					idle = append(idle, s)
+				}
+			}
+			t.mu.Unlock()
+			for _, s := range idle {
+				t.endSession(s)
+			}
+		}
+	}
+}
+
+// newSession makes a session whose server writes to a router.
+func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
+	router := newHTTPRouter()
+	srv := newServerWriting(t.store, router, t.interval)
+	if t.audit != nil {
+		srv.audit = t.audit.observe
+	}
+	s := &httpSession{id: id, client: clientKey(r), remote: r.RemoteAddr, srv: srv, router: router, ended: make(chan struct{})}
+	s.lastUsed.Store(time.Now().UnixNano())
+	return s
+}
+
+// endSession forgets a 2025-era session and ends it.
+func (t *httpTransport) endSession(s *httpSession) {
+	t.mu.Lock()
+	_, known := t.sessions[s.id]
+	delete(t.sessions, s.id)
+	t.mu.Unlock()
+	if known {
+		t.sessionQuota.release(s.client)
+		s.end()
+	}
+}
+
+func (t *httpTransport) session(id string) *httpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[id]
+}
+
+// ServeHTTP answers the MCP endpoint.
+func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != httpEndpoint {
+		http.NotFound(w, r)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		t.post(w, r)
+	case http.MethodGet:
+		t.get(w, r)
+	case http.MethodDelete:
+		t.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		httpRefuse(w, http.StatusMethodNotAllowed, "Method not allowed.")
+	}
+}
+
+// httpMessage is what the transport reads of a POSTed message to route it.
+type httpMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name          json.RawMessage            `json:"name"`
+		URI           json.RawMessage            `json:"uri"`
+		Meta          map[string]json.RawMessage `json:"_meta"`
+		ProgressToken json.RawMessage            `json:"-"`
+	} `json:"params"`
+}
+
+// isRequest reports whether the message expects an answer.
+func (m httpMessage) isRequest() bool {
+	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
+}
+
+// metaVersion is the 2026-07-28 per-request protocol version, or "".
+func (m httpMessage) metaVersion() string {
+	var v string
+	json.Unmarshal(m.Params.Meta["io.modelcontextprotocol/protocolVersion"], &v)
+	return v
+}
+
+// post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
+func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		httpRefuse(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: Content-Type must be application/json.")
+		return
+	}
+	if !accepts(r, "application/json") && !accepts(r, "text/event-stream") {
+		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept application/json and text/event-stream.")
+		return
+	}
+	// A client has writeTimeout to send its body: a trickle holding the
+	// connection open is cut off like a slow reader.
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", tooLarge.Limit))
+		return
+	}
+	if err != nil {
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: could not read the body.")
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(nil, errParse))
+		return
+	}
+	var msg httpMessage
+	if body[0] == '{' {
+		json.Unmarshal(body, &msg)
+		msg.Params.ProgressToken = progressTokenOf(body)
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); msg.metaVersion() != "" || (v != "" && v > supportedProtocolVersions[0]) {
+		t.postStateless(w, r, body, msg)
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(supportedProtocolVersions, v) {
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
+		return
+	}
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		if msg.Method == "initialize" {
+			t.postInitialize(w, r, body)
+			return
+		}
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
+		return
+	}
+	s := t.session(id)
+	if s == nil {
+		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
+		return
+	}
+	t.exchange(w, r, s, body, msg)
+}
+
+// progressTokenOf reads params._meta.progressToken, or nil.
+func progressTokenOf(body []byte) json.RawMessage {
+	var m struct {
+		Params struct {
+			Meta struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	json.Unmarshal(body, &m)
+	return m.Params.Meta.ProgressToken
+}
+
+// accepts reports whether the request's Accept header admits mediaType;
+// a missing header or */* admits everything.
+func accepts(r *http.Request, mediaType string) bool {
+	header := r.Header.Values("Accept")
+	if len(header) == 0 {
+		return true
+	}
+	for _, part := range strings.Split(strings.Join(header, ","), ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		if mt == mediaType || mt == "*/*" || mt == strings.Split(mediaType, "/")[0]+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// postInitialize starts a 2025-era session. The session exists only if the
+// server accepts the initialize request.
+func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
+	client := clientKey(r)
+	if !t.sessionQuota.acquire(client) {
+		w.Header().Set("Retry-After", "60")
+		httpRefuse(w, http.StatusTooManyRequests, "Too many sessions: end one (DELETE) or wait for idle ones to expire.")
+		return
+	}
+	var raw [16]byte
+	rand.Read(raw[:])
+	s := t.newSession(hex.EncodeToString(raw[:]), r)
+	reply := s.handle(body)
+	if o, ok := reply.(object); !ok || o.get("error") != nil {
+		t.sessionQuota.release(client)
+		s.end()
+		writeHTTPJSON(w, http.StatusBadRequest, reply)
+		return
+	}
+	t.mu.Lock()
+	t.sessions[s.id] = s
+	t.mu.Unlock()
+	w.Header().Set("Mcp-Session-Id", s.id)
+	writeHTTPJSON(w, http.StatusOK, reply)
+}
+
+// postStateless answers a 2026-07-28 request in a session of its own, after
+// checking that the headers mirroring the body agree with it.
+func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, body []byte, msg httpMessage) {
+	if err := checkMirroredHeaders(r, msg); err != nil {
+		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
+		return
+	}
+	s := t.newSession("", r)
+	defer s.end()
+	t.exchange(w, r, s, body, msg)
+}
+
+// checkMirroredHeaders compares MCP-Protocol-Version, Mcp-Method and
+// Mcp-Name with the body, as 2026-07-28 requires of a server.
+func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if version != msg.metaVersion() {
+		return fmt.Errorf("MCP-Protocol-Version header value %q does not match body value %q", version, msg.metaVersion())
+	}
+	if !msg.isRequest() {
+		return nil
+	}
+	if method := r.Header.Get("Mcp-Method"); method != msg.Method {
+		return fmt.Errorf("Mcp-Method header value %q does not match body value %q", method, msg.Method)
+	}
+	var source json.RawMessage
+	switch msg.Method {
+	case "tools/call", "prompts/get":
+		source = msg.Params.Name
+	case "resources/read":
+		source = msg.Params.URI
+	default:
+		return nil
+	}
+	var want string
+	json.Unmarshal(source, &want)
+	got, ok := decodeHeaderValue(r.Header.Get("Mcp-Name"))
+	if !ok || got != want {
+		return fmt.Errorf("Mcp-Name header value %q does not match body value %q", r.Header.Get("Mcp-Name"), want)
+	}
+	return nil
+}
+
+// decodeHeaderValue undoes the =?base64?…?= sentinel encoding of Mcp-Name.
+func decodeHeaderValue(v string) (string, bool) {
+	if rest, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok := strings.CutSuffix(rest, "?="); ok {
+			b, err := base64.StdEncoding.DecodeString(inner)
+			return string(b), err == nil
+		}
+	}
+	return v, true
+}

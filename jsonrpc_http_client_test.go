@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// httpTestServer is a transport on a fresh groups directory behind the
+// guard, served by httptest.
+type httpTestServer struct {
+	t   *httpTransport
+	srv *httptest.Server
+	dir string
+	url string
+}
+
+// newHTTPTestServer serves a loopback transport; token "" means none.
+func newHTTPTestServer(tb testing.TB, token string, limits httpLimits) *httpTestServer {
+	tb.Helper()
+	dir := tb.TempDir()
+	st, err := newStore(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t := newHTTPTransport(st, 20*time.Millisecond, nil, limits)
+	srv := httptest.NewServer(newHTTPGuard(true, token, nil, t))
+	tb.Cleanup(func() {
+		srv.CloseClientConnections()
+		t.close()
+		srv.Close()
+		st.close()
+	})
+	return &httpTestServer{t: t, srv: srv, dir: dir, url: srv.URL + httpEndpoint}
+}
+
+// httpTestClient is a minimal Streamable HTTP client: JSON or SSE answers,
+// a session id once initialized.
+type httpTestClient struct {
+	tb      testing.TB
+	url     string
+	token   string
+	session string
+	version string // MCP-Protocol-Version header, when set
+	nextID  atomic.Int64
+}
+
+func (s *httpTestServer) client(tb testing.TB, token string) *httpTestClient {
+	return &httpTestClient{tb: tb, url: s.url, token: token}
+}
+
+// do sends one HTTP request with the client's headers.
+func (c *httpTestClient) do(ctx context.Context, method string, body []byte, header map[string]string) *http.Response {
+	c.tb.Helper()
+	resp, err := c.tryDo(ctx, method, body, header)
+	if err != nil {
+		c.tb.Fatalf("%s %s: %v", method, c.url, err)
+	}
+	return resp
+}
+
+// tryDo is do for goroutines other than the test's: it returns the error.
+func (c *httpTestClient) tryDo(ctx context.Context, method string, body []byte, header map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	if c.version != "" {
+		req.Header.Set("MCP-Protocol-Version", c.version)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if host, ok := header["Host"]; ok {
+		req.Host = host
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// request builds a JSON-RPC request body with a fresh id.
+func (c *httpTestClient) request(method string, params any) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.nextID.Add(1), "method": method, "params": params})
+	return b
+}
+
+// call posts a request and returns its answer, read from JSON or SSE.
+func (c *httpTestClient) call(method string, params any) *rpcMessage {
+	c.tb.Helper()
+	resp := c.do(context.Background(), http.MethodPost, c.request(method, params), nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		c.tb.Fatalf("%s: got status %d (%s); want 200", method, resp.StatusCode, b)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for msg := range sseMessages(resp.Body) {
+			if msg.Method == "" {
+				return msg
+			}
+		}
+		c.tb.Fatalf("%s: SSE stream ended without an answer", method)
+	}
+	var msg rpcMessage
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		c.tb.Fatalf("%s: decode answer: %v", method, err)
+	}
+	return &msg
+}
+
+// sseMessages yields the JSON-RPC messages of an SSE body until it ends.
+func sseMessages(body io.Reader) func(yield func(*rpcMessage) bool) {
+	return func(yield func(*rpcMessage) bool) {
+		sc := bufio.NewScanner(body)
+		sc.Buffer(nil, 32<<20)
+		var data strings.Builder
+		for sc.Scan() {
+			line := sc.Text()
+			if d, ok := strings.CutPrefix(line, "data:"); ok {
+				data.WriteString(strings.TrimPrefix(d, " "))
+				continue
+			}
+			if line != "" || data.Len() == 0 {
+				continue
+			}
+			var msg rpcMessage
+			err := json.Unmarshal([]byte(data.String()), &msg)
+			data.Reset()
+			if err == nil && !yield(&msg) {
+				return
+			}
+		}
+	}
+}
+
+// initialize opens a 2025-11-25 session.
+func (c *httpTestClient) initialize() {
+	c.tb.Helper()
+	resp := c.do(context.Background(), http.MethodPost, c.request("initialize", map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "http-test", "version": "1"}}), nil)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		c.tb.Fatalf("initialize: got status %d, session %q (%s); want 200 and a session", resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), b)
+	}
+	c.session = resp.Header.Get("Mcp-Session-Id")
+	c.version = "2025-11-25"
+	resp = c.do(context.Background(), http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		c.tb.Fatalf("notifications/initialized: got status %d; want 202", resp.StatusCode)
+	}
+}
+
+// tool calls a tool and returns its reply.
+func (c *httpTestClient) tool(name string, args map[string]any) toolReply {
+	c.tb.Helper()
+	req := toolRequest(name, args)
+	reply, err := parseToolReply(c.call(req.Method, req.Params))
+	if err != nil {
+		c.tb.Fatalf("%s: %v", name, err)
+	}
+	return reply
+}
+
+// ok calls a tool that must succeed and decodes its text into v.
+func (c *httpTestClient) ok(name string, args map[string]any, v any) {
+	c.tb.Helper()
+	reply := c.tool(name, args)
+	if reply.isError {
+		c.tb.Fatalf("%s: got error %s; want success", name, reply.text)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(reply.text), v); err != nil {
+			c.tb.Fatalf("%s: decode %.200s: %v", name, reply.text, err)
+		}
+	}
+}
+
+// openStream opens the session's GET stream and returns its messages; the
+// stream ends when ctx does.
+func (c *httpTestClient) openStream(ctx context.Context) <-chan *rpcMessage {
+	c.tb.Helper()
+	resp := c.do(ctx, http.MethodGet, nil, map[string]string{"Accept": "text/event-stream"})
+	if resp.StatusCode != http.StatusOK {
+		c.tb.Fatalf("GET stream: got status %d; want 200", resp.StatusCode)
+	}
+	ch := make(chan *rpcMessage, 64)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		for msg := range sseMessages(resp.Body) {
+			ch <- msg
+		}
+	}()
+	return ch
+}
+
+// tryCall posts a request and decodes a JSON answer; ok is false when the
+// server could not be reached or did not answer 200 with JSON.
+func (c *httpTestClient) tryCall(method string, params any) (msg rpcMessage, ok bool) {
+	resp, err := c.tryDo(context.Background(), http.MethodPost, c.request(method, params), nil)
+	if err != nil {
+		return msg, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && c.session == "" {
+		c.session = resp.Header.Get("Mcp-Session-Id")
+	}
+	return msg, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&msg) == nil
+}
+
+// tryInitialize opens a session from a goroutine other than the test's.
+func (c *httpTestClient) tryInitialize() bool {
+	if _, ok := c.tryCall("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "http-test", "version": "1"}}); !ok || c.session == "" {
+		return false
+	}
+	resp, err := c.tryDo(context.Background(), http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusAccepted
+}
+
+// trySend joins groupID as a context of its own on first use and sends
+// text; it reports whether the server acknowledged the send as stored.
+func (c *httpTestClient) trySend(groupID, contextID, text string) bool {
+	args := map[string]any{"caller_name": "t", "group_id": groupID, "context_id": contextID, "name": contextID}
+	if c.nextID.Load() < 3 {
+		if msg, ok := c.tryCall("tools/call", map[string]any{"name": "join_group", "arguments": args}); !ok || msg.Error != nil {
+			return false
+		}
+	}
+	args["message"] = text
+	msg, ok := c.tryCall("tools/call", map[string]any{"name": "send_message", "arguments": args})
+	if !ok {
+		return false
+	}
+	reply, err := parseToolReply(&msg)
+	return err == nil && !reply.isError
+}
+
+// held reports how many units are taken in total.
+func (q *httpQuota) held() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sum
+}

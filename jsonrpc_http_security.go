@@ -1,0 +1,233 @@
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// httpLimits bounds what remote clients may hold of the HTTP transport, so
+// that one client (or many) cannot exhaust memory, file descriptors or the
+// store's connection cache. A zero field means its default.
+type httpLimits struct {
+	maxBody              int64         // bytes in one POST body
+	maxSessions          int           // 2025-era sessions in total
+	maxSessionsPerClient int           // sessions from one remote IP
+	maxStreams           int           // open SSE streams in total
+	maxStreamsPerClient  int           // open SSE streams from one remote IP
+	sessionIdle          time.Duration // a session unused this long is ended
+	writeTimeout         time.Duration // one write to a client; slower is cut off
+	keepAlive            time.Duration // SSE comment interval on quiet streams
+}
+
+// defaultHTTPLimits are generous for a team of agents and small for an
+// attacker: the body limit admits the largest message the stdio transport
+// is ever sent in practice (16 MiB) with room for JSON escaping.
+var defaultHTTPLimits = httpLimits{
+	maxBody:              20 << 20,
+	maxSessions:          1024,
+	maxSessionsPerClient: 128,
+	maxStreams:           512,
+	maxStreamsPerClient:  64,
+	sessionIdle:          30 * time.Minute,
+	writeTimeout:         30 * time.Second,
+	keepAlive:            15 * time.Second,
+}
+
+// withDefaults fills every zero field from defaultHTTPLimits.
+func (l httpLimits) withDefaults() httpLimits {
+	d := defaultHTTPLimits
+	if l.maxBody > 0 {
+		d.maxBody = l.maxBody
+	}
+	if l.maxSessions > 0 {
+		d.maxSessions = l.maxSessions
+	}
+	if l.maxSessionsPerClient > 0 {
+		d.maxSessionsPerClient = l.maxSessionsPerClient
+	}
+	if l.maxStreams > 0 {
+		d.maxStreams = l.maxStreams
+	}
+	if l.maxStreamsPerClient > 0 {
+		d.maxStreamsPerClient = l.maxStreamsPerClient
+	}
+	if l.sessionIdle > 0 {
+		d.sessionIdle = l.sessionIdle
+	}
+	if l.writeTimeout > 0 {
+		d.writeTimeout = l.writeTimeout
+	}
+	if l.keepAlive > 0 {
+		d.keepAlive = l.keepAlive
+	}
+	return d
+}
+
+// httpGuard is the HTTP transport's outer layer: every request passes its
+// Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
+// Host check) before any MCP code or storage sees
+// it, so a refused request touches nothing.
+type httpGuard struct {
+	// tokenSum is the SHA-256 of the bearer token, or nil when none is
+	// required (loopback only). Comparing fixed-size digests keeps the
+	// comparison constant-time in the token's length as well.
+	tokenSum []byte
+	// origins are the browser origins allowed besides loopback ones.
+	origins map[string]bool
+	next    http.Handler
+}
+
+// newHTTPGuard wraps next in the transport's access checks. On a loopback
+// bind the dashboard's Host check (loopbackOnly) runs first.
+func newHTTPGuard(loopback bool, token string, origins []string, next http.Handler) http.Handler {
+	g := &httpGuard{origins: map[string]bool{}, next: next}
+	if token != "" {
+		sum := sha256.Sum256([]byte(token))
+		g.tokenSum = sum[:]
+	}
+	for _, o := range origins {
+		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	if loopback {
+		return loopbackOnly(g)
+	}
+	return g
+}
+
+// ServeHTTP refuses requests with a foreign Origin or a missing or wrong bearer token, and passes the rest on with
+// headers that keep responses out of caches and content sniffing.
+func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if origin := r.Header.Get("Origin"); origin != "" && !g.allowedOrigin(origin) {
+		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
+		return
+	}
+	if g.tokenSum != nil && !g.authorized(r.Header.Get("Authorization")) {
+		h.Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
+		httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// authorized checks an Authorization header against the token in constant
+// time: both sides are hashed first, so neither the content nor the length
+// of the token leaks through timing.
+func (g *httpGuard) authorized(header string) bool {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(sum[:], g.tokenSum) == 1
+}
+
+// allowedOrigin accepts an Origin naming loopback or listed with
+// --allow-origin. Browsers send "null" from sandboxed and file pages, which
+// are refused like any other foreign origin.
+func (g *httpGuard) allowedOrigin(origin string) bool {
+	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
+}
+
+// httpRefuse answers a refused request with a JSON-RPC error that has no
+// id, which the transport specs allow as the body of any HTTP error.
+func httpRefuse(w http.ResponseWriter, status int, msg string) {
+	code := -32600
+	if status == http.StatusNotFound {
+		code = -32001
+	}
+	writeHTTPJSON(w, status, errorResponse(nil, &rpcError{code, msg}))
+}
+
+// writeHTTPJSON writes one JSON body; the transport's message text is the
+// stdio transport's, byte for byte.
+func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprint(w, pyJSON(v))
+}
+
+// isLoopbackAddr reports whether a listen address binds loopback only. An
+// empty host binds every interface and so is not loopback.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
+}
+
+// normalizeHTTPAddr turns the --http argument into a listen address: a bare
+// port binds 127.0.0.1, the secure default.
+func normalizeHTTPAddr(arg string) (string, error) {
+	if arg == "" {
+		return "", errors.New("--http needs an address such as 127.0.0.1:8808")
+	}
+	if !strings.Contains(arg, ":") {
+		arg = "127.0.0.1:" + arg
+	}
+	if _, _, err := net.SplitHostPort(arg); err != nil {
+		return "", fmt.Errorf("--http address %q: %w", arg, err)
+	}
+	return arg, nil
+}
+
+// clientKey is the key per-client bounds count under: the remote IP, since
+// one machine may open many connections from many ports.
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// httpQuota counts what each client holds against a per-client and a total
+// bound. Its lock is held only to update the counts.
+type httpQuota struct {
+	mu               sync.Mutex
+	total, perClient int
+	byClient         map[string]int
+	sum              int
+}
+
+func newHTTPQuota(total, perClient int) *httpQuota {
+	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}}
+}
+
+// acquire takes one unit for client, or reports false when either bound is
+// reached.
+func (q *httpQuota) acquire(client string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.sum >= q.total || q.byClient[client] >= q.perClient {
+		return false
+	}
+	q.sum++
+	q.byClient[client]++
+	return true
+}
+
+// release returns one unit taken by acquire.
+func (q *httpQuota) release(client string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sum--
+	if q.byClient[client]--; q.byClient[client] <= 0 {
+		delete(q.byClient, client)
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// httpStream writes one SSE response. Every write carries a deadline, so a
+// client that stops reading is cut off instead of holding the stream (and
+// its share of the bounds) for ever.
+type httpStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+// startHTTPStream sends the SSE headers.
+func startHTTPStream(w http.ResponseWriter, timeout time.Duration) (*httpStream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	st.rc.SetWriteDeadline(time.Now().Add(timeout))
+	w.WriteHeader(http.StatusOK)
+	return st, st.rc.Flush()
+}
+
+// send writes one message as an SSE event.
+func (st *httpStream) send(msg []byte) error {
+	return st.write(fmt.Sprintf("event: message\ndata: %s\n\n", msg))
+}
+
+// keepAlive writes an SSE comment, which clients ignore and which tells
+// intermediaries and the server the connection is still alive.
+func (st *httpStream) keepAlive() error { return st.write(":\n\n") }
+
+func (st *httpStream) write(text string) error {
+	st.rc.SetWriteDeadline(time.Now().Add(st.timeout))
+	if _, err := fmt.Fprint(st.w, text); err != nil {
+		return err
+	}
+	return st.rc.Flush()
+}
+
+// exchange passes one message to a session and writes its answer: 202 for
+// a notification, a JSON body for an answer ready at once, or an SSE
+// stream when the request runs on (a long call, a subscriptions/listen)
+// or produced notifications first.
+func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
+	s.enter()
+	defer s.leave()
+	if !msg.isRequest() {
+		if reply := s.handle(body); reply != nil {
+			writeHTTPJSON(w, http.StatusOK, reply) // a batch's answers, or an error
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	ex := s.router.expect(msg.ID, msg.Params.ProgressToken)
+	defer s.router.forget(ex)
+	if reply := s.handle(body); reply != nil {
+		var early [][]byte
+		for len(ex.ch) > 0 {
+			early = append(early, <-ex.ch)
+		}
+		status := replyStatus(reply, s.id == "")
+		if len(early) == 0 || !accepts(r, "text/event-stream") {
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+			writeHTTPJSON(w, status, reply)
+			return
+		}
+		if st, err := startHTTPStream(w, t.limits.writeTimeout); err == nil {
+			for _, m := range append(early, []byte(pyJSON(reply))) {
+				if st.send(m) != nil {
+					return
+				}
+			}
+		}
+		return
+	}
+	// The request runs on in the server's in-flight table.
+	if !t.streamQuota.acquire(s.client) {
+		s.handle(cancelledNotification(msg.ID))
+		w.Header().Set("Retry-After", "10")
+		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
+		return
+	}
+	defer t.streamQuota.release(s.client)
+	if !t.streamUntilAnswer(w, r, s, ex) {
+		// The client went away or was cut off: end the request, as
+		// 2026-07-28 defines a closed stream to mean, and as the answer
+		// could not reach the client anyway (streams are not resumable).
+		s.handle(cancelledNotification(msg.ID))
+	}
+}
+
+// replyStatus maps an answer to its HTTP status: 2026-07-28 gives protocol
+// errors their own statuses; everything else is 200.
+func replyStatus(reply any, stateless bool) int {
+	o, _ := reply.(object)
+	e, _ := o.get("error").(object)
+	if e == nil || !stateless {
+		return http.StatusOK
+	}
+	switch e.get("code") {
+	case -32601:
+		return http.StatusNotFound
+	case -32020, -32021, -32022:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// cancelledNotification is the notifications/cancelled the transport hands
+// the server when a request's stream ends before its answer.
+func cancelledNotification(id []byte) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, id)
+}
+
+// streamUntilAnswer streams ex's messages until the answer, and reports
+// whether it was delivered.
+func (t *httpTransport) streamUntilAnswer(w http.ResponseWriter, r *http.Request, s *httpSession, ex *httpExchange) bool {
+	st, err := startHTTPStream(w, t.limits.writeTimeout)
+	if err != nil {
+		return false
+	}
+	tick := time.NewTicker(t.limits.keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case msg := <-ex.ch:
+			if st.send(msg) != nil {
+				return false
+			}
+			if isAnswer(msg) {
+				return true
+			}
+		case <-tick.C:
+			if st.keepAlive() != nil {
+				return false
+			}
+		case <-ex.gone:
+			return false
+		case <-r.Context().Done():
+			return false
+		case <-s.ended:
+			return false
+		}
+	}
+}
+
+// get opens a 2025-era session's stream of server notifications.
+func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		// 2026-07-28 has no GET stream; a 2025-era client has a session.
+		w.Header().Set("Allow", "POST, DELETE")
+		httpRefuse(w, http.StatusMethodNotAllowed, "Method not allowed: GET needs an Mcp-Session-Id session.")
+		return
+	}
+	if !accepts(r, "text/event-stream") {
+		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept text/event-stream.")
+		return
+	}
+	s := t.session(id)
+	if s == nil {
+		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
+		return
+	}
+	if !t.streamQuota.acquire(s.client) {
+		w.Header().Set("Retry-After", "10")
+		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
+		return
+	}
+	defer t.streamQuota.release(s.client)
+	ex := newHTTPExchange()
+	if !s.router.openStream(ex) {
+		httpRefuse(w, http.StatusConflict, "Conflict: this session already has a GET stream open.")
+		return
+	}
+	defer s.router.forget(ex)
+	s.enter()
+	defer s.leave()
+	st, err := startHTTPStream(w, t.limits.writeTimeout)
+	if err != nil {
+		return
+	}
+	tick := time.NewTicker(t.limits.keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case msg := <-ex.ch:
+			if st.send(msg) != nil {
+				return
+			}
+		case <-tick.C:
+			if st.keepAlive() != nil {
+				return
+			}
+		case <-ex.gone:
+			return
+		case <-r.Context().Done():
+			return
+		case <-s.ended:
+			return
+		}
+	}
+}
+
+// delete ends a 2025-era session at the client's request.
+func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
+		return
+	}
+	s := t.session(id)
+	if s == nil {
+		httpRefuse(w, http.StatusNotFound, "Session not found.")
+		return
+	}
+	t.endSession(s)
+	w.WriteHeader(http.StatusNoContent)
+}

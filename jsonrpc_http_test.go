@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// statusOf posts body with extra headers and returns the status and body.
+func statusOf(c *httpTestClient, method string, body string, header map[string]string) (int, string) {
+	c.tb.Helper()
+	resp := c.do(context.Background(), method, []byte(body), header)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHTTPSessionRunsTools(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	a := s.client(t, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "over http"}, &g)
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "hello"}, nil)
+	var msgs struct {
+		Messages []struct {
+			Text string `json:"message"`
+		} `json:"messages"`
+	}
+	a.ok("get_all_messages", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, &msgs)
+	if len(msgs.Messages) != 1 || msgs.Messages[0].Text != "hello" {
+		t.Fatalf("get_all_messages: got %+v; want the one message sent", msgs.Messages)
+	}
+	// A session id is required after initialize, and must be known.
+	b := s.client(t, "")
+	if code, _ := statusOf(b, http.MethodPost, string(b.request("tools/list", nil)), nil); code != http.StatusBadRequest {
+		t.Errorf("tools/list without a session: got status %d; want 400", code)
+	}
+	b.session = "no-such-session"
+	if code, _ := statusOf(b, http.MethodPost, string(b.request("tools/list", nil)), nil); code != http.StatusNotFound {
+		t.Errorf("tools/list with an unknown session: got status %d; want 404", code)
+	}
+	// DELETE ends the session; the id is then unknown.
+	if code, _ := statusOf(a, http.MethodDelete, "", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE: got status %d; want 204", code)
+	}
+	if code, _ := statusOf(a, http.MethodPost, string(a.request("tools/list", nil)), nil); code != http.StatusNotFound {
+		t.Errorf("tools/list after DELETE: got status %d; want 404", code)
+	}
+	if held := s.t.sessionQuota.held(); held != 0 {
+		t.Errorf("sessions held after DELETE: got %d; want 0", held)
+	}
+}
+
+func TestHTTPRefusals(t *testing.T) {
+	const token = "s3cret-token"
+	s := newHTTPTestServer(t, token, httpLimits{maxBody: 1024})
+	good := s.client(t, token)
+	create := string(good.request("initialize", map[string]any{"protocolVersion": "2025-11-25"}))
+	tests := []struct {
+		name   string
+		token  string
+		method string
+		body   string
+		header map[string]string
+		want   int
+	}{
+		{"missing token", "", http.MethodPost, create, nil, http.StatusUnauthorized},
+		{"wrong token", "s3cret-tokem", http.MethodPost, create, nil, http.StatusUnauthorized},
+		{"wrong scheme", "", http.MethodPost, create, map[string]string{"Authorization": "Basic " + token}, http.StatusUnauthorized},
+		{"foreign origin", token, http.MethodPost, create, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"null origin", token, http.MethodPost, create, map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"rebound host", token, http.MethodPost, create, map[string]string{"Host": "evil.example:80"}, http.StatusForbidden},
+		{"oversized body", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, nil, http.StatusRequestEntityTooLarge},
+		{"not JSON", token, http.MethodPost, `{"jsonrpc":`, nil, http.StatusBadRequest},
+		{"wrong content type", token, http.MethodPost, create, map[string]string{"Content-Type": "text/plain"}, http.StatusUnsupportedMediaType},
+		{"accepts neither", token, http.MethodPost, create, map[string]string{"Accept": "text/html"}, http.StatusNotAcceptable},
+		{"PUT", token, http.MethodPut, create, nil, http.StatusMethodNotAllowed},
+		{"GET without a session", token, http.MethodGet, "", map[string]string{"Accept": "text/event-stream"}, http.StatusMethodNotAllowed},
+		{"loopback origin", token, http.MethodPost, create, map[string]string{"Origin": "http://localhost:3000"}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := s.client(t, tt.token)
+			got, body := statusOf(c, tt.method, tt.body, tt.header)
+			if got != tt.want {
+				t.Errorf("got status %d (%s); want %d", got, body, tt.want)
+			}
+		})
+	}
+	// Refused requests touched nothing: only the successful initialize
+	// made a session, and no group or database file exists.
+	if held := s.t.sessionQuota.held(); held != 1 {
+		t.Errorf("sessions: got %d; want 1 (the loopback-origin initialize)", held)
+	}
+	files, _ := filepath.Glob(filepath.Join(s.dir, "*"))
+	if len(files) != 0 {
+		t.Errorf("groups directory: got %v; want it untouched", files)
+	}
+}
+
+func TestHTTPSessionBounds(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{maxSessionsPerClient: 2, sessionIdle: 200 * time.Millisecond})
+	a, b := s.client(t, ""), s.client(t, "")
+	a.initialize()
+	b.initialize()
+	c := s.client(t, "")
+	code, _ := statusOf(c, http.MethodPost, string(c.request("initialize", map[string]any{"protocolVersion": "2025-11-25"})), nil)
+	if code != http.StatusTooManyRequests {
+		t.Fatalf("third session: got status %d; want 429", code)
+	}
+	// Idle sessions expire: their ids answer 404, and new sessions work.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.t.sessionQuota.held() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _ := statusOf(a, http.MethodPost, string(a.request("tools/list", nil)), nil); code != http.StatusNotFound {
+		t.Fatalf("expired session: got status %d; want 404", code)
+	}
+	a.session = ""
+	a.initialize()
+	if msg := a.call("tools/list", nil); msg.Error != nil || !strings.Contains(string(msg.Result), "send_message") {
+		t.Errorf("tools/list in a new session: got %+v; want the tool list", msg)
+	}
+}
+
+func TestHTTPStreamDeliversNotifications(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{keepAlive: 50 * time.Millisecond})
+	a, b := s.client(t, ""), s.client(t, "")
+	a.initialize()
+	b.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "wakeups"}, &g)
+	var j struct {
+		URI string `json:"wakeup_resource_uri"`
+	}
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, &j)
+	b.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-b", "name": "bob"}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream := a.openStream(ctx)
+	if msg := a.call("resources/subscribe", map[string]any{"uri": j.URI}); msg.Error != nil {
+		t.Fatalf("subscribe %s: %+v", j.URI, msg.Error)
+	}
+	// A second GET stream on the session is refused.
+	if code, _ := statusOf(a, http.MethodGet, "", map[string]string{"Accept": "text/event-stream"}); code != http.StatusConflict {
+		t.Errorf("second GET stream: got status %d; want 409", code)
+	}
+	b.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-b", "name": "bob", "message": "@alice wake up"}, nil)
+	timeout := time.After(30 * time.Second)
+	for got := false; !got; {
+		select {
+		case msg, open := <-stream:
+			if !open {
+				t.Fatal("GET stream ended before the wakeup notification")
+			}
+			var n notification
+			json.Unmarshal(msg.Params, &n)
+			got = msg.Method == "notifications/resources/updated" && n.URI == j.URI
+		case <-timeout:
+			t.Fatal("got no wakeup notification on the GET stream within 30 s")
+		}
+	}
+	// A client that disconnects mid-stream gives its stream back.
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.t.streamQuota.held() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := s.t.streamQuota.held(); held != 0 {
+		t.Fatalf("streams after disconnect: got %d; want 0", held)
+	}
+	again := a.openStream(context.Background())
+	_ = again
+	if msg := a.call("ping", nil); msg.Error != nil {
+		t.Errorf("ping after reconnecting the stream: %+v", msg.Error)
+	}
+}
+
+func TestHTTPStatelessHeaderChecks(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	c := s.client(t, "")
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := string(c.request("tools/call", map[string]any{"name": "list_groups", "arguments": map[string]any{"caller_name": "x"}, "_meta": meta}))
+	tests := []struct {
+		name   string
+		header map[string]string
+	}{
+		{"no version header", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "list_groups"}},
+		{"method mismatch", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Mcp-Name": "list_groups"}},
+		{"name missing", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}},
+		{"name mismatch", map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "=?base64?ZGVsZXRlX2dyb3Vw?="}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, got := statusOf(c, http.MethodPost, body, tt.header)
+			if code != http.StatusBadRequest || !strings.Contains(got, "-32020") {
+				t.Errorf("got %d %s; want 400 with HeaderMismatch -32020", code, got)
+			}
+		})
+	}
+}
+
+func TestServeOptions(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("from-file\n"), 0o600)
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "CROSSTALK_HTTP_TOKEN" {
+				return v
+			}
+			return ""
+		}
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		envToken  string
+		wantAddr  string
+		wantToken string
+		wantErr   string
+	}{
+		{"stdio", nil, "", "", "", ""},
+		{"bare port binds loopback", []string{"--http", "8808"}, "", "127.0.0.1:8808", "", ""},
+		{"all interfaces need a token", []string{"--http", ":8808"}, "", "", "", "without a token"},
+		{"public address needs a token", []string{"--http=192.0.2.1:8808"}, "", "", "", "without a token"},
+		{"token from the environment", []string{"--http", "0.0.0.0:8808"}, "env-token", "0.0.0.0:8808", "env-token", ""},
+		{"token file wins", []string{"--http", "0.0.0.0:8808", "--token-file", tokenFile}, "env-token", "0.0.0.0:8808", "from-file", ""},
+		{"half TLS", []string{"--http", "8808", "--tls-cert", "c.pem"}, "", "", "", "together"},
+		{"unknown option", []string{"--nope", "x"}, "", "", "", "unrecognized"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, err := parseServeOptions(tt.args, env(tt.envToken))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v; want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || opts.httpAddr != tt.wantAddr || opts.token != tt.wantToken {
+				t.Fatalf("got %+v, %v; want addr %q token %q", opts, err, tt.wantAddr, tt.wantToken)
+			}
+		})
+	}
+}
+
+func TestNetworkFSWarning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	if got := existingAncestor(dir); got != filepath.Dir(filepath.Dir(dir)) {
+		t.Errorf("existingAncestor: got %s; want the temp dir", got)
+	}
+	if w := networkFSWarning(dir, func(string) string { return "" }); w != "" {
+		t.Errorf("local temp dir: got warning %q; want none", w)
+	}
+	fsKindOf = func(string) string { return "FUSE" }
+	t.Cleanup(func() { fsKindOf = networkFSKind })
+	w := networkFSWarning(dir, func(string) string { return "" })
+	if !strings.Contains(w, "FUSE") || !strings.Contains(w, "serve --http") || !strings.Contains(w, "CROSSTALK_ALLOW_NETWORK_FS=1") {
+		t.Errorf("FUSE dir: got warning %q; want one naming FUSE, serve --http and the switch", w)
+	}
+	allow := func(k string) string {
+		if k == "CROSSTALK_ALLOW_NETWORK_FS" {
+			return "1"
+		}
+		return ""
+	}
+	if w := networkFSWarning(dir, allow); w != "" {
+		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
+	}
+	// The dashboard shows the same warning on its overview.
+	o, err := newObserver(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/fragments/overview", nil)
+	req.Host = "127.0.0.1"
+	o.ServeHTTP(rec, req)
+	if body := rec.Body.String(); !strings.Contains(body, "is on FUSE, a network filesystem") {
+		t.Errorf("dashboard overview: got %.300s; want the network filesystem warning", body)
+	}
+}

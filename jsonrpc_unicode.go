@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// unicodeJSON reports whether every string in the JSON text raw is valid
+// Unicode: the bytes are valid UTF-8 and every \u escape of a surrogate is
+// half of a well-formed pair. encoding/json silently replaces anything else
+// with U+FFFD, so two different ids ("\ud800" and "\udfff") would decode to
+// the same string and text would be stored altered; such input is refused
+// instead. raw must already be syntactically valid JSON, where a backslash
+// only occurs inside a string, so no string tracking is needed.
+func unicodeJSON(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 || i+j+1 >= len(raw) {
+			return true
+		}
+		i += j
+		if raw[i+1] != 'u' {
+			i += 2
+			continue
+		}
+		r, ok := escapedUnit(raw, i)
+		if !ok {
+			return false
+		}
+		i += 6
+		switch {
+		case 0xdc00 <= r && r <= 0xdfff:
+			return false // a low surrogate without its high half
+		case 0xd800 <= r && r <= 0xdbff:
+			if low, ok := escapedUnit(raw, i); !ok || low < 0xdc00 || low > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+	}
+}
+
+// escapedUnit decodes the UTF-16 code unit of the \uXXXX escape at raw[i:].
+func escapedUnit(raw []byte, i int) (rune, bool) {
+	if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[i+2 : i+6] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	return r, true
+}
+
+// errNotUnicode is the validation error for an argument whose text is not
+// valid Unicode. The original fails later, when SQLite cannot encode the
+// text, with Python's codec error; the port names the argument instead.
+func errNotUnicode(key string) *domainError {
+	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
+}
+
+// writeRawString writes the JSON string literal lit (quotes included) as the
+// original's ensure_ascii json.dumps writes the string it decodes to, without
+// decoding it: \u escapes are kept code unit for code unit, so a lone
+// surrogate in a request id is echoed as sent rather than as U+FFFD. A byte
+// that is not UTF-8 is written as Python's surrogateescape decoder reads it,
+// \udcXX, so that the answer stays valid JSON and still names the byte.
+func writeRawString(b *strings.Builder, lit []byte) {
+	b.Grow(len(lit))
+	b.WriteByte('"')
+	body := lit[1 : len(lit)-1]
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c == '\\' && i+1 < len(body):
+			switch e := body[i+1]; e {
+			case 'u':
+				if r, ok := escapedUnit(body, i); ok {
+					writeU(b, r)
+					i += 6
+					continue
+				}
+				b.WriteString(`\u`)
+			case '/':
+				b.WriteByte('/')
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			if plainASCII[c] {
+				b.WriteByte(c)
+			} else {
+				writeU(b, rune(c))
+			}
+			i++
+		default:
+			r, size := utf8.DecodeRune(body[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				writeU(b, 0xdc00|rune(c))
+			case r > 0xffff:
+				r1, r2 := utf16.EncodeRune(r)
+				writeU(b, r1)
+				writeU(b, r2)
+			default:
+				writeU(b, r)
+			}
+			i += size
+		}
+	}
+	b.WriteByte('"')
+}
+
+// splitObject returns the members of the JSON object raw as slices of raw
+// itself, where json.Unmarshal into map[string]json.RawMessage copies every
+// value: for a 200 MB send_message line each such copy is another 200 MB.
+// raw must be valid JSON (json.Valid, which allocates nothing); ok is false
+// when it is not an object. Keys are decoded as encoding/json decodes them
+// and a repeated key keeps its last value, as with json.Unmarshal. The
+// values alias raw, which the caller must therefore not reuse.
+func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	members = map[string]json.RawMessage{}
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
+		end := skipValue(raw, i)
+		lit := raw[i:end]
+		key := string(lit[1 : len(lit)-1])
+		if bytes.IndexByte(lit, '\\') >= 0 || !utf8.Valid(lit) {
+			key = ""
+			json.Unmarshal(lit, &key)
+		}
+		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
+		end = skipValue(raw, i)
+		members[key] = raw[i:end:end]
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return members, true
+}
+
+// skipSpace returns the index of the first non-whitespace byte at or after i.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value starting at i.
+func skipValue(raw []byte, i int) int {
+	depth := 0
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			i = stringEnd(raw, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object or array
+			}
+			depth--
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+			continue
+		default:
+			continue
+		}
+		if depth == 0 {
+			return i + 1
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string literal starting at i.
+func stringEnd(raw []byte, i int) int {
+	for i++; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// decodeJSONString decodes a valid JSON string literal with one allocation
+// of the result's size, where json.Unmarshal into a string makes two (its
+// unquoted bytes, then the string). Text that is not valid Unicode takes
+// json.Unmarshal's path, which replaces it with U+FFFD; tool arguments are
+// refused before that (unicodeJSON), so only other strings get there.
+func decodeJSONString(lit []byte) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' {
+		return "", false
+	}
+	body := lit[1 : len(lit)-1]
+	if !unicodeJSON(lit) {
+		var s string
+		return s, json.Unmarshal(lit, &s) == nil
+	}
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body), true
+	}
+	var b strings.Builder
+	b.Grow(len(body))
+	for len(body) > 0 {
+		j := bytes.IndexByte(body, '\\')
+		if j < 0 {
+			b.Write(body)
+			break
+		}
+		b.Write(body[:j])
+		body = body[j:]
+		n := 2
+		switch body[1] {
+		case 'u':
+			r, _ := escapedUnit(body, 0)
+			n = 6
+			if utf16.IsSurrogate(r) {
+				low, _ := escapedUnit(body, 6)
+				r, n = utf16.DecodeRune(r, low), 12
+			}
+			b.WriteRune(r)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		default: // " \ /
+			b.WriteByte(body[1])
+		}
+		body = body[n:]
+	}
+	return b.String(), true
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// serveOptions is the validated command line of "crosstalk-mcp serve".
+type serveOptions struct {
+	httpAddr       string // "" serves stdio
+	token          string
+	tlsCert        string
+	tlsKey         string
+	allowedOrigins []string
+}
+
+const serveUsage = "usage: crosstalk-mcp serve [--http ADDR] [--token-file PATH] [--tls-cert PATH --tls-key PATH] [--allow-origin ORIGIN]...\n"
+
+const serveHelp = serveUsage + `
+Serve MCP over stdio (the default) or, with --http, over the Streamable HTTP
+transport so that agents on other machines can reach this machine's groups.
+
+options:
+  --http ADDR           listen on ADDR (host:port; a bare port binds 127.0.0.1)
+  --token-file PATH     require "Authorization: Bearer <token>" with the token in
+                        PATH (or CROSSTALK_HTTP_TOKEN); required off loopback
+  --tls-cert PATH       serve HTTPS with this certificate (PEM) ...
+  --tls-key PATH        ... and this private key (PEM)
+  --allow-origin ORIGIN also accept browser requests from ORIGIN
+                        (loopback origins are always accepted)
+`
+
+// parseServeOptions reads the serve command line; the token comes from
+// --token-file, else from CROSSTALK_HTTP_TOKEN.
+func parseServeOptions(args []string, getenv func(string) string) (serveOptions, error) {
+	var opts serveOptions
+	var tokenFile string
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(args[i], "=")
+		switch name {
+		case "-h", "--help":
+			return opts, errObserveHelp
+		case "--http", "--token-file", "--tls-cert", "--tls-key", "--allow-origin":
+		default:
+			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return opts, fmt.Errorf("argument %s: expected one argument", name)
+			}
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "--http":
+			addr, err := normalizeHTTPAddr(value)
+			if err != nil {
+				return opts, err
+			}
+			opts.httpAddr = addr
+		case "--token-file":
+			tokenFile = value
+		case "--tls-cert":
+			opts.tlsCert = value
+		case "--tls-key":
+			opts.tlsKey = value
+		case "--allow-origin":
+			opts.allowedOrigins = append(opts.allowedOrigins, value)
+		}
+	}
+	if (opts.tlsCert == "") != (opts.tlsKey == "") {
+		return opts, errors.New("--tls-cert and --tls-key must be given together")
+	}
+	opts.token = strings.TrimSpace(getenv("CROSSTALK_HTTP_TOKEN"))
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return opts, fmt.Errorf("read token file: %w", err)
+		}
+		if opts.token = strings.TrimSpace(string(b)); opts.token == "" {
+			return opts, fmt.Errorf("token file %s is empty", tokenFile)
+		}
+	}
+	if opts.httpAddr == "" {
+		return opts, nil
+	}
+	if !isLoopbackAddr(opts.httpAddr) && opts.token == "" {
+		return opts, fmt.Errorf("refusing to listen on %s without a token: a non-loopback address lets anyone "+
+			"who can reach it read and write every group. Give --token-file PATH or set CROSSTALK_HTTP_TOKEN "+
+			"(or bind 127.0.0.1)", opts.httpAddr)
+	}
+	return opts, nil
+}
+
+// runServe runs "crosstalk-mcp serve": stdio without --http.
+func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	opts, err := parseServeOptions(args, os.Getenv)
+	if errors.Is(err, errObserveHelp) {
+		fmt.Fprint(stdout, serveHelp)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprint(stderr, serveUsage)
+		fmt.Fprintf(stderr, "crosstalk-mcp serve: error: %v\n", err)
+		return 2
+	}
+	if opts.httpAddr == "" {
+		return runServer(stdin, stdout, stderr)
+	}
+	return runHTTPServer(opts, stdout, stderr)
+}
+
+// runHTTPServer serves the Streamable HTTP transport until SIGINT or
+// SIGTERM, then lets open requests finish for up to five seconds.
+func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
+	log.SetOutput(stderr)
+	log.SetFlags(0)
+	log.SetPrefix("crosstalk-mcp: ")
+	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer st.close()
+	audit, err := openAuditLog(dir, auditCfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer audit.close()
+	audit.attach(&server{store: st})
+	t := newHTTPTransport(st, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), audit, httpLimits{})
+	defer t.close()
+	ln, err := net.Listen("tcp", opts.httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
+		return 1
+	}
+	loopback := isLoopbackAddr(opts.httpAddr)
+	scheme := "http"
+	if opts.tlsCert != "" {
+		scheme = "https"
+	} else if !loopback {
+		fmt.Fprintf(stderr, "crosstalk-mcp: warning: serving %s without TLS: the bearer token and every message cross the network in clear text; use --tls-cert and --tls-key\n", opts.httpAddr)
+	}
+	fmt.Fprintf(stdout, "%s://%s%s\n", scheme, ln.Addr(), httpEndpoint)
+	srv := &http.Server{
+		Handler: newHTTPGuard(loopback, opts.token, opts.allowedOrigins, t),
+		// The header timeout stops a client from pinning a connection
+		// before it has said anything; bodies and writes have their own
+		// per-request deadlines (httpLimits.writeTimeout), since SSE
+		// streams must outlive any whole-response timeout.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		if opts.tlsCert != "" {
+			done <- srv.ServeTLS(ln, opts.tlsCert, opts.tlsKey)
+		} else {
+			done <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-done:
+		fmt.Fprintf(stderr, "crosstalk-mcp serve: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	// Streams never finish on their own: end the sessions first so that
+	// Shutdown waits only for ordinary requests, five seconds at most.
+	t.close()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdown)
+	return 0
+}

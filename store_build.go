@@ -1,0 +1,97 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// buildingPrefix starts the name of a group file under construction. Such a
+// name never matches the group file pattern of this port (^grp_…\.sqlite3$)
+// or the original's glob ("grp_*.sqlite3"), so no server, Go or Python,
+// lists or opens a group before its schema is committed.
+const buildingPrefix = ".creating-"
+
+// buildingPath is where group id is built before it gets its final name.
+func buildingPath(dir, id string) string {
+	return filepath.Join(dir, buildingPrefix+id+".sqlite3")
+}
+
+// buildGroupFile creates group id's database under a temporary name in dir,
+// runs fill on it in one transaction, and only then renames it to its final
+// name, so that a crash at any point leaves either no group or a complete
+// one. The file is built with a rollback journal and switched to WAL last:
+// closing the only connection then checkpoints and removes the -wal and
+// -shm files, so the rename moves one self-contained file and no sidecar is
+// left under the temporary name. The directory is synced after the rename
+// so the new name survives a power loss once create_group has answered.
+func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
+	tmp := buildingPath(dir, id)
+	if err := removeDatabaseFiles(tmp); err != nil {
+		return err
+	}
+	err := buildFile(tmp, fill)
+	if err == nil {
+		err = os.Rename(tmp, groupFile(dir, id))
+	}
+	if err != nil {
+		removeDatabaseFiles(tmp)
+		os.Remove(tmp + "-journal")
+		return err
+	}
+	syncDir(dir)
+	return nil
+}
+
+// buildFile creates the database at path, fills it and leaves it in WAL
+// mode with no -wal or -shm file beside it.
+func buildFile(path string, fill func(tx *sql.Tx) error) error {
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	// synchronous=FULL makes the commit durable before the rename gives
+	// the file its name; it is SQLite's default for a rollback journal and
+	// is set so that a build-time setting cannot weaken it.
+	for _, q := range []string{"PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"} {
+		if _, err := db.Exec(q); err != nil {
+			return err
+		}
+	}
+	if err := inTx(db, fill); err != nil {
+		return err
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("switch to WAL: journal mode is %s", mode)
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	// The last connection's close checkpoints the WAL and deletes it; a
+	// -wal file left behind would hold data the renamed file lacks.
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write-ahead log of %s was not checkpointed", filepath.Base(path))
+	}
+	return nil
+}
+
+// syncDir flushes dir's entries to disk. Some systems (Windows) cannot sync
+// a directory; there the rename is as durable as the file system makes it.
+func syncDir(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	d.Sync()
+	d.Close()
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// doctorFinding is one file in the groups directory that no server can use:
+// a group file that does not open as a database or lacks the group schema
+// (left by a crash inside the original's create_group), or the remains of
+// a group build that was interrupted.
+type doctorFinding struct {
+	name    string // file name in the groups directory
+	problem string
+	recent  bool // modified too recently to be sure no one is still creating it
+}
+
+// doctorGracePeriod is how old a file must be before doctor --repair moves
+// it: the original creates a group under its final name and fills it a few
+// milliseconds later, so a younger table-less file may be a group that
+// another server is creating right now.
+const doctorGracePeriod = time.Minute
+
+// damagedDirName is the folder, inside the groups directory, that doctor
+// --repair moves unusable files into. Nothing is ever deleted.
+const damagedDirName = "damaged"
+
+// requiredGroupTables are the tables every group database has once its
+// schema is committed; a file without them is not a usable group.
+var requiredGroupTables = []string{"messages", "group_metadata", "group_members",
+	"member_unread_messages", "wakeup_events", "group_state", "message_search"}
+
+// checkGroupFile reports why the group database at path cannot be used, or
+// nil when it opens and has the group schema. It only reads: the file is
+// opened read-only, and never with os.Open (see SPEC: closing a descriptor
+// would drop this process's SQLite locks on it). The dashboard calls it to
+// show a group as damaged.
+func checkGroupFile(path string) error {
+	db, err := sql.Open("sqlite", readOnlyDSN(path))
+	if err != nil {
+		return fmt.Errorf("cannot open: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tables, err := tableNames(ctx, db)
+	if err != nil {
+		if isBusy(err) {
+			return nil // locked by a writer: it is in use, so not damaged
+		}
+		return fmt.Errorf("cannot read: %v", err)
+	}
+	var missing []string
+	for _, t := range requiredGroupTables {
+		if !tables[t] {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no group schema (missing %s)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// damagedWarnings remembers which damaged group files this process already
+// reported, so that list_groups, polled by agents, warns once per file.
+type damagedWarnings struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// warn writes one stderr line for path the first time it is reported.
+func (w *damagedWarnings) warn(path string, problem error) {
+	w.mu.Lock()
+	first := !w.seen[path]
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	w.seen[path] = true
+	w.mu.Unlock()
+	if first {
+		logf("skipping damaged group file %s: %v (run `crosstalk-mcp doctor --repair` to move it aside)", filepath.Base(path), problem)
+	}
+}
+
+// isGroupFile reports whether name is a group database's file name.
+func isGroupFile(name string) bool {
+	_, ok := groupIDOfFile(name)
+	return ok
+}
+
+// doctorScan checks every group file and leftover build in dir.
+func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var findings []doctorFinding
+	checked := 0
+	for _, e := range entries {
+		name := e.Name()
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		recent := now.Sub(info.ModTime()) < doctorGracePeriod
+		switch {
+		case isGroupFile(name):
+			checked++
+			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
+				findings = append(findings, doctorFinding{name, problem.Error(), recent})
+			}
+		case strings.HasPrefix(name, buildingPrefix) && strings.HasSuffix(name, ".sqlite3"):
+			findings = append(findings, doctorFinding{name, "an interrupted create_group", recent})
+		}
+	}
+	sort.Slice(findings, func(i, j int) bool { return findings[i].name < findings[j].name })
+	return findings, checked, nil
+}
+
+// moveAside moves a database file and its sidecars into dir/damaged/,
+// choosing a free name there so that nothing already moved is overwritten.
+func moveAside(dir, name string) (string, error) {
+	target := filepath.Join(dir, damagedDirName)
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return "", err
+	}
+	dest := name
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(filepath.Join(target, dest)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		dest = fmt.Sprintf("%s.%d", name, i)
+	}
+	// The main file goes first: once it is gone no server lists the group,
+	// and a sidecar left by a failure below is harmless.
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		err := os.Rename(filepath.Join(dir, name+suffix), filepath.Join(target, dest+suffix))
+		if err != nil && !(suffix != "" && errors.Is(err, os.ErrNotExist)) {
+			return "", err
+		}
+	}
+	syncDir(dir)
+	return filepath.Join(damagedDirName, dest), nil
+}
+
+// runDoctor is `crosstalk-mcp doctor [--repair] [--groups-dir PATH]`: it
+// lists the files in the groups directory that no server can use and, with
+// --repair, moves them into damaged/. Exit status: 0 when nothing unusable
+// remains, 1 when something does (or a move failed), 2 for a usage error.
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	repair := fs.Bool("repair", false, "move unusable files into the damaged/ folder of the groups directory")
+	groupsDir := fs.String("groups-dir", "", "groups directory (default: CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if err == nil {
+			fmt.Fprintf(stderr, "doctor: unexpected argument %q\n", fs.Arg(0))
+		}
+		return 2
+	}
+	dir := *groupsDir
+	if dir == "" {
+		d, err := groupsDirFromEnv()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		dir = d
+	}
+	findings, checked, err := doctorScan(dir, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "doctor: %v\n", err)
+		return 1
+	}
+	remaining := 0
+	for _, f := range findings {
+		switch {
+		case !*repair:
+			fmt.Fprintf(stdout, "damaged %s: %s\n", f.name, f.problem)
+			remaining++
+		case f.recent:
+			fmt.Fprintf(stdout, "damaged %s: %s; left in place, changed less than %v ago (it may still be being created)\n", f.name, f.problem, doctorGracePeriod)
+			remaining++
+		default:
+			dest, err := moveAside(dir, f.name)
+			if err != nil {
+				fmt.Fprintf(stdout, "damaged %s: %s; could not move it aside: %v\n", f.name, f.problem, err)
+				remaining++
+				continue
+			}
+			fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
+		}
+	}
+	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, dir, len(findings), remaining)
+	if remaining > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// networkFSWarning returns the warning for a groups directory on a network
+// filesystem (NFS, SMB/CIFS, FUSE), or "" when it is local, when the
+// platform cannot tell, or when CROSSTALK_ALLOW_NETWORK_FS=1 silences it.
+// SQLite's WAL mode relies on shared memory and POSIX locks that these
+// filesystems do not provide reliably across machines, so two agents
+// writing one group there can lose messages or corrupt the database.
+func networkFSWarning(dir string, getenv func(string) string) string {
+	if getenv("CROSSTALK_ALLOW_NETWORK_FS") == "1" {
+		return ""
+	}
+	kind := fsKindOf(existingAncestor(dir))
+	if kind == "" {
+		return ""
+	}
+	return fmt.Sprintf("warning: the groups directory %s is on %s, a network filesystem. SQLite's WAL mode needs "+
+		"shared memory and file locks that network filesystems do not provide reliably, so messages can be lost "+
+		"or group databases corrupted. Keep the groups directory on a local disk and let agents on other machines "+
+		"connect to `crosstalk-mcp serve --http` (README: \"Across machines\"). "+
+		"Set CROSSTALK_ALLOW_NETWORK_FS=1 to silence this warning.", dir, kind)
+}
+
+// fsKindOf is networkFSKind; tests replace it to stand for a network
+// filesystem that cannot be mounted in a test.
+var fsKindOf = networkFSKind
+
+// existingAncestor returns dir, or its nearest ancestor that exists: the
+// directory is created lazily, and its filesystem is its parent's.
+func existingAncestor(dir string) string {
+	dir = filepath.Clean(dir)
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return dir
+		}
+		dir = parent
+	}
+}
