@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,9 +72,9 @@ func BenchmarkIdleSession100Groups(b *testing.B) {
 					p.join(p.createGroup("idle"), "idle", "idle")
 				}
 				time.Sleep(500 * time.Millisecond)
-				cpu0 := processCPU(b, p.cmd)
+				cpu0 := processCPU(b, p.cmd.Process.Pid)
 				time.Sleep(10 * time.Second)
-				cpu := processCPU(b, p.cmd) - cpu0
+				cpu := processCPU(b, p.cmd.Process.Pid) - cpu0
 				b.ReportMetric(100*cpu.Seconds()/10, "%core")
 				p.close()
 			}
@@ -112,19 +110,4 @@ func BenchmarkHookNothingPending(b *testing.B) {
 		}
 	}
 	reportPercentiles(b, samples)
-}
-
-// processCPU reads a running process's user and system CPU time from
-// /proc (Linux only; elsewhere the benchmark is skipped).
-func processCPU(b *testing.B, cmd *exec.Cmd) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-	if err != nil {
-		b.Skipf("no /proc: %v", err)
-	}
-	// Fields after the parenthesized command name; utime and stime are
-	// the 14th and 15th fields, in clock ticks (100 per second on Linux).
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
