@@ -51,7 +51,7 @@ lint:
 		echo "$$dead" >&2; exit 1; \
 	fi
 
-race:
+race: conformance/axe/node_modules/.package-lock.json
 	@echo "==> CGO_ENABLED=1 go test -race -count=1 ./..."
 	@CGO_ENABLED=1 go test -race -count=1 ./... || $(call fail,go test -race ./...)
 
@@ -71,6 +71,11 @@ cross:
 conformance/node_modules/.package-lock.json: conformance/package-lock.json
 	@echo "==> npm ci --prefix conformance"
 	@npm ci --prefix conformance --no-audit --no-fund || $(call fail,npm ci --prefix conformance)
+
+# axe-core, served to the page under test by the dashboard browser test.
+conformance/axe/node_modules/.package-lock.json: conformance/axe/package-lock.json
+	@echo "==> npm ci --prefix conformance/axe"
+	@npm ci --prefix conformance/axe --no-audit --no-fund || $(call fail,npm ci --prefix conformance/axe)
 
 conformance: build conformance/node_modules/.package-lock.json
 	@echo "==> conformance check with the MCP TypeScript SDK client"

@@ -75,9 +75,11 @@ type observeOptions struct {
 	port         int // 0 means "8787, else any free port"
 	pollInterval time.Duration
 	groupsDir    string
+	demo         bool // show a temporary directory of demo agents instead
+	keep         bool // with demo: leave the demo directory behind
 }
 
-const observeUsage = "usage: crosstalk-mcp observe [-h] [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH]\n"
+const observeUsage = "usage: crosstalk-mcp observe [-h] [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]\n"
 
 const observeHelp = observeUsage + `
 Open Crosstalk's local observability dashboard.
@@ -89,6 +91,9 @@ options:
   --poll-interval SECONDS
                         observer refresh interval in seconds (default: 0.5)
   --groups-dir PATH     directory containing Crosstalk group databases
+  --demo                show demo data: a temporary groups directory that a few
+                        agents fill through real MCP sessions of this binary
+  --keep                with --demo, keep the demo directory on exit
 `
 
 // errObserveHelp reports that --help was requested and printed.
@@ -106,11 +111,18 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		switch name {
 		case "-h", "--help":
 			return opts, errObserveHelp
-		case "--silent":
+		case "--silent", "--demo", "--keep":
 			if hasValue {
-				return opts, fmt.Errorf("argument --silent: ignored explicit argument '%s'", value)
+				return opts, fmt.Errorf("argument %s: ignored explicit argument '%s'", name, value)
 			}
-			opts.silent = true
+			switch name {
+			case "--silent":
+				opts.silent = true
+			case "--demo":
+				opts.demo = true
+			default:
+				opts.keep = true
+			}
 			continue
 		}
 		set, ok := observeValueOptions[name]
@@ -127,6 +139,12 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		if err := set(&opts, value); err != nil {
 			return opts, err
 		}
+	}
+	if opts.keep && !opts.demo {
+		return opts, errors.New("argument --keep: only with --demo")
+	}
+	if opts.demo && opts.groupsDir != "" {
+		return opts, errors.New("argument --demo: not allowed with --groups-dir (the demo makes its own directory)")
 	}
 	return opts, nil
 }
@@ -220,11 +238,12 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: error: %v\n", err)
 		return 2
 	}
-	dir, err := resolveObserveGroupsDir(opts)
+	dir, done, err := observeGroupsDir(opts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
+	defer done()
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
 	}
@@ -238,6 +257,9 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 	if fellBack {
 		fmt.Fprintf(stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
 	}
+	// The command serves until interrupted; say so, since a terminal that
+	// just sits there looks hung.
+	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if !opts.silent {
 		go func() {
 			if err := openBrowser(url); err != nil {

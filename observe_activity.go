@@ -131,6 +131,12 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 		}
 		return out, rows.Err()
 	}
+	// A wakeup's title is its target's member name; the id only for one
+	// who has left the group since.
+	names := make(map[string]string, len(g.Members))
+	for _, m := range g.Members {
+		names[m.ContextID] = m.Name
+	}
 	rows, err := db.QueryContext(ctx, "SELECT id, message_id, context_id, created_at, acknowledged_at FROM wakeup_events WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
 	if err != nil {
 		return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
@@ -148,7 +154,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 			state = " acknowledged"
 		}
 		t, _ := parseStamp(created.String)
-		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(contextID.String, "Context"),
+		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(names[contextID.String], contextID.String, "Context"),
 			GroupName: g.Name, Text: fmt.Sprintf("Wakeup for message #%d%s", messageID.Int64, state),
 			At: o.stampOf(created.String, ""), when: t, order: id, Attention: !acked.Valid})
 	}

@@ -31,7 +31,7 @@ type analyticsView struct {
 	ByTool     donutChart
 	ByOutcome  donutChart
 	OverTime   lineChart
-	ByCaller   barChart
+	ByCaller   topList
 	Rows       []toolCallRow
 }
 
@@ -242,7 +242,8 @@ func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []
 	}
 	v.ByTool = newDonut("Calls by tool", byTool, nil)
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
-	v.ByCaller = newBarChart("Calls by caller", byCaller)
+	v.ByTool.Category, v.ByOutcome.Category = "Tool", "Outcome"
+	v.ByCaller = newTopList("Calls by caller", "calls", byCaller)
 	if timeline != nil {
 		byTime = timeline
 	}
@@ -273,7 +274,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 	}
 	sort.SliceStable(v.Groups, func(i, j int) bool { return strings.ToLower(v.Groups[i].Label) < strings.ToLower(v.Groups[j].Label) })
 	if f.Group != "" && !found {
-		v.Groups = append([]selectOption{{Value: f.Group, Label: "Unavailable group (deleted)", Selected: true}}, v.Groups...)
+		v.Groups = append([]selectOption{{Value: f.Group, Label: unknownGroupLabel, Selected: true}}, v.Groups...)
 	}
 }
 

@@ -140,7 +140,7 @@ func overviewMetrics(t overviewTotals, rel reliabilityView) []metric {
 	}
 	response := "—"
 	if t.acked > 0 {
-		response = fmt.Sprintf("%.1fs avg", t.responseSeconds/float64(t.acked))
+		response = formatDuration(t.responseSeconds/float64(t.acked)) + " avg"
 	}
 	return []metric{
 		{Label: "Groups", Value: fmt.Sprint(t.groups)},
