@@ -70,6 +70,9 @@ type toolCall struct {
 	// that it outlives the group, or once for a whole run of pipelined sends.
 	groupName     string
 	groupNameRead bool
+	// remote is the HTTP client's address, recorded in the audit row's
+	// details; "" over stdio.
+	remote string
 }
 
 // supportedProtocolVersions are answered as sent; any other client version

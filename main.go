@@ -33,6 +33,7 @@ Commands:
     --port PORT                Bind exactly this loopback port.
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
     --groups-dir PATH          Read group databases from this directory.
+    --demo [--keep]            Show demo agents' data in a temporary directory.
   hook --client NAME [--event EVENT] [--context-id ID]
                                Answer an agent client's hook (claude-code, codex,
                                gemini, vscode, cursor) with the member's new mail.

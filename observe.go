@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +44,23 @@ type observer struct {
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
-	markers     map[string]revisions
+	markers    map[string]revisions
+	signatures map[string]groupSignature // at the last complete pollGroup
+	// reads caches the Overview's reads of unchanged groups.
+	reads       *groupReadCache
 	latestAudit int64
 	// polled is set once a poll has read every group and the audit id, so
 	// later polls can tell news from the baseline.
 	polled bool
 }
+
+// observerMemoryLimit is the dashboard's soft limit on the memory the Go
+// runtime uses (GOMEMLIMIT overrides it). A render of hundreds of groups
+// allocates tens of megabytes that are garbage a moment later; with the
+// default GOGC alone the heap would grow to twice its peak live size before
+// a collection. The limit only makes the collector run sooner: it is well
+// above what the dashboard keeps live, so it never starves the process.
+const observerMemoryLimit = 40 << 20
 
 // defaultObserverPort is tried first so bookmarks keep working; when it is
 // busy an OS-chosen port is used instead.
@@ -63,9 +75,11 @@ type observeOptions struct {
 	port         int // 0 means "8787, else any free port"
 	pollInterval time.Duration
 	groupsDir    string
+	demo         bool // show a temporary directory of demo agents instead
+	keep         bool // with demo: leave the demo directory behind
 }
 
-const observeUsage = "usage: crosstalk-mcp observe [-h] [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH]\n"
+const observeUsage = "usage: crosstalk-mcp observe [-h] [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]\n"
 
 const observeHelp = observeUsage + `
 Open Crosstalk's local observability dashboard.
@@ -77,6 +91,9 @@ options:
   --poll-interval SECONDS
                         observer refresh interval in seconds (default: 0.5)
   --groups-dir PATH     directory containing Crosstalk group databases
+  --demo                show demo data: a temporary groups directory that a few
+                        agents fill through real MCP sessions of this binary
+  --keep                with --demo, keep the demo directory on exit
 `
 
 // errObserveHelp reports that --help was requested and printed.
@@ -94,11 +111,18 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		switch name {
 		case "-h", "--help":
 			return opts, errObserveHelp
-		case "--silent":
+		case "--silent", "--demo", "--keep":
 			if hasValue {
-				return opts, fmt.Errorf("argument --silent: ignored explicit argument '%s'", value)
+				return opts, fmt.Errorf("argument %s: ignored explicit argument '%s'", name, value)
 			}
-			opts.silent = true
+			switch name {
+			case "--silent":
+				opts.silent = true
+			case "--demo":
+				opts.demo = true
+			default:
+				opts.keep = true
+			}
 			continue
 		}
 		set, ok := observeValueOptions[name]
@@ -115,6 +139,12 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		if err := set(&opts, value); err != nil {
 			return opts, err
 		}
+	}
+	if opts.keep && !opts.demo {
+		return opts, errors.New("argument --keep: only with --demo")
+	}
+	if opts.demo && opts.groupsDir != "" {
+		return opts, errors.New("argument --demo: not allowed with --groups-dir (the demo makes its own directory)")
 	}
 	return opts, nil
 }
@@ -208,11 +238,12 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: error: %v\n", err)
 		return 2
 	}
-	dir, err := resolveObserveGroupsDir(opts)
+	dir, done, err := observeGroupsDir(opts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
+	defer done()
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
 	}
@@ -226,12 +257,18 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 	if fellBack {
 		fmt.Fprintf(stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
 	}
+	// The command serves until interrupted; say so, since a terminal that
+	// just sits there looks hung.
+	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if !opts.silent {
 		go func() {
 			if err := openBrowser(url); err != nil {
 				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
 			}
 		}()
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(observerMemoryLimit)
 	}
 	obs, err := newObserver(dir, opts.pollInterval)
 	if err != nil {
@@ -288,6 +325,8 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		now:          time.Now,
 		static:       staticHandler(),
 		markers:      map[string]revisions{},
+		signatures:   map[string]groupSignature{},
+		reads:        newGroupReadCache(),
 		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
 	o.handler = o.routes()

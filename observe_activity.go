@@ -56,7 +56,9 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 	events = append(events, o.toolEvents(ctx, audit)...)
 	for {
 		var next []*source
-		cutoff, full := cutoffOf(events)
+		var cutoff time.Time
+		var full bool
+		events, cutoff, full = cutoffOf(events)
 		for _, s := range sources {
 			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
 				continue
@@ -67,7 +69,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 			break
 		}
 		for _, s := range next {
-			page, err := o.activityRows(ctx, s.g, s.wakeup, s.before)
+			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
 			if err != nil || len(page) < activityPage {
 				s.done = true
 			}
@@ -86,13 +88,16 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 }
 
 // cutoffOf returns the time of the limit-th newest event, once there are that
-// many: older rows can no longer enter the stream.
-func cutoffOf(events []activityEvent) (time.Time, bool) {
+// many: older rows can no longer enter the stream. It also drops the events
+// past the limit, which no later round can bring back, so that each round
+// sorts a few hundred events rather than everything read so far.
+func cutoffOf(events []activityEvent) ([]activityEvent, time.Time, bool) {
 	if len(events) < overviewEventLimit {
-		return time.Time{}, false
+		return events, time.Time{}, false
 	}
 	sortEvents(events)
-	return events[overviewEventLimit-1].when, true
+	events = events[:overviewEventLimit]
+	return events, events[overviewEventLimit-1].when, true
 }
 
 // sortEvents orders events newest first, keeping ties in place.
@@ -126,6 +131,12 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 		}
 		return out, rows.Err()
 	}
+	// A wakeup's title is its target's member name; the id only for one
+	// who has left the group since.
+	names := make(map[string]string, len(g.Members))
+	for _, m := range g.Members {
+		names[m.ContextID] = m.Name
+	}
 	rows, err := db.QueryContext(ctx, "SELECT id, message_id, context_id, created_at, acknowledged_at FROM wakeup_events WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
 	if err != nil {
 		return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
@@ -143,7 +154,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 			state = " acknowledged"
 		}
 		t, _ := parseStamp(created.String)
-		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(contextID.String, "Context"),
+		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(names[contextID.String], contextID.String, "Context"),
 			GroupName: g.Name, Text: fmt.Sprintf("Wakeup for message #%d%s", messageID.Int64, state),
 			At: o.stampOf(created.String, ""), when: t, order: id, Attention: !acked.Valid})
 	}

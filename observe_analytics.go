@@ -31,7 +31,7 @@ type analyticsView struct {
 	ByTool     donutChart
 	ByOutcome  donutChart
 	OverTime   lineChart
-	ByCaller   barChart
+	ByCaller   topList
 	Rows       []toolCallRow
 }
 
@@ -155,9 +155,28 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 		}
 	}
 	tier, seconds := chooseTier(f, now, oldest)
-	agg, hist, tier, err := readAggregates(ctx, a, f, tier, seconds)
+	// Without a time bound, every total, breakdown and the latency
+	// histogram are sums over all buckets, which the coarsest tier holds in
+	// a fraction of the rows (the original reads only that tier); the finer
+	// tier is then read for the timeline alone, grouped by its primary
+	// key's first column, so without a sort.
+	sumTier, sumSeconds, split := tier, seconds, false
+	if coarsest := auditResolutions[len(auditResolutions)-1]; f.From.IsZero() && f.To.IsZero() && tier != coarsest.suffix &&
+		a.tables["analytics_"+coarsest.suffix] && a.tables["analytics_latency_"+coarsest.suffix] && a.tables["analytics_"+tier] {
+		sumTier, sumSeconds, split = coarsest.suffix, coarsest.seconds, true
+	}
+	agg, hist, readTier, err := readAggregates(ctx, a, f, sumTier, sumSeconds)
 	if err != nil {
 		return v
+	}
+	if !split {
+		tier = readTier
+	}
+	var timeline map[int64]int64
+	if split {
+		if timeline, err = readTimeline(ctx, a.db, f, tier, seconds); err != nil {
+			return v
+		}
 	}
 	v.Tier = tier
 	rows, err := o.readToolCalls(ctx, a, f, analyticsLogLimit)
@@ -166,7 +185,7 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	}
 	v.Available = true
 	v.Rows = rows
-	o.chartAggregates(&v, agg, hist, seconds, f, now)
+	o.chartAggregates(&v, agg, hist, timeline, seconds, f, now)
 	return v
 }
 
@@ -199,8 +218,9 @@ func analyticsRequest(q url.Values, now time.Time) (analyticsView, auditFilter) 
 	return v, f
 }
 
-// chartAggregates fills the headline numbers and the four charts.
-func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []latencyCount, seconds int64, f auditFilter, now time.Time) {
+// chartAggregates fills the headline numbers and the four charts. The
+// timeline comes from timeline when it is not nil, else from agg's buckets.
+func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []latencyCount, timeline map[int64]int64, seconds int64, f auditFilter, now time.Time) {
 	byTool, byCaller, byOutcome := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	byTime := map[int64]int64{}
 	var failed int64
@@ -222,7 +242,11 @@ func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []
 	}
 	v.ByTool = newDonut("Calls by tool", byTool, nil)
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
-	v.ByCaller = newBarChart("Calls by caller", byCaller)
+	v.ByTool.Category, v.ByOutcome.Category = "Tool", "Outcome"
+	v.ByCaller = newTopList("Calls by caller", "calls", byCaller)
+	if timeline != nil {
+		byTime = timeline
+	}
 	v.OverTime = o.newLineChart("Calls over time", byTime, seconds, f, now)
 }
 
@@ -250,7 +274,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 	}
 	sort.SliceStable(v.Groups, func(i, j int) bool { return strings.ToLower(v.Groups[i].Label) < strings.ToLower(v.Groups[j].Label) })
 	if f.Group != "" && !found {
-		v.Groups = append([]selectOption{{Value: f.Group, Label: "Unavailable group (deleted)", Selected: true}}, v.Groups...)
+		v.Groups = append([]selectOption{{Value: f.Group, Label: unknownGroupLabel, Selected: true}}, v.Groups...)
 	}
 }
 

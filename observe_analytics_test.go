@@ -49,7 +49,7 @@ func TestToolAnalytics(t *testing.T) {
 		query string
 		want  []string
 	}{
-		{"range_value=2&range_unit=d", []string{"Total calls</strong><span>2", "12 / 40 ms", "50.0%", "2 matching calls", "1h rollup"}},
+		{"range_value=2&range_unit=d", []string{"Total calls</strong><span>2", "12 / 40 ms", "50.0%", "2 matching calls", "1h rollup", `title="Writer: 2 calls (100%)"`}},
 		{"range_value=2&range_unit=d&outcome=error:validation", []string{"Total calls</strong><span>1", "1 matching calls"}},
 		{"range_value=2&range_unit=d&outcome=success", []string{"Total calls</strong><span>1", "12 / 12 ms", "0.0%"}},
 		{"tool_name=list_groups", []string{"Total calls</strong><span>1", "1024 / 1024 ms", "1d rollup"}},
@@ -153,8 +153,8 @@ func TestGroupLabels(t *testing.T) {
 		{live, "", "Live name", false},
 		{live, live, "Live name", false},
 		{gone, "Old name", "Old name (deleted)", true},
-		{gone, gone, gone + " (deleted)", true},
-		{gone, "", "Deleted group (deleted)", true},
+		{gone, gone, "Unknown group", true},
+		{gone, "", "Unknown group", true},
 	}
 	for _, tt := range tests {
 		got, deleted := l.label(tt.id, tt.recorded)

@@ -234,6 +234,9 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 		" FROM tool_calls" + join + where + order + " LIMIT ?"
 }
 
+// unknownGroupLabel names a group that has no database and no recorded name.
+const unknownGroupLabel = "Unknown group"
+
 // groupLabeler names the groups audit rows refer to, for the event log and
 // the group filter alike. It remembers, per request, which groups are gone
 // and what the live ones are called, because one page names the same few
@@ -253,16 +256,20 @@ func (o *observer) newGroupLabeler(ctx context.Context) *groupLabeler {
 // label names group id and reports whether its database is gone. recorded
 // is the name the audit log kept; the writer stores the id itself, or
 // nothing, when it had no name. Without a recorded name a live group is
-// named from its own database and a deleted one by the id, or "Deleted
-// group" when there is none; a deleted group's label says so.
+// named from its own database. A missing group with a recorded name was
+// deleted and its label says so; one without is "Unknown group", since a
+// call may name a group that never existed (the id is on hover).
 func (l *groupLabeler) label(id, recorded string) (string, bool) {
 	gone, ok := l.deleted[id]
 	if !ok {
 		gone = !groupFileExists(l.o.dir, id)
 		l.deleted[id] = gone
 	}
+	if gone && (recorded == "" || recorded == id) {
+		return unknownGroupLabel, true
+	}
 	if gone {
-		return firstNonEmpty(recorded, "Deleted group") + " (deleted)", true
+		return recorded + " (deleted)", true
 	}
 	if recorded != "" && recorded != id {
 		return recorded, false
@@ -318,6 +325,25 @@ func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, sec
 	}
 	hist, err := readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
 	return out, hist, err
+}
+
+// readTimeline reads calls per bucket from one tier.
+func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) (map[int64]int64, error) {
+	where, args := rollupWhere(f, seconds)
+	rows, err := db.QueryContext(ctx, "SELECT bucket_start, SUM(call_count) FROM analytics_"+tier+where+" GROUP BY bucket_start", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var bucket, calls int64
+		if err := rows.Scan(&bucket, &calls); err != nil {
+			return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+		}
+		out[bucket] += calls
+	}
+	return out, rows.Err()
 }
 
 // readRawAggregate derives the same aggregates from raw rows, for audit

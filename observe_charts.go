@@ -13,6 +13,7 @@ import (
 // title giving each exact value.
 type donutChart struct {
 	Label    string
+	Category string // what the legend's first column lists: "Tool"
 	Total    int64
 	Segments []donutSegment
 }
@@ -27,15 +28,13 @@ type donutSegment struct {
 	Offset  string
 }
 
-// chart geometry shared by the templates.
+// Chart geometry shared with the templates. The line chart's SVG holds the
+// plot only and is stretched to its card, so its coordinates are abstract:
+// x from 0 to plotWidth, y from 0 (top) to plotHeight.
 const (
 	donutRadius = 60.0
-	chartWidth  = 1200.0
-	chartHeight = 220.0
-	padLeft     = 44.0
-	padRight    = 16.0
-	padTop      = 12.0
-	padBottom   = 30.0
+	plotWidth   = 1000.0
+	plotHeight  = 200.0
 )
 
 // toolPalette colours categories such as tools; muted so the console stays
@@ -55,9 +54,11 @@ var outcomePalette = func() map[string]string {
 // successColor is the green of successful calls.
 const successColor = "#4f8a2a"
 
-// newDonut builds a ring from counts, categories sorted by name for a
-// stable legend. A category takes its colour from palette when listed there,
-// else from toolPalette by position.
+// newDonut builds a ring from counts, biggest category first (ties by
+// name), so the legend reads as a ranking like Grafana's table legend. A
+// category takes its colour from palette when listed there, else from
+// toolPalette by its place in name order, so a tool keeps its colour when
+// the ranking changes.
 func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
 	d := donutChart{Label: label}
 	names := make([]string, 0, len(counts))
@@ -68,14 +69,19 @@ func newDonut(label string, counts map[string]int64, palette map[string]string) 
 		}
 	}
 	sort.Strings(names)
+	colorOf := make(map[string]string, len(names))
+	for i, name := range names {
+		colorOf[name] = toolPalette[i%len(toolPalette)]
+		if c, ok := palette[name]; ok {
+			colorOf[name] = c
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
 	circumference := 2 * math.Pi * donutRadius
 	offset := 0.0
-	for i, name := range names {
+	for _, name := range names {
 		n := counts[name]
-		color := toolPalette[i%len(toolPalette)]
-		if c, ok := palette[name]; ok {
-			color = c
-		}
+		color := colorOf[name]
 		length := circumference * float64(n) / float64(d.Total)
 		d.Segments = append(d.Segments, donutSegment{
 			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: color,
@@ -92,107 +98,21 @@ func trimPercent(p float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", p), ".0") + "%"
 }
 
-// axisTick is one labelled gridline.
+// axisTick is one labelled gridline or time label.
 type axisTick struct {
-	Y      string
-	X      string
-	Label  string
-	ISO    string
-	Fmt    string
-	Anchor string
-}
-
-// barChart is a server-drawn SVG column chart.
-type barChart struct {
+	Y     string
 	Label string
-	Total int64
-	Bars  []bar
-	Ticks []axisTick
+	ISO   string
+	Fmt   string
 }
 
-// bar is one column with its label and exact value for hover.
-type bar struct {
-	X, Y, W, H string
-	LabelX     string
-	Name       string
-	Short      string
-	Value      int64
-}
-
-// maxBars bounds the caller chart; the rest are summed into "Other".
-const maxBars = 24
-
-func newBarChart(label string, counts map[string]int64) barChart {
-	c := barChart{Label: label}
-	type kv struct {
-		k string
-		v int64
-	}
-	var items []kv
-	for k, v := range counts {
-		items = append(items, kv{k, v})
-		c.Total += v
-	}
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].v != items[j].v {
-			return items[i].v > items[j].v
-		}
-		return items[i].k < items[j].k
-	})
-	if len(items) > maxBars {
-		var rest int64
-		for _, it := range items[maxBars-1:] {
-			rest += it.v
-		}
-		items = append(items[:maxBars-1], kv{"Other", rest})
-	}
-	sort.SliceStable(items, func(i, j int) bool { return strings.ToLower(items[i].k) < strings.ToLower(items[j].k) })
-	var maxV int64
-	for _, it := range items {
-		maxV = max(maxV, it.v)
-	}
-	top, ticks := niceAxis(maxV)
-	c.Ticks = ticks
-	if len(items) == 0 {
-		return c
-	}
-	plotW := chartWidth - padLeft - padRight
-	plotH := chartHeight - padTop - padBottom
-	slot := plotW / float64(len(items))
-	w := math.Min(42, slot*0.6)
-	for i, it := range items {
-		h := plotH * float64(it.v) / float64(top)
-		x := padLeft + slot*float64(i) + (slot-w)/2
-		short := it.k
-		if r := []rune(short); len(r) > 22 {
-			short = string(r[:21]) + "…"
-		}
-		c.Bars = append(c.Bars, bar{
-			X: f1(x), Y: f1(padTop + plotH - h), W: f1(w), H: f1(h), LabelX: f1(x + w/2),
-			Name: it.k, Short: short, Value: it.v,
-		})
-	}
-	return c
-}
-
-// niceAxis rounds a maximum up to a readable scale and returns five ticks.
-func niceAxis(maxV int64) (int64, []axisTick) {
-	if maxV < 5 {
-		maxV = 5
-	}
-	step := int64(math.Pow(10, math.Floor(math.Log10(float64(maxV)/5))))
-	for _, m := range []int64{1, 2, 5, 10} {
-		if step*m*5 >= maxV {
-			step *= m
-			break
-		}
-	}
-	top := step * 5
-	plotH := chartHeight - padTop - padBottom
-	ticks := make([]axisTick, 0, 6)
-	for i := int64(0); i <= 5; i++ {
-		y := padTop + plotH - plotH*float64(i*step)/float64(top)
-		ticks = append(ticks, axisTick{Y: f1(y), Label: fmt.Sprint(i * step)})
+// valueTicks returns the gridlines of a value axis from 0 to a nice
+// maximum at or above maxV, bottom first, with that maximum.
+func valueTicks(maxV int64) (int64, []axisTick) {
+	top, step := niceScale(maxV, 5)
+	var ticks []axisTick
+	for v := int64(0); v <= top; v += step {
+		ticks = append(ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
 	}
 	return top, ticks
 }
@@ -208,6 +128,8 @@ type lineChart struct {
 	Ticks  []axisTick
 	XTicks []axisTick
 	Count  int
+	// YLabels are the tick labels top first, as the HTML axis lists them.
+	YLabels []string
 }
 
 // linePoint is one bucket with its hover title.
@@ -226,7 +148,6 @@ const maxFilledBuckets = 400
 func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) lineChart {
 	c := lineChart{Label: label}
 	if len(byTime) == 0 {
-		_, c.Ticks = niceAxis(0)
 		return c
 	}
 	keys := chartBuckets(byTime, seconds, f, now)
@@ -234,14 +155,16 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	for _, k := range keys {
 		maxV = max(maxV, byTime[k])
 	}
-	top, ticks := niceAxis(maxV)
+	top, ticks := valueTicks(maxV)
 	c.Ticks = ticks
+	for i := len(ticks) - 1; i >= 0; i-- {
+		c.YLabels = append(c.YLabels, ticks[i].Label)
+	}
 	c.Count = len(keys)
-	plotH := chartHeight - padTop - padBottom
 	var line, area strings.Builder
-	base := padTop + plotH
+	base := plotHeight
 	for i, k := range keys {
-		x, y := lineX(i, len(keys)), base-plotH*float64(byTime[k])/float64(top)
+		x, y := lineX(i, len(keys)), base-plotHeight*float64(byTime[k])/float64(top)
 		cmd := "L"
 		if i == 0 {
 			cmd = "M"
@@ -291,17 +214,17 @@ func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time
 
 // lineX is the x coordinate of point i of n; a lone point sits mid-plot.
 func lineX(i, n int) float64 {
-	plotW := chartWidth - padLeft - padRight
 	if n == 1 {
-		return padLeft + plotW/2
+		return plotWidth / 2
 	}
-	return padLeft + plotW*float64(i)/float64(n-1)
+	return plotWidth * float64(i) / float64(n-1)
 }
 
-// timeTicks labels up to six evenly spaced buckets, in dates for day-wide
-// buckets and in minutes otherwise.
+// timeTicks labels up to five evenly spaced buckets, in dates for day-wide
+// buckets and in minutes otherwise. An odd count lets a phone show every
+// other label (first, middle, last) still evenly spaced.
 func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
-	labels := min(6, len(keys))
+	labels := min(5, len(keys))
 	ticks := make([]axisTick, 0, labels)
 	for j := range labels {
 		i := 0
@@ -313,14 +236,7 @@ func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 		if seconds >= 86400 {
 			layout, format = "2006-01-02", "date"
 		}
-		anchor := "middle"
-		if labels > 1 && j == 0 {
-			anchor = "start"
-		} else if labels > 1 && j == labels-1 {
-			anchor = "end"
-		}
-		ticks = append(ticks, axisTick{X: f1(lineX(i, len(keys))), Label: t.In(o.location).Format(layout),
-			ISO: t.UTC().Format(time.RFC3339), Fmt: format, Anchor: anchor})
+		ticks = append(ticks, axisTick{Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format})
 	}
 	return ticks
 }

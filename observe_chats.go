@@ -34,19 +34,30 @@ type chatView struct {
 	Members     []memberInfo
 	Wakeups     []wakeupRow
 	WakeupTotal int64
+	Pending     int64 // unacknowledged wake events, all of them listed first
 	Messages    messagePage
 }
 
-// wakeupRow is one wake event as the chat's side panel shows it.
+// wakeupRow is one wake event as the chat's side panel shows it: whom it
+// wakes (by member name), for which message, and how far it got.
 type wakeupRow struct {
-	MessageID    int64
-	ContextID    string
-	Priority     string
-	Relevance    string
-	Created      stamp
-	Acknowledged stamp
-	Notified     stamp
-	Pending      bool
+	MessageID int64
+	ContextID string
+	Target    string // the member's name, or the context id of one who left
+	Sender    string
+	Excerpt   string
+	Priority  string
+	Relevance string
+	Steps     []wakeupStep
+	Pending   bool
+}
+
+// wakeupStep is one delivery state of a wake event: created, notified,
+// delivered or read, with its time when reached.
+type wakeupStep struct {
+	Name string
+	Done bool
+	At   stamp
 }
 
 // messageRow is one chat message.
@@ -159,36 +170,92 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 	if v.Members, err = readMembers(ctx, conn); err != nil {
 		return err
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM wakeup_events").Scan(&v.WakeupTotal); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&v.WakeupTotal, &v.Pending); err != nil {
 		return err
 	}
-	v.Wakeups, err = o.readWakeups(ctx, conn)
+	names := make(map[string]string, len(v.Members))
+	for _, m := range v.Members {
+		names[m.ContextID] = m.Name
+	}
+	v.Wakeups, err = o.readWakeups(ctx, conn, names)
 	return err
 }
 
-// readWakeups reads the newest wakeupListLimit wake events, oldest first.
-func (o *observer) readWakeups(ctx context.Context, q queryer) ([]wakeupRow, error) {
-	rows, err := q.QueryContext(ctx, "SELECT message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM "+
-		"(SELECT * FROM wakeup_events ORDER BY id DESC LIMIT ?) ORDER BY id", wakeupListLimit)
+// readWakeups reads up to wakeupListLimit wake events, the ones still
+// waiting first, then newest first, naming each target by its member name
+// (names maps context ids to names) and quoting the message that woke it.
+// Delivery states and times come from the store's wakeupDeliveries: created,
+// notified (a session pushed the notification), delivered (a hook, wait or
+// read tool put it before the agent) and read (acknowledged).
+func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]string) ([]wakeupRow, error) {
+	// All events, because a waiting one may be older than the newest page.
+	events, err := wakeupDeliveries(q, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		if wi, wj := events[i].readAt == nil, events[j].readAt == nil; wi != wj {
+			return wi
+		}
+		return events[i].eventID > events[j].eventID
+	})
+	events = events[:min(len(events), wakeupListLimit)]
+	excerpts, err := messageExcerpts(ctx, q, events)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wakeupRow, 0, len(events))
+	for _, d := range events {
+		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(d.contextID, "—"), Relevance: d.relevance,
+			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.readAt == nil}
+		w.Target = firstNonEmpty(names[d.contextID], w.ContextID)
+		w.Sender, w.Excerpt = excerpts[d.messageID][0], excerpts[d.messageID][1]
+		delivered := "delivered"
+		if d.deliveredVia != "" {
+			delivered += " · " + strings.ReplaceAll(d.deliveredVia, "_", " ")
+		}
+		w.Steps = []wakeupStep{
+			{Name: "created", Done: true, At: o.stampOf(d.createdAt, "—")},
+			o.wakeupStep("notified", d.notifiedAt),
+			o.wakeupStep(delivered, d.deliveredAt),
+			o.wakeupStep("read", d.readAt),
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// wakeupStep is one delivery state, reached when at is set.
+func (o *observer) wakeupStep(name string, at *string) wakeupStep {
+	if at == nil {
+		return wakeupStep{Name: name, At: stamp{Text: "not yet"}}
+	}
+	return wakeupStep{Name: name, Done: true, At: o.stampOf(*at, "—")}
+}
+
+// messageExcerpts reads the sender and the start of each wake event's
+// message, keyed by message id.
+func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
+	out := make(map[int64][2]string, len(events))
+	if len(events) == 0 {
+		return out, nil
+	}
+	ids := make([]string, 0, len(events))
+	for _, d := range events {
+		ids = append(ids, strconv.FormatInt(d.messageID, 10))
+	}
+	rows, err := q.QueryContext(ctx, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []wakeupRow
 	for rows.Next() {
-		var w wakeupRow
-		var msg sql.NullInt64
-		var ctxID, rel, prio, created, acked, notified sql.NullString
-		if err := rows.Scan(&msg, &ctxID, &rel, &prio, &created, &acked, &notified); err != nil {
+		var id int64
+		var sender, excerpt sql.NullString
+		if err := rows.Scan(&id, &sender, &excerpt); err != nil {
 			return nil, err
 		}
-		w.MessageID, w.ContextID, w.Relevance = msg.Int64, firstNonEmpty(ctxID.String, "—"), rel.String
-		w.Priority = firstNonEmpty(prio.String, "normal")
-		w.Created = o.stampOf(created.String, "—")
-		w.Acknowledged = o.stampOf(acked.String, "pending")
-		w.Notified = o.stampOf(notified.String, "never")
-		w.Pending = !acked.Valid
-		out = append(out, w)
+		out[id] = [2]string{sender.String, excerpt.String}
 	}
 	return out, rows.Err()
 }

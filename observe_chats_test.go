@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strings"
@@ -57,5 +59,54 @@ func TestMessagePagination(t *testing.T) {
 	_, body, _ := get(t, obs, "/fragments/messages?group_id="+exact)
 	if strings.Contains(body, "Load older") || len(idPattern.FindAllString(body, -1)) != 100 {
 		t.Errorf("a group of exactly 100 messages got a Load older button or a wrong page")
+	}
+}
+
+func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	ann := fixtureMember{"5d1c2b4e-0000-4000-8000-00000000a11e", "Ann the architect"}
+	bo := fixtureMember{"b0b0b0b0-0000-4000-8000-0000000000b0", "Bo"}
+	id := fx.group("Wakeful", "", now.Add(-time.Hour), ann, bo)
+	ids := fx.messages(id,
+		fixtureMessage{Sender: bo.ContextID, SenderName: "Bo", Content: "first, read", At: now.Add(-50 * time.Minute)},
+		fixtureMessage{Sender: bo.ContextID, SenderName: "Bo", Content: "second, waiting", At: now.Add(-40 * time.Minute)},
+		fixtureMessage{Sender: ann.ContextID, SenderName: "Ann the architect", Content: "third, read", At: now.Add(-30 * time.Minute)})
+	fx.wakeup(id, ids[0], ann.ContextID, now.Add(-50*time.Minute), now.Add(-45*time.Minute))
+	fx.wakeup(id, ids[1], ann.ContextID, now.Add(-40*time.Minute), time.Time{})
+	fx.wakeup(id, ids[2], "left-the-group", now.Add(-30*time.Minute), now.Add(-20*time.Minute))
+	// A hook delivered the waiting one; the agent has not read it yet.
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		_, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) VALUES (?, ?, ?, 'hook')",
+			ids[1], ann.ContextID, formatTimestamp(now.Add(-35*time.Minute)))
+		return err
+	})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	v := obs.chatView(context.Background(), id)
+	if v.Pending != 1 || v.WakeupTotal != 3 || len(v.Wakeups) != 3 {
+		t.Fatalf("got %d waiting of %d, %d listed; want 1 of 3, all listed", v.Pending, v.WakeupTotal, len(v.Wakeups))
+	}
+	var got []string
+	for _, w := range v.Wakeups {
+		var steps []string
+		for _, s := range w.Steps {
+			steps = append(steps, fmt.Sprintf("%s:%v", s.Name, s.Done))
+		}
+		got = append(got, fmt.Sprintf("%s #%d %s %s", w.Target, w.MessageID, w.Excerpt, strings.Join(steps, ",")))
+	}
+	want := []string{
+		"Ann the architect #2 second, waiting created:true,notified:true,delivered · hook:true,read:false",
+		"left-the-group #3 third, read created:true,notified:true,delivered · tool:true,read:true",
+		"Ann the architect #1 first, read created:true,notified:true,delivered · tool:true,read:true",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got wakeups\n%s\nwant (waiting first, then newest; names, not ids)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, body, _ := get(t, obs, "/fragments/chat?group_id="+id)
+	if !strings.Contains(body, `title="Ann the architect" data-tip-id="`+ann.ContextID+`"`) || !strings.Contains(body, "1 waiting") {
+		t.Errorf("chat fragment lacks the named, waiting wakeup: %.400s", body[strings.Index(body, "Wakeups"):])
 	}
 }

@@ -203,6 +203,8 @@ func (o *observer) pollOnce() {
 		for id := range o.markers {
 			if !seen[id] {
 				delete(o.markers, id)
+				delete(o.signatures, id)
+				o.reads.forget(id)
 				o.dbs.forget(groupFile(o.dir, id))
 				o.hub.publish("group.deleted", map[string]any{"group_id": id})
 			}
@@ -223,7 +225,16 @@ func (o *observer) pollOnce() {
 // pollGroup publishes the changes of one group since the previous poll. The
 // marker is kept unchanged when the newest message cannot be read, so the
 // message event is published by a later poll instead.
+//
+// A group whose files have not changed since its last complete poll is
+// skipped without opening it (see groupSignature): most groups are idle,
+// and the read-only pool keeps only a few handles open.
 func (o *observer) pollGroup(id string) {
+	sig, sigOK := readGroupSignature(groupFile(o.dir, id), time.Now())
+	if prev, known := o.signatures[id]; sigOK && known && sig.unchangedSince(prev) {
+		return
+	}
+	delete(o.signatures, id)
 	marker, err := o.dbs.groupRevisions(o.dir, id)
 	if err != nil {
 		return
@@ -231,6 +242,9 @@ func (o *observer) pollGroup(id string) {
 	prev, known := o.markers[id]
 	if !known {
 		o.markers[id] = marker
+		if sigOK {
+			o.signatures[id] = sig
+		}
 		// A group that appears after the baseline is news to open pages.
 		if o.polled {
 			o.hub.publish("group.changed", map[string]any{"group_id": id})
@@ -245,6 +259,9 @@ func (o *observer) pollGroup(id string) {
 		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": latest})
 	}
 	o.markers[id] = marker
+	if sigOK {
+		o.signatures[id] = sig
+	}
 	if marker.member != prev.member {
 		o.hub.publish("member.changed", map[string]any{"group_id": id})
 	}
@@ -262,11 +279,7 @@ func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)
 	for _, id := range ids {
-		marker, err := o.dbs.groupRevisions(o.dir, id)
-		if err != nil {
-			continue
-		}
-		latest, err := o.dbs.latestMessageID(o.dir, id)
+		marker, latest, err := o.cachedSnapshotState(id)
 		if err != nil {
 			continue
 		}

@@ -88,7 +88,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	summaries := make([]groupSummary, 0, len(ids))
 	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
 	for _, id := range ids {
-		g, err := o.readGroupSummary(ctx, id)
+		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
 			summaries = append(summaries, groupSummary{ID: id, Unavailable: true})
 			continue
@@ -140,7 +140,7 @@ func overviewMetrics(t overviewTotals, rel reliabilityView) []metric {
 	}
 	response := "—"
 	if t.acked > 0 {
-		response = fmt.Sprintf("%.1fs avg", t.responseSeconds/float64(t.acked))
+		response = formatDuration(t.responseSeconds/float64(t.acked)) + " avg"
 	}
 	return []metric{
 		{Label: "Groups", Value: fmt.Sprint(t.groups)},

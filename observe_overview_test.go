@@ -85,7 +85,7 @@ func TestDeletedGroupStates(t *testing.T) {
 	}{
 		{"/fragments/chat?group_id=" + id, 200, "Chat unavailable"},
 		{"/fragments/analytics", 200, "Project launch (deleted)"},
-		{"/fragments/analytics?group_id=grp_" + strings.Repeat("e", 32), 200, "Unavailable group (deleted)"},
+		{"/fragments/analytics?group_id=grp_" + strings.Repeat("e", 32), 200, `<option value="grp_eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee" selected>Unknown group</option>`},
 		{"/fragments/overview-group-row?group_id=" + id, 200, ""},
 		{"/fragments/overview", 200, "Groups</strong><span>0"},
 	}

@@ -7,27 +7,61 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 )
 
-// dashboardView is the full page: the shell plus the Overview it opens on.
+// dashboardView is the full page: the shell plus the view its address
+// names ("/?view=chats&group_id=…"), so a reload, Back or a shared link opens
+// where the user was, also without JavaScript. Only that view is read.
 type dashboardView struct {
-	CSRFToken string
-	Overview  overviewView
+	CSRFToken   string
+	View        string
+	Title       string
+	Description string
+	Overview    overviewView
+	Chats       chatsView
+	Analytics   analyticsView
+	Storage     storageView
 }
 
-// dashboardView reads the full page; the CSRF token rides in a meta tag so
-// the page's script can send it with the maintenance POSTs.
-func (o *observer) dashboardView(ctx context.Context) dashboardView {
-	return dashboardView{CSRFToken: o.csrfToken, Overview: o.overviewView(ctx)}
+// pageViews are the views the page can open on, with their headings.
+var pageViews = map[string][2]string{
+	"overview":  {"Overview · operational cockpit", "Live conversation activity, group health, and MCP reliability."},
+	"chats":     {"Chats", "Read-only conversation history and participant state."},
+	"analytics": {"Tool analytics", "Tool volume, reliability, and latency from audit history."},
+	"storage":   {"Storage", "Audit history maintenance for this local observer."},
+}
+
+// dashboardView reads the full page for the view q names (Overview when it
+// names none it knows); the CSRF token rides in a meta tag so the page's
+// script can send it with the maintenance POSTs.
+func (o *observer) dashboardView(ctx context.Context, q url.Values) dashboardView {
+	v := dashboardView{CSRFToken: o.csrfToken, View: q.Get("view")}
+	if _, ok := pageViews[v.View]; !ok {
+		v.View = "overview"
+	}
+	v.Title, v.Description = pageViews[v.View][0], pageViews[v.View][1]
+	switch v.View {
+	case "chats":
+		v.Chats = o.chatsView(ctx, q.Get("group_id"))
+	case "analytics":
+		v.Analytics = o.analyticsView(ctx, q)
+	case "storage":
+		v.Storage = o.storageView(ctx)
+	default:
+		v.Overview = o.overviewView(ctx)
+	}
+	return v
 }
 
 // servePage serves the full page at "/".
 func (o *observer) servePage(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r.Context()))
+	o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r.Context(), r.URL.Query()))
 }
 
 //go:embed static
@@ -177,6 +211,29 @@ func firstNonEmpty(values ...string) string {
 		}
 	}
 	return ""
+}
+
+// formatDuration renders seconds the way a person reads them, to the two
+// largest units: "45 s", "3 m 20 s", "7 h 36 m", "2 d 5 h", "1 m".
+func formatDuration(seconds float64) string {
+	total := int64(math.Round(seconds))
+	if total < 60 {
+		return fmt.Sprintf("%d s", max(total, 0))
+	}
+	units := []struct {
+		name string
+		size int64
+	}{{"d", 86400}, {"h", 3600}, {"m", 60}, {"s", 1}}
+	for i, u := range units[:3] {
+		if total >= u.size {
+			next := units[i+1]
+			if rest := total % u.size / next.size; rest > 0 {
+				return fmt.Sprintf("%d %s %d %s", total/u.size, u.name, rest, next.name)
+			}
+			return fmt.Sprintf("%d %s", total/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d s", total)
 }
 
 // formatBytes renders a size as the original does: "80.0 KiB".

@@ -101,3 +101,52 @@ func TestOfflineAssets(t *testing.T) {
 		t.Error("page has inline script or style, which the CSP blocks")
 	}
 }
+
+func TestPageOpensTheViewItsAddressNames(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	fx.enableAudit(now.Add(-time.Hour))
+	first := fx.group("Alpha", "", now, fixtureMember{"a", "Ann"})
+	second := fx.group("Beta", "", now, fixtureMember{"b", "Bo"})
+	fx.calls(fixtureCall{At: now, Tool: "send_message", Group: first, Caller: "Ann", Outcome: "error", Category: "validation", Duration: 3})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{`data-view-name="overview"`, `<h1 id="page-title">Overview · operational cockpit</h1>`, `class="is-active" aria-current="page" data-nav="overview"`}},
+		{"?view=chats&group_id=" + second, []string{`data-view-name="chats"`, `<section class="chat" data-group-id="` + second + `"`, `<title>Chats · Crosstalk observer</title>`}},
+		{"?view=analytics&outcome=error&range_value=24&range_unit=h", []string{`data-view-name="analytics"`, `<option value="error" selected>`, `name="range_value" value="24"`, `class="is-active" aria-current="page" data-nav="analytics"`}},
+		{"?view=storage", []string{`data-view-name="storage"`}},
+		{"?view=nonsense", []string{`data-view-name="overview"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			code, body, _ := get(t, obs, "/"+tt.query)
+			if code != http.StatusOK {
+				t.Fatalf("got status %d; want 200", code)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("/%s lacks %q", tt.query, w)
+				}
+			}
+			if n := strings.Count(body, "data-view-name="); n != 1 {
+				t.Errorf("/%s renders %d views; want exactly one", tt.query, n)
+			}
+		})
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for _, tt := range []struct {
+		seconds float64
+		want    string
+	}{
+		{0, "0 s"}, {-3, "0 s"}, {59.4, "59 s"}, {60, "1 m"}, {7200, "2 h"}, {200, "3 m 20 s"}, {27394.2, "7 h 36 m"}, {86400*2 + 3600*5 + 59, "2 d 5 h"},
+	} {
+		if got := formatDuration(tt.seconds); got != tt.want {
+			t.Errorf("formatDuration(%v) = %q; want %q", tt.seconds, got, tt.want)
+		}
+	}
+}

@@ -19,6 +19,13 @@ import (
 // polled twice a second cannot afford; a handle is reused only while the
 // path still names the same file, so a deleted and recreated group is never
 // read through a stale handle.
+//
+// At most maxReadOnlyHandles handles stay open: each open connection holds
+// a few hundred kilobytes (schema, page cache, lookaside, the -shm mapping),
+// and a deployment of hundreds of groups must not cost that many times
+// over. Views and the poller skip unchanged groups by their file signature
+// (groupReadCache, pollGroup), so the bound costs reopening only for groups
+// that changed.
 type readOnlyPool struct {
 	// mu guards entries, which request handlers and the poller share.
 	mu      sync.Mutex
@@ -27,9 +34,19 @@ type readOnlyPool struct {
 
 // readOnlyEntry is one cached handle and the identity of the file it opened.
 type readOnlyEntry struct {
-	db   *sql.DB
-	info os.FileInfo
+	db       *sql.DB
+	info     os.FileInfo
+	lastUsed time.Time
 }
+
+// maxReadOnlyHandles bounds the open handles of a readOnlyPool.
+const maxReadOnlyHandles = 32
+
+// retiredHandleGrace is how long an evicted handle stays usable: a request
+// that fetched it just before the eviction may still run its queries. The
+// handle's idle connections are closed at once, which is what frees the
+// memory; this only bounds the wait before the handle itself is closed.
+const retiredHandleGrace = time.Minute
 
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
@@ -81,11 +98,13 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	defer p.mu.Unlock()
 	if e, ok := p.entries[path]; ok {
 		if os.SameFile(e.info, info) {
+			e.lastUsed = time.Now()
 			return e.db, nil
 		}
 		e.db.Close()
 		delete(p.entries, path)
 	}
+	p.evictLocked()
 	db, err := sql.Open("sqlite", readOnlyDSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("open %s read-only: %w", filepath.Base(path), err)
@@ -93,10 +112,28 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	// A few connections serve concurrent requests; idle ones are closed soon
 	// so the dashboard does not hold files open between looks.
 	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(2)
+	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(10 * time.Second)
-	p.entries[path] = &readOnlyEntry{db: db, info: info}
+	p.entries[path] = &readOnlyEntry{db: db, info: info, lastUsed: time.Now()}
 	return db, nil
+}
+
+// evictLocked retires the least recently used handles until there is room
+// for one more. A retired handle drops its idle connections now (one in use
+// closes when it is returned) and is closed after retiredHandleGrace.
+func (p *readOnlyPool) evictLocked() {
+	for len(p.entries) >= maxReadOnlyHandles {
+		oldest := ""
+		for path, e := range p.entries {
+			if oldest == "" || e.lastUsed.Before(p.entries[oldest].lastUsed) {
+				oldest = path
+			}
+		}
+		db := p.entries[oldest].db
+		delete(p.entries, oldest)
+		db.SetMaxIdleConns(0)
+		time.AfterFunc(retiredHandleGrace, func() { db.Close() })
+	}
 }
 
 // forget closes and drops the handle for path, if any.

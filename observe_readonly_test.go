@@ -180,7 +180,7 @@ func TestObserveReadsOriginalsDatabases(t *testing.T) {
 		{"/fragments/overview", "Messages</strong><span>10"},
 		{"/fragments/overview", fmt.Sprintf("Tool calls</strong><span>%d", len(durations))},
 		{"/fragments/overview", fmt.Sprintf("%d ms p95", rank(0.95))},
-		{"/fragments/overview", "<td>10</td>"},
+		{"/fragments/overview", `<td class="num">10</td>`},
 		{"/fragments/chats?group_id=" + id, "Grüße aus München — ünïcödé"},
 		{"/fragments/chats?group_id=" + id, "routing: mentioned"},
 		{"/fragments/chats?group_id=" + id, "7 unread"},

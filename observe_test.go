@@ -60,6 +60,8 @@ func TestParseObserveOptions(t *testing.T) {
 		{"highest port", []string{"--port", "65535"}, observeOptions{port: 65535, pollInterval: 500 * time.Millisecond}},
 		{"huge interval", []string{"--poll-interval", "1e300"}, observeOptions{pollInterval: time.Duration(math.MaxInt64)}},
 		{"tiny interval", []string{"--poll-interval", "1e-9"}, observeOptions{pollInterval: time.Millisecond}},
+		{"demo", []string{"--demo"}, observeOptions{pollInterval: 500 * time.Millisecond, demo: true}},
+		{"demo kept", []string{"--keep", "--demo", "--silent"}, observeOptions{pollInterval: 500 * time.Millisecond, demo: true, keep: true, silent: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +91,9 @@ func TestRunObserveRejectsBadOptions(t *testing.T) {
 		{[]string{"--poll-interval", "not-a-number"}, "poll interval must be a finite positive number of seconds"},
 		{[]string{"--port"}, "expected one argument"},
 		{[]string{"--bogus"}, "unrecognized arguments: --bogus"},
+		{[]string{"--keep"}, "argument --keep: only with --demo"},
+		{[]string{"--demo", "--groups-dir", "x"}, "argument --demo: not allowed with --groups-dir"},
+		{[]string{"--demo=yes"}, "argument --demo: ignored explicit argument 'yes'"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -265,7 +270,8 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 	defer func() { observeSignals = restoreSignals }()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- runObserve([]string{"--silent", "--groups-dir", t.TempDir()}, &stdout, &stderr) }()
+	dir := t.TempDir()
+	go func() { done <- runObserve([]string{"--silent", "--groups-dir", dir}, &stdout, &stderr) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for stdout.String() == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -278,7 +284,7 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, fmt.Sprintf(":%d/", defaultObserverPort)) {
 		t.Fatalf("got URL %q; want a fallback loopback port", url)
 	}
-	if want := fmt.Sprintf("Port %d is unavailable; using %s\n", defaultObserverPort, url); stderr.String() != want {
+	if want := fmt.Sprintf("Port %d is unavailable; using %s\nShowing %s. Ctrl-C to stop.\n", defaultObserverPort, url, dir); stderr.String() != want {
 		t.Errorf("got stderr %q; want %q", stderr.String(), want)
 	}
 }
@@ -316,10 +322,10 @@ func TestRoutes(t *testing.T) {
 		{"/", 200, "text/html", []string{`<meta name="csrf-token" content="` + obs.csrfToken + `">`, `src="/static/observer.js"`, "Live activity", "Project launch"}},
 		{"/api/health", 200, "application/json", []string{`{"status":"ok"}`}},
 		{"/fragments/overview", 200, "text/html", []string{"Group health", "Reliability", "Messages</strong><span>2", "Tool calls</strong><span>3", "Error rate</strong><span>33.3%", "Needs attention", "Validation Error", "Send Message", "high: 1"}},
-		{"/fragments/overview-group-row?group_id=" + id, 200, "text/html", []string{`data-overview-group-id="` + id + `"`, "<td>2</td>", "Needs attention"}},
+		{"/fragments/overview-group-row?group_id=" + id, 200, "text/html", []string{`data-overview-group-id="` + id + `"`, `<td class="num">2</td>`, "Needs attention"}},
 		{"/fragments/overview-group-row?group_id=invalid", 400, "text/html", nil},
 		{"/fragments/overview-group-row?group_id=grp_" + strings.Repeat("0", 32), 200, "text/html", nil},
-		{"/fragments/chats", 200, "text/html", []string{`title="` + id + `"`, ">Project launch</button>", "Members", "Wakeups", "message #1 → reader", "acknowledged pending", "0 unread", "2 unread"}},
+		{"/fragments/chats", 200, "text/html", []string{`data-group-id="` + id + `"`, ">Project launch</button>", "Members", "Wakeups", `title="Reader" data-tip-id="reader">Reader</b>`, "#1 from Writer: first", "1 waiting", "0 unread", "2 unread"}},
 		{"/fragments/chats?group_id=" + id, 200, "text/html", []string{`class="is-active"`}},
 		{"/fragments/chat?group_id=" + id, 200, "text/html", []string{`data-group-id="` + id + `"`, `data-message-id="2"`}},
 		{"/fragments/chat", 200, "text/html", []string{"Choose a chat"}},
@@ -335,6 +341,7 @@ func TestRoutes(t *testing.T) {
 		{"/fragments/storage", 200, "text/html", []string{"Audit rows", "separate from group databases", `data-post="/api/storage/reclaim"`, `data-post="/api/storage/delete-history"`}},
 		{"/static/observer.css", 200, "text/css", []string{".shell"}},
 		{"/static/observer.js", 200, "javascript", []string{"SharedWorker"}},
+		{"/static/observer-tips.js", 200, "javascript", []string{"role', 'tooltip'"}},
 		{"/static/observer-events-worker.js", 200, "javascript", []string{"new EventSource('/events')"}},
 		{"/static/icon.svg", 200, "image/svg+xml", nil},
 		{"/static/templates.html", 404, "", nil},

@@ -58,6 +58,8 @@ type groupHandle struct {
 	writeMu sync.Mutex
 	conn    *sql.Conn
 	stmts   map[string]*sql.Stmt
+	// queue orders this group's writers across processes (writeQueue).
+	queue *writeQueue
 }
 
 // groupTx is a write transaction on a group handle's dedicated connection.
@@ -116,6 +118,7 @@ func (h *groupHandle) write(fn func(tx groupTx) error) error {
 		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
 	}
 	tx := groupTx{h}
+	defer h.queue.lock()()
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
@@ -242,6 +245,11 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 	info, err := os.Stat(path)
 	if err != nil || !info.Mode().IsRegular() {
 		s.forget(id)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Another process deleted the group; one that does not know
+			// the write queue (the original) left its side file.
+			removeWriteQueue(path)
+		}
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
 			return nil, groupNotFound(id)
 		}
@@ -264,7 +272,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		// as the subscription poller's, without waiting for a write.
 		db.SetMaxOpenConns(3)
 		db.SetMaxIdleConns(3)
-		h = &groupHandle{db: db, info: info}
+		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info)}
 		s.handles[id] = h
 		stale = append(stale, s.evictLocked(id)...)
 	}

@@ -63,14 +63,26 @@ func (s *store) upsertCatalog(meta groupMeta) {
 // listGroups returns every group database in dir with its catalog metadata,
 // sorted by id. Stale catalog rows are removed and missing ones added.
 func (s *store) listGroups() ([]groupMeta, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
+	// One listing serves the groups and the write-queue side files, which
+	// a group deleted by a writer that does not know them (the original)
+	// leaves behind: they are removed here, as their group is gone.
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
 	if err != nil {
 		return nil, err
 	}
 	onDisk := map[string]bool{}
+	var queues []string
 	for _, name := range names {
-		if id, ok := groupIDOfFile(filepath.Base(name)); ok {
+		base := filepath.Base(name)
+		if id, ok := groupIDOfFile(base); ok {
 			onDisk[id] = true
+		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
+			queues = append(queues, id)
+		}
+	}
+	for _, id := range queues {
+		if !onDisk[id] {
+			removeWriteQueue(s.groupPath(id))
 		}
 	}
 	catalog := map[string]groupMeta{}

@@ -147,7 +147,9 @@ func columnNames(ctx context.Context, q queryer, table string) (map[string]bool,
 // keeps beside it in WAL mode.
 func removeDatabaseFiles(path string) error {
 	var errs []error
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	// The write queue's side file goes last, after the database: a writer
+	// that finds the database gone never recreates it (writeQueue.create).
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -30,6 +30,8 @@
     if (format === 'date') return day;
     var clock = pad(date.getHours()) + ':' + pad(date.getMinutes());
     if (format === 'minute') return pad(date.getMonth() + 1) + '-' + pad(date.getDate()) + ' ' + clock;
+    if (format === 'second') return day + ' ' + clock + ':' + pad(date.getSeconds());
+    if (format === 'clock') return clock + ':' + pad(date.getSeconds());
     var offset = -date.getTimezoneOffset();
     var sign = offset < 0 ? '-' : '+';
     var zone = zoneName(date);
@@ -42,8 +44,10 @@
     (root || document).querySelectorAll('time[datetime]:not([data-local])').forEach(function (node) {
       var date = new Date(node.getAttribute('datetime'));
       if (isNaN(date.getTime())) return;
-      node.title = node.getAttribute('datetime');
-      node.textContent = formatLocal(date);
+      // In table cells a compact local time fits; the full one is on hover.
+      var compact = node.closest('.cell-time');
+      node.title = compact ? formatLocal(date) + ' · ' + node.getAttribute('datetime') : node.getAttribute('datetime');
+      node.textContent = formatLocal(date, node.closest('.delivery') ? 'clock' : compact ? 'second' : '');
       node.setAttribute('data-local', '1');
     });
     (root || document).querySelectorAll('[data-ts]:not([data-local])').forEach(function (node) {
@@ -71,8 +75,44 @@
 
   function setActiveNav(name) {
     document.querySelectorAll('.rail-nav [data-nav]').forEach(function (button) {
-      button.classList.toggle('is-active', button.getAttribute('data-nav') === name);
+      var on = button.getAttribute('data-nav') === name;
+      button.classList.toggle('is-active', on);
+      if (on) button.setAttribute('aria-current', 'page'); else button.removeAttribute('aria-current');
     });
+  }
+
+  // stateURL is the address of what the panel shows: its view, the open
+  // chat and the analytics filters, so reload, Back and a shared link all
+  // come back to it.
+  function stateURL() {
+    var view = currentView();
+    var params = new URLSearchParams();
+    if (view && view !== 'overview') params.set('view', view);
+    var chat = panel.querySelector('.chats [data-group-id]:not(button)');
+    if (view === 'chats' && chat) params.set('group_id', chat.getAttribute('data-group-id'));
+    var form = panel.querySelector('form[data-get-form]');
+    if (view === 'analytics' && form) {
+      new FormData(form).forEach(function (value, key) {
+        if (value !== '' && !(key === 'range_value' && value === '0')) params.set(key, value);
+      });
+    }
+    var query = params.toString();
+    return '/' + (query ? '?' + query : '');
+  }
+
+  // fragmentURL maps a page address to the fragment that renders it.
+  function fragmentURL(location) {
+    var params = new URLSearchParams(location.search);
+    var view = params.get('view') || 'overview';
+    params.delete('view');
+    if (['overview', 'chats', 'analytics', 'storage'].indexOf(view) < 0) view = 'overview';
+    var query = params.toString();
+    return '/fragments/' + view + (query ? '?' + query : '');
+  }
+
+  function viewLabel(name) {
+    var button = document.querySelector('.rail-nav [data-nav="' + name + '"]');
+    return button ? button.getAttribute('title') : 'Observer';
   }
 
   function afterSwap(root) {
@@ -81,7 +121,9 @@
     if (view) {
       document.getElementById('page-title').textContent = view.getAttribute('data-title') || 'Observer';
       document.getElementById('page-description').textContent = view.getAttribute('data-description') || '';
+      document.title = (view.getAttribute('data-title') || 'Observer') + ' · Crosstalk observer';
       setActiveNav(view.getAttribute('data-view-name'));
+      markQuickRange();
     }
     var list = document.getElementById('message-list');
     if (list && !list.hasAttribute('data-scrolled')) {
@@ -96,7 +138,9 @@
   // loadPanel replaces the whole view; a later load wins over an earlier one.
   // A live refresh (keepScroll) is skipped while the user's own navigation
   // is in flight, so it can never bring back the view the user just left.
-  function loadPanel(url, keepScroll) {
+  // A navigation records the new state in the URL: history is "push" (the
+  // default), "replace" or "none" (Back and Forward, which already moved).
+  function loadPanel(url, keepScroll, history) {
     if (keepScroll && navigating) return Promise.resolve();
     var serial = ++loadSerial;
     if (!keepScroll) navigating++;
@@ -109,17 +153,49 @@
       settle();
       if (serial !== loadSerial) return;
       panel.innerHTML = result.text;
+      panel.classList.remove('is-stale');
+      failedURL = '';
       if (keepScroll) {
         panel.querySelectorAll('.scroll').forEach(function (node, index) {
           if (scrolls[index] !== undefined) node.scrollTop = scrolls[index];
         });
       }
       afterSwap(panel);
+      if (!keepScroll) recordState(history || 'push');
     }).catch(function () {
       settle();
-      if (serial !== loadSerial) return;
-      panel.innerHTML = '<p class="banner">The observer could not be reached. It may have stopped; retry shortly.</p>';
+      if (serial !== loadSerial || keepScroll) return;
+      showUnreachable(url);
     });
+  }
+
+  function recordState(history) {
+    var next = stateURL();
+    var here = window.location.pathname + window.location.search;
+    if (history === 'none') return;
+    if (history === 'push' && next !== here) window.history.pushState({ crosstalk: 1 }, '', next);
+    else window.history.replaceState({ crosstalk: 1 }, '', next);
+  }
+
+  // showUnreachable keeps the last view visible (marked stale) under a
+  // banner that names the view that could not be opened; the navigation is
+  // retried when the live stream reconnects.
+  var failedURL = '';
+  function showUnreachable(url) {
+    var name = (url.match(/^\/fragments\/([a-z]+)/) || [])[1] || 'overview';
+    failedURL = url;
+    setActiveNav(name);
+    document.getElementById('page-title').textContent = viewLabel(name) + ' · not loaded';
+    document.getElementById('page-description').textContent = 'The observer could not be reached; showing the last loaded view.';
+    panel.classList.add('is-stale');
+    var banner = panel.querySelector('.unreachable');
+    if (!banner) {
+      banner = document.createElement('p');
+      banner.className = 'banner unreachable';
+      banner.setAttribute('role', 'alert');
+      panel.insertBefore(banner, panel.firstChild);
+    }
+    banner.textContent = 'Could not open ' + viewLabel(name) + ': the observer could not be reached. It may have stopped; this page retries when it is back.';
   }
 
   function loadOlder(button) {
@@ -137,7 +213,26 @@
     }).catch(function () { button.disabled = false; });
   }
 
+  // Quick ranges fill the range fields and apply them, like typing would.
+  function markQuickRange() {
+    var form = panel.querySelector('form[data-get-form]');
+    if (!form || !form.range_value) return;
+    form.querySelectorAll('[data-range-value]').forEach(function (button) {
+      var value = form.range_value.value.trim() || '0';
+      var on = button.getAttribute('data-range-value') === value &&
+        (value === '0' || button.getAttribute('data-range-unit') === form.range_unit.value);
+      button.setAttribute('aria-pressed', String(on));
+    });
+  }
+
   document.addEventListener('click', function (event) {
+    var quick = event.target.closest('[data-range-value]');
+    if (quick && quick.form) {
+      quick.form.range_value.value = quick.getAttribute('data-range-value');
+      quick.form.range_unit.value = quick.getAttribute('data-range-unit');
+      applyFilters(quick.form);
+      return;
+    }
     var toggle = event.target.closest('#rail-toggle');
     if (toggle) {
       var collapsed = shell.classList.toggle('is-collapsed');
@@ -295,6 +390,8 @@
       if (name === 'analytics') {
         var form = panel.querySelector('form[data-get-form]');
         if (form && form.contains(document.activeElement)) return;
+        // Keep a chart the user is reading by keyboard; the next event refreshes.
+        if (document.activeElement && document.activeElement.closest('[data-chart]')) return;
         if (form) { loadPanel(form.getAttribute('data-get-form') + '?' + new URLSearchParams(new FormData(form)).toString(), true); return; }
       }
       loadPanel('/fragments/' + name, true);
@@ -302,7 +399,7 @@
   }
 
   function markPicker(groupId) {
-    var button = panel.querySelector('.chat-picker button[title="' + groupId + '"]');
+    var button = panel.querySelector('.chat-picker button[data-group-id="' + groupId + '"]');
     if (button && !button.classList.contains('is-active')) button.classList.add('has-new');
   }
 
@@ -353,6 +450,7 @@
 
   function setLive(state) {
     if (!liveStatus) return;
+    if (state === 'open' && failedURL) loadPanel(failedURL);
     liveStatus.setAttribute('data-state', state);
     liveStatus.textContent = state === 'open' ? 'Live' : state === 'error' ? 'Reconnecting' : 'Connecting';
   }
@@ -394,6 +492,14 @@
     }
   } catch (e) { /* storage unavailable */ }
   afterSwap(panel);
+  // The server renders the view the URL names; an older server or an
+  // address it does not know shows Overview, so load the right one here.
+  var wanted = new URLSearchParams(window.location.search).get('view') || 'overview';
+  if (wanted !== currentView()) loadPanel(fragmentURL(window.location), false, 'replace');
+  else recordState('replace');
+  window.addEventListener('popstate', function () {
+    loadPanel(fragmentURL(window.location), false, 'none');
+  });
   connect();
   window.crosstalkObserver = { handle: handle, loadPanel: loadPanel };
 })();

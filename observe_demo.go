@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// observeDemo is the sample deployment behind "crosstalk-mcp observe --demo":
+// a temporary groups directory written by real MCP stdio sessions of this
+// same binary, one per agent, so every row the dashboard shows went through
+// the tools, routing and audit paths a real client uses.
+type observeDemo struct {
+	dir      string
+	keep     bool
+	agents   []*demoAgent
+	groupIDs []string // release train first, then the incident room
+
+	stop context.CancelFunc
+	done chan struct{} // closed when the trickle goroutine returns
+}
+
+// demoAgent is one agent's MCP session: a child crosstalk-mcp process spoken
+// to over stdio, one request at a time.
+type demoAgent struct {
+	name      string
+	contextID string
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+
+	mu      sync.Mutex // guards the fields below and keeps each request line whole on stdin
+	nextID  int64
+	pending map[int64]chan demoReply
+	closed  bool // stdout ended; no reply will come
+}
+
+// demoTimeout bounds one tool call. It is generous because the demo's child
+// processes share the machine with the dashboard and a browser; a call that
+// takes longer means the child is stuck, and the demo gives up on it.
+const demoTimeout = 30 * time.Second
+
+// demoTrickleInterval is how often the demo sends a new message, so the live
+// view visibly moves without flooding the chat.
+const demoTrickleInterval = 4 * time.Second
+
+// demoAgentNames are the demo's agents; the first creates the groups.
+var demoAgentNames = []string{"Architect", "Reviewer", "Tester", "On-call"}
+
+// startObserveDemo creates the demo directory, starts one MCP session per
+// agent from binary, and seeds the conversation. A trickle of new messages
+// then runs every interval until close.
+func startObserveDemo(binary string, keep bool, interval time.Duration) (*observeDemo, error) {
+	dir, err := os.MkdirTemp("", "crosstalk-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("create demo directory: %w", err)
+	}
+	d := &observeDemo{dir: dir, keep: keep, done: make(chan struct{})}
+	for _, name := range demoAgentNames {
+		a, err := startDemoAgent(binary, dir, name)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.agents = append(d.agents, a)
+	}
+	if err := d.seed(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("seed demo: %w", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	d.stop = stop
+	go d.trickle(ctx, interval)
+	return d, nil
+}
+
+// observeGroupsDir returns the directory "observe" shows and what to do on
+// exit: with --demo a fresh demo directory (removed then unless --keep),
+// otherwise the configured groups directory.
+func observeGroupsDir(opts observeOptions, stderr io.Writer) (string, func(), error) {
+	if !opts.demo {
+		dir, err := resolveObserveGroupsDir(opts)
+		return dir, func() {}, err
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("find this binary to run the demo agents: %w", err)
+	}
+	d, err := startObserveDemo(binary, opts.keep, demoTrickleInterval)
+	if err != nil {
+		return "", nil, err
+	}
+	fate := "removed on exit; --keep keeps it"
+	if opts.keep {
+		fate = "kept on exit"
+	}
+	fmt.Fprintf(stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
+	return d.dir, func() {
+		if err := d.close(); err != nil {
+			fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
+		} else if opts.keep {
+			fmt.Fprintf(stderr, "Demo data kept in %s; view it again with --groups-dir %s\n", d.dir, d.dir)
+		}
+	}, nil
+}
+
+// newContextID returns a random UUID-shaped context id, like the ids real
+// MCP clients pass, so the dashboard has to show names rather than ids.
+func newContextID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// startDemoAgent runs binary as an MCP stdio server on dir with auditing on
+// and completes the initialize handshake.
+func startDemoAgent(binary, dir, name string) (*demoAgent, error) {
+	cmd := exec.Command(binary)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CROSSTALK_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "CROSSTALK_GROUPS_DIR="+dir, auditRetentionVar+"=inf")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("demo agent %s: %w", name, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("demo agent %s: %w", name, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start demo agent %s: %w", name, err)
+	}
+	a := &demoAgent{name: name, contextID: newContextID(), cmd: cmd, stdin: stdin, pending: map[int64]chan demoReply{}}
+	go a.readLoop(stdout)
+	if _, err := a.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": version}}); err != nil {
+		a.close()
+		return nil, err
+	}
+	a.mu.Lock()
+	err = a.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	a.mu.Unlock()
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// write sends one JSON-RPC message as a line; the caller holds a.mu.
+func (a *demoAgent) write(msg any) error {
+	line, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	if _, err := a.stdin.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("demo agent %s: write: %w", a.name, err)
+	}
+	return nil
+}
+
+// demoReply is one response, or the reason none will come.
+type demoReply struct {
+	result json.RawMessage
+	err    error
+}
+
+// readLoop routes each response to the request waiting for it and drops the
+// notifications (wakeups, resource updates) the server interleaves. When
+// stdout ends, every waiting request gets the error.
+func (a *demoAgent) readLoop(stdout io.Reader) {
+	r := bufio.NewReaderSize(stdout, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			a.mu.Lock()
+			for id, ch := range a.pending {
+				ch <- demoReply{err: fmt.Errorf("demo agent %s: session ended: %w", a.name, err)}
+				delete(a.pending, id)
+			}
+			a.closed = true
+			a.mu.Unlock()
+			return
+		}
+		var m struct {
+			ID     *int64          `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct{ Message string }
+		}
+		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+			continue
+		}
+		a.mu.Lock()
+		ch := a.pending[*m.ID]
+		delete(a.pending, *m.ID)
+		a.mu.Unlock()
+		switch {
+		case ch == nil:
+		case m.Error != nil:
+			ch <- demoReply{err: errors.New(m.Error.Message)}
+		default:
+			ch <- demoReply{result: m.Result}
+		}
+	}
+}
+
+// request sends one request and waits for its result.
+func (a *demoAgent) request(method string, params any) (json.RawMessage, error) {
+	ch := make(chan demoReply, 1)
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("demo agent %s: %s: session ended", a.name, method)
+	}
+	a.nextID++
+	id := a.nextID
+	a.pending[id] = ch
+	err := a.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	a.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("demo agent %s: %s: %w", a.name, method, r.err)
+		}
+		return r.result, nil
+	case <-time.After(demoTimeout):
+		a.mu.Lock()
+		delete(a.pending, id)
+		a.mu.Unlock()
+		return nil, fmt.Errorf("demo agent %s: %s: no reply within %v", a.name, method, demoTimeout)
+	}
+}
+
+// errDemoTool reports a tool result with isError set; the demo makes some
+// on purpose so the dashboard has failures to show.
+var errDemoTool = errors.New("tool returned an error")
+
+// tool calls one MCP tool as this agent and decodes its JSON text result
+// into out (when out is not nil).
+func (a *demoAgent) tool(name string, args map[string]any, out any) error {
+	args["caller_name"] = a.name
+	raw, err := a.request("tools/call", map[string]any{"name": name, "arguments": args})
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+		IsError bool                    `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("demo agent %s: decode %s: %w", a.name, name, err)
+	}
+	if res.IsError {
+		return fmt.Errorf("demo agent %s: %s: %w", a.name, name, errDemoTool)
+	}
+	if out != nil && len(res.Content) > 0 {
+		if err := json.Unmarshal([]byte(res.Content[0].Text), out); err != nil {
+			return fmt.Errorf("demo agent %s: decode %s text: %w", a.name, name, err)
+		}
+	}
+	return nil
+}
+
+// in calls a tool on group id with this agent's identity.
+func (a *demoAgent) in(tool, id string, more map[string]any) error {
+	args := map[string]any{"group_id": id, "context_id": a.contextID, "name": a.name}
+	for k, v := range more {
+		args[k] = v
+	}
+	return a.tool(tool, args, nil)
+}
+
+// close ends the session: closing stdin makes the server exit; a child that
+// does not exit within a few seconds is killed so the directory can go.
+func (a *demoAgent) close() {
+	a.stdin.Close()
+	exited := make(chan struct{})
+	go func() { a.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		a.cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// createGroup makes a group as agent a and has every member join it.
+func (d *observeDemo) createGroup(a *demoAgent, name, description string, members ...*demoAgent) (string, error) {
+	var created struct {
+		GroupID string `json:"group_id"`
+	}
+	if err := a.tool("create_group", map[string]any{"context_id": a.contextID, "name": name, "description": description}, &created); err != nil {
+		return "", err
+	}
+	for _, m := range members {
+		if err := m.in("join_group", created.GroupID, nil); err != nil {
+			return "", err
+		}
+	}
+	d.groupIDs = append(d.groupIDs, created.GroupID)
+	return created.GroupID, nil
+}
+
+// seed writes the opening conversation: an exchange with mentions, an
+// urgent explicit wakeup, a search, reads, and two failing calls.
+func (d *observeDemo) seed() error {
+	arch, rev, test, oncall := d.agents[0], d.agents[1], d.agents[2], d.agents[3]
+	release, err := d.createGroup(arch, "Release train", "Coordinating the 1.2 release", arch, rev, test)
+	if err != nil {
+		return err
+	}
+	incident, err := d.createGroup(oncall, "Incident room", "Production incidents and their follow-ups", oncall, arch)
+	if err != nil {
+		return err
+	}
+	steps := []func() error{
+		func() error {
+			return arch.in("send_message", release, map[string]any{"message": "@Reviewer the migration plan for 1.2 is ready; can you check the rollback section?"})
+		},
+		func() error { return rev.in("get_unread_messages", release, nil) },
+		func() error {
+			return rev.in("send_message", release, map[string]any{"message": "Looks good. One question: does the rollback keep the audit history?", "priority": "high"})
+		},
+		func() error {
+			return test.in("send_message", release, map[string]any{"message": "Build 412 fails on arm64; this blocks the release.", "priority": "urgent", "wake_context_ids": []string{arch.contextID}})
+		},
+		func() error { return rev.in("search_messages", release, map[string]any{"query": "%rollback%"}) },
+		func() error {
+			return oncall.in("send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"})
+		},
+		func() error { return arch.in("get_unread_messages", incident, nil) },
+		func() error {
+			return arch.in("send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."})
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	// Two calls that fail on purpose: a non-creator renaming the group and
+	// a read of a group that does not exist.
+	if err := test.tool("update_group_metadata", map[string]any{"group_id": release, "context_id": test.contextID, "name": "Tester's train"}, nil); !errors.Is(err, errDemoTool) {
+		return fmt.Errorf("rename by a non-creator: got %v; want a tool error", err)
+	}
+	if err := rev.in("get_all_messages", "grp_"+strings.Repeat("0", 32), nil); !errors.Is(err, errDemoTool) {
+		return fmt.Errorf("read of a missing group: got %v; want a tool error", err)
+	}
+	return nil
+}
+
+// demoLines are the trickle's messages, sent in turn by rotating agents.
+var demoLines = []string{
+	"Re-ran the arm64 job with the cache cleared; still red.",
+	"@Tester can you attach the failing test log?",
+	"Log attached. It times out in the SQLite busy test.",
+	"I think the busy timeout is too short on that runner.",
+	"Raised it to 10 s; rebuilding now.",
+	"arm64 is green. @all ready to tag 1.2?",
+	"Tag it. I will post the release notes.",
+}
+
+// trickle sends one message every interval in the release train, and has
+// the next agent read its unread messages, until ctx ends.
+func (d *observeDemo) trickle(ctx context.Context, interval time.Duration) {
+	defer close(d.done)
+	members := d.agents[:3]
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		sender := members[i%len(members)]
+		reader := members[(i+1)%len(members)]
+		priority := "normal"
+		if i%5 == 4 {
+			priority = "high"
+		}
+		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
+		// A failed call (the session died, say) only pauses the trickle;
+		// the dashboard still shows what is there.
+		_ = sender.in("send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
+		_ = reader.in("get_unread_messages", d.groupIDs[0], nil)
+	}
+}
+
+// close stops the trickle and the agents, then removes the directory
+// unless the user asked to keep it.
+func (d *observeDemo) close() error {
+	if d.stop != nil {
+		d.stop()
+		<-d.done
+	}
+	for _, a := range d.agents {
+		a.close()
+	}
+	if d.keep {
+		return nil
+	}
+	if err := os.RemoveAll(d.dir); err != nil {
+		return fmt.Errorf("remove demo directory: %w", err)
+	}
+	return nil
+}

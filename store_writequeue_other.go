@@ -1,0 +1,24 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package main
+
+import (
+	"errors"
+	"time"
+)
+
+// writeQueueAvailable reports whether this platform has the write queue.
+const writeQueueAvailable = false
+
+// queueFD stands for a side file on platforms without flock, where the
+// write queue is off and writers rely on SQLite's lock alone.
+type queueFD int
+
+var errNoWriteQueue = errors.New("no write queue on this platform")
+
+// openQueueFile never opens anything here, so no side file is created.
+func openQueueFile(string, bool) (queueFD, error) { return 0, errNoWriteQueue }
+
+func closeQueueFile(queueFD) {}
+
+func lockQueueFile(queueFD, time.Duration) func() { return func() {} }
