@@ -19,7 +19,7 @@ type pendingSend struct {
 // send_message requests before reading their answers) gets them committed
 // in one transaction, which costs about as much as one send. This file only
 // decides which sends share a transaction and when it commits; each send is
-// prepared by prepareCall, parsed by parseSend and stored by insertMessage,
+// prepared by prepareCall, parsed by parseSend and stored by sendBatch,
 // as a lone send_message is, and answered with the same bytes.
 // TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
 

@@ -205,7 +205,7 @@ func toolSearchMessages(s *server, a toolArgs) (any, error) {
 // toolSendMessage is the send_message tool when a send runs alone. Sends a
 // client pipelines to one group run through jsonrpc_groupcommit.go, which
 // parses each with the same parseSend and stores it with the same
-// insertMessage, several in one transaction.
+// sendBatch, several in one transaction.
 func toolSendMessage(s *server, a toolArgs) (any, error) {
 	m, err := parseSend(a)
 	if err != nil {
