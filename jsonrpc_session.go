@@ -210,6 +210,12 @@ func (s *server) serve(stdin io.Reader) error {
 	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
+		if len(line) >= hugeLine {
+			// ReadBytes gathered the line in chunks, then copied them into
+			// line: return the chunks before decoding adds a copy of the
+			// text. See hugeLine.
+			releaseMemory()
+		}
 		if werr := s.serveLine(line, r); werr != nil {
 			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}
