@@ -82,12 +82,6 @@ func auditTestCall(tool, args, id, payload string, isError bool, category string
 	return c
 }
 
-// auditDetails is the details_json auditBuildEvent records for a successful
-// call of tool without a remote address, or false when there is none.
-func auditDetails(tool string, result any) (string, bool) {
-	return auditDetailsText(auditResultDetails(tool, result))
-}
-
 func TestAuditDetails(t *testing.T) {
 	tests := []struct {
 		tool    string
