@@ -124,6 +124,11 @@ func startGoldenSession(t *testing.T, dir string, env map[string]string, steps [
 	os.Unsetenv("CROSSTALK_OBSERVABILITY_RETENTION_DAYS")
 	t.Setenv("CROSSTALK_POLL_INTERVAL_SECONDS", "")
 	os.Unsetenv("CROSSTALK_POLL_INTERVAL_SECONDS")
+	// The transcripts record the original's poll-only timing (with a 3600 s
+	// interval no notification may come at all), so they replay with file
+	// events off; routing_subscriptions_test.go and the end-to-end tests
+	// cover notification by file event.
+	t.Setenv("CROSSTALK_FILE_EVENTS", "off")
 	for k, v := range env {
 		t.Setenv(k, v)
 	}

@@ -43,6 +43,10 @@ type server struct {
 	// inflight runs long-running requests such as subscriptions/listen.
 	inflight *inflight
 
+	// changes reports groups that file events say may have changed, for
+	// the pollers and waiting tool calls; nil when file events are off.
+	changes *changeWatcher
+
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
 
@@ -134,6 +138,11 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	defer st.close()
 	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
 	defer s.subs.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		s.changes = newChangeWatcher(dir)
+		defer s.changes.close()
+		s.subs.follow(s.changes)
+	}
 	audit, err := openAuditLog(dir, auditCfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
