@@ -218,7 +218,7 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 		}
 	}
 	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 2 {
 		t.Fatalf("after a send: got %v; want two notifications", got)
 	}
@@ -227,9 +227,9 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 	// and remembers the settled signature.
 	s.store.forget(g)
 	ageGroupFiles(t, s.store.dir, g)
-	m.poll()
+	m.poll(nil)
 	s.store.forget(g)
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("nothing changed: got %v", got)
 	}
@@ -241,17 +241,17 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 	}
 
 	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder due without a write: got %v; want one wakeup notification", got)
 	}
 	s.store.now = time.Now
 
 	ageGroupFiles(t, s.store.dir, g)
-	m.poll()
+	m.poll(nil)
 	rec.take()
 	mustSend(t, s, g, "bob", "Bob", "thanks", nil)
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
 		t.Errorf("after a write: got %v; want one group_change notification", got)
 	}
