@@ -210,6 +210,12 @@ func (s *server) serve(stdin io.Reader) error {
 	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
+		if len(line) >= hugeLine {
+			// ReadBytes gathered the line in chunks, then copied them into
+			// line: return the chunks before decoding adds a copy of the
+			// text. See hugeLine.
+			releaseMemory()
+		}
 		if werr := s.serveLine(line, r); werr != nil {
 			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}
@@ -391,7 +397,15 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if !argsOK {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
+	args.stateless = req.version >= revModern
 	pc.call.args = args
+	t := toolsByName[pc.call.name]
+	if t == nil && typed(req.version) {
+		// From 2025-06-18 on an unknown tool is a protocol error
+		// (server/tools.mdx "Error Handling"), with the spec's wording;
+		// older revisions keep the original's tool result below.
+		return pc.refuseWith(&rpcError{-32602, "Unknown tool: " + pc.call.name})
+	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
 		// From 2025-11-25 on, input validation failures are tool results.
 		pc.call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
@@ -399,7 +413,6 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	} else if isBlank(caller) {
 		return pc.refuse("tools/call caller_name must be a non-empty string.")
 	}
-	t := toolsByName[pc.call.name]
 	if t == nil {
 		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
 		return pc
@@ -417,6 +430,14 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 func (pc preparedCall) refuse(msg string) preparedCall {
 	pc.call.result = failure(validationErrorf("%s", msg))
 	pc.rerr = errInvalidParams(msg)
+	return pc
+}
+
+// refuseWith decides pc as the JSON-RPC error e, which the audit log
+// records as the validation failure of e's message.
+func (pc preparedCall) refuseWith(e *rpcError) preparedCall {
+	pc.call.result = failure(validationErrorf("%s", e.message))
+	pc.rerr = e
 	return pc
 }
 
