@@ -184,12 +184,6 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	return pyNumber(string(raw)), true
 }
 
-// auditDetails builds the allowlisted, content-free summary of a successful
-// result, or reports false when the tool has none or it exceeds 2 KiB.
-func auditDetails(tool string, result any) (string, bool) {
-	return auditDetailsText(auditResultDetails(tool, result))
-}
-
 // auditResultDetails is the tool's allowlisted summary of a successful
 // result, or nil.
 func auditResultDetails(tool string, result any) object {
