@@ -196,15 +196,10 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 		case '\f':
 			b.WriteString(`\f`)
 		default:
-			switch {
-			case !st.ensureASCII:
-				b.WriteRune(r) // an invalid byte, written as U+FFFD
-			case r > 0xffff:
-				r1, r2 := utf16.EncodeRune(r)
-				writeU(b, r1)
-				writeU(b, r2)
-			default:
+			if st.ensureASCII {
 				writeU(b, r)
+			} else {
+				b.WriteRune(r) // an invalid byte, written as U+FFFD
 			}
 		}
 		i += size
@@ -222,8 +217,14 @@ var plainASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// writeU writes r as a \uXXXX escape in lowercase hex, as Python does.
+// writeU writes r as Python's ensure_ascii json.dumps escapes it: one
+// \uXXXX escape in lowercase hex, or a surrogate pair of them above U+FFFF.
 func writeU(b *strings.Builder, r rune) {
+	if r > 0xffff {
+		r1, r2 := utf16.EncodeRune(r)
+		writeU(b, r1)
+		r = r2
+	}
 	b.WriteString(`\u`)
 	b.WriteByte(hexDigits[r>>12&0xf])
 	b.WriteByte(hexDigits[r>>8&0xf])

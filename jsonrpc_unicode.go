@@ -114,16 +114,10 @@ func writeRawString(b *strings.Builder, lit []byte) {
 			i++
 		default:
 			r, size := utf8.DecodeRune(body[i:])
-			switch {
-			case r == utf8.RuneError && size == 1:
-				writeU(b, 0xdc00|rune(c))
-			case r > 0xffff:
-				r1, r2 := utf16.EncodeRune(r)
-				writeU(b, r1)
-				writeU(b, r2)
-			default:
-				writeU(b, r)
+			if r == utf8.RuneError && size == 1 {
+				r = 0xdc00 | rune(c)
 			}
+			writeU(b, r)
 			i += size
 		}
 	}
