@@ -83,10 +83,6 @@ type toolCall struct {
 	remote string
 }
 
-// supportedProtocolVersions are answered as sent; any other client version
-// gets the newest, which is first.
-var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
 // newServer returns a session that writes to stdout one message per line and
 // starts its subscription poller, which runs until s.subs.close.
 func newServer(st *store, stdout io.Writer, interval time.Duration) *server {

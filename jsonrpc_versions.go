@@ -24,9 +24,14 @@ const (
 	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
 )
 
+// supportedProtocolVersions are the revisions initialize negotiates, newest
+// first: a client's version among them is answered as sent, any other gets
+// the newest. 2026-07-28 has no initialize.
+var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
 // allProtocolVersions are the revisions this server speaks, newest first, as
 // server/discover and the unsupported-version error list them.
-var allProtocolVersions = stringList{revModern, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+var allProtocolVersions = append(stringList{revModern}, supportedProtocolVersions...)
 
 const (
 	serverTitle       = "Crosstalk"
