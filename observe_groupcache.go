@@ -115,8 +115,15 @@ func (o *observer) cachedActivityRows(ctx context.Context, g groupSummary, wakeu
 // through the cache, for the snapshot every event stream starts with.
 func (o *observer) cachedSnapshotState(id string) (revisions, *int64, error) {
 	sig, reads, ok := o.reads.current(o.dir, id)
-	if reads != nil && reads.state != nil {
-		return reads.state.marker, reads.state.latest, nil
+	if reads != nil {
+		// Two event streams may start at once, and the one that misses
+		// stores state under reads.mu: read it under the same lock.
+		o.reads.mu.Lock()
+		state := reads.state
+		o.reads.mu.Unlock()
+		if state != nil {
+			return state.marker, state.latest, nil
+		}
 	}
 	marker, err := o.dbs.groupRevisions(o.dir, id)
 	if err != nil {
