@@ -22,6 +22,7 @@ type crashChild struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
+	killed sync.Once
 }
 
 // startCrashChild starts the built binary on dir and completes the handshake.
@@ -65,9 +66,13 @@ func (c *crashChild) roundTrip(lines string) ([]string, error) {
 	return answers, nil
 }
 
+// kill ends the child and waits for it. The test's timer and the test
+// itself may both call it; the second caller waits for the first.
 func (c *crashChild) kill() {
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
+	c.killed.Do(func() {
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+	})
 }
 
 // crashCall is one tools/call line with id.
