@@ -12,7 +12,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 win
 # fail prints which step broke; used as `command || $(call fail,step)`.
 fail = { echo "FAIL: $(1)" >&2; exit 1; }
 
-.PHONY: build test vet fmt lint deps race cross conformance bench clean
+.PHONY: build test vet fmt lint deps race cross conformance conformance-http bench clean
 # The test steps must run in order: later ones are slower and assume earlier ones passed.
 .NOTPARALLEL:
 
@@ -20,8 +20,8 @@ build:
 	@echo "==> go build -o $(BINARY) (version $(VERSION))"
 	@go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
 
-test: vet fmt lint race cross conformance
-	@echo "PASS: make test (vet, gofmt, lint, race tests, cross build, conformance)"
+test: vet fmt lint race cross conformance conformance-http
+	@echo "PASS: make test (vet, gofmt, lint, race tests, cross build, conformance, HTTP conformance)"
 
 vet:
 	@echo "==> go vet ./..."
@@ -84,6 +84,23 @@ conformance: build conformance/node_modules/.package-lock.json
 	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" node conformance/revisions.mjs || $(call fail,conformance (node conformance/revisions.mjs))
 	@echo "==> conformance check with the MCP Go SDK client (its own module, conformance/go)"
 	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" go run . || $(call fail,conformance (conformance/go))
+
+# The official conformance suite needs Node 22; conformance/http pins it as
+# the `node` npm package, so the machine's own Node version does not matter.
+conformance/http/node_modules/.package-lock.json: conformance/http/package-lock.json
+	@echo "==> npm ci --prefix conformance/http"
+	@npm ci --prefix conformance/http --no-audit --no-fund || $(call fail,npm ci --prefix conformance/http)
+
+conformance-http: build conformance/node_modules/.package-lock.json conformance/http/node_modules/.package-lock.json
+	@echo "==> official MCP conformance suite against serve --http (Node 22 from conformance/http)"
+	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" conformance/http/node_modules/node/bin/node conformance/http/run.mjs \
+		|| $(call fail,conformance-http (conformance/http/run.mjs; baseline conformance/http/baseline.yml))
+	@echo "==> TypeScript SDK v2 clients, one agent over HTTP and one over stdio, every revision"
+	@CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http node conformance/revisions.mjs \
+		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http node conformance/revisions.mjs))
+	@echo "==> Go SDK clients, the recipient over HTTP (2026-07-28)"
+	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http go run . \
+		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http conformance/go))
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

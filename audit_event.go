@@ -107,10 +107,16 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	if n, ok := auditResultLen(result, "messages"); ok {
 		e.resultCount = sql.NullInt64{Int64: int64(n), Valid: true}
 	}
+	var details object
 	if !c.result.isError {
-		if details, ok := auditDetails(c.name, result); ok {
-			e.detailsJSON = sql.NullString{String: details, Valid: true}
-		}
+		details = auditResultDetails(c.name, result)
+	}
+	if c.remote != "" {
+		// One HTTP server serves many machines: say which one called.
+		details = append(append(object{}, details...), field{"remote_addr", c.remote})
+	}
+	if text, ok := auditDetailsText(details); ok {
+		e.detailsJSON = sql.NullString{String: text, Valid: true}
 	}
 	return e
 }
@@ -178,15 +184,20 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	return pyNumber(string(raw)), true
 }
 
-// auditDetails builds the allowlisted, content-free summary of a successful
-// result, or reports false when the tool has none or it exceeds 2 KiB.
-func auditDetails(tool string, result any) (string, bool) {
+// auditResultDetails is the tool's allowlisted summary of a successful
+// result, or nil.
+func auditResultDetails(tool string, result any) object {
 	facts := auditTools[tool]
 	if facts.details == nil {
-		return "", false
+		return nil
 	}
 	r, _ := result.(object)
-	details := facts.details(r)
+	return facts.details(r)
+}
+
+// auditDetailsText renders details as details_json; ok is false when there
+// are none or they exceed the original's cap.
+func auditDetailsText(details object) (string, bool) {
 	if len(details) == 0 {
 		return "", false
 	}

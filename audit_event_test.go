@@ -208,3 +208,10 @@ func TestAuditRequestID(t *testing.T) {
 		t.Fatal("got an id for null; want none")
 	}
 }
+
+// auditDetails builds the allowlisted, content-free summary of a successful
+// result, or reports false when the tool has none or it exceeds 2 KiB: what
+// auditEvent writes to details_json for a call without a remote address.
+func auditDetails(tool string, result any) (string, bool) {
+	return auditDetailsText(auditResultDetails(tool, result))
+}

@@ -99,6 +99,8 @@ type notification struct {
 	URI       string `json:"uri"`
 	Priority  string `json:"priority"`
 	Relevance string `json:"relevance"`
+	// Meta carries a 2026-07-28 listen stream's subscription id.
+	Meta map[string]json.RawMessage `json:"_meta"`
 }
 
 // mcpProcess is a running crosstalk-mcp binary driven over its stdio: one
@@ -283,9 +285,16 @@ func (p *mcpProcess) result(method string, params any, v any) {
 	}
 }
 
+// initialize completes the legacy handshake at 2025-06-18.
 func (p *mcpProcess) initialize() {
 	p.tb.Helper()
-	p.result("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+	p.initializeAt("2025-06-18")
+}
+
+// initializeAt completes the legacy handshake asking for revision rev.
+func (p *mcpProcess) initializeAt(rev string) {
+	p.tb.Helper()
+	p.result("initialize", map[string]any{"protocolVersion": rev, "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "e2e", "version": "1"}}, nil)
 	if _, err := p.send(rpcRequest{Method: "notifications/initialized"}); err != nil {
 		p.tb.Fatalf("%s: write notifications/initialized: %v", p.name, err)

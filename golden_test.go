@@ -98,16 +98,20 @@ func readGoldenTranscript(t *testing.T, file string) (goldenHeader, []goldenStep
 // goldenSession drives one in-process server over pipes and keeps the
 // mapping between real group ids and the transcript's placeholders.
 type goldenSession struct {
-	t       *testing.T
-	dir     string
-	stdin   *io.PipeWriter
-	lines   chan []byte
-	exit    chan int
-	stderr  *syncBuffer
-	syncs   int
-	quiet   bool // no notifications may arrive at all
-	poll    time.Duration
-	pending []any
+	t      *testing.T
+	dir    string
+	stdin  *io.PipeWriter
+	lines  chan []byte
+	exit   chan int
+	stderr *syncBuffer
+	syncs  int
+	quiet  bool // no notifications may arrive at all
+	// fullInfo keeps serverInfo's title, description and websiteUrl, which
+	// the golden transcripts strip (see normalize); testdata/protocol
+	// checks them.
+	fullInfo bool
+	poll     time.Duration
+	pending  []any
 
 	literal map[string]bool   // group ids written literally in the transcript
 	toPH    map[string]string // real id -> placeholder
@@ -124,6 +128,11 @@ func startGoldenSession(t *testing.T, dir string, env map[string]string, steps [
 	os.Unsetenv("CROSSTALK_OBSERVABILITY_RETENTION_DAYS")
 	t.Setenv("CROSSTALK_POLL_INTERVAL_SECONDS", "")
 	os.Unsetenv("CROSSTALK_POLL_INTERVAL_SECONDS")
+	// The transcripts record the original's poll-only timing (with a 3600 s
+	// interval no notification may come at all), so they replay with file
+	// events off; routing_subscriptions_test.go and the end-to-end tests
+	// cover notification by file event.
+	t.Setenv("CROSSTALK_FILE_EVENTS", "off")
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
@@ -300,10 +309,14 @@ func (s *goldenSession) normalize(v any) any {
 		for _, k := range goldenKeyOrder(keys) {
 			out[k] = s.normalize(x[k])
 		}
-		if info, ok := out["serverInfo"].(map[string]any); ok {
-			if _, ok := info["version"]; ok {
-				info["version"] = "<version>"
+		for _, key := range []string{"serverInfo", metaServerInfo} {
+			if info, ok := out[key].(map[string]any); ok {
+				if _, ok := info["version"]; ok {
+					info["version"] = "<version>"
+				}
 			}
+		}
+		if info, ok := out["serverInfo"].(map[string]any); ok && !s.fullInfo {
 			// A deliberate deviation (testdata/golden/README.md): from
 			// 2025-06-18 on, serverInfo also has the title, description and
 			// websiteUrl the revision defines; testdata/protocol checks them.
@@ -352,7 +365,12 @@ func (s *goldenSession) substitute(line string) (string, error) {
 }
 
 func replayGolden(t *testing.T, header goldenHeader, steps []goldenStep) {
-	s := startGoldenSession(t, t.TempDir(), header.Env, steps)
+	startGoldenSession(t, t.TempDir(), header.Env, steps).replay(steps)
+}
+
+// replay runs every step of a transcript in s.
+func (s *goldenSession) replay(steps []goldenStep) {
+	t := s.t
 	for i, st := range steps {
 		label := fmt.Sprintf("step %d", i+1)
 		if st.Note != "" {
@@ -443,8 +461,9 @@ func (s *goldenSession) replaySend(label string, st goldenStep) {
 	}
 }
 
-// goldenVersionRE finds serverInfo.version in a raw line.
-var goldenVersionRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": )"(?:[^"\\]|\\.)*"`)
+// goldenVersionRE finds serverInfo.version in a raw line, in an initialize
+// result or (2026-07-28) in a result's _meta, with or without a title.
+var goldenVersionRE = regexp.MustCompile(`("(?:io\.modelcontextprotocol/)?serverInfo": \{"name": "crosstalk", (?:"title": "Crosstalk", )?"version": )"(?:[^"\\]|\\.)*"`)
 
 // goldenInfoTitleRE and goldenInfoMoreRE find the serverInfo fields that
 // 2025-06-18 and 2025-11-25 add (a deliberate deviation, see normalize).
@@ -470,8 +489,10 @@ func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []str
 		}
 		g := goldenGroupRE.ReplaceAllStringFunc(raw[i], s.placeholder)
 		g = goldenTimestampRE.ReplaceAllString(g, "<ts>")
-		g = goldenInfoTitleRE.ReplaceAllString(g, "$1")
-		g = goldenInfoMoreRE.ReplaceAllString(g, "$1")
+		if !s.fullInfo {
+			g = goldenInfoTitleRE.ReplaceAllString(g, "$1")
+			g = goldenInfoMoreRE.ReplaceAllString(g, "$1")
+		}
 		g = goldenVersionRE.ReplaceAllString(g, `$1"<version>"`)
 		if g != w {
 			at := goldenFirstDiff(w, g)

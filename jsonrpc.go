@@ -166,6 +166,9 @@ func (s *server) handleLine(line []byte) any {
 		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
 			return errorResponse(nil, errBatchInit)
 		}
+		if readRequestMeta(m["params"]).hasVersion {
+			return errorResponse(nil, errInvalidRequest) // 2026-07-28 has no batches either
+		}
 	}
 	var replies []any
 	for _, item := range batch {

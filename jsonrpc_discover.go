@@ -62,7 +62,6 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 		var r any
 		if r, rerr = s.toolsCall(req); rerr == nil {
 			result = modernResult(r.(object), nil)
-			s.unsubscribeJoined(result)
 		}
 	case "resources/list":
 		var r any
@@ -99,16 +98,4 @@ func (s *server) dispatchNotification(req request) bool {
 		s.inflight.cancel(p.RequestID)
 	}
 	return true
-}
-
-// unsubscribeJoined undoes the session subscription a join_group makes for
-// its caller: a 2026-07-28 client gets notifications only on the
-// subscriptions/listen streams it opens. The authorization stays, so the
-// process can still read the wakeup resource.
-func (s *server) unsubscribeJoined(result object) {
-	if o, ok := result.get("structuredContent").(object); ok {
-		if uri, ok := o.get("wakeup_resource_uri").(string); ok {
-			s.subs.unsubscribe(uri)
-		}
-	}
 }

@@ -19,7 +19,7 @@ type pendingSend struct {
 // send_message requests before reading their answers) gets them committed
 // in one transaction, which costs about as much as one send. This file only
 // decides which sends share a transaction and when it commits; each send is
-// prepared by prepareCall, parsed by parseSend and stored by insertMessage,
+// prepared by prepareCall, parsed by parseSend and stored by sendBatch,
 // as a lone send_message is, and answered with the same bytes.
 // TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
 
@@ -39,6 +39,11 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 		return nil
 	}
 	run := []pendingSend{first}
+	if len(line) >= hugeLine {
+		// A huge send runs alone, holding nothing of its line: see hugeLine.
+		run[0].detach()
+		return run
+	}
 	for len(run) < s.sendRunLimit {
 		buffered, _ := r.Peek(r.Buffered())
 		end := bytes.IndexByte(buffered, '\n')
@@ -107,7 +112,7 @@ func (s *server) answerSends(run []pendingSend) error {
 		if results != nil {
 			p.call.result = results[i]
 		} else {
-			p.call.result = p.tool.run(s, p.call.args)
+			p.call.result = s.sendAlone(p)
 		}
 		p.call.groupName, p.call.groupNameRead = groupName, groupNameRead
 		result, _ := s.finishCall(p.preparedCall)
@@ -116,6 +121,24 @@ func (s *server) answerSends(run []pendingSend) error {
 		}
 	}
 	return nil
+}
+
+// sendAlone runs a run of one: the send_message tool, as tool.run runs it,
+// on the message sendCall already parsed, which is therefore not decoded
+// twice (for a huge message, a second copy of it).
+func (s *server) sendAlone(p pendingSend) toolResult {
+	if len(p.msg.text) >= hugeLine {
+		releaseMemory() // the line, now unreferenced: see hugeLine
+	}
+	var out sent
+	err := retryBusy(func() (err error) {
+		out, err = s.store.sendMessage(p.groupID, p.msg)
+		return err
+	})
+	if err != nil {
+		return failure(classify(p.tool.name, err))
+	}
+	return toolResult{value: sentObject(out)}
 }
 
 // commitSends stores a run of sends in one transaction and returns their

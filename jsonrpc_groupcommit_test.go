@@ -110,9 +110,16 @@ func groupDump(t *testing.T, s *store, g string) string {
 			"SELECT * FROM group_message_metrics ORDER BY metric, value",
 			"SELECT * FROM group_state",
 			"SELECT rowid FROM message_search WHERE message_search MATCH 'ell' ORDER BY rowid",
+			"SELECT rowid FROM message_search WHERE content LIKE '%hello%' ORDER BY rowid",
+			"SELECT rowid FROM message_search WHERE content LIKE '%@a%' ORDER BY rowid",
 			"PRAGMA integrity_check",
 		} {
 			fmt.Fprintf(&b, "%s:\n%s\n", q, strings.Join(queryRows(t, db, q), "\n"))
+		}
+		// The index must agree with the messages it indexes (rank 1 makes
+		// FTS5 compare it against the external content table too).
+		if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
+			return fmt.Errorf("FTS integrity check: %w", err)
 		}
 		return nil
 	})
@@ -120,6 +127,35 @@ func groupDump(t *testing.T, s *store, g string) string {
 		t.Fatalf("dump group %s: %v", g, err)
 	}
 	return b.String()
+}
+
+// ftsSegmentsWritten reads the write counter of the message_search index:
+// the number of segments FTS5 has written, which is the number of times it
+// flushed its pending data. It is the third varint of the structure record
+// (block 10), after a 4-byte cookie, the level count and the segment count.
+func ftsSegmentsWritten(t *testing.T, s *store, g string) int {
+	t.Helper()
+	var block []byte
+	err := s.withGroup(g, func(db *sql.DB) error {
+		return db.QueryRow("SELECT block FROM message_search_data WHERE id = 10").Scan(&block)
+	})
+	if err != nil || len(block) < 4 {
+		t.Fatalf("read FTS structure record: %v (%d bytes)", err, len(block))
+	}
+	rest := block[4:]
+	var v uint64
+	for i := 0; i < 3; i++ {
+		v = 0
+		for len(rest) > 0 {
+			c := rest[0]
+			rest = rest[1:]
+			v = v<<7 | uint64(c&0x7f)
+			if c < 0x80 {
+				break
+			}
+		}
+	}
+	return int(v)
 }
 
 // TestGroupCommitMatchesOneByOne replays one pipelined session with group
@@ -146,6 +182,7 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 		out, dump string
 		audit     []string
 		walFrames int64
+		segments  int // FTS5 index segments written
 	}
 	run := func(limit int) session {
 		s, out, _ := groupCommitServer(t, limit)
@@ -162,7 +199,7 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 		}
 		// A WAL file is a 32-byte header and frames of a 24-byte header and
 		// one 4096-byte page.
-		return session{out.String(), groupDump(t, s.store, g), audit, (wal.Size() - 32) / (24 + 4096)}
+		return session{out.String(), groupDump(t, s.store, g), audit, (wal.Size() - 32) / (24 + 4096), ftsSegmentsWritten(t, s.store, g)}
 	}
 	together, alone := run(0), run(1)
 	if together.out != alone.out {
@@ -187,6 +224,11 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 	// of the nine stored sends share one here.
 	if together.walFrames*4 >= alone.walFrames*3 {
 		t.Errorf("got %d WAL frames with group commit, %d without; want fewer than three quarters", together.walFrames, alone.walFrames)
+	}
+	// The search index is written once per transaction, not once per
+	// message: six messages are stored, by three transactions here.
+	if alone.segments != 6 || together.segments != 3 {
+		t.Errorf("FTS segments written: got %d with group commit, %d without; want 3 and 6", together.segments, alone.segments)
 	}
 	if len(together.audit) != len(lines)-1 {
 		t.Errorf("got %d audited calls; want %d", len(together.audit), len(lines)-1)

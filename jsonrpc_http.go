@@ -104,10 +104,14 @@ func (t *httpTransport) expireIdle() {
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter()
 	srv := newServerWriting(t.store, router, t.interval)
+	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
+	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {
-		srv.audit = t.audit.observe
+		srv.audit = func(c toolCall) {
+			c.remote = *s.remote.Load()
+			t.audit.observe(c)
+		}
 	}
-	s := &httpSession{id: id, client: clientKey(r), remote: r.RemoteAddr, srv: srv, router: router, ended: make(chan struct{})}
 	s.lastUsed.Store(time.Now().UnixNano())
 	return s
 }
@@ -272,7 +276,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	var raw [16]byte
 	rand.Read(raw[:])
 	s := t.newSession(hex.EncodeToString(raw[:]), r)
-	reply := s.handle(body)
+	reply := s.handle(body, r.RemoteAddr)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(client)
 		s.end()

@@ -15,7 +15,10 @@ import (
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
-	remote string // remote address, for the audit log
+	// remote is the address of the request being handled, for the audit
+	// log: each POST may arrive on another connection. An in-flight call
+	// recorded later reads the newest, which is as close as it gets.
+	remote atomic.Pointer[string]
 	srv    *server
 	router *httpRouter
 
@@ -31,11 +34,12 @@ type httpSession struct {
 	endOnce  sync.Once
 }
 
-// handle passes one message to the session's server and returns its
-// immediate answer, or nil.
-func (s *httpSession) handle(body []byte) any {
+// handle passes one message from remote to the session's server and
+// returns its immediate answer, or nil.
+func (s *httpSession) handle(body []byte, remote string) any {
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
+	s.remote.Store(&remote)
 	return s.srv.handleLine(body)
 }
 

@@ -52,7 +52,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	s.enter()
 	defer s.leave()
 	if !msg.isRequest() {
-		if reply := s.handle(body); reply != nil {
+		if reply := s.handle(body, r.RemoteAddr); reply != nil {
 			writeHTTPJSON(w, http.StatusOK, reply) // a batch's answers, or an error
 			return
 		}
@@ -61,7 +61,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	ex := s.router.expect(msg.ID, msg.Params.ProgressToken)
 	defer s.router.forget(ex)
-	if reply := s.handle(body); reply != nil {
+	if reply := s.handle(body, r.RemoteAddr); reply != nil {
 		var early [][]byte
 		for len(ex.ch) > 0 {
 			early = append(early, <-ex.ch)
@@ -83,7 +83,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	// The request runs on in the server's in-flight table.
 	if !t.streamQuota.acquire(s.client) {
-		s.handle(cancelledNotification(msg.ID))
+		s.handle(cancelledNotification(msg.ID), r.RemoteAddr)
 		w.Header().Set("Retry-After", "10")
 		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
 		return
@@ -93,7 +93,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// The client went away or was cut off: end the request, as
 		// 2026-07-28 defines a closed stream to mean, and as the answer
 		// could not reach the client anyway (streams are not resumable).
-		s.handle(cancelledNotification(msg.ID))
+		s.handle(cancelledNotification(msg.ID), r.RemoteAddr)
 	}
 }
 

@@ -293,3 +293,37 @@ func TestNetworkFSWarning(t *testing.T) {
 		t.Errorf("dashboard overview: got %.300s; want the network filesystem warning", body)
 	}
 }
+
+// TestHTTPAuditRecordsRemoteAddress checks that with auditing on, every tool
+// call over HTTP, failed ones too, records the client's address.
+func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
+	dir := t.TempDir()
+	st, err := newStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := openAuditLog(dir, auditConfig{enabled: true, days: 30, setting: "30"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.attach(&server{store: st})
+	tr := newHTTPTransport(st, time.Hour, a, httpLimits{})
+	srv := httptest.NewServer(newHTTPGuard(true, "", nil, tr))
+	defer func() {
+		srv.Close()
+		tr.close()
+		a.close()
+		st.close()
+	}()
+	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint}
+	c.initialize()
+	c.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "audited"}, nil)
+	if reply := c.tool("get_group_metadata", map[string]any{"group_id": "grp_00000000000000000000000000000000"}); !reply.isError {
+		t.Fatalf("get_group_metadata of a missing group: got %s; want an error", reply.text)
+	}
+	auditFlush(t, a)
+	got := observabilityInt(t, dir, `SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.remote_addr') LIKE '127.0.0.1:%'`)
+	if got != 2 {
+		t.Errorf("audit rows with a loopback remote_addr: got %d; want 2 (a success and a failure)", got)
+	}
+}

@@ -127,35 +127,11 @@ func (t *inflight) close() {
 	t.wg.Wait()
 }
 
-// running reports how many requests are in flight.
-func (t *inflight) running() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.reqs)
-}
-
 // notify writes a notification on behalf of r (for example a
 // notifications/resources/updated of a subscriptions/listen stream), unless
 // the client has cancelled r.
 func (r *inflightRequest) notify(method string, params object) error {
 	return r.send(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
-}
-
-// progress writes notifications/progress for r when the request carried a
-// progressToken, and nothing otherwise. total and message are left out when
-// zero and empty.
-func (r *inflightRequest) progress(progress, total int64, message string) error {
-	if r.progressToken == nil {
-		return nil
-	}
-	params := object{{"progressToken", rawJSON(r.progressToken)}, {"progress", progress}}
-	if total > 0 {
-		params = append(params, field{"total", total})
-	}
-	if message != "" {
-		params = append(params, field{"message", message})
-	}
-	return r.notify("notifications/progress", params)
 }
 
 // done is closed when the client cancels r or the session closes.

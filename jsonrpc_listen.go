@@ -36,6 +36,7 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 		subs := newSubscriptions(s.store, s.subs.interval, func(method string, params object) error {
 			return r.notify(method, append(object{{"_meta", tag}}, params...))
 		})
+		subs.follow(s.changes)
 		for _, uri := range uris {
 			if isWakeupURI(uri) {
 				subs.authorize(uri)
@@ -50,11 +51,8 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 	})
 }
 
-// listenURIs keeps the requested URIs this server can watch, once each:
-// group URIs of existing groups, and wakeup URIs of contexts that are
-// current members of their group. Membership is what join_group checks
-// before it authorizes a session, and a stateless request has no session
-// that could remember a join_group.
+// listenURIs keeps the requested URIs this server can watch, once each
+// (canListen says which).
 func (s *server) listenURIs(requested []string) []string {
 	uris := []string{}
 	for _, uri := range requested {
@@ -74,29 +72,56 @@ func (s *server) listenURIs(requested []string) []string {
 	return uris
 }
 
+// canListen reports whether a listen may watch uri: a group URI of an
+// existing group, or a wakeup URI of a current member. Only a busy database
+// is an error, so that the caller can retry.
 func (s *server) canListen(uri string) (bool, error) {
-	if !isWakeupURI(uri) {
-		g, err := parseGroupURI(uri)
-		if err != nil {
-			return false, nil
+	if isWakeupURI(uri) {
+		_, _, err := s.memberWakeup(uri)
+		if isBusy(err) {
+			return false, err
 		}
-		_, err = s.store.messageRevision(g)
 		return err == nil, nil
 	}
-	g, c, err := parseWakeupURI(uri)
+	g, err := parseGroupURI(uri)
 	if err != nil {
 		return false, nil
 	}
+	_, err = s.store.messageRevision(g)
+	return err == nil, nil
+}
+
+// errWakeupNotMember answers a 2026-07-28 request for the wakeups of a
+// context that is not a current member of the group.
+var errWakeupNotMember = authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
+
+// memberWakeup returns the group and context of a wakeup URI whose context
+// is a current member of the group. It is how a 2026-07-28 request, which
+// has no session that could remember a join_group, is authorized: by the
+// same membership join_group checks, read from the database, so that any
+// process or transport answers alike.
+func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
+	g, c, err := parseWakeupURI(uri)
+	if err != nil {
+		return "", "", err
+	}
 	members, err := s.store.users(g)
-	if isBusy(err) {
-		return false, err
-	} else if err != nil {
-		return false, nil
+	if err != nil {
+		return "", "", err
 	}
 	for _, m := range members {
 		if m.contextID == c {
-			return true, nil
+			return g, c, nil
 		}
 	}
-	return false, nil
+	return "", "", errWakeupNotMember
+}
+
+// wakeupAccess authorizes a wakeup URI for a request of rev: by
+// membership for a 2026-07-28 request, by the session's join_group before.
+func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contextID string, err error) {
+	if rev >= revModern {
+		return s.memberWakeup(uri)
+	}
+	return s.subs.authorizedWakeup(uri)
 }

@@ -34,7 +34,7 @@ func peakRSS(t testing.TB, pid int) int64 {
 
 // hugeSendPeakRSS sends one send_message line of about size bytes through
 // the built binary and returns the line's length and the process's peak RSS.
-func hugeSendPeakRSS(t *testing.T, size int, env ...string) (int, int64, string) {
+func hugeSendPeakRSS(t testing.TB, size int, env ...string) (int, int64, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(builtBinary(t))
@@ -50,11 +50,17 @@ func hugeSendPeakRSS(t *testing.T, size int, env ...string) (int, int64, string)
 		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
-		answer, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
+		for {
+			answer, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A wakeup notification may come first: file events report
+			// the session's own commits at once, whatever the poll interval.
+			if !strings.HasPrefix(answer, `{"jsonrpc": "2.0", "method": "notifications/`) {
+				return answer
+			}
 		}
-		return answer
 	}
 	ask(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`)
 	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
@@ -71,9 +77,18 @@ func hugeSendPeakRSS(t *testing.T, size int, env ...string) (int, int64, string)
 	return len(line), peakRSS(t, cmd.Process.Pid), answer
 }
 
+// hugeLineMB is the size of the line TestHugeMessagePeakRSS and
+// BenchmarkHugeMessagePeakRSS send: 48 MiB, or CROSSTALK_BIG_LINE_MB.
+func hugeLineMB() int {
+	if mb, err := strconv.Atoi(os.Getenv("CROSSTALK_BIG_LINE_MB")); err == nil && mb > 0 {
+		return mb
+	}
+	return 48
+}
+
 // TestHugeMessagePeakRSS measures the peak resident memory of a
 // send_message line over 16 MiB against the line's size. `make test` uses a
-// 24 MiB line; CROSSTALK_BIG_LINE_MB=200 measures the 200 MB case.
+// 48 MiB line; CROSSTALK_BIG_LINE_MB=200 measures the 200 MB case.
 func TestHugeMessagePeakRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("VmHWM is read from /proc; Linux only")
@@ -81,21 +96,68 @@ func TestHugeMessagePeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends a message of tens of megabytes")
 	}
-	mb := 24
-	if s := os.Getenv("CROSSTALK_BIG_LINE_MB"); s != "" {
-		mb, _ = strconv.Atoi(s)
-	}
-	n, hwm, answer := hugeSendPeakRSS(t, mb<<20)
+	n, hwm, answer := hugeSendPeakRSS(t, hugeLineMB()<<20)
 	if _, failed := crashToolText(answer); failed {
 		t.Fatalf("send of a %d-byte line: %.300s", n, answer)
 	}
 	ratio := float64(hwm) / float64(n)
 	t.Logf("line %.1f MiB: peak RSS %.1f MiB (%.2f× the line)", float64(n)/(1<<20), float64(hwm)/(1<<20), ratio)
-	// The goal is 3×; what the port reaches today is about 7× (it was 16×
-	// before arguments were split in place and mentions stopped lowering
-	// text without an '@'). The bound guards against sliding back.
-	if limit := 8.0; ratio > limit {
+	// The issue asks for 3×. What is left at the peak is one copy of the
+	// text in Go (the string handed to database/sql) and three in SQLite:
+	// the bound parameter, the row's record and the copy the FTS trigger's
+	// insert makes (hugeLine). This text is 0.84× its line, so that is
+	// 3.4×, plus the process's ~15 MiB. It was 7× at 24 MiB (6.35× at
+	// 200 MiB) while the text was decoded twice and the line and its read
+	// chunks stayed resident.
+	if limit := 4.0; ratio > limit {
 		t.Errorf("peak RSS: got %.2f× the line; want ≤ %.0f×", ratio, limit)
+	}
+}
+
+// BenchmarkHugeMessagePeakRSS reports the peak RSS of one huge send as a
+// multiple of its line (peak/line), for CROSSTALK_BIG_LINE_MB sizes.
+func BenchmarkHugeMessagePeakRSS(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("VmHWM is read from /proc; Linux only")
+	}
+	var ratio float64
+	for b.Loop() {
+		n, hwm, _ := hugeSendPeakRSS(b, hugeLineMB()<<20)
+		ratio = float64(hwm) / float64(n)
+	}
+	b.ReportMetric(ratio, "peak/line")
+}
+
+// TestHugeSendRunsAloneDetached shows that a send_message line of hugeLine
+// bytes or more is committed alone, not in a run with the sends pipelined
+// behind it, and that what its run keeps refers to nothing of the line,
+// which can therefore be freed before the insert.
+func TestHugeSendRunsAloneDetached(t *testing.T) {
+	const g = "grp_00000000000000000000000000000001"
+	s, _ := newTestServer(t)
+	s.ready = true
+	text := strings.Repeat("huge ", hugeLine/5+1)
+	line := []byte(sendLine(7, g, "a", "A", text) + "\n")
+	r := bufio.NewReader(strings.NewReader(sendLine(8, g, "a", "A", "x") + "\n" + sendLine(9, g, "a", "A", "y") + "\n"))
+	r.Peek(1)
+	run := s.pipelinedSends(line, r)
+	if len(run) != 1 {
+		t.Fatalf("run of a huge send with two small sends buffered: got %d sends; want 1", len(run))
+	}
+	clear(line) // anything still aliasing the line now reads zeros
+	p := run[0]
+	if id, _ := p.call.args.str("group_id"); id != g || string(p.req.id) != "7" || string(p.call.requestID) != "7" {
+		t.Errorf("after the line was overwritten: group_id %q, request id %q/%q; want %q, 7", id, p.req.id, p.call.requestID, g)
+	}
+	if p.call.args.has("message") || p.req.params != nil || p.call.args.raw != nil {
+		t.Errorf("the run keeps the raw message or params: has message %v, params %d bytes, raw %d bytes",
+			p.call.args.has("message"), len(p.req.params), len(p.call.args.raw))
+	}
+	if p.msg.text != text {
+		t.Errorf("decoded text: got %d bytes; want the %d sent", len(p.msg.text), len(text))
+	}
+	if r.Buffered() == 0 {
+		t.Errorf("the pipelined small sends were consumed; want them left for their own run")
 	}
 }
 

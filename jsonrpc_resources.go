@@ -107,7 +107,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	var snapshot object
 	err := retryBusy(func() error {
 		if isWakeupURI(uri) {
-			g, c, err := s.subs.authorizedWakeup(uri)
+			g, c, err := s.wakeupAccess(req.version, uri)
 			if err != nil {
 				return err
 			}

@@ -43,6 +43,10 @@ type server struct {
 	// inflight runs long-running requests such as subscriptions/listen.
 	inflight *inflight
 
+	// changes reports groups that file events say may have changed, for
+	// the pollers and waiting tool calls; nil when file events are off.
+	changes *changeWatcher
+
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
 
@@ -70,6 +74,9 @@ type toolCall struct {
 	// that it outlives the group, or once for a whole run of pipelined sends.
 	groupName     string
 	groupNameRead bool
+	// remote is the HTTP client's address, recorded in the audit row's
+	// details; "" over stdio.
+	remote string
 }
 
 // supportedProtocolVersions are answered as sent; any other client version
@@ -131,6 +138,11 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	defer st.close()
 	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
 	defer s.subs.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		s.changes = newChangeWatcher(dir)
+		defer s.changes.close()
+		s.subs.follow(s.changes)
+	}
 	audit, err := openAuditLog(dir, auditCfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -198,6 +210,12 @@ func (s *server) serve(stdin io.Reader) error {
 	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
+		if len(line) >= hugeLine {
+			// ReadBytes gathered the line in chunks, then copied them into
+			// line: return the chunks before decoding adds a copy of the
+			// text. See hugeLine.
+			releaseMemory()
+		}
 		if werr := s.serveLine(line, r); werr != nil {
 			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}
@@ -379,7 +397,15 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if !argsOK {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
+	args.stateless = req.version >= revModern
 	pc.call.args = args
+	t := toolsByName[pc.call.name]
+	if t == nil && typed(req.version) {
+		// From 2025-06-18 on an unknown tool is a protocol error
+		// (server/tools.mdx "Error Handling"), with the spec's wording;
+		// older revisions keep the original's tool result below.
+		return pc.refuseWith(&rpcError{-32602, "Unknown tool: " + pc.call.name})
+	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
 		// From 2025-11-25 on, input validation failures are tool results.
 		pc.call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
@@ -387,7 +413,6 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	} else if isBlank(caller) {
 		return pc.refuse("tools/call caller_name must be a non-empty string.")
 	}
-	t := toolsByName[pc.call.name]
 	if t == nil {
 		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
 		return pc
@@ -405,6 +430,14 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 func (pc preparedCall) refuse(msg string) preparedCall {
 	pc.call.result = failure(validationErrorf("%s", msg))
 	pc.rerr = errInvalidParams(msg)
+	return pc
+}
+
+// refuseWith decides pc as the JSON-RPC error e, which the audit log
+// records as the validation failure of e's message.
+func (pc preparedCall) refuseWith(e *rpcError) preparedCall {
+	pc.call.result = failure(validationErrorf("%s", e.message))
+	pc.rerr = e
 	return pc
 }
 

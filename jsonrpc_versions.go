@@ -99,12 +99,12 @@ const errResourceNotFound = -32002
 // resourceErrorFor maps a resources/* error for rev: a missing group or
 // wakeup resource is -32002 where the revision defines that code.
 func resourceErrorFor(rev protocolRevision, err error) *rpcError {
-	e := resourceError(err)
 	var te *domainError
 	if rev >= revTyped && rev < revModern && errors.As(err, &te) && te.category == categoryNotFound {
-		return &rpcError{errResourceNotFound, e.message}
+		// Not "Invalid params: ...", which would contradict the code.
+		return &rpcError{errResourceNotFound, te.msg}
 	}
-	return e
+	return resourceError(err)
 }
 
 // resourceTemplates is resources/templates/list's result for 2025-06-18 and

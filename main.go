@@ -40,6 +40,9 @@ Commands:
   wait [--timeout D] [--context-id ID]
                                Block until the member has a wakeup; print it on
                                stderr and exit 2 (Claude Code asyncRewake).
+  hooks install|uninstall --client NAME [--scope user|project] [--dry-run]
+                               Add Crosstalk's hooks to (or remove them from) a
+                               client's settings file, keeping everything else.
   status [--context-id ID]     Summarize a member's groups, unread mail and
                                wakeup delivery states.
   doctor [--repair] [--groups-dir PATH]
@@ -82,6 +85,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWait(args[1:], stdin, stderr)
 	case "status":
 		return runStatus(args[1:], stdout, stderr)
+	case "hooks":
+		return runHooks(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2

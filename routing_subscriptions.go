@@ -19,6 +19,9 @@ type subscriptions struct {
 	order      []string // subscribed URIs in subscription order
 	authorized map[string]bool
 
+	// attach hands the running poller a change watcher (follow).
+	attach chan *changeWatcher
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -35,7 +38,8 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 	m := &subscriptions{
 		store: st, interval: interval, notify: notify,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{}),
+		attach: make(chan *changeWatcher, 1),
+		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
 	go m.run()
 	return m
@@ -141,22 +145,64 @@ func (m *subscriptions) close() {
 	}
 }
 
+// watchSafetyPoll is the slowest the poller ticks while file events flow:
+// events cannot see writes made on another machine sharing the directory,
+// and a 300 s wakeup reminder falls due without any write.
+const watchSafetyPoll = 2 * time.Second
+
+// follow makes the poller check a group as soon as w reports it changed,
+// besides its tick, which then slows to at least watchSafetyPoll. Without
+// native events it changes nothing.
+func (m *subscriptions) follow(w *changeWatcher) {
+	if w == nil || !w.native {
+		return
+	}
+	select {
+	case m.attach <- w:
+	default: // one is already on its way; the poller keeps the first
+	}
+}
+
 func (m *subscriptions) run() {
 	defer close(m.done)
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
+	var changes *watchSubscription
+	var events <-chan struct{}
+	defer func() {
+		if changes != nil {
+			changes.close()
+		}
+	}()
 	for {
 		select {
 		case <-m.stop:
 			return
+		case w := <-m.attach:
+			if changes == nil {
+				changes = w.subscribe()
+				events = changes.C
+				t.Reset(max(m.interval, watchSafetyPoll))
+			}
+		case <-events:
+			groups, all := changes.take()
+			only := map[string]bool{}
+			for _, g := range groups {
+				only[g] = true
+			}
+			if all {
+				only = nil
+			}
+			m.poll(only)
 		case <-t.C:
-			m.poll()
+			m.poll(nil)
 		}
 	}
 }
 
-// poll checks every subscription once, in subscription order.
-func (m *subscriptions) poll() {
+// poll checks every subscription once, in subscription order: those of
+// the groups in only, or all of them when only is nil.
+func (m *subscriptions) poll(only map[string]bool) {
 	m.mu.Lock()
 	uris := append([]string(nil), m.order...)
 	subs := make([]subscription, len(uris))
@@ -169,6 +215,9 @@ func (m *subscriptions) poll() {
 		case <-m.stop:
 			return
 		default:
+		}
+		if only != nil && !only[subs[i].groupID] {
+			continue
 		}
 		m.check(uri, subs[i])
 	}

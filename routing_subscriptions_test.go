@@ -61,14 +61,14 @@ func TestSubscriptionPolling(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("nothing changed: got %v", got)
 	}
 
 	mustSend(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
 	rec.setFail(true)
-	m.poll()
+	m.poll(nil)
 	rec.setFail(false)
 	var notified *string
 	if err := s.store.withGroup(g, func(db *sql.DB) error {
@@ -79,7 +79,7 @@ func TestSubscriptionPolling(t *testing.T) {
 	if notified != nil {
 		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
 	}
-	m.poll()
+	m.poll(nil)
 	want := []string{
 		`notifications/resources/updated {"uri": "` + groupURI + `", "priority": "normal", "relevance": "group_change"}`,
 		`notifications/resources/updated {"uri": "` + bobURI + `", "priority": "high", "relevance": "mentioned"}`,
@@ -87,28 +87,28 @@ func TestSubscriptionPolling(t *testing.T) {
 	if got := rec.take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("after a send:\ngot  %v\nwant %v", got, want)
 	}
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("no reminder before 300 s: got %v", got)
 	}
 
 	// A reminder is due 300 s after the last notification.
 	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder: got %v; want one wakeup notification", got)
 	}
 	s.store.now = time.Now
 	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
 	s.store.now = func() time.Time { return time.Now().Add(2 * wakeupReminderInterval) }
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("acknowledged by reading: got %v; want no reminder", got)
 	}
 	s.store.now = time.Now
 
 	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
-	m.poll()
+	m.poll(nil)
 	want = []string{
 		`notifications/resources/updated {"uri": "` + groupURI + `", "relevance": "deleted"}`,
 		`notifications/resources/updated {"uri": "` + bobURI + `", "relevance": "deleted"}`,
@@ -116,7 +116,7 @@ func TestSubscriptionPolling(t *testing.T) {
 	if got := rec.take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("after delete:\ngot  %v\nwant %v", got, want)
 	}
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("deleted subscriptions are dropped: got %v", got)
 	}
@@ -142,9 +142,9 @@ func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
 	s, rec, m, g := watchedGroup(t)
 	mustSend(t, s, g, "alice", "Alice", "one", nil)
 	rec.setFail(true)
-	m.poll()
+	m.poll(nil)
 	rec.setFail(false)
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 1 {
 		t.Errorf("got %v; want the change notified once the write works", got)
 	}
@@ -161,7 +161,7 @@ func TestBusyKeepsSubscription(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("while locked: got %v; want nothing", got)
 	}
@@ -169,7 +169,7 @@ func TestBusyKeepsSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	locker.Close()
-	m.poll()
+	m.poll(nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
 		t.Errorf("after the lock: got %v; want the change", got)
 	}

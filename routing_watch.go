@@ -51,6 +51,18 @@ const watchQuietPeriod = 3 * time.Millisecond
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
+// fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
+// it says 0, off, false or no. Turning them off restores the original's
+// pure polling at CROSSTALK_POLL_INTERVAL_SECONDS, which a groups directory
+// on a network file system written from several machines may want.
+func fileEventsEnabled(value string) bool {
+	switch strings.ToLower(pyStrip(value)) {
+	case "0", "off", "false", "no":
+		return false
+	}
+	return true
+}
+
 // newChangeWatcher starts watching dir. It never fails: without events it
 // is a watcher with native false whose subscriptions only hear publish.
 func newChangeWatcher(dir string) *changeWatcher {

@@ -132,7 +132,7 @@ func (k *kqueueWatch) rescan(announce bool) {
 		case strings.HasSuffix(name, "-wal"):
 			seenWAL[name] = true
 			if _, ok := k.wals[name]; !ok {
-				k.watchWAL(name, announce)
+				k.watchWAL(name)
 			}
 		}
 	}
@@ -149,9 +149,11 @@ func (k *kqueueWatch) rescan(announce bool) {
 	k.dbs = seenDB
 }
 
-// watchWAL starts watching one -wal file; a new one is announced, since it
-// appears when a writer is about to commit.
-func (k *kqueueWatch) watchWAL(name string, announce bool) {
+// watchWAL starts watching one -wal file. Its appearance is not announced:
+// any connection opening the group creates it, and announcing that would
+// let a poller's own opens wake it in a loop; a commit written before the
+// watch was in place is caught by the consumers' safety poll.
+func (k *kqueueWatch) watchWAL(name string) {
 	fd, err := syscall.Open(k.dir+string(os.PathSeparator)+name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return
@@ -161,9 +163,6 @@ func (k *kqueueWatch) watchWAL(name string, announce bool) {
 		return
 	}
 	k.files[fd], k.wals[name] = name, fd
-	if announce {
-		k.emit(name)
-	}
 }
 
 // drop stops watching one -wal file; closing the descriptor removes it from

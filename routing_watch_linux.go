@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -62,7 +63,16 @@ func readInotify(fd int, emit func(name string)) {
 			case ev.Mask&syscall.IN_Q_OVERFLOW != 0:
 				emit("")
 			case ev.Len > 0:
-				emit(string(bytes.TrimRight(nameBytes, "\x00")))
+				name := string(bytes.TrimRight(nameBytes, "\x00"))
+				// A -wal file appears when a connection opens the group
+				// and goes away when the last one closes; only writes to
+				// it are commits. Announcing the rest would let the
+				// handle cache's opens and closes wake its own poller in
+				// a loop.
+				if strings.HasSuffix(name, "-wal") && ev.Mask&syscall.IN_MODIFY == 0 {
+					continue
+				}
+				emit(name)
 			}
 		}
 	}

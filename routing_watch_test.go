@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,4 +113,32 @@ func TestWatcherOnMissingDirectory(t *testing.T) {
 	if _, all := sub.take(); !all {
 		t.Error("publish(\"\") did not reach the subscription")
 	}
+}
+
+// TestPollerFollowsFileEvents checks that a poller whose ticker is an hour
+// still notifies a wakeup at once when file events report the group: the
+// send comes through another store, as another process's would.
+func TestPollerFollowsFileEvents(t *testing.T) {
+	f := newHookFixture(t, "bob-ctx")
+	w := newChangeWatcher(f.st.dir)
+	defer w.close()
+	if !w.native {
+		t.Skip("no file-system events on this platform")
+	}
+	rec := &recorder{}
+	reader := newTestStore(t, f.st.dir)
+	m := newSubscriptions(reader, time.Hour, rec.notify)
+	defer m.close()
+	m.follow(w)
+	uri := wakeupURI(f.groupID, "bob-ctx")
+	m.authorize(uri)
+	if err := m.subscribe(uri); err != nil {
+		t.Fatal(err)
+	}
+	f.sendAs(t, "@bob now")
+	waitUntil(t, "a wakeup notification", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.got) == 1 && strings.Contains(rec.got[0], `"relevance": "mentioned"`)
+	})
 }

@@ -191,14 +191,19 @@ func (s *store) searchMessages(id, contextID, name, query string) ([]message, er
 		if err != nil {
 			return readSelection{}, err
 		}
-		match := "content LIKE ? COLLATE NOCASE"
+		// The hits are found through the trigram index when the group has
+		// one, both to list them and to mark them read: scanning every
+		// message for the second was most of a search's time. SQLite still
+		// checks LIKE on each candidate the index returns, so both sets are
+		// exactly what a scan finds.
+		hits := "SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE"
 		if indexed {
-			match = "id IN (SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE)"
+			hits = "SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE"
 		}
 		return readSelection{
-			rows:      "SELECT " + messageColumns + " FROM messages WHERE " + match + " ORDER BY id ASC",
+			rows:      "SELECT " + messageColumns + " FROM messages WHERE id IN (" + hits + ") ORDER BY id ASC",
 			rowArgs:   []any{pattern},
-			predicate: "message_id IN (SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE)",
+			predicate: "message_id IN (" + hits + ")",
 			predArgs:  []any{pattern},
 		}, nil
 	})
@@ -308,129 +313,4 @@ type sent struct {
 type outgoing struct {
 	contextID, name, text, priority string
 	wake                            []string
-}
-
-// sendMessage stores a message from contextID, fans it out as unread to
-// every other member and records one wake event per routed recipient, all in
-// one transaction.
-func (s *store) sendMessage(id string, m outgoing) (sent, error) {
-	var out sent
-	err := s.writeGroup(id, func(tx groupTx) error {
-		var err error
-		out, err = s.insertMessage(tx, id, m)
-		return err
-	})
-	return out, err
-}
-
-// sendMessages stores several messages to group id in one transaction, in
-// order: a group commit for sends a client pipelines. Each message is
-// written as sendMessage would write it. A message refused for its sender
-// (errs[i], a *domainError) writes nothing and leaves the others to commit;
-// any other failure rolls all of them back and is returned as err.
-func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
-	err = s.writeGroup(id, func(tx groupTx) error {
-		outs, errs = make([]sent, len(msgs)), make([]error, len(msgs))
-		for i, m := range msgs {
-			outs[i], errs[i] = s.insertMessage(tx, id, m)
-			var de *domainError
-			if errs[i] != nil && !errors.As(errs[i], &de) {
-				return errs[i]
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return outs, errs, nil
-}
-
-// insertMessage writes one message in tx. It decides the routing before the INSERT;
-// the original inserts and then updates the row, which ends in the same row.
-// It returns a *domainError only before its first write, which is what lets
-// sendMessages keep a transaction going past a refused message.
-func (s *store) insertMessage(tx groupTx, id string, m outgoing) (sent, error) {
-	others, err := membersExcept(tx, m.contextID, m.name)
-	if err != nil {
-		return sent{}, err
-	}
-	r := route(others, m.text, m.priority, m.wake)
-	targetIDs := make([]string, len(r.targets))
-	for i, t := range r.targets {
-		targetIDs[i] = t.contextID
-	}
-	now := s.timestamp()
-	res, err := tx.Exec("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		m.contextID, m.name, m.text, now, m.priority, pyJSON(stringList(r.mentions)), pyJSON(stringList(targetIDs)), r.reason)
-	if err != nil {
-		return sent{}, err
-	}
-	msgID, err := res.LastInsertId()
-	if err != nil {
-		return sent{}, err
-	}
-	if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT context_id, ? FROM group_members WHERE context_id != ?", msgID, m.contextID); err != nil {
-		return sent{}, err
-	}
-	if _, err := tx.Exec("UPDATE group_members SET unread_count = unread_count + (context_id != ?1), "+
-		"latest_message_id = CASE WHEN context_id = ?1 THEN ?2 ELSE latest_message_id END", m.contextID, msgID); err != nil {
-		return sent{}, err
-	}
-	for _, t := range r.targets {
-		if _, err := tx.Exec("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES (?, ?, ?, ?, ?)",
-			msgID, t.contextID, t.relevance, m.priority, now); err != nil {
-			return sent{}, err
-		}
-	}
-	if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES ('priority', ?, 1), ('routing', ?, 1) "+
-		"ON CONFLICT(metric, value) DO UPDATE SET count = count + 1", m.priority, r.reason); err != nil {
-		return sent{}, err
-	}
-	which := revMessage
-	if len(others) > 0 {
-		which |= revMember
-	}
-	if len(r.targets) > 0 {
-		which |= revWakeup
-	}
-	if err := bumpRevisions(tx, which); err != nil {
-		return sent{}, err
-	}
-	return sent{groupID: id, priority: m.priority, messageID: msgID, mentions: r.mentions,
-		routingReason: r.reason, wakeupTargets: targetIDs}, nil
-}
-
-// membersExcept checks that contextID has joined as name and returns the
-// other members in the table's natural order, which the original's routing
-// order follows, in one read.
-func membersExcept(tx groupTx, contextID, name string) ([]recipient, error) {
-	rows, err := tx.Query("SELECT context_id, name FROM group_members")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var others []recipient
-	joined, found := "", false
-	for rows.Next() {
-		var r recipient
-		if err := rows.Scan(&r.contextID, &r.name); err != nil {
-			return nil, err
-		}
-		if r.contextID == contextID {
-			joined, found = r.name, true
-		} else {
-			others = append(others, r)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, errNotJoined
-	}
-	if joined != name {
-		return nil, errNameMismatch
-	}
-	return others, nil
 }

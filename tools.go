@@ -218,6 +218,11 @@ var toolList = func() object {
 type toolArgs struct {
 	raw    json.RawMessage // the object as sent
 	values map[string]json.RawMessage
+	// stateless is set for a 2026-07-28 request, which belongs to no
+	// session: a handler must keep no per-session state for it (no
+	// subscription, no authorization), so that it can never cause a
+	// session-style notification.
+	stateless bool
 }
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.

@@ -117,9 +117,14 @@ func toolJoinGroup(s *server, a toolArgs) (any, error) {
 		return nil, err
 	}
 	uri := wakeupURI(id, contextID)
-	s.subs.authorize(uri)
-	if err := s.subs.subscribe(uri); err != nil {
-		return nil, err
+	if !a.stateless {
+		// The session is now subscribed to its own wakeups. A 2026-07-28
+		// client opens subscriptions/listen instead, which authorizes by
+		// membership (jsonrpc_listen.go).
+		s.subs.authorize(uri)
+		if err := s.subs.subscribe(uri); err != nil {
+			return nil, err
+		}
 	}
 	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
 }
@@ -205,7 +210,7 @@ func toolSearchMessages(s *server, a toolArgs) (any, error) {
 // toolSendMessage is the send_message tool when a send runs alone. Sends a
 // client pipelines to one group run through jsonrpc_groupcommit.go, which
 // parses each with the same parseSend and stores it with the same
-// insertMessage, several in one transaction.
+// sendBatch, several in one transaction.
 func toolSendMessage(s *server, a toolArgs) (any, error) {
 	m, err := parseSend(a)
 	if err != nil {

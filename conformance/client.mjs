@@ -470,13 +470,22 @@ async function scenario(a, b, groupsDir) {
   equal((await a.ok('get_users', { group_id: gid })).users?.map(u => u.context_id), [ALPHA.context_id, BETA.context_id],
     'unsubscribing a wakeup resource left the group');
 
-  // Bad input is a tool error, never a protocol error.
+  // Bad input is a tool error, never a protocol error (but an unknown tool is one).
   await a.fails('get_group_metadata', { group_id: 'grp_' + '0'.repeat(32) },
     'Group does not exist: grp_' + '0'.repeat(32) + '. Create it first or check the group_id.', 'get_group_metadata of a missing group');
   await a.fails('send_message', { group_id: gid, ...ALPHA, message: 'x', priority: 'extreme' },
     'priority must be one of: low, normal, high, urgent.', 'send_message with a bad priority');
   await a.fails('join_group', { group_id: gid, ...ALPHA, colour: 'blue' }, undefined, 'join_group with an unknown argument');
-  await a.fails('no_such_tool', {}, 'Unknown tool: no_such_tool', 'an unknown tool');
+  // From 2025-06-18 on an unknown tool is a protocol error, -32602, as
+  // server/tools.mdx "Error Handling" says (a deliberate deviation from the
+  // original's tool error; testdata/golden/README.md).
+  try {
+    const { result } = await a.call('no_such_tool', {});
+    check(false, 'an unknown tool is a -32602 protocol error', result);
+  } catch (error) {
+    check(error instanceof McpError && error.code === -32602 && /Unknown tool: no_such_tool/.test(error.message),
+      'an unknown tool is a -32602 protocol error', error.code + ' ' + error.message);
+  }
   try {
     const { result } = await a.call('list_groups', { caller_name: '' });
     check(result.isError === true, 'an empty caller_name is rejected', result);

@@ -6,14 +6,19 @@
 // check) and equals the JSON of the text block, for a success and a failure.
 //
 // CROSSTALK_BIN names the server binary (default ../crosstalk-mcp).
+// CROSSTALK_TRANSPORT=http runs the second agent of every run over Streamable
+// HTTP (`crosstalk-mcp serve --http` on the same groups directory) while the
+// first stays on stdio, and adds a 2025-11-25 wakeup through a GET stream.
 // Output: "ok"/"not ok" lines, then "N passed, M failed" alone on the last line.
 
-import { Client } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import Ajv2020 from 'ajv/dist/2020.js';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 // TIMEOUT_MS bounds each request and each awaited notification: generous,
@@ -24,6 +29,8 @@ const TYPED = new Set(['2025-06-18', '2025-11-25', '2026-07-28']);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const bin = process.env.CROSSTALK_BIN?.trim() || path.resolve(here, '..', 'crosstalk-mcp');
+const HTTP = process.env.CROSSTALK_TRANSPORT === 'http';
+const httpServers = new Map(); // groups dir -> { proc, url }
 let passed = 0;
 let failed = 0;
 
@@ -39,12 +46,34 @@ function check(ok, what, detail) {
   return ok;
 }
 
-async function connect(revision, dir) {
+// httpURL starts (once per groups directory) `serve --http` on a free
+// loopback port and returns its endpoint URL, the first line it prints.
+async function httpURL(dir) {
+  if (!httpServers.has(dir)) {
+    const proc = spawn(bin, ['serve', '--http', '127.0.0.1:0'], {
+      env: { ...process.env, CROSSTALK_GROUPS_DIR: dir, CROSSTALK_POLL_INTERVAL_SECONDS: '0.1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const url = new Promise((resolve, reject) => {
+      proc.on('exit', code => reject(new Error('serve --http exited with ' + code)));
+      createInterface({ input: proc.stdout }).once('line', resolve);
+    });
+    httpServers.set(dir, { proc, url });
+  }
+  return httpServers.get(dir).url;
+}
+
+function stopHTTP(dir) {
+  httpServers.get(dir)?.proc.kill('SIGTERM');
+  httpServers.delete(dir);
+}
+
+async function connect(revision, dir, viaHTTP = false) {
   const modern = revision >= '2026-07-28';
   const client = new Client({ name: 'crosstalk-revisions', version: '1.0.0' }, modern
     ? { versionNegotiation: { mode: { pin: revision } } }
     : { supportedProtocolVersions: [revision] });
-  const transport = new StdioClientTransport({
+  const transport = viaHTTP ? new StreamableHTTPClientTransport(new URL(await httpURL(dir))) : new StdioClientTransport({
     command: bin,
     args: [],
     env: { ...process.env, CROSSTALK_GROUPS_DIR: dir, CROSSTALK_POLL_INTERVAL_SECONDS: '0.1' },
@@ -101,7 +130,7 @@ async function runRevision(revision) {
   let b;
   try {
     a = await connect(revision, dir);
-    b = await connect(revision, dir);
+    b = await connect(revision, dir, HTTP);
     check(true, revision + ': two clients connect');
     const tools = (await b.listTools({}, { timeout: TIMEOUT_MS })).tools;
     check(tools.length === 14, revision + ': 14 tools', tools.length);
@@ -157,6 +186,7 @@ async function runRevision(revision) {
   } finally {
     await a?.close().catch(() => {});
     await b?.close().catch(() => {});
+    stopHTTP(dir);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -169,7 +199,7 @@ async function listenWakeup() {
   let b;
   try {
     a = await connect('2026-07-28', dir);
-    b = await connect('2026-07-28', dir);
+    b = await connect('2026-07-28', dir, HTTP);
     const group = textJSON(await callTool(a, 'create_group', { context_id: 'ctx-a' })).group_id;
     await callTool(a, 'join_group', { group_id: group, context_id: 'ctx-a', name: 'a' });
     const uri = textJSON(await callTool(b, 'join_group', { group_id: group, context_id: 'ctx-b', name: 'b' })).wakeup_resource_uri;
@@ -189,6 +219,7 @@ async function listenWakeup() {
   } finally {
     await a?.close().catch(() => {});
     await b?.close().catch(() => {});
+    stopHTTP(dir);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -197,7 +228,41 @@ if (!fs.existsSync(bin)) {
   console.error('revisions: server binary ' + bin + ' not found; build it (make build) or set CROSSTALK_BIN');
   process.exit(2);
 }
+// subscribeWakeup checks the 2025-era wakeup path across transports: b, on
+// HTTP, subscribes to its wakeup URI and receives the update a's message
+// (over stdio) causes, on the session's GET stream.
+async function subscribeWakeup(revision) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'crosstalk-revisions-'));
+  let a;
+  let b;
+  try {
+    a = await connect(revision, dir);
+    b = await connect(revision, dir, true);
+    const group = textJSON(await callTool(a, 'create_group', { context_id: 'ctx-a' })).group_id;
+    await callTool(a, 'join_group', { group_id: group, context_id: 'ctx-a', name: 'a' });
+    const uri = textJSON(await callTool(b, 'join_group', { group_id: group, context_id: 'ctx-b', name: 'b' })).wakeup_resource_uri;
+    let wake;
+    const woken = new Promise(resolve => { wake = resolve; });
+    b.setNotificationHandler('notifications/resources/updated', n => { if (n.params?.uri === uri) wake(n); });
+    await b.subscribeResource({ uri }, { timeout: TIMEOUT_MS });
+    await callTool(a, 'send_message', { group_id: group, context_id: 'ctx-a', name: 'a', message: 'hi @b' });
+    const timer = new Promise(resolve => setTimeout(resolve, TIMEOUT_MS, 'timeout'));
+    check(await Promise.race([woken, timer]) !== 'timeout', revision + ' over HTTP: wakeup from a stdio agent arrives on the GET stream');
+    const unread = textJSON(await callTool(b, 'get_unread_messages', { group_id: group, context_id: 'ctx-b', name: 'b' }));
+    check(unread?.messages?.length === 1 && unread.messages[0].message === 'hi @b', revision + ' over HTTP: reads the stdio agent\'s message', unread);
+  } catch (error) {
+    check(false, revision + ' over HTTP: subscribe run completes', String(error?.stack ?? error));
+  } finally {
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    stopHTTP(dir);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (HTTP) console.log('revisions: second agent over Streamable HTTP (serve --http), first over stdio');
 for (const revision of REVISIONS) await runRevision(revision);
 await listenWakeup();
+if (HTTP) await subscribeWakeup('2025-11-25');
 console.log(passed + ' passed, ' + failed + ' failed');
 process.exit(failed === 0 ? 0 : 1);

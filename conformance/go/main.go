@@ -5,12 +5,17 @@
 // exchange a message, and the recipient receives its wakeup through
 // subscriptions/listen.
 //
+// With CROSSTALK_TRANSPORT=http the recipient (beta) connects over Streamable
+// HTTP to `crosstalk-mcp serve --http` on the same groups directory, while
+// alpha stays on stdio: the exchange and the wakeup then cross transports.
+//
 // Usage: go run . -bin /path/to/crosstalk-mcp (or CROSSTALK_BIN). Output: one
 // "ok"/"not ok" line per check, then "N passed, M failed" alone on the last
 // line; the exit status is 0 only when nothing failed.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -54,15 +59,49 @@ func connect(ctx context.Context, bin, dir, label string) (*agent, error) {
 			a.updates <- req.Params
 		},
 	})
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=0.1")
-	cmd.Stderr = os.Stderr
-	s, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	var transport mcp.Transport
+	if label == "beta" && os.Getenv("CROSSTALK_TRANSPORT") == "http" {
+		url, err := serveHTTP(bin, dir)
+		if err != nil {
+			return nil, err
+		}
+		transport = &mcp.StreamableClientTransport{Endpoint: url}
+	} else {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=0.1")
+		cmd.Stderr = os.Stderr
+		transport = &mcp.CommandTransport{Command: cmd}
+	}
+	s, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", label, err)
 	}
 	a.session = s
 	return a, nil
+}
+
+// httpServer is the `serve --http` process of an HTTP run, killed by main.
+var httpServer *exec.Cmd
+
+// serveHTTP starts `crosstalk-mcp serve --http` on a free loopback port over
+// dir and returns the endpoint URL it prints first.
+func serveHTTP(bin, dir string) (string, error) {
+	cmd := exec.Command(bin, "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=0.1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start serve --http: %w", err)
+	}
+	httpServer = cmd
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("serve --http printed no URL: %w", err)
+	}
+	return strings.TrimSpace(line), nil
 }
 
 // call runs a tool and returns its structured content decoded as an object,
@@ -97,6 +136,10 @@ func main() {
 		os.Exit(2)
 	}
 	err := run(*bin)
+	if httpServer != nil {
+		httpServer.Process.Kill()
+		httpServer.Wait()
+	}
 	if err != nil {
 		check(false, "run completes", err)
 	}

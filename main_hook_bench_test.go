@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reportPercentiles adds p50 and p99 of samples, in milliseconds.
+func reportPercentiles(b *testing.B, samples []time.Duration) {
+	slices.Sort(samples)
+	at := func(q float64) float64 {
+		return float64(samples[int(q*float64(len(samples)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.5), "p50-ms")
+	b.ReportMetric(at(0.99), "p99-ms")
+}
+
+// BenchmarkWakeupLatency measures, between two server processes, the time
+// from a send_message answer in one to the wakeup notification in the
+// other: with file events, and with the original's 0.5 s polling. The
+// random pause between sends is not part of the time reported.
+func BenchmarkWakeupLatency(b *testing.B) {
+	for _, mode := range []struct{ name, env string }{{"events", "CROSSTALK_FILE_EVENTS=on"}, {"poll0.5s", "CROSSTALK_FILE_EVENTS=off"}} {
+		b.Run(mode.name, func(b *testing.B) {
+			dir := b.TempDir()
+			a := startSession(b, "A", dir, mode.env)
+			s := startSession(b, "S", dir, mode.env)
+			gid := s.createGroup("sender")
+			s.join(gid, "sender", "sender")
+			uri := a.join(gid, "ctx-a", "alice")
+			var samples []time.Duration
+			for i := 0; i < b.N; i++ {
+				// A random pause puts sends at random phases of the poll.
+				time.Sleep(rand.N(500 * time.Millisecond))
+				before := len(a.notifications(uri))
+				s.ok("send_message", map[string]any{"group_id": gid, "context_id": "sender", "name": "sender", "message": fmt.Sprintf("@alice %d", i)}, nil)
+				answered := time.Now()
+				for len(a.notifications(uri)) == before {
+					a.mu.Lock()
+					changed := a.changed
+					a.mu.Unlock()
+					if len(a.notifications(uri)) != before {
+						break
+					}
+					select {
+					case <-changed:
+					case <-time.After(e2eTimeout):
+						b.Fatal("no notification")
+					}
+				}
+				samples = append(samples, time.Since(answered))
+			}
+			reportPercentiles(b, samples)
+		})
+	}
+}
+
+// BenchmarkIdleSession100Groups measures the CPU a server process uses
+// while idle with wakeup subscriptions in 100 groups, over 10 s.
+func BenchmarkIdleSession100Groups(b *testing.B) {
+	for _, mode := range []struct{ name, env string }{{"events", "CROSSTALK_FILE_EVENTS=on"}, {"poll0.5s", "CROSSTALK_FILE_EVENTS=off"}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				dir := b.TempDir()
+				p := startSession(b, "idle", dir, mode.env)
+				for range 100 {
+					p.join(p.createGroup("idle"), "idle", "idle")
+				}
+				time.Sleep(500 * time.Millisecond)
+				cpu0 := processCPU(b, p.cmd.Process.Pid)
+				time.Sleep(10 * time.Second)
+				cpu := processCPU(b, p.cmd.Process.Pid) - cpu0
+				b.ReportMetric(100*cpu.Seconds()/10, "%core")
+				p.close()
+			}
+		})
+	}
+}
+
+// BenchmarkHookNothingPending runs the built binary as a UserPromptSubmit
+// hook for a member of ten groups with nothing unread.
+func BenchmarkHookNothingPending(b *testing.B) {
+	dir := b.TempDir()
+	st := newTestStore(b, dir)
+	for range 10 {
+		meta, err := st.createGroup("x", "g", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.joinGroup(meta.groupID, "sess", "bob"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	payload := `{"session_id": "sess", "hook_event_name": "UserPromptSubmit"}`
+	var samples []time.Duration
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(builtBinary(b), "hook", "--client", "claude-code")
+		cmd.Env = []string{"CROSSTALK_GROUPS_DIR=" + dir}
+		cmd.Stdin = strings.NewReader(payload)
+		start := time.Now()
+		out, err := cmd.Output()
+		samples = append(samples, time.Since(start))
+		if err != nil || len(out) != 0 {
+			b.Fatalf("hook: %v, %q", err, out)
+		}
+	}
+	reportPercentiles(b, samples)
+}

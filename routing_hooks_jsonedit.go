@@ -1,0 +1,219 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// jsonSpan is one parsed JSON value of a settings file with where it lies
+// in the text, so that `hooks install` can change one array and leave
+// every other byte (comments, order, spacing) as the user wrote it.
+type jsonSpan struct {
+	kind       byte // '{', '[', '"', or 'v' for numbers and literals
+	start, end int  // the value's bytes are text[start:end]
+	depth      int  // nesting level; the root is 0
+	str        string
+	keys       []string
+	vals       []*jsonSpan // object members (in keys order) or array items
+}
+
+// member returns an object's member named key, or nil.
+func (s *jsonSpan) member(key string) *jsonSpan {
+	if s == nil || s.kind != '{' {
+		return nil
+	}
+	for i, k := range s.keys {
+		if k == key {
+			return s.vals[i]
+		}
+	}
+	return nil
+}
+
+// jsonParser parses JSON with // and /* */ comments, which VS Code and
+// Gemini CLI allow in their settings files.
+type jsonParser struct {
+	text string
+	pos  int
+}
+
+func parseJSONSpans(text string) (*jsonSpan, error) {
+	p := &jsonParser{text: text}
+	v, err := p.value(0)
+	if err != nil {
+		return nil, err
+	}
+	if p.skip(); p.pos != len(text) {
+		return nil, fmt.Errorf("unexpected text at byte %d", p.pos)
+	}
+	return v, nil
+}
+
+// skip passes whitespace and comments.
+func (p *jsonParser) skip() {
+	for p.pos < len(p.text) {
+		switch {
+		case strings.IndexByte(" \t\r\n", p.text[p.pos]) >= 0:
+			p.pos++
+		case strings.HasPrefix(p.text[p.pos:], "//"):
+			if i := strings.IndexByte(p.text[p.pos:], '\n'); i >= 0 {
+				p.pos += i + 1
+			} else {
+				p.pos = len(p.text)
+			}
+		case strings.HasPrefix(p.text[p.pos:], "/*"):
+			if i := strings.Index(p.text[p.pos+2:], "*/"); i >= 0 {
+				p.pos += i + 4
+			} else {
+				p.pos = len(p.text)
+			}
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) value(depth int) (*jsonSpan, error) {
+	p.skip()
+	if p.pos >= len(p.text) {
+		return nil, fmt.Errorf("unexpected end of file")
+	}
+	v := &jsonSpan{start: p.pos, depth: depth, kind: p.text[p.pos]}
+	switch v.kind {
+	case '{', '[':
+		closing := byte('}')
+		if v.kind == '[' {
+			closing = ']'
+		}
+		p.pos++
+		for first := true; ; first = false {
+			p.skip()
+			if p.pos < len(p.text) && p.text[p.pos] == closing {
+				p.pos++
+				break
+			}
+			if !first {
+				if p.pos >= len(p.text) || p.text[p.pos] != ',' {
+					return nil, fmt.Errorf("expected , at byte %d", p.pos)
+				}
+				p.pos++
+				p.skip()
+				if p.pos < len(p.text) && p.text[p.pos] == closing { // trailing comma
+					p.pos++
+					break
+				}
+			}
+			if v.kind == '{' {
+				k, err := p.value(depth + 1)
+				if err != nil || k.kind != '"' {
+					return nil, fmt.Errorf("expected a key at byte %d", p.pos)
+				}
+				p.skip()
+				if p.pos >= len(p.text) || p.text[p.pos] != ':' {
+					return nil, fmt.Errorf("expected : at byte %d", p.pos)
+				}
+				p.pos++
+				v.keys = append(v.keys, k.str)
+			}
+			item, err := p.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			v.vals = append(v.vals, item)
+		}
+	case '"':
+		end := p.pos + 1
+		for end < len(p.text) && p.text[end] != '"' {
+			if p.text[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(p.text) {
+			return nil, fmt.Errorf("unterminated string at byte %d", p.pos)
+		}
+		s, err := strconv.Unquote(p.text[p.pos : end+1])
+		if err != nil {
+			return nil, fmt.Errorf("bad string at byte %d: %w", p.pos, err)
+		}
+		v.str, p.pos = s, end+1
+	default:
+		end := p.pos
+		for end < len(p.text) && strings.IndexByte(",]} \t\r\n/", p.text[end]) < 0 {
+			end++
+		}
+		if end == p.pos {
+			return nil, fmt.Errorf("unexpected %q at byte %d", p.text[p.pos], p.pos)
+		}
+		v.kind, p.pos = 'v', end
+	}
+	v.end = p.pos
+	return v, nil
+}
+
+// jsonEdit replaces text[start:end] with insert.
+type jsonEdit struct {
+	start, end int
+	insert     string
+}
+
+// applyEdits applies non-overlapping edits to text.
+func applyEdits(text string, edits []jsonEdit) string {
+	var b strings.Builder
+	pos := 0
+	for _, e := range sortedEdits(edits) {
+		b.WriteString(text[pos:e.start])
+		b.WriteString(e.insert)
+		pos = e.end
+	}
+	b.WriteString(text[pos:])
+	return b.String()
+}
+
+func sortedEdits(edits []jsonEdit) []jsonEdit {
+	out := append([]jsonEdit(nil), edits...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].start < out[j-1].start; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// indentUnit guesses the file's indentation from its first indented line.
+func indentUnit(text string) string {
+	for _, line := range strings.Split(text, "\n")[1:] {
+		trimmed := strings.TrimLeft(line, " \t")
+		if trimmed != "" && len(trimmed) < len(line) {
+			return line[:len(line)-len(trimmed)]
+		}
+	}
+	return "  "
+}
+
+// appendRaw adds item, the text of an array item or of an object member
+// already indented for depth container.depth+1, after the container's last
+// item.
+func appendRaw(container *jsonSpan, item, unit string) jsonEdit {
+	inner := strings.Repeat(unit, container.depth+1)
+	if len(container.vals) == 0 {
+		return jsonEdit{container.start + 1, container.end - 1, "\n" + inner + item + "\n" + strings.Repeat(unit, container.depth)}
+	}
+	last := container.vals[len(container.vals)-1]
+	return jsonEdit{last.end, last.end, ",\n" + inner + item}
+}
+
+// removeItem deletes item i of an array with the separator before it (or
+// after it, for the first item).
+func removeItem(arr *jsonSpan, i int) jsonEdit {
+	item := arr.vals[i]
+	switch {
+	case len(arr.vals) == 1:
+		return jsonEdit{arr.start + 1, arr.end - 1, ""}
+	case i > 0:
+		return jsonEdit{arr.vals[i-1].end, item.end, ""}
+	default:
+		return jsonEdit{item.start, arr.vals[1].start, ""}
+	}
+}
