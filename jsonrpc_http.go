@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,9 @@ type httpTransport struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
+	// stateless counts 2026-07-28 requests whose session has not ended
+	// yet, in-flight work included.
+	stateless atomic.Int32
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -102,7 +106,7 @@ func (t *httpTransport) expireIdle() {
 
 // newSession makes a session whose server writes to a router.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
-	router := newHTTPRouter()
+	router := newHTTPRouter(t.limits.queue)
 	srv := newServerWriting(t.store, router, t.interval)
 	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)
@@ -140,6 +144,11 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	// The server has no WriteTimeout (SSE streams must outlive one), so
+	// each response starts with a deadline of its own: a client that never
+	// reads a large JSON answer is cut off like a slow stream reader.
+	// Streams extend it write by write.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 	switch r.Method {
 	case http.MethodPost:
 		t.post(w, r)
@@ -297,8 +306,10 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
 		return
 	}
+	t.stateless.Add(1)
+	defer t.stateless.Add(-1)
 	s := t.newSession("", r)
-	defer s.end()
+	defer s.end() // before the count drops: end waits for in-flight work
 	t.exchange(w, r, s, body, msg)
 }
 

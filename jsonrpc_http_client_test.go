@@ -49,7 +49,8 @@ type httpTestClient struct {
 	url     string
 	token   string
 	session string
-	version string // MCP-Protocol-Version header, when set
+	version string       // MCP-Protocol-Version header, when set
+	hc      *http.Client // nil: http.DefaultClient
 	nextID  atomic.Int64
 }
 
@@ -89,6 +90,9 @@ func (c *httpTestClient) tryDo(ctx context.Context, method string, body []byte, 
 	}
 	if host, ok := header["Host"]; ok {
 		req.Host = host
+	}
+	if c.hc != nil {
+		return c.hc.Do(req)
 	}
 	return http.DefaultClient.Do(req)
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // startHTTPProcess runs `crosstalk-mcp serve --http 127.0.0.1:0` on dir and
-// returns the process and its endpoint URL, read from its first stdout line.
-func startHTTPProcess(tb testing.TB, dir string, args ...string) (*exec.Cmd, string) {
+// returns the process, its endpoint URL, read from its first stdout line,
+// and its stderr so far. Later args override the --http address.
+func startHTTPProcess(tb testing.TB, dir string, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	tb.Helper()
 	cmd := exec.Command(builtBinary(tb), append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
 	for _, kv := range os.Environ() {
@@ -45,7 +46,7 @@ func startHTTPProcess(tb testing.TB, dir string, args ...string) (*exec.Cmd, str
 	if err != nil {
 		tb.Fatalf("serve --http printed no URL: %v; stderr: %s", err, stderr.String())
 	}
-	return cmd, strings.TrimSpace(line)
+	return cmd, strings.TrimSpace(line), stderr
 }
 
 // TestHTTPAndStdioShareGroups runs one agent over HTTP and one over stdio on
@@ -53,7 +54,7 @@ func startHTTPProcess(tb testing.TB, dir string, args ...string) (*exec.Cmd, str
 // agent is woken by the stdio agent's mention.
 func TestHTTPAndStdioShareGroups(t *testing.T) {
 	dir := t.TempDir()
-	_, url := startHTTPProcess(t, dir)
+	_, url, _ := startHTTPProcess(t, dir)
 	h := &httpTestClient{tb: t, url: url}
 	h.initialize()
 	p := startSession(t, "stdio", dir, "CROSSTALK_POLL_INTERVAL_SECONDS=0.05")
@@ -114,7 +115,7 @@ func waitForUpdate(t *testing.T, stream <-chan *rpcMessage, uri string) {
 // server answered is in the group after a restart.
 func TestHTTPKillLosesNothingAcknowledged(t *testing.T) {
 	dir := t.TempDir()
-	cmd, url := startHTTPProcess(t, dir)
+	cmd, url, _ := startHTTPProcess(t, dir)
 	setup := &httpTestClient{tb: t, url: url}
 	setup.initialize()
 	var g struct {
@@ -153,7 +154,7 @@ func TestHTTPKillLosesNothingAcknowledged(t *testing.T) {
 		t.Fatal("no send was acknowledged before the kill; the test proves nothing")
 	}
 
-	_, url = startHTTPProcess(t, dir)
+	_, url, _ = startHTTPProcess(t, dir)
 	after := &httpTestClient{tb: t, url: url}
 	after.initialize()
 	var all struct {

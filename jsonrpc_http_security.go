@@ -24,12 +24,19 @@ type httpLimits struct {
 	maxStreamsPerClient  int           // open SSE streams from one remote IP
 	sessionIdle          time.Duration // a session unused this long is ended
 	writeTimeout         time.Duration // one write to a client; slower is cut off
+	queue                int           // messages waiting for one response; more cut it off
 	keepAlive            time.Duration // SSE comment interval on quiet streams
 }
 
 // defaultHTTPLimits are generous for a team of agents and small for an
 // attacker: the body limit admits the largest message the stdio transport
-// is ever sent in practice (16 MiB) with room for JSON escaping.
+// is ever sent in practice (16 MiB) with room for JSON escaping. A write
+// may take 30 s because a client on a slow link still drains a large
+// answer's next socket buffer within that; one that does not has stopped
+// reading. 256 queued messages absorb any burst of wakeups a busy group
+// makes while bounding what a client that reads nothing can pin (a few
+// hundred small notifications), and keeping it would only delay the same
+// cut-off: the stream is not resumable, so its client re-reads state.
 var defaultHTTPLimits = httpLimits{
 	maxBody:              20 << 20,
 	maxSessions:          1024,
@@ -38,6 +45,7 @@ var defaultHTTPLimits = httpLimits{
 	maxStreamsPerClient:  64,
 	sessionIdle:          30 * time.Minute,
 	writeTimeout:         30 * time.Second,
+	queue:                256,
 	keepAlive:            15 * time.Second,
 }
 
@@ -64,6 +72,9 @@ func (l httpLimits) withDefaults() httpLimits {
 	}
 	if l.writeTimeout > 0 {
 		d.writeTimeout = l.writeTimeout
+	}
+	if l.queue > 0 {
+		d.queue = l.queue
 	}
 	if l.keepAlive > 0 {
 		d.keepAlive = l.keepAlive

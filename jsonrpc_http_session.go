@@ -79,6 +79,7 @@ type httpRouter struct {
 	stream  *httpExchange            // the GET stream, or nil
 	backlog [][]byte                 // notifications before the GET stream opened
 	closed  bool
+	queue   int // httpLimits.queue: each exchange's bound
 }
 
 // httpBacklogMax bounds the notifications kept for a GET stream that is not
@@ -97,15 +98,15 @@ type httpExchange struct {
 	goneOnce sync.Once
 }
 
-// httpExchangeQueue is how many messages may wait for one slow response.
-const httpExchangeQueue = 256
-
-func newHTTPRouter() *httpRouter {
-	return &httpRouter{waiting: map[string]*httpExchange{}, tokens: map[string]*httpExchange{}}
+// newHTTPRouter makes a router whose exchanges each queue up to queue
+// messages (httpLimits.queue) before their client is cut off.
+func newHTTPRouter(queue int) *httpRouter {
+	return &httpRouter{waiting: map[string]*httpExchange{}, tokens: map[string]*httpExchange{}, queue: queue}
 }
 
-func newHTTPExchange() *httpExchange {
-	return &httpExchange{ch: make(chan []byte, httpExchangeQueue), gone: make(chan struct{})}
+// newHTTPExchange makes an exchange that holds up to queue messages.
+func newHTTPExchange(queue int) *httpExchange {
+	return &httpExchange{ch: make(chan []byte, queue), gone: make(chan struct{})}
 }
 
 // drop ends the exchange's response.
@@ -136,7 +137,7 @@ func idKey(raw json.RawMessage) string {
 // expect registers a request about to be handled, so that its answer and
 // its notifications reach the returned exchange.
 func (r *httpRouter) expect(id, progressToken json.RawMessage) *httpExchange {
-	e := newHTTPExchange()
+	e := newHTTPExchange(r.queue)
 	e.idKey = idKey(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,30 +1,62 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
 // httpStream writes one SSE response. Every write carries a deadline, so a
 // client that stops reading is cut off instead of holding the stream (and
-// its share of the bounds) for ever.
+// its share of the bounds) for ever; and when its exchange drops it (its
+// queue overflowed, or the session ended) a write blocked on a full socket
+// fails at once rather than at its deadline.
 type httpStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+
+	// mu orders deadline updates: once cut, no write may push the
+	// deadline that cutOff set to the past back into the future.
+	mu   sync.Mutex
+	cut  bool
+	done chan struct{} // closed by finish; ends the watcher goroutine
 }
 
-// startHTTPStream sends the SSE headers.
-func startHTTPStream(w http.ResponseWriter, timeout time.Duration) (*httpStream, error) {
+// errStreamCut is the error of a write to a stream that was cut off.
+var errStreamCut = errors.New("http stream cut off")
+
+// startHTTPStream sends the SSE headers; the stream is cut off when gone
+// closes. The caller must call finish when the response is over.
+func startHTTPStream(w http.ResponseWriter, timeout time.Duration, gone <-chan struct{}) (*httpStream, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: timeout, done: make(chan struct{})}
+	go func() {
+		select {
+		case <-gone:
+			st.cutOff()
+		case <-st.done:
+		}
+	}()
 	st.rc.SetWriteDeadline(time.Now().Add(timeout))
 	w.WriteHeader(http.StatusOK)
 	return st, st.rc.Flush()
+}
+
+// finish stops watching for the cut-off; the handler is returning.
+func (st *httpStream) finish() { close(st.done) }
+
+// cutOff fails the current write, if any, and every later one.
+func (st *httpStream) cutOff() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.cut = true
+	st.rc.SetWriteDeadline(time.Now())
 }
 
 // send writes one message as an SSE event.
@@ -37,7 +69,13 @@ func (st *httpStream) send(msg []byte) error {
 func (st *httpStream) keepAlive() error { return st.write(":\n\n") }
 
 func (st *httpStream) write(text string) error {
+	st.mu.Lock()
+	if st.cut {
+		st.mu.Unlock()
+		return errStreamCut
+	}
 	st.rc.SetWriteDeadline(time.Now().Add(st.timeout))
+	st.mu.Unlock()
 	if _, err := fmt.Fprint(st.w, text); err != nil {
 		return err
 	}
@@ -68,11 +106,11 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		}
 		status := replyStatus(reply, s.id == "")
 		if len(early) == 0 || !accepts(r, "text/event-stream") {
-			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 			writeHTTPJSON(w, status, reply)
 			return
 		}
-		if st, err := startHTTPStream(w, t.limits.writeTimeout); err == nil {
+		if st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone); err == nil {
+			defer st.finish()
 			for _, m := range append(early, []byte(pyJSON(reply))) {
 				if st.send(m) != nil {
 					return
@@ -123,7 +161,8 @@ func cancelledNotification(id []byte) []byte {
 // streamUntilAnswer streams ex's messages until the answer, and reports
 // whether it was delivered.
 func (t *httpTransport) streamUntilAnswer(w http.ResponseWriter, r *http.Request, s *httpSession, ex *httpExchange) bool {
-	st, err := startHTTPStream(w, t.limits.writeTimeout)
+	st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone)
+	defer st.finish()
 	if err != nil {
 		return false
 	}
@@ -176,7 +215,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.streamQuota.release(s.client)
-	ex := newHTTPExchange()
+	ex := newHTTPExchange(t.limits.queue)
 	if !s.router.openStream(ex) {
 		httpRefuse(w, http.StatusConflict, "Conflict: this session already has a GET stream open.")
 		return
@@ -184,7 +223,8 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 	defer s.router.forget(ex)
 	s.enter()
 	defer s.leave()
-	st, err := startHTTPStream(w, t.limits.writeTimeout)
+	st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone)
+	defer st.finish()
 	if err != nil {
 		return
 	}

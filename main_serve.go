@@ -161,11 +161,21 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		return 1
 	}
 	loopback := isLoopbackAddr(opts.httpAddr)
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	scheme := "http"
 	if opts.tlsCert != "" {
+		// Load the pair before printing the URL, so that a bad file fails
+		// the command instead of a server that announced itself.
+		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "crosstalk-mcp serve: TLS certificate: %v\n", err)
+			return 1
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
 		scheme = "https"
-	} else if !loopback {
-		fmt.Fprintf(stderr, "crosstalk-mcp: warning: serving %s without TLS: the bearer token and every message cross the network in clear text; use --tls-cert and --tls-key\n", opts.httpAddr)
+	}
+	if warning := cleartextWarning(opts); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: warning: "+warning)
 	}
 	fmt.Fprintf(stdout, "%s://%s%s\n", scheme, ln.Addr(), httpEndpoint)
 	srv := &http.Server{
@@ -177,7 +187,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSConfig:         tlsConfig,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -185,7 +195,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() {
 		if opts.tlsCert != "" {
-			done <- srv.ServeTLS(ln, opts.tlsCert, opts.tlsKey)
+			done <- srv.ServeTLS(ln, "", "")
 		} else {
 			done <- srv.Serve(ln)
 		}
@@ -203,4 +213,14 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	defer cancel()
 	srv.Shutdown(shutdown)
 	return 0
+}
+
+// cleartextWarning is the warning for serving without TLS off loopback,
+// or "" when TLS is on or only this machine can connect.
+func cleartextWarning(opts serveOptions) string {
+	if opts.tlsCert != "" || isLoopbackAddr(opts.httpAddr) {
+		return ""
+	}
+	return fmt.Sprintf("serving %s without TLS: the bearer token and every message cross the network "+
+		"in clear text; use --tls-cert and --tls-key", opts.httpAddr)
 }

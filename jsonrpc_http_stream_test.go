@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHTTPSlowClientCutOff floods the GET stream of a client that stops
+// reading: it is cut off (by its full queue, or by a write that outlives
+// its deadline) and its stream is counted out, while another session's
+// stream and requests keep working.
+func TestHTTPSlowClientCutOff(t *testing.T) {
+	tests := []struct {
+		name   string
+		limits httpLimits
+		burst  bool // overflow the queue once the writer is blocked
+	}{
+		// Writes never time out: only the full queue can cut it off,
+		// and must do so while its writer is blocked on the socket.
+		{"queue overflows", httpLimits{queue: 8, writeTimeout: time.Hour, keepAlive: time.Hour}, true},
+		// The queue never fills: only the write deadline can.
+		{"write times out", httpLimits{queue: 1 << 16, writeTimeout: 300 * time.Millisecond, keepAlive: time.Hour}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newHTTPTestServer(t, "", tt.limits)
+			slow, other := s.client(t, ""), s.client(t, "")
+			slow.initialize()
+			other.initialize()
+			resp := slow.do(t.Context(), http.MethodGet, nil, map[string]string{"Accept": "text/event-stream"})
+			t.Cleanup(func() { resp.Body.Close() }) // never read before then
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("slow GET stream: got status %d; want 200", resp.StatusCode)
+			}
+			stream := other.openStream(t.Context())
+			waitUntil(t, "two open streams", func() bool { return s.t.streamQuota.held() == 2 })
+			// Large notifications, fed the way the session's server feeds
+			// them, one at a time until one stays queued: the socket
+			// buffers are full and the writer is blocked.
+			big := object{{"jsonrpc", "2.0"}, {"method", "notifications/message"},
+				{"params", object{{"level", "info"}, {"data", strings.Repeat("x", 16<<10)}}}}
+			router := s.t.session(slow.session).router
+			router.mu.Lock()
+			ex := router.stream
+			router.mu.Unlock()
+			blocked := false
+			for i := 0; i < 4000 && !blocked && s.t.streamQuota.held() == 2; i++ {
+				router.write(big)
+				drained := time.Now().Add(200 * time.Millisecond)
+				for len(ex.ch) > 0 && time.Now().Before(drained) {
+					time.Sleep(time.Millisecond)
+				}
+				blocked = len(ex.ch) > 0
+			}
+			if tt.burst {
+				if !blocked {
+					t.Fatal("the slow stream's writer never blocked; the test cannot tell a blocked write from a free one")
+				}
+				for range tt.limits.queue + 1 {
+					router.write(big)
+				}
+			}
+			waitUntil(t, "cut-off of the flooded stream (one stream left open)", func() bool { return s.t.streamQuota.held() == 1 })
+			// The other session is untouched: its requests are answered
+			// and its stream still delivers.
+			if msg := other.call("ping", nil); msg.Error != nil {
+				t.Errorf("ping on the other session: got %+v; want a result", msg.Error)
+			}
+			s.t.session(other.session).router.write(object{{"jsonrpc", "2.0"}, {"method", "notifications/message"},
+				{"params", object{{"level", "info"}, {"data", "still here"}}}})
+			select {
+			case msg := <-stream:
+				if msg == nil || !strings.Contains(string(msg.Params), "still here") {
+					t.Errorf("other session's stream: got %+v; want the notification", msg)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("other session's stream: got nothing within 10 s")
+			}
+			// The cut-off client's session survives; it may open a new
+			// stream (its old one no longer counts as open).
+			again := slow.do(t.Context(), http.MethodGet, nil, map[string]string{"Accept": "text/event-stream"})
+			again.Body.Close()
+			if again.StatusCode != http.StatusOK {
+				t.Errorf("new GET stream after the cut-off: got status %d; want 200", again.StatusCode)
+			}
+		})
+	}
+}
+
+// TestHTTPStatelessListenEndsWithStream opens a 2026-07-28
+// subscriptions/listen stream: it outlives the write timeout (a deadline
+// set while reading the body must not end it), delivers a change, and
+// closing it cancels the listen: its request ends and its stream is
+// counted out.
+func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{writeTimeout: 300 * time.Millisecond, keepAlive: 50 * time.Millisecond})
+	a := s.client(t, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "listened"}, &g)
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	uri := groupURI(g.GroupID)
+
+	l := s.client(t, "")
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := l.request("subscriptions/listen", map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": []string{uri}}, "_meta": meta})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	resp := l.do(ctx, http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("subscriptions/listen: got status %d, %s; want 200 and an SSE stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	msgs := make(chan *rpcMessage, 16)
+	go func() {
+		defer close(msgs)
+		defer resp.Body.Close()
+		for msg := range sseMessages(resp.Body) {
+			msgs <- msg
+		}
+	}()
+	next := func(what string) *rpcMessage {
+		t.Helper()
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				t.Fatalf("listen stream ended before %s", what)
+			}
+			return msg
+		case <-time.After(10 * time.Second):
+			t.Fatalf("listen stream: no %s within 10 s", what)
+		}
+		return nil
+	}
+	if msg := next("the acknowledgement"); msg.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first listen message: got %s; want the acknowledgement", msg.Method)
+	}
+	time.Sleep(1 * time.Second) // over three write timeouts
+	if got := s.t.stateless.Load(); got != 1 {
+		t.Fatalf("stateless requests while listening: got %d; want 1", got)
+	}
+	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "changed"}, nil)
+	msg := next("the change")
+	for msg.Method != "notifications/resources/updated" {
+		msg = next("the change")
+	}
+	var n notification
+	if json.Unmarshal(msg.Params, &n); n.URI != uri {
+		t.Errorf("listen change: got URI %q; want %q", n.URI, uri)
+	}
+
+	cancel()
+	waitUntil(t, "the listen request ended and its stream counted out", func() bool {
+		return s.t.stateless.Load() == 0 && s.t.streamQuota.held() == 0
+	})
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeSelfSignedCert writes a certificate for 127.0.0.1 and localhost and
+// its key into dir, and returns their paths and a pool trusting the
+// certificate.
+func writeSelfSignedCert(t *testing.T, dir string) (certPath, keyPath string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "crosstalk-mcp test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certPath, keyPath, pool
+}
+
+// TestServeHTTPOverTLS runs `serve --http` with a certificate: MCP works
+// over HTTPS for a client trusting it, a client that does not trust it or
+// speaks plain HTTP gets nowhere, and no clear-text warning is printed.
+func TestServeHTTPOverTLS(t *testing.T) {
+	certPath, keyPath, pool := writeSelfSignedCert(t, t.TempDir())
+	_, endpoint, stderr := startHTTPProcess(t, t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	if !strings.HasPrefix(endpoint, "https://127.0.0.1:") {
+		t.Fatalf("announced endpoint: got %q; want https://127.0.0.1:PORT/mcp", endpoint)
+	}
+	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	c := &httpTestClient{tb: t, url: endpoint, hc: trusting}
+	c.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	c.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "over tls"}, &g)
+	if g.GroupID == "" {
+		t.Fatal("create_group over HTTPS: got no group id")
+	}
+	resp := c.do(t.Context(), http.MethodPost, c.request("ping", nil), nil)
+	resp.Body.Close()
+	if resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
+		t.Errorf("ping over HTTPS: got TLS state %+v; want TLS 1.2 or newer", resp.TLS)
+	}
+
+	// The server's certificate is what the trust check is about: the
+	// system roots do not vouch for it.
+	untrusting := &httpTestClient{tb: t, url: endpoint, hc: &http.Client{Timeout: 30 * time.Second}}
+	if _, err := untrusting.tryDo(t.Context(), http.MethodPost, c.request("ping", nil), nil); err == nil {
+		t.Error("client without the certificate in its roots: got a response; want a verification error")
+	}
+	plain := &httpTestClient{tb: t, url: strings.Replace(endpoint, "https://", "http://", 1), session: c.session}
+	if resp, err := plain.tryDo(t.Context(), http.MethodPost, c.request("ping", nil), nil); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP to the TLS port: got 200; want no MCP answer")
+		}
+	}
+	if strings.Contains(stderr.String(), "without TLS") {
+		t.Errorf("stderr: got %q; want no clear-text warning with TLS on", stderr.String())
+	}
+}
+
+// TestServeHTTPBadCertificateFails checks that an unreadable certificate
+// fails the command before it announces a URL.
+func TestServeHTTPBadCertificateFails(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(builtBinary(t), "serve", "--http", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", filepath.Join(dir, "missing.key"))
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit: got %v; want status 1", err)
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "TLS certificate") {
+		t.Errorf("got stdout %q, stderr %q; want no URL and a TLS certificate error", stdout.String(), stderr.String())
+	}
+}
+
+func TestCleartextWarning(t *testing.T) {
+	tests := []struct {
+		addr string
+		tls  bool
+		warn bool
+	}{
+		{"127.0.0.1:8808", false, false},
+		{"127.0.0.2:8808", false, false}, // all of 127/8 is this machine
+		{"localhost:8808", false, false},
+		{"[::1]:8808", false, false},
+		{"0.0.0.0:8808", false, true},
+		{":8808", false, true}, // every interface
+		{"[::]:8808", false, true},
+		{"192.0.2.10:8808", false, true},
+		{"192.0.2.10:8808", true, false},
+		{"0.0.0.0:8808", true, false},
+	}
+	for _, tt := range tests {
+		opts := serveOptions{httpAddr: tt.addr}
+		if tt.tls {
+			opts.tlsCert, opts.tlsKey = "c.pem", "k.pem"
+		}
+		if got := cleartextWarning(opts); (got != "") != tt.warn {
+			t.Errorf("cleartextWarning(%s, tls=%v): got %q; want a warning: %v", tt.addr, tt.tls, got, tt.warn)
+		}
+	}
+}
+
+// TestServeHTTPAllInterfacesWarnsOnce binds every interface with a token
+// and no TLS: exactly one warning goes to stderr, and the server answers
+// (reached over loopback only) with the token and refuses without it.
+func TestServeHTTPAllInterfacesWarnsOnce(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, endpoint, stderr := startHTTPProcess(t, t.TempDir(), "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatalf("announced endpoint %q: %v", endpoint, err)
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	c := &httpTestClient{tb: t, url: u.String(), token: "s3cret-token"}
+	c.initialize()
+	if msg := c.call("ping", nil); msg.Error != nil {
+		t.Errorf("ping with the token: got %+v; want a result", msg.Error)
+	}
+	anon := &httpTestClient{tb: t, url: u.String()}
+	if code, _ := statusOf(anon, http.MethodPost, string(anon.request("ping", nil)), nil); code != http.StatusUnauthorized {
+		t.Errorf("ping without the token: got %d; want 401", code)
+	}
+	if n := strings.Count(stderr.String(), "without TLS"); n != 1 {
+		t.Errorf("clear-text warnings on stderr: got %d in %q; want exactly 1", n, stderr.String())
+	}
+}
