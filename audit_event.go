@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"math"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -30,37 +27,6 @@ type auditEvent struct {
 
 // auditDetailsMaxBytes is the original's cap on details_json, in bytes.
 const auditDetailsMaxBytes = 2048
-
-// auditToolFacts is what the audit log records about one tool beyond its
-// arguments and outcome. Its fields are meant for the tool table (tools.go),
-// next to the handler whose result they read; until then this table is
-// keyed by tool name.
-type auditToolFacts struct {
-	// nameIsCaller is set when the tool's "name" argument is the caller's
-	// own label, and so a fallback for a missing caller_name.
-	nameIsCaller bool
-	// details returns the allowlisted, content-free summary of a successful
-	// result, in any order; nil or empty means none.
-	details func(result object) object
-}
-
-// auditTools are the original's audit facts for each tool; a tool missing
-// here records no details and has no caller name in "name".
-var auditTools = map[string]auditToolFacts{
-	"create_group":          {details: auditCreatedGroup},
-	"list_groups":           {details: auditCount("groups", "group_count")},
-	"update_group_metadata": {details: auditUpdatedFields},
-	"get_users":             {details: auditCount("users", "member_count")},
-	"delete_group":          {details: auditCompleted},
-	"join_group":            {nameIsCaller: true, details: auditCompleted},
-	"leave_group":           {nameIsCaller: true, details: auditCompleted},
-	"get_all_messages":      {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_latest_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_unread_messages":   {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"get_messages_after":    {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"search_messages":       {nameIsCaller: true, details: auditCount("messages", "message_count")},
-	"send_message":          {nameIsCaller: true, details: auditSentDetails},
-}
 
 // auditBuildEvent turns a completed call into its row, before the lookups
 // that need the group store (member-name fallback, group-name snapshot).
@@ -84,7 +50,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		e.contextID = sql.NullString{String: s, Valid: true}
 	}
 	name, _ := c.args.str("caller_name")
-	if pyStrip(name) == "" && auditTools[c.name].nameIsCaller {
+	if t := toolsByName[c.name]; pyStrip(name) == "" && t != nil && t.nameIsCaller {
 		name, _ = c.args.str("name")
 	}
 	if name = pyStrip(name); name != "" {
@@ -185,14 +151,14 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 }
 
 // auditResultDetails is the tool's allowlisted summary of a successful
-// result, or nil.
+// result (its tool table entry's auditDetails), or nil.
 func auditResultDetails(tool string, result any) object {
-	facts := auditTools[tool]
-	if facts.details == nil {
+	t := toolsByName[tool]
+	if t == nil || t.auditDetails == nil {
 		return nil
 	}
 	r, _ := result.(object)
-	return facts.details(r)
+	return t.auditDetails(r)
 }
 
 // auditDetailsText renders details as details_json; ok is false when there
@@ -260,69 +226,4 @@ func auditSentDetails(result object) object {
 		details = append(details, field{"wakeup_target_count", n})
 	}
 	return details
-}
-
-// The three functions below emulate Python (datetime.fromisoformat, int
-// and float printing) for the audit log and the dashboard. They stay
-// together, unchanged, to move as one into the package's single
-// Python-compatibility file.
-
-// auditParseTime reads a stored ISO 8601 timestamp as the original's
-// datetime.fromisoformat does; one without a zone is UTC.
-func auditParseTime(s string) (time.Time, error) {
-	for _, layout := range []string{
-		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
-		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
-	} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
-}
-
-// pyNumber renders a JSON number literal as Python prints the value it
-// decodes to: integers exactly ("-0" is "0"), other numbers as floats.
-func pyNumber(lit string) string {
-	if digits := strings.TrimPrefix(lit, "-"); digits != "" && strings.Trim(digits, "0123456789") == "" {
-		if strings.TrimLeft(digits, "0") == "" {
-			return "0"
-		}
-		return lit
-	}
-	if f, err := strconv.ParseFloat(lit, 64); err == nil {
-		return pyFloatRepr(f)
-	}
-	return lit
-}
-
-// pyFloatRepr formats f like Python's repr(float): shortest digits, fixed
-// notation with at least one decimal for exponents in [-4, 16).
-func pyFloatRepr(f float64) string {
-	if math.IsInf(f, 0) {
-		return map[bool]string{true: "inf", false: "-inf"}[f > 0]
-	}
-	s := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, expText, _ := strings.Cut(s, "e")
-	exp, _ := strconv.Atoi(expText)
-	sign := ""
-	if strings.HasPrefix(mant, "-") {
-		sign, mant = "-", mant[1:]
-	}
-	digits := strings.Replace(mant, ".", "", 1)
-	if exp < -4 || exp >= 16 {
-		m := digits[:1]
-		if len(digits) > 1 {
-			m += "." + digits[1:]
-		}
-		es := fmt.Sprintf("%+03d", exp)
-		return sign + m + "e" + es
-	}
-	if exp < 0 {
-		return sign + "0." + strings.Repeat("0", -exp-1) + digits
-	}
-	if len(digits) <= exp+1 {
-		return sign + digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
-	}
-	return sign + digits[:exp+1] + "." + digits[exp+1:]
 }

@@ -110,7 +110,7 @@ func auditApplyRollups(ctx context.Context, exec auditExec, events []auditEvent,
 	latency := map[auditRollupKey]map[string]int64{}
 	var order []auditRollupKey
 	for _, e := range events {
-		at, err := auditParseTime(e.occurredAt)
+		at, err := pyFromISOFormat(e.occurredAt)
 		if err != nil {
 			continue
 		}
@@ -314,7 +314,7 @@ func (a *auditLog) cleanedRecently(ctx context.Context, tx *sql.Tx, now time.Tim
 		return false, fmt.Errorf("read audit cleanup time: %w", err)
 	}
 	if last.String != "" {
-		if t, err := auditParseTime(last.String); err == nil && now.Sub(t) < 24*time.Hour {
+		if t, err := pyFromISOFormat(last.String); err == nil && now.Sub(t) < 24*time.Hour {
 			a.nextCleanup = t.Add(24 * time.Hour)
 			return true, nil
 		}

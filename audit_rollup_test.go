@@ -213,7 +213,7 @@ func TestAuditBucketStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.at, func(t *testing.T) {
-			at, err := auditParseTime(tt.at)
+			at, err := pyFromISOFormat(tt.at)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +222,7 @@ func TestAuditBucketStart(t *testing.T) {
 			}
 		})
 	}
-	if _, err := auditParseTime("yesterday"); err == nil {
+	if _, err := pyFromISOFormat("yesterday"); err == nil {
 		t.Fatal("got no error for an unreadable time; want one")
 	}
 }

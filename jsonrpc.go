@@ -150,7 +150,7 @@ func (s *server) handleLine(line []byte) any {
 	if trimmed[0] != '[' {
 		return s.handleRaw(trimmed)
 	}
-	if typed(s.version) {
+	if version, _ := s.lifecycle(); typed(version) {
 		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
 	}
 	var batch []json.RawMessage

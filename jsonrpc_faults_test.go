@@ -113,13 +113,16 @@ func TestE2ESignalUnderLoad(t *testing.T) {
 			}
 		}()
 		answeredCh := make(chan int, 1)
+		firstAnswer := make(chan struct{})
 		go func() {
 			r := bufio.NewReader(stdout)
 			n := 0
 			for {
 				line, err := r.ReadString('\n')
 				if strings.Contains(line, `"result": {"content"`) {
-					n++
+					if n++; n == 1 {
+						close(firstAnswer)
+					}
 				}
 				if err != nil {
 					answeredCh <- n
@@ -127,6 +130,14 @@ func TestE2ESignalUnderLoad(t *testing.T) {
 				}
 			}
 		}()
+		// Signal only once calls are being answered: a SIGTERM before
+		// runServer installs its handler (on a loaded machine, start-up
+		// can outlast a fixed sleep) kills the process as for any program.
+		select {
+		case <-firstAnswer:
+		case <-time.After(e2eTimeout):
+			t.Fatalf("round %d: no call answered within %v", round, e2eTimeout)
+		}
 		time.Sleep(time.Duration(100+round*37) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGTERM)
 		code, sig := waitExit(t, cmd)

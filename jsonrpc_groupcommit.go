@@ -69,14 +69,15 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 // the bytes test only skips decoding lines that cannot qualify.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	line = bytes.TrimSpace(line)
-	if !s.ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) || bytes.Contains(line, []byte(metaProtocolVersion)) {
+	version, ready := s.lifecycle()
+	if !ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) || bytes.Contains(line, []byte(metaProtocolVersion)) {
 		return pendingSend{}, false
 	}
 	req, _, ok := decodeRequest(line)
 	if !ok || req.id == nil || req.method != "tools/call" {
 		return pendingSend{}, false
 	}
-	req.version = s.version
+	req.version = version
 	pc := s.prepareCall(req)
 	if pc.tool == nil || pc.tool.name != "send_message" {
 		return pendingSend{}, false

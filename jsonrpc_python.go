@@ -4,12 +4,21 @@ package main
 // agents or other writers can observe: json.dumps, str.lower and
 // str.strip, urllib's quote and unquote, datetime.isoformat and the reading
 // of stored JSON lists. The golden transcripts (golden_test.go) check them
-// byte for byte. (pyNumber, pyFloatRepr and auditParseTime, used only by
-// the audit log, are still in the audit files.)
+// byte for byte. The audit log and the dashboard use the rest: Python's
+// str() of a number (pyNumber, pyFloatRepr) and datetime.fromisoformat
+// (pyFromISOFormat).
+//
+// Four Python rules stay beside the one caller they shape, each citing the
+// original: writeRawString (jsonrpc_unicode.go) echoes a request id as
+// json.dumps would without decoding it, sqliteMessage (store_errors.go) is
+// sqlite3's error text, nonNegativeInteger (tools_handlers.go) is what
+// Python reads as an int, and auditRequestID (audit_event.go) is str() of an
+// id, built on pyNumber here.
 
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -392,4 +401,64 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 	return c - 'a' + 10
+}
+
+// pyFromISOFormat reads a stored ISO 8601 timestamp as the original's
+// datetime.fromisoformat does; one without a zone is UTC.
+func pyFromISOFormat(s string) (time.Time, error) {
+	for _, layout := range []string{
+		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
+		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
+	} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
+}
+
+// pyNumber renders a JSON number literal as Python prints the value it
+// decodes to: integers exactly ("-0" is "0"), other numbers as floats.
+func pyNumber(lit string) string {
+	if digits := strings.TrimPrefix(lit, "-"); digits != "" && strings.Trim(digits, "0123456789") == "" {
+		if strings.TrimLeft(digits, "0") == "" {
+			return "0"
+		}
+		return lit
+	}
+	if f, err := strconv.ParseFloat(lit, 64); err == nil {
+		return pyFloatRepr(f)
+	}
+	return lit
+}
+
+// pyFloatRepr formats f like Python's repr(float): shortest digits, fixed
+// notation with at least one decimal for exponents in [-4, 16).
+func pyFloatRepr(f float64) string {
+	if math.IsInf(f, 0) {
+		return map[bool]string{true: "inf", false: "-inf"}[f > 0]
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expText, _ := strings.Cut(s, "e")
+	exp, _ := strconv.Atoi(expText)
+	sign := ""
+	if strings.HasPrefix(mant, "-") {
+		sign, mant = "-", mant[1:]
+	}
+	digits := strings.Replace(mant, ".", "", 1)
+	if exp < -4 || exp >= 16 {
+		m := digits[:1]
+		if len(digits) > 1 {
+			m += "." + digits[1:]
+		}
+		es := fmt.Sprintf("%+03d", exp)
+		return sign + m + "e" + es
+	}
+	if exp < 0 {
+		return sign + "0." + strings.Repeat("0", -exp-1) + digits
+	}
+	if len(digits) <= exp+1 {
+		return sign + digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
+	}
+	return sign + digits[:exp+1] + "." + digits[exp+1:]
 }

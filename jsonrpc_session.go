@@ -23,17 +23,21 @@ import (
 // not write itself, and the poller's notifications) through out.
 //
 // The stdio transport (serve) calls handle from a single goroutine, in
-// arrival order, so initialized and ready need no lock, and requests never
-// overlap. A transport that runs requests concurrently (long-running tool
-// calls, Streamable HTTP) must keep the lifecycle messages ordered, and
-// guard these two fields; everything below them is already safe for
-// concurrent use: the store locks per group, subs locks its own state, and
-// out must be safe for concurrent writes.
+// arrival order, so requests never overlap. A transport that runs requests
+// concurrently (long-running tool calls, Streamable HTTP) must keep the
+// lifecycle messages ordered; the lifecycle fields are guarded by life, and
+// everything else is already safe for concurrent use: the store locks per
+// group, subs locks its own state, and out must be safe for concurrent
+// writes.
 type server struct {
 	store *store
 	subs  *subscriptions
 	out   messageWriter
 
+	// life guards initialized, ready and version: initialize and
+	// notifications/initialized write them while, on a concurrent
+	// transport, other requests of the session read them (lifecycle).
+	life        sync.Mutex
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
 	// version is the revision initialize negotiated for this stdio
@@ -185,6 +189,10 @@ func (s *server) stop() {
 	s.serving.Unlock()
 }
 
+// defaultPollInterval matches the original's refresh interval. The server's
+// subscription poller and the dashboard (observe.go) both start from it.
+const defaultPollInterval = 500 * time.Millisecond
+
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
 // non-positive or non-finite value means the default 0.5 s.
 func pollInterval(value string) time.Duration {
@@ -262,7 +270,7 @@ func (s *server) handle(req request) any {
 	if meta := readRequestMeta(req.params); meta.hasVersion {
 		return s.handleModern(req, meta)
 	}
-	req.version = s.version
+	req.version, _ = s.lifecycle()
 	result, err := s.dispatch(req)
 	return response(req, result, err)
 }
@@ -274,14 +282,16 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	case "initialize":
 		return s.initialize(req)
 	case "notifications/initialized":
+		s.life.Lock()
 		if s.initialized {
 			s.ready = true
 		}
+		s.life.Unlock()
 		return nil, nil
 	case "ping":
 		return object{}, nil
 	}
-	if !s.ready {
+	if _, ready := s.lifecycle(); !ready {
 		return nil, errNotInitialized
 	}
 	if req.id == nil {
@@ -318,8 +328,18 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	return nil, errMethodNotFound(req.method)
 }
 
+// lifecycle returns the revision initialize negotiated ("" before it) and
+// whether notifications/initialized has made the session ready for requests.
+func (s *server) lifecycle() (version protocolRevision, ready bool) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	return s.version, s.ready
+}
+
 // initialize negotiates the protocol version and states the capabilities.
 func (s *server) initialize(req request) (any, *rpcError) {
+	s.life.Lock()
+	defer s.life.Unlock()
 	if req.id == nil || s.initialized {
 		return nil, errInvalidInit
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -137,4 +140,38 @@ func TestPollInterval(t *testing.T) {
 			t.Errorf("pollInterval(%q): got %v; want %v", tt.in, got, tt.want)
 		}
 	}
+}
+
+// TestLifecycleConcurrentRequests drives one session from several goroutines,
+// as a concurrent transport may: requests racing initialize and
+// notifications/initialized are refused as not initialized or answered, never
+// anything else, and once ready every request is answered. Under -race it
+// also shows the lifecycle fields are guarded.
+func TestLifecycleConcurrentRequests(t *testing.T) {
+	s, _ := newTestServer(t)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				reply := pyJSON(s.handleLine([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":"g%d-%d","method":"tools/list"}`, g, i))))
+				switch {
+				case strings.Contains(reply, `"tools": [`):
+					return
+				case strings.Contains(reply, `"code": -32002`):
+				default:
+					t.Errorf("tools/list during start-up: got %s; want the tool list or -32002", reply)
+					return
+				}
+			}
+		}()
+	}
+	if reply := pyJSON(s.handleLine([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`))); !strings.Contains(reply, `"protocolVersion": "2025-03-26"`) {
+		t.Fatalf("initialize: got %s; want protocolVersion 2025-03-26", reply)
+	}
+	if reply := s.handleLine([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); reply != nil {
+		t.Fatalf("notifications/initialized: got %s; want no answer", pyJSON(reply))
+	}
+	wg.Wait()
 }

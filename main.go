@@ -2,8 +2,8 @@
 // AI contexts talk in groups stored as SQLite databases on a shared filesystem.
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
-// local dashboard, read-only over group data (its Storage view's two
-// maintenance actions write the audit database, observe_storage.go).
+// local dashboard, read-only for group data; the Storage view's two
+// maintenance actions write the audit database (observe_storage.go).
 package main
 
 import (
@@ -19,7 +19,8 @@ import (
 var version = "1.1.10"
 
 // usage is printed by --help. Its wording follows the original's so scripts
-// that grep it keep working, "read-only" included.
+// that grep it keep working ("read-only" and "observer dashboard" included);
+// the observe line also says what the dashboard writes.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
@@ -28,7 +29,9 @@ Commands:
   serve [--http ADDR] [OPTIONS]
                                Serve MCP over stdio (the default) or, with --http,
                                over Streamable HTTP for agents on other machines.
-  observe [OPTIONS]            Start the local read-only observer dashboard.
+  observe [OPTIONS]            Start the local observer dashboard: read-only for
+                               group data; the Storage view's two maintenance
+                               actions write the audit database.
     --silent                   Do not open a browser automatically.
     --port PORT                Bind exactly this loopback port.
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).

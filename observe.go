@@ -66,9 +66,6 @@ const observerMemoryLimit = 40 << 20
 // busy an OS-chosen port is used instead.
 const defaultObserverPort = 8787
 
-// defaultPollInterval matches the original's refresh interval.
-const defaultPollInterval = 500 * time.Millisecond
-
 // observeOptions is the validated command line of "crosstalk-mcp observe".
 type observeOptions struct {
 	silent       bool

@@ -129,7 +129,7 @@ type stamp struct {
 // parseStamp reads the ISO 8601 timestamps writers store, ignoring
 // surrounding space.
 func parseStamp(raw string) (time.Time, bool) {
-	t, err := auditParseTime(strings.TrimSpace(raw))
+	t, err := pyFromISOFormat(strings.TrimSpace(raw))
 	return t, err == nil
 }
 

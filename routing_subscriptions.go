@@ -32,6 +32,17 @@ type subscription struct {
 	groupID   string
 	contextID string
 	revision  int64 // last notified message_revision of a group resource
+
+	// seen is the group's file signature when a check last found nothing
+	// left to do (valid when checked is set), and remindAt when a wakeup
+	// reminder falls due even without a write (zero: none waiting). Until
+	// the signature changes or remindAt passes the poller skips the
+	// subscription without opening the group: an idle poll of hundreds of
+	// groups then costs two stat calls each and keeps them out of the
+	// store's handle cache.
+	seen     groupSignature
+	checked  bool
+	remindAt time.Time
 }
 
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
@@ -227,6 +238,12 @@ func (m *subscriptions) poll(only map[string]bool) {
 // the next poll; a vanished group ends it with a "deleted" notification; a
 // notification that could not be written is not recorded as delivered.
 func (m *subscriptions) check(uri string, sub subscription) {
+	// The signature is read before the group, so a write that lands during
+	// the check changes it and is looked at by the next poll.
+	sig, sigOK := readGroupSignature(m.store.groupPath(sub.groupID), time.Now())
+	if sigOK && sub.checked && sig.unchangedSince(sub.seen) && (sub.remindAt.IsZero() || m.store.now().Before(sub.remindAt)) {
+		return
+	}
 	var err error
 	if sub.wakeup {
 		var w *wakeup
@@ -236,17 +253,22 @@ func (m *subscriptions) check(uri string, sub subscription) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
 			}
+			if w == nil && sigOK {
+				if remindAt, err := m.store.nextWakeupReminder(sub.groupID, sub.contextID); err == nil {
+					m.update(uri, func(cur *subscription) { cur.seen, cur.checked, cur.remindAt = sig, true, remindAt })
+				}
+			}
 			return
 		}
 	} else {
 		var rev int64
 		if rev, err = m.store.messageRevision(sub.groupID); err == nil {
-			if rev != sub.revision && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil {
-				m.mu.Lock()
-				if cur, ok := m.subs[uri]; ok {
+			notified := rev != sub.revision && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil
+			if notified || rev == sub.revision {
+				m.update(uri, func(cur *subscription) {
 					cur.revision = rev
-				}
-				m.mu.Unlock()
+					cur.seen, cur.checked = sig, sigOK
+				})
 			}
 			return
 		}
@@ -258,4 +280,13 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	m.removeLocked(uri)
 	m.mu.Unlock()
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
+}
+
+// update changes the state of subscription uri, if it is still subscribed.
+func (m *subscriptions) update(uri string, change func(*subscription)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.subs[uri]; ok {
+		change(cur)
+	}
 }

@@ -198,3 +198,61 @@ func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
 		t.Errorf("close took %v; want it bounded at about a second", elapsed)
 	}
 }
+
+// TestPollSkipsUnchangedGroups checks that a poll does not open a group
+// whose files have not changed, yet still sends a reminder that falls due
+// without any write, and notices the next write.
+func TestPollSkipsUnchangedGroups(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	bobURI := wakeupURI(g, "bob")
+	m.authorize(bobURI)
+	for _, uri := range []string{groupURI(g), bobURI} {
+		if err := m.subscribe(uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
+	m.poll(nil)
+	if got := rec.take(); len(got) != 2 {
+		t.Fatalf("after a send: got %v; want two notifications", got)
+	}
+	// Closing the last connection checkpoints the WAL into the database,
+	// so the files are aged after that; the poll then finds nothing to do
+	// and remembers the settled signature.
+	s.store.forget(g)
+	ageGroupFiles(t, s.store.dir, g)
+	m.poll(nil)
+	s.store.forget(g)
+	m.poll(nil)
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("nothing changed: got %v", got)
+	}
+	s.store.mu.Lock()
+	_, opened := s.store.handles[g]
+	s.store.mu.Unlock()
+	if opened {
+		t.Error("the poll opened a group whose files had not changed")
+	}
+
+	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+	m.poll(nil)
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
+		t.Errorf("reminder due without a write: got %v; want one wakeup notification", got)
+	}
+	s.store.now = time.Now
+
+	ageGroupFiles(t, s.store.dir, g)
+	m.poll(nil)
+	rec.take()
+	mustSend(t, s, g, "bob", "Bob", "thanks", nil)
+	m.poll(nil)
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
+		t.Errorf("after a write: got %v; want one group_change notification", got)
+	}
+}

@@ -284,6 +284,27 @@ func (s *store) dueWakeup(id, contextID string) (*wakeup, error) {
 	return w, err
 }
 
+// nextWakeupReminder returns when the earliest reminder of contextID's
+// notified, unacknowledged wake events falls due, or the zero time when
+// none is waiting for one. Only writes change it otherwise, so the poller
+// can skip an unchanged group until then.
+func (s *store) nextWakeupReminder(id, contextID string) (time.Time, error) {
+	var last sql.NullString
+	err := s.withGroup(id, func(db *sql.DB) error {
+		return db.QueryRow("SELECT MIN(last_notified_at) FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
+			"AND last_notified_at IS NOT NULL", contextID).Scan(&last)
+	})
+	if err != nil || !last.Valid {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, last.String)
+	if err != nil {
+		// Unreadable: a reminder may be due at any time, so look every poll.
+		return s.now(), nil
+	}
+	return t.Add(wakeupReminderInterval), nil
+}
+
 // markWakeupNotified records that a wake event's notification was written.
 func (s *store) markWakeupNotified(id string, eventID int64) error {
 	return s.writeGroup(id, func(tx groupTx) error {

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 )
 
-// tool is one MCP tool: its wire definition and the function that runs it.
+// tool is one MCP tool: its wire definition, the function that runs it and
+// what the audit log records of it.
 // Every tool also takes the audit-only caller_name, added by toolList.
 type tool struct {
 	name        string
@@ -14,6 +15,14 @@ type tool struct {
 	properties  object // property name → JSON schema, in schema order
 	required    []string
 	call        func(s *server, a toolArgs) (any, error)
+
+	// nameIsCaller is set when the tool's "name" argument is the caller's
+	// own label, which the audit log falls back to without a caller_name.
+	nameIsCaller bool
+	// auditDetails returns the allowlisted, content-free summary of a
+	// successful result that the audit log records, in any order; nil
+	// (or an empty result) means none (audit_event.go).
+	auditDetails func(result object) object
 }
 
 // toolResult is a completed tool call: the JSON value of its text content,
@@ -64,14 +73,16 @@ var tools = []tool{
 			{"name", groupNameProp},
 			{"description", groupDescProp},
 		},
-		required: []string{"context_id"},
-		call:     toolCreateGroup,
+		required:     []string{"context_id"},
+		call:         toolCreateGroup,
+		auditDetails: auditCreatedGroup,
 	},
 	{
-		name:        "list_groups",
-		description: "List all groups and their metadata stored in the shared cache directory.",
-		properties:  object{},
-		call:        toolListGroups,
+		name:         "list_groups",
+		description:  "List all groups and their metadata stored in the shared cache directory.",
+		properties:   object{},
+		call:         toolListGroups,
+		auditDetails: auditCount("groups", "group_count"),
 	},
 	{
 		name:        "get_group_metadata",
@@ -91,8 +102,9 @@ var tools = []tool{
 			{"description", groupDescProp},
 			{"context_id", contextIDProp},
 		},
-		required: []string{"group_id", "context_id"},
-		call:     toolUpdateGroupMetadata,
+		required:     []string{"group_id", "context_id"},
+		call:         toolUpdateGroupMetadata,
+		auditDetails: auditUpdatedFields,
 	},
 	{
 		name:        "get_users",
@@ -100,8 +112,9 @@ var tools = []tool{
 		properties: object{
 			{"group_id", groupIDProp},
 		},
-		required: []string{"group_id"},
-		call:     toolGetUsers,
+		required:     []string{"group_id"},
+		call:         toolGetUsers,
+		auditDetails: auditCount("users", "member_count"),
 	},
 	{
 		name:        "delete_group",
@@ -111,43 +124,54 @@ var tools = []tool{
 			{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}},
 			{"context_id", contextIDProp},
 		},
-		required: []string{"group_id", "context_id"},
-		call:     toolDeleteGroup,
+		required:     []string{"group_id", "context_id"},
+		call:         toolDeleteGroup,
+		auditDetails: auditCompleted,
 	},
 	{
-		name:        "join_group",
-		description: "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
-		properties:  identityProps,
-		required:    identityReq,
-		call:        toolJoinGroup,
+		name:         "join_group",
+		description:  "Join a group. A context must join before it can send, retrieve messages, or subscribe to wakeups.",
+		properties:   identityProps,
+		required:     identityReq,
+		call:         toolJoinGroup,
+		nameIsCaller: true,
+		auditDetails: auditCompleted,
 	},
 	{
-		name:        "leave_group",
-		description: "Leave a group and remove this context's wakeup subscription and pending wake events.",
-		properties:  identityProps,
-		required:    identityReq,
-		call:        toolLeaveGroup,
+		name:         "leave_group",
+		description:  "Leave a group and remove this context's wakeup subscription and pending wake events.",
+		properties:   identityProps,
+		required:     identityReq,
+		call:         toolLeaveGroup,
+		nameIsCaller: true,
+		auditDetails: auditCompleted,
 	},
 	{
-		name:        "get_all_messages",
-		description: "Return the complete history of the supplied group.",
-		properties:  identityProps,
-		required:    identityReq,
-		call:        toolGetAllMessages,
+		name:         "get_all_messages",
+		description:  "Return the complete history of the supplied group.",
+		properties:   identityProps,
+		required:     identityReq,
+		call:         toolGetAllMessages,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
-		name:        "get_latest_messages",
-		description: "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
-		properties:  identityProps,
-		required:    identityReq,
-		call:        toolGetLatestMessages,
+		name:         "get_latest_messages",
+		description:  "Return messages after the supplied context_id's latest sent message. Before it has sent a message, returns the full history.",
+		properties:   identityProps,
+		required:     identityReq,
+		call:         toolGetLatestMessages,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
-		name:        "get_unread_messages",
-		description: "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
-		properties:  identityProps,
-		required:    identityReq,
-		call:        toolGetUnreadMessages,
+		name:         "get_unread_messages",
+		description:  "Return messages this context_id has not previously retrieved. All returned messages are marked as read by that context.",
+		properties:   identityProps,
+		required:     identityReq,
+		call:         toolGetUnreadMessages,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
 		name:        "get_messages_after",
@@ -155,8 +179,10 @@ var tools = []tool{
 		properties: withProps(identityProps,
 			field{"after_message_id", object{{"type", "integer"}, {"minimum", 0}, {"description", "Return messages with IDs greater than this value."}}},
 		),
-		required: append(identityReq[:3:3], "after_message_id"),
-		call:     toolGetMessagesAfter,
+		required:     append(identityReq[:3:3], "after_message_id"),
+		call:         toolGetMessagesAfter,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
 		name:        "search_messages",
@@ -164,8 +190,10 @@ var tools = []tool{
 		properties: withProps(identityProps,
 			field{"query", object{{"type", "string"}, {"description", "Search pattern. SQL LIKE wildcards are supported: % matches any sequence and _ matches one character."}}},
 		),
-		required: append(identityReq[:3:3], "query"),
-		call:     toolSearchMessages,
+		required:     append(identityReq[:3:3], "query"),
+		call:         toolSearchMessages,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
 		name:        "send_message",
@@ -180,7 +208,9 @@ var tools = []tool{
 		// prepares and parses them as this handler does and commits several
 		// in one transaction; TestGroupCommitMatchesOneByOne holds the two
 		// paths to the same answers and rows.
-		call: toolSendMessage,
+		call:         toolSendMessage,
+		nameIsCaller: true,
+		auditDetails: auditSentDetails,
 	},
 }
 
