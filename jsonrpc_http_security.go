@@ -107,10 +107,24 @@ func newHTTPGuard(loopback bool, token string, origins []string, next http.Handl
 	for _, o := range origins {
 		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
-	if loopback {
-		return loopbackOnly(g)
+	if !loopback {
+		return g
 	}
-	return g
+	// The dashboard's Host check (loopbackOnly), widened to all of
+	// 127.0.0.0/8, which isLoopbackAddr lets serve bind: a bind to
+	// 127.0.0.2 must answer Host 127.0.0.2. A rebinding page's Host is its
+	// own domain name, never a loopback literal, so this admits no more.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && ip.IsLoopback() && r.URL.Host == "" {
+			g.ServeHTTP(w, r)
+			return
+		}
+		loopbackOnly(g).ServeHTTP(w, r)
+	})
 }
 
 // ServeHTTP refuses requests with a foreign Origin or a missing or wrong bearer token, and passes the rest on with

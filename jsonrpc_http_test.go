@@ -81,6 +81,8 @@ func TestHTTPRefusals(t *testing.T) {
 		{"foreign origin", token, http.MethodPost, create, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
 		{"null origin", token, http.MethodPost, create, map[string]string{"Origin": "null"}, http.StatusForbidden},
 		{"rebound host", token, http.MethodPost, create, map[string]string{"Host": "evil.example:80"}, http.StatusForbidden},
+		// Past the Host check (127/8 is loopback), stopped for want of a session.
+		{"other loopback host", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Host": "127.0.0.2:80"}, http.StatusBadRequest},
 		{"oversized body", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, nil, http.StatusRequestEntityTooLarge},
 		{"not JSON", token, http.MethodPost, `{"jsonrpc":`, nil, http.StatusBadRequest},
 		{"wrong content type", token, http.MethodPost, create, map[string]string{"Content-Type": "text/plain"}, http.StatusUnsupportedMediaType},

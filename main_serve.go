@@ -185,10 +185,15 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		// per-request deadlines (httpLimits.writeTimeout), since SSE
 		// streams must outlive any whole-response timeout.
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		TLSConfig:         tlsConfig,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		// Idle keep-alive connections each hold a file descriptor; two
+		// minutes outlasts an agent's pause between calls, and a client
+		// reconnects transparently after it.
+		IdleTimeout: 2 * time.Minute,
+		// MCP needs a handful of short headers; 64 KiB leaves room for
+		// long bearer tokens and bounds what a client can make us buffer.
+		MaxHeaderBytes: 64 << 10,
+		TLSConfig:      tlsConfig,
+		ErrorLog:       log.New(io.Discard, "", 0),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -211,9 +211,10 @@ func TestObserveViewsInBrowser(t *testing.T) {
 			}
 			saveScrolledShots(t, c, filepath.Join(shots, fmt.Sprintf("%s-%s", vp.Name, v.name)))
 		}
-		checkTooltips(t, c, base, vp)
+		checkTooltips(t, c, base, vp, filepath.Join(shots, vp.Name+"-tooltip"))
 	}
 	checkURLState(t, c, base, release)
+	checkUnreachable(t, c, base)
 }
 
 // axeViolations runs axe-core in the page and returns one line per rule
@@ -264,11 +265,11 @@ func tipText(t *testing.T, c *cdp) string {
 
 // checkTooltips hovers (or taps, on a phone) a donut arc, a line point and
 // a caller bar, and focuses the line chart, expecting the exact value in
-// the tooltip each time.
-func checkTooltips(t *testing.T, c *cdp, base string, vp browserViewport) {
+// the tooltip each time; it saves a screenshot of each tooltip.
+func checkTooltips(t *testing.T, c *cdp, base string, vp browserViewport, shot string) {
 	t.Helper()
 	c.open(t, base+"?view=analytics", "analytics")
-	for _, sel := range []string{".chart-donut .donut-segment", ".point.mark", ".toplist .mark"} {
+	for i, sel := range []string{".chart-donut .donut-segment", ".point.mark", ".toplist .mark"} {
 		c.eval(t, "window.crosstalkTips.hide(true)", nil)
 		var present bool
 		if c.eval(t, fmt.Sprintf("document.querySelector(%q) !== null", sel), &present); !present {
@@ -286,6 +287,7 @@ func checkTooltips(t *testing.T, c *cdp, base string, vp browserViewport) {
 		if text := tipText(t, c); !strings.Contains(text, " calls") {
 			t.Errorf("%s: got tooltip %q over %s; want its exact number of calls", vp.Name, text, sel)
 		}
+		c.screenshot(t, fmt.Sprintf("%s-%d.png", shot, i+1))
 	}
 	c.call(t, false, "Input.dispatchMouseEvent", map[string]any{"type": "mouseMoved", "x": 1, "y": 1}, nil)
 	c.eval(t, "window.crosstalkTips.hide(true); document.activeElement.blur(); document.querySelector('svg.chart-line').focus()", nil)
@@ -354,4 +356,29 @@ func checkURLState(t *testing.T, c *cdp, base, release string) {
 	var raw json.RawMessage
 	c.eval(t, "location.search", &raw)
 	t.Logf("chat address after reload: %s", raw)
+}
+
+// checkUnreachable fails the next navigation (the browser goes offline)
+// and checks that the page says which view could not be opened, keeps the
+// last view visible and dims it, rather than a blank panel titled with the
+// view the user left.
+func checkUnreachable(t *testing.T, c *cdp, base string) {
+	t.Helper()
+	c.open(t, base, "overview")
+	c.call(t, false, "Network.enable", map[string]any{}, nil)
+	c.call(t, false, "Network.emulateNetworkConditions", map[string]any{"offline": true, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}, nil)
+	c.eval(t, "document.querySelector('.rail-nav [data-nav=chats]').click()", nil)
+	c.waitFor(t, "document.querySelector('#panel .unreachable')", 10*time.Second)
+	var state struct {
+		Title, Banner string
+		Kept, Stale   bool
+	}
+	c.eval(t, `({Title: document.getElementById('page-title').textContent, Banner: document.querySelector('#panel .unreachable').textContent,
+		Kept: document.querySelector('#panel > [data-view-name=overview]') !== null, Stale: document.getElementById('panel').classList.contains('is-stale')})`, &state)
+	if state.Title != "Chats · not loaded" || !strings.HasPrefix(state.Banner, "Could not open Chats") || !state.Kept || !state.Stale {
+		t.Errorf("after a failed navigation got %+v; want the Chats title marked not loaded, a banner, and Overview kept dimmed", state)
+	}
+	c.call(t, false, "Network.emulateNetworkConditions", map[string]any{"offline": false, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}, nil)
+	c.eval(t, "document.querySelector('.rail-nav [data-nav=chats]').click()", nil)
+	c.waitFor(t, "document.querySelector('#panel > [data-view-name=chats]') && !document.querySelector('#panel .unreachable') && !document.getElementById('panel').classList.contains('is-stale')", 10*time.Second)
 }
