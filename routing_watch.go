@@ -22,11 +22,23 @@ type changeWatcher struct {
 	native bool
 	stop   func()
 
-	// mu guards subs and timers, which the event goroutine and consumers
-	// share.
-	mu     sync.Mutex
-	subs   map[*watchSubscription]struct{}
-	timers map[string]*time.Timer
+	// quiet and recheck are the settling schedule (see watchQuietPeriod);
+	// newChangeWatcher sets the defaults.
+	quiet   time.Duration
+	recheck []time.Duration
+
+	// mu guards subs and settling, which the event goroutine, the settling
+	// timers and consumers share.
+	mu       sync.Mutex
+	subs     map[*watchSubscription]struct{}
+	settling map[string]*watchSettle
+}
+
+// watchSettle is one group's settling: the timer of its next announcement
+// and how many re-checks it has armed since the group's last event.
+type watchSettle struct {
+	timer *time.Timer
+	step  int
 }
 
 // watchSubscription collects the groups that may have changed since its
@@ -46,7 +58,8 @@ type watchSubscription struct {
 // visible to readers (the WAL frame is written before the fsync and the
 // wal-index update), so a group is announced once the directory has been
 // quiet for watchQuietPeriod and then again after each watchRecheck delay,
-// which covers a slow fsync. The re-checks cost one read per consumer.
+// which covers a slow fsync; an event during the re-checks starts the
+// settling over. The re-checks cost one read per consumer.
 const watchQuietPeriod = 3 * time.Millisecond
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
@@ -66,7 +79,8 @@ func fileEventsEnabled(value string) bool {
 // newChangeWatcher starts watching dir. It never fails: without events it
 // is a watcher with native false whose subscriptions only hear publish.
 func newChangeWatcher(dir string) *changeWatcher {
-	w := &changeWatcher{dir: dir, subs: map[*watchSubscription]struct{}{}, timers: map[string]*time.Timer{}}
+	w := &changeWatcher{dir: dir, quiet: watchQuietPeriod, recheck: watchRecheck,
+		subs: map[*watchSubscription]struct{}{}, settling: map[string]*watchSettle{}}
 	stop, err := watchDirectory(dir, w.fileEvent)
 	if err != nil {
 		logf("watch %s for changes: %v; polling only", dir, err)
@@ -83,10 +97,10 @@ func (w *changeWatcher) close() {
 		w.stop = nil
 	}
 	w.mu.Lock()
-	for _, t := range w.timers {
-		t.Stop()
+	for _, g := range w.settling {
+		g.timer.Stop()
 	}
-	w.timers = map[string]*time.Timer{}
+	w.settling = map[string]*watchSettle{}
 	w.mu.Unlock()
 }
 
@@ -157,31 +171,42 @@ func (w *changeWatcher) fileEvent(name string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t := w.timers[id]; t != nil {
-		t.Reset(watchQuietPeriod)
+	if g := w.settling[id]; g != nil {
+		// A new event starts the settling over: its commit may be the one
+		// not yet visible, so it gets every re-check too.
+		g.step = 0
+		g.timer.Reset(w.quiet)
 		return
 	}
-	step := 0
-	var t *time.Timer
-	t = time.AfterFunc(watchQuietPeriod, func() {
-		w.publish(id)
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.timers[id] != t {
-			return
+	g := &watchSettle{}
+	g.timer = time.AfterFunc(w.quiet, func() { w.settled(id, g) })
+	w.settling[id] = g
+}
+
+// settled runs when group id's settling timer g fires: it arms the next
+// re-check or, after the last, forgets the group, and then announces it.
+// Both happen under w.mu before the announcement, so that an event arriving
+// meanwhile either restarts this settling or starts a new one, and is never
+// left with a single announcement and no re-check.
+func (w *changeWatcher) settled(id string, g *watchSettle) {
+	w.mu.Lock()
+	if w.settling[id] != g {
+		// close stopped the watch after the timer fired.
+		w.mu.Unlock()
+		return
+	}
+	if g.step < len(w.recheck) {
+		prev := time.Duration(0)
+		if g.step > 0 {
+			prev = w.recheck[g.step-1]
 		}
-		if step < len(watchRecheck) {
-			prev := time.Duration(0)
-			if step > 0 {
-				prev = watchRecheck[step-1]
-			}
-			t.Reset(watchRecheck[step] - prev)
-			step++
-			return
-		}
-		delete(w.timers, id)
-	})
-	w.timers[id] = t
+		g.timer.Reset(w.recheck[g.step] - prev)
+		g.step++
+	} else {
+		delete(w.settling, id)
+	}
+	w.mu.Unlock()
+	w.publish(id)
 }
 
 // groupOfFile maps a file of the groups directory to its group id: the
