@@ -78,8 +78,16 @@ func (c *groupReadCache) forget(id string) {
 // cachedGroupSummary is readGroupSummary through the cache.
 func (o *observer) cachedGroupSummary(ctx context.Context, id string) (groupSummary, error) {
 	sig, reads, ok := o.reads.current(o.dir, id)
-	if reads != nil && reads.summary != nil {
-		return *reads.summary, nil
+	if reads != nil {
+		// Renders run at once (Overview, event streams), and the one that
+		// misses stores the summary under reads.mu: read it under the same
+		// lock.
+		o.reads.mu.Lock()
+		summary := reads.summary
+		o.reads.mu.Unlock()
+		if summary != nil {
+			return *summary, nil
+		}
 	}
 	g, err := o.readGroupSummary(ctx, id)
 	if err == nil && ok {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -128,5 +130,59 @@ func TestReadOnlyPoolBound(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(fx.dir, first+".sqlite3")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGroupCacheConcurrentReads reads one settled group through the cache
+// from several goroutines at once, as Overview renders and starting event
+// streams do, when its cache entry already holds another kind of read: every
+// goroutine then finds the entry, and the first to miss stores into it.
+// go test -race reports a field of the entry read without the lock its
+// writer holds.
+func TestGroupCacheConcurrentReads(t *testing.T) {
+	fx := newObserveFixture(t)
+	id := fx.group("Shared", "", time.Now().Add(-time.Hour), fixtureMember{"ctx0", "Zero"})
+	fx.messages(id, fixtureMessage{Sender: "ctx0", SenderName: "Zero", Content: "first", At: time.Now().Add(-time.Hour)})
+	ageGroupFiles(t, fx.dir, id)
+	obs := newTestObserver(t, fx.dir, time.Hour)
+	summary := func() error {
+		if g, err := obs.cachedGroupSummary(t.Context(), id); err != nil || g.ID != id {
+			return fmt.Errorf("cachedGroupSummary: got %q, %v; want %q", g.ID, err, id)
+		}
+		return nil
+	}
+	state := func() error {
+		if _, latest, err := obs.cachedSnapshotState(id); err != nil || latest == nil || *latest != 1 {
+			return fmt.Errorf("cachedSnapshotState: got latest %v, %v; want 1", latest, err)
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name          string
+		cached, raced func() error
+	}{
+		{"summary after state", state, summary},
+		{"state after summary", summary, state},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 20 {
+				obs.reads.forget(id)
+				if err := tc.cached(); err != nil {
+					t.Fatal(err)
+				}
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						<-start
+						if err := tc.raced(); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+			}
+		})
 	}
 }
