@@ -152,3 +152,46 @@ func TestE2ESignalUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ESignalRepeated sends SIGTERM again and again until the server
+// exits, as a client (or an operator's kill by name) may while the first
+// signal's orderly end is still writing audit rows: every signal must be
+// handled like the first, so the server exits 0 with every answered call
+// audited instead of being killed halfway through its shutdown.
+func TestE2ESignalRepeated(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdin, stdout, stderr := auditedChild(t, dir)
+	r := bufio.NewReader(stdout)
+	const answered = 20
+	for i := range answered {
+		io.WriteString(stdin, crashCall(i+1, "list_groups", map[string]any{})+"\n")
+	}
+	for range answered + 1 { // the initialize answer, then the calls'
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+	}
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		io.Copy(io.Discard, r)
+	}()
+	signals := 0
+	for done := false; !done; {
+		if cmd.Process.Signal(syscall.SIGTERM) == nil {
+			signals++
+		}
+		select {
+		case <-exited:
+			done = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	code, sig := waitExit(t, cmd)
+	if code != 0 {
+		t.Fatalf("exit after %d SIGTERMs: got %d (signal %q); want 0; stderr: %s", signals, code, sig, stderr.String())
+	}
+	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != answered {
+		t.Errorf("audit rows after %d SIGTERMs: got %d; want %d", signals, n, answered)
+	}
+}

@@ -108,10 +108,23 @@ func newServerWriting(st *store, out messageWriter, interval time.Duration) *ser
 //     s.subs.close, which waits for it at most one second.
 //   - the audit writer (auditLog.write), when the audit log is on: stopped
 //     and joined by the deferred audit.close, after the poller.
+//
+// It is one long function because its defers, in reverse, are the shutdown
+// order, which splitting it would scatter.
 func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	log.SetOutput(stderr)
 	log.SetFlags(0)
 	log.SetPrefix("crosstalk-mcp: ")
+	// A client that stops the server with SIGINT or SIGTERM gets the same
+	// orderly end as on EOF, so queued audit rows are still written. The
+	// signals are received from here on and until every deferred close
+	// below has run (this defer runs last): a signal during start-up ends
+	// the session as soon as it starts, and a second signal while the first
+	// one's shutdown writes audit rows is absorbed rather than killing the
+	// process halfway through it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	// Like the original, refuse a bad audit setting before any storage exists.
 	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
 	if err != nil {
@@ -150,14 +163,10 @@ func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer audit.close()
 	audit.attach(s)
-	// A client that stops the server with SIGINT or SIGTERM gets the same
-	// orderly end as on EOF, so queued audit rows are still written. A read
-	// from a blocking stdin cannot be interrupted, so serving runs aside.
-	// SIGPIPE is received rather than left to kill the process, so that a
-	// write to a closed stdout fails with EPIPE and ends the session below.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
+	// A read from a blocking stdin cannot be interrupted, so serving runs
+	// aside. SIGPIPE is received rather than left to kill the process, so
+	// that a write to a closed stdout fails with EPIPE and ends the session
+	// below.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	done := make(chan error, 1)
 	go func() { done <- s.serve(stdin) }()
