@@ -53,7 +53,7 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 		store: st, interval: interval, notify: notify,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
 		attach: make(chan *changeWatcher, 1), regroup: make(chan struct{}, 1),
-		stop:   make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go m.run()
 	return m
