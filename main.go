@@ -89,7 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "status":
 		return runStatus(args[1:], stdout, stderr)
 	case "hooks":
-		return runHooks(args[1:], stdout, stderr)
+		return runHooksInstall(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2
