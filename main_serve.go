@@ -234,6 +234,10 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	audit.attach(&server{store: st})
 	t := newHTTPTransport(st, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), audit, httpLimits{})
 	defer t.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		t.changes = newChangeWatcher(dir)
+		defer t.changes.close()
+	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
