@@ -116,9 +116,88 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if opts.httpAddr == "" {
-		return runServer(stdin, stdout, stderr)
+		return runStdio(stdin, stdout, stderr)
 	}
 	return runHTTPServer(opts, stdout, stderr)
+}
+
+// runStdio serves MCP over stdio until stdin closes, then exits 0.
+//
+// It runs three goroutines besides its own, each with a known end:
+//   - serve, reading stdin: it returns at EOF or a read or write error. On
+//     SIGINT or SIGTERM it is left blocked in its read and the process exits
+//     (a read from stdin cannot be interrupted).
+//   - the subscription poller (subscriptions.run): stopped by the deferred
+//     s.subs.close, which waits for it at most one second.
+//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//     and joined by the deferred audit.close, after the poller.
+func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
+	log.SetOutput(stderr)
+	log.SetFlags(0)
+	log.SetPrefix("crosstalk-mcp: ")
+	// Like the original, refuse a bad audit setting before any storage exists.
+	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	dir, err := groupsDirFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer st.close()
+	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	defer s.subs.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		s.changes = newChangeWatcher(dir)
+		defer s.changes.close()
+		s.subs.follow(s.changes)
+	}
+	audit, err := openAuditLog(dir, auditCfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer audit.close()
+	audit.attach(s)
+	// A client that stops the server with SIGINT or SIGTERM gets the same
+	// orderly end as on EOF, so queued audit rows are still written. A read
+	// from a blocking stdin cannot be interrupted, so serving runs aside.
+	// SIGPIPE is received rather than left to kill the process, so that a
+	// write to a closed stdout fails with EPIPE and ends the session below.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(stdin) }()
+	select {
+	case err := <-done:
+		if errors.Is(err, errOutputClosed) {
+			fmt.Fprintf(stderr, "crosstalk-mcp: ending the session, the client closed stdout: %v\n", err)
+			return exitClientGone
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	case <-sig:
+		s.stop()
+	}
+	return 0
 }
 
 // runHTTPServer serves the Streamable HTTP transport until SIGINT or
@@ -155,6 +234,10 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	audit.attach(&server{store: st})
 	t := newHTTPTransport(st, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), audit, httpLimits{})
 	defer t.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		t.changes = newChangeWatcher(dir)
+		defer t.changes.close()
+	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
