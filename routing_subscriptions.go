@@ -252,8 +252,8 @@ type watchFollower struct {
 
 // regroup brings the watcher subscription in line with the subscribed
 // groups: started, narrowed or widened, or ended when there are none. The
-// groups it adds are checked at once, since a write that landed between
-// their subscribe and this point raised no event here.
+// groups it adds are announced as if they had changed: a write that landed
+// between their subscribe and the watch raised no event here.
 func (f *watchFollower) regroup() {
 	if f.w == nil {
 		return
@@ -269,16 +269,12 @@ func (f *watchFollower) regroup() {
 	} else {
 		f.sub.watchGroups(groups)
 	}
-	added := map[string]bool{}
 	for _, g := range groups {
 		if !f.groups[g] {
-			added[g] = true
+			f.w.changed(g)
 		}
 	}
 	f.groups = groupSet(groups)
-	if len(added) > 0 {
-		f.m.poll(added)
-	}
 }
 
 // end closes the watcher subscription, if any.

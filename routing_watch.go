@@ -62,6 +62,9 @@ type watchSubscription struct {
 type watchSettle struct {
 	t    *time.Timer
 	step int
+	// announced is when step 0 last fell due; the next step 0 waits until
+	// watchBusySpacing after it.
+	announced time.Time
 }
 
 // Event settling: an event can arrive before the commit it belongs to is
@@ -69,11 +72,21 @@ type watchSettle struct {
 // update), so a group is announced watchQuietPeriod after its first event
 // and then again after each watchRecheck delay, which covers a slow
 // commit. An event during the quiet period joins the pending announcement;
-// one during the re-checks starts the schedule again. The quiet period is
-// counted from the first event, not the last, so a group written without
-// pause is still announced every few milliseconds. The re-checks cost one
-// read per consumer.
+// one during the re-checks starts the schedule again, no sooner than
+// watchBusySpacing after the last start. The quiet period is counted from
+// the first event, not the last, so a group written without pause is still
+// announced, every watchBusySpacing. The re-checks cost one read per
+// consumer.
 const watchQuietPeriod = 3 * time.Millisecond
+
+// watchBusySpacing is the least time between two first announcements of a
+// group. Every consumer answers an announcement with a read of the group,
+// and under a steady stream of commits from other processes those reads
+// competed with the commits themselves (issue 10: four busy senders lost
+// two thirds of their throughput). A commit after a quiet spell is still
+// announced watchQuietPeriod after its first event; one in a busy stream
+// waits at most this long.
+const watchBusySpacing = 25 * time.Millisecond
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
@@ -128,7 +141,8 @@ func (w *changeWatcher) watching() bool {
 }
 
 // startLocked starts the watch unless it runs, cannot run or the watcher
-// is closed; w.run is held. A watch that fails to start (an inotify limit
+// is closed, and announces every group on the settle schedule; w.run is
+// held. A watch that fails to start (an inotify limit
 // reached since the probe) is logged and every subscription is told to
 // look at everything, after which it hears nothing until its safety poll.
 func (w *changeWatcher) startLocked() {
@@ -142,6 +156,9 @@ func (w *changeWatcher) startLocked() {
 		return
 	}
 	w.stop = stop
+	// A commit written just before the watch began raised no event, and
+	// may have become visible only after a consumer's first look.
+	w.changed("")
 }
 
 // stopLocked stops the watch and its pending announcements; w.run is held.
@@ -276,6 +293,14 @@ func (w *changeWatcher) fileEvent(name string) {
 			return
 		}
 	}
+	w.changed(id)
+}
+
+// changed schedules the announcement of group id (every group when id is
+// empty) unless no subscription wants it. A consumer that starts watching
+// a group calls it too: a write just before the watch began raised no
+// event, and may not have been visible to the consumer's first look.
+func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if id != "" && !w.wantedLocked(id) {
@@ -284,7 +309,7 @@ func (w *changeWatcher) fileEvent(name string) {
 	if s := w.settles[id]; s != nil {
 		if s.step > 0 {
 			s.step = 0
-			s.t.Reset(watchQuietPeriod)
+			s.t.Reset(max(watchQuietPeriod, time.Until(s.announced.Add(watchBusySpacing))))
 		}
 		return
 	}
@@ -300,6 +325,9 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 	if w.settles[id] != s {
 		w.mu.Unlock()
 		return
+	}
+	if s.step == 0 {
+		s.announced = time.Now()
 	}
 	if s.step < len(watchRecheck) {
 		prev := time.Duration(0)
