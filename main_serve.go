@@ -211,6 +211,10 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	dir, err := groupsDirFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
