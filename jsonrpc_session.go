@@ -44,6 +44,10 @@ type server struct {
 	// inflight runs long-running requests such as subscriptions/listen.
 	inflight *inflight
 
+	// waitKeepalive is how often a waiting tool call reports progress;
+	// zero means defaultWaitKeepalive (tools_wait.go).
+	waitKeepalive time.Duration
+
 	// changes reports groups that file events say may have changed, for
 	// the pollers and waiting tool calls; nil when file events are off.
 	changes *changeWatcher
@@ -281,6 +285,10 @@ func (s *server) initialize(req request) (any, *rpcError) {
 // toolsCall answers a lone tools/call: prepare, run, record.
 func (s *server) toolsCall(req request) (any, *rpcError) {
 	pc := s.prepareCall(req)
+	if pc.tool != nil && pc.tool.wait != nil {
+		// Answered later, from the in-flight table: (nil, nil) here.
+		return nil, s.startWaitingCall(req, pc)
+	}
 	if pc.tool != nil {
 		if pc.tool.name == "delete_group" {
 			pc.call.groupName, pc.call.groupNameRead = s.auditGroupName(pc.call.args.groupID())

@@ -239,6 +239,10 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	sv.audit.attach(&server{store: sv.store})
 	t := newHTTPTransport(sv.store, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), sv.audit, httpLimits{})
 	defer t.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		t.changes = newChangeWatcher(dir)
+		defer t.changes.close()
+	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
