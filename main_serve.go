@@ -240,7 +240,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	t := newHTTPTransport(sv.store, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), sv.audit, httpLimits{})
 	defer t.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
-		t.changes = newChangeWatcher(dir)
+		t.changes = newChangeWatcher(sv.dir)
 		defer t.changes.close()
 	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
