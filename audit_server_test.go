@@ -17,7 +17,7 @@ import (
 )
 
 // newAuditServer starts a server on a fresh groups directory with auditing
-// configured as given, wired as runServer wires it.
+// configured as given, wired as runStdio wires it.
 func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLog) {
 	t.Helper()
 	dir := t.TempDir()

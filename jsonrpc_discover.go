@@ -61,6 +61,9 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 	case "tools/call":
 		var r any
 		if r, rerr = s.toolsCall(req); rerr == nil {
+			if r == nil {
+				return nil // a waiting tool answers from the in-flight table
+			}
 			result = modernResult(r.(object), nil)
 		}
 	case "resources/list":

@@ -21,7 +21,7 @@ var errOutputClosed = errors.New("cannot write to stdout")
 const maxMessageBytesVar = "CROSSTALK_MAX_MESSAGE_BYTES"
 
 // messageByteLimit is CROSSTALK_MAX_MESSAGE_BYTES, read once at start-up by
-// runServer; 0 means no limit. It is process configuration that parseSend,
+// runStdio; 0 means no limit. It is process configuration that parseSend,
 // a pure function shared by the handler and group commit, consults.
 var messageByteLimit int
 

@@ -131,7 +131,7 @@ func TestE2ESignalUnderLoad(t *testing.T) {
 			}
 		}()
 		// Signal only once calls are being answered: a SIGTERM before
-		// runServer installs its handler (on a loaded machine, start-up
+		// runStdio installs its handler (on a loaded machine, start-up
 		// can outlast a fixed sleep) kills the process as for any program.
 		select {
 		case <-firstAnswer:

@@ -30,6 +30,10 @@ type httpTransport struct {
 	interval time.Duration
 	audit    *auditLog // nil when auditing is off
 	limits   httpLimits
+	// changes, when set, is the process's one change watcher, shared by
+	// every session so that subscriptions and wait_for_messages over HTTP
+	// wake on file events as they do over stdio instead of at the poll.
+	changes *changeWatcher
 
 	sessionQuota *httpQuota
 	streamQuota  *httpQuota
@@ -108,6 +112,10 @@ func (t *httpTransport) expireIdle() {
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter(t.limits.queue)
 	srv := newServerWriting(t.store, router, t.interval)
+	if t.changes != nil {
+		srv.changes = t.changes
+		srv.subs.follow(t.changes)
+	}
 	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {

@@ -329,3 +329,46 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 		t.Errorf("audit rows with a loopback remote_addr: got %d; want 2 (a success and a failure)", got)
 	}
 }
+
+// TestHTTPWaitForMessagesWakesOnFileEvents shows that HTTP sessions share
+// the process's change watcher: with the safety poll an hour away, a
+// wait_for_messages over HTTP still returns the message another session
+// sends, instead of an empty result at its timeout.
+func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	s.t.interval = time.Hour
+	s.t.changes = newChangeWatcher(s.dir)
+	t.Cleanup(s.t.changes.close)
+	if !s.t.changes.native {
+		t.Skip("no native file events on this platform")
+	}
+	a := s.client(t, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "wait over http"}, &g)
+	alice := map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}
+	a.ok("join_group", alice, nil)
+	b := s.client(t, "")
+	b.initialize()
+	sent := make(chan bool, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		sent <- b.trySend(g.GroupID, "ctx-b", "@alice are you there?")
+	}()
+	var got struct {
+		Messages []struct {
+			Text string `json:"message"`
+		} `json:"messages"`
+	}
+	start := time.Now()
+	a.ok("wait_for_messages", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice",
+		"timeout_seconds": 20}, &got)
+	if !<-sent {
+		t.Fatal("the other session's send was not acknowledged")
+	}
+	if len(got.Messages) != 1 || got.Messages[0].Text != "@alice are you there?" {
+		t.Fatalf("wait_for_messages after %v: got %+v; want the one message sent", time.Since(start), got.Messages)
+	}
+}

@@ -136,3 +136,20 @@ func (r *inflightRequest) notify(method string, params object) error {
 
 // done is closed when the client cancels r or the session closes.
 func (r *inflightRequest) done() <-chan struct{} { return r.ctx.Done() }
+
+// progress writes notifications/progress for r when the request carried a
+// progressToken, and nothing otherwise. total and message are left out when
+// zero and empty.
+func (r *inflightRequest) progress(progress, total int64, message string) error {
+	if r.progressToken == nil {
+		return nil
+	}
+	params := object{{"progressToken", rawJSON(r.progressToken)}, {"progress", progress}}
+	if total > 0 {
+		params = append(params, field{"total", total})
+	}
+	if message != "" {
+		params = append(params, field{"message", message})
+	}
+	return r.notify("notifications/progress", params)
+}

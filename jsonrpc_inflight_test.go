@@ -137,25 +137,3 @@ func (t *inflight) running() int {
 	defer t.mu.Unlock()
 	return len(t.reqs)
 }
-
-// progress writes notifications/progress for r when the request carried a
-// progressToken, and nothing otherwise. total and message are left out when
-// zero and empty.
-//
-// It is parked here, tested, until a production caller exists (deadcode in
-// make lint refuses unreachable functions): move it back to
-// jsonrpc_inflight.go with the first tool that reports progress
-// (wait_for_messages, issue 10).
-func (r *inflightRequest) progress(progress, total int64, message string) error {
-	if r.progressToken == nil {
-		return nil
-	}
-	params := object{{"progressToken", rawJSON(r.progressToken)}, {"progress", progress}}
-	if total > 0 {
-		params = append(params, field{"total", total})
-	}
-	if message != "" {
-		params = append(params, field{"message", message})
-	}
-	return r.notify("notifications/progress", params)
-}

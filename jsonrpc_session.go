@@ -8,12 +8,9 @@ import (
 	"io"
 	"log"
 	"math"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -46,6 +43,10 @@ type server struct {
 
 	// inflight runs long-running requests such as subscriptions/listen.
 	inflight *inflight
+
+	// waitKeepalive is how often a waiting tool call reports progress;
+	// zero means defaultWaitKeepalive (tools_wait.go).
+	waitKeepalive time.Duration
 
 	// changes reports groups that file events say may have changed, for
 	// the pollers and waiting tool calls; nil when file events are off.
@@ -96,94 +97,6 @@ func newServerWriting(st *store, out messageWriter, interval time.Duration) *ser
 	s.subs = newSubscriptions(st, interval, s.notify)
 	s.inflight = newInflight(s.out.write)
 	return s
-}
-
-// runServer serves MCP over stdio until stdin closes, then exits 0.
-//
-// It runs three goroutines besides its own, each with a known end:
-//   - serve, reading stdin: it returns at EOF or a read or write error. On
-//     SIGINT or SIGTERM it is left blocked in its read and the process exits
-//     (a read from stdin cannot be interrupted).
-//   - the subscription poller (subscriptions.run): stopped by the deferred
-//     s.subs.close, which waits for it at most one second.
-//   - the audit writer (auditLog.write), when the audit log is on: stopped
-//     and joined by the deferred audit.close, after the poller.
-//
-// It is one long function because its defers, in reverse, are the shutdown
-// order, which splitting it would scatter.
-func runServer(stdin io.Reader, stdout, stderr io.Writer) int {
-	log.SetOutput(stderr)
-	log.SetFlags(0)
-	log.SetPrefix("crosstalk-mcp: ")
-	// A client that stops the server with SIGINT or SIGTERM gets the same
-	// orderly end as on EOF, so queued audit rows are still written. The
-	// signals are received from here on and until every deferred close
-	// below has run (this defer runs last): a signal during start-up ends
-	// the session as soon as it starts, and a second signal while the first
-	// one's shutdown writes audit rows is absorbed rather than killing the
-	// process halfway through it.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	// Like the original, refuse a bad audit setting before any storage exists.
-	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	dir, err := groupsDirFromEnv()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
-		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
-	}
-	st, err := newStore(dir)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer st.close()
-	s := newServer(st, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
-	defer s.subs.close()
-	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
-		s.changes = newChangeWatcher(dir)
-		defer s.changes.close()
-		s.subs.follow(s.changes)
-	}
-	audit, err := openAuditLog(dir, auditCfg, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer audit.close()
-	audit.attach(s)
-	// A read from a blocking stdin cannot be interrupted, so serving runs
-	// aside. SIGPIPE is received rather than left to kill the process, so
-	// that a write to a closed stdout fails with EPIPE and ends the session
-	// below.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	done := make(chan error, 1)
-	go func() { done <- s.serve(stdin) }()
-	select {
-	case err := <-done:
-		if errors.Is(err, errOutputClosed) {
-			fmt.Fprintf(stderr, "crosstalk-mcp: ending the session, the client closed stdout: %v\n", err)
-			return exitClientGone
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-	case <-sig:
-		s.stop()
-	}
-	return 0
 }
 
 // stop waits for the request serve is handling, if any, to be answered and
@@ -372,6 +285,10 @@ func (s *server) initialize(req request) (any, *rpcError) {
 // toolsCall answers a lone tools/call: prepare, run, record.
 func (s *server) toolsCall(req request) (any, *rpcError) {
 	pc := s.prepareCall(req)
+	if pc.tool != nil && pc.tool.wait != nil {
+		// Answered later, from the in-flight table: (nil, nil) here.
+		return nil, s.startWaitingCall(req, pc)
+	}
 	if pc.tool != nil {
 		if pc.tool.name == "delete_group" {
 			pc.call.groupName, pc.call.groupNameRead = s.auditGroupName(pc.call.args.groupID())

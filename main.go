@@ -67,7 +67,7 @@ func main() {
 // that tests can drive the CLI without a subprocess.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return runServer(stdin, stdout, stderr)
+		return runStdio(stdin, stdout, stderr)
 	}
 	switch args[0] {
 	case "-h", "--help":
@@ -89,7 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "status":
 		return runStatus(args[1:], stdout, stderr)
 	case "hooks":
-		return runHooks(args[1:], stdout, stderr)
+		return runHooksInstall(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
 	return 2

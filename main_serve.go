@@ -116,26 +116,41 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if opts.httpAddr == "" {
-		return runServer(stdin, stdout, stderr)
+		return runStdio(stdin, stdout, stderr)
 	}
 	return runHTTPServer(opts, stdout, stderr)
 }
 
-// runHTTPServer serves the Streamable HTTP transport until SIGINT or
-// SIGTERM, then lets open requests finish for up to five seconds.
-func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
+// serving is what both transports open before they serve: the groups
+// directory, its store and the audit log.
+type serving struct {
+	dir   string
+	store *store
+	audit *auditLog
+}
+
+// openServing does the start-up the stdio and HTTP servers share: the log
+// prefix, the audit and message-limit settings (like the original, a bad
+// setting is refused before any storage exists), the groups directory and
+// its network-filesystem warning, the store and the audit log. On failure
+// it has said why on stderr and returns nil and the exit status.
+func openServing(stderr io.Writer) (*serving, int) {
 	log.SetOutput(stderr)
 	log.SetFlags(0)
 	log.SetPrefix("crosstalk-mcp: ")
 	auditCfg, err := auditConfigFromEnv(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 2
+		return nil, 2
+	}
+	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, 2
 	}
 	dir, err := groupsDirFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, 1
 	}
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
@@ -143,60 +158,115 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	st, err := newStore(dir)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, 1
 	}
-	defer st.close()
 	audit, err := openAuditLog(dir, auditCfg, stderr)
 	if err != nil {
+		st.close()
 		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, 1
 	}
-	defer audit.close()
-	audit.attach(&server{store: st})
-	t := newHTTPTransport(st, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), audit, httpLimits{})
+	return &serving{dir: dir, store: st, audit: audit}, 0
+}
+
+// close stops the audit writer, writing what it has queued, and then
+// closes the store; a server calls it after its own goroutines have
+// stopped, so that nothing is audited or stored after it.
+func (sv *serving) close() {
+	sv.audit.close()
+	sv.store.close()
+}
+
+// runStdio serves MCP over stdio until stdin closes, then exits 0.
+//
+// It runs three goroutines besides its own, each with a known end:
+//   - serve, reading stdin: it returns at EOF or a read or write error. On
+//     SIGINT or SIGTERM it is left blocked in its read and the process exits
+//     (a read from stdin cannot be interrupted).
+//   - the subscription poller (subscriptions.run): stopped by the deferred
+//     s.subs.close, which waits for it at most one second.
+//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//     and joined by the deferred sv.close, after the poller.
+func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
+	// A client that stops the server with SIGINT or SIGTERM gets the same
+	// orderly end as on EOF, so queued audit rows are still written. The
+	// signals are received from the start and until every deferred close
+	// below has run (this defer runs last): a signal during start-up ends
+	// the session as soon as it starts, and another signal while the first
+	// one's shutdown writes audit rows is absorbed instead of killing the
+	// process halfway through it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	sv, status := openServing(stderr)
+	if sv == nil {
+		return status
+	}
+	defer sv.close()
+	s := newServer(sv.store, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	defer s.subs.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		s.changes = newChangeWatcher(sv.dir)
+		defer s.changes.close()
+		s.subs.follow(s.changes)
+	}
+	sv.audit.attach(s)
+	// A read from a blocking stdin cannot be interrupted, so serving runs
+	// aside. SIGPIPE is received rather than left to kill the process, so
+	// that a write to a closed stdout fails with EPIPE and ends the session
+	// below.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(stdin) }()
+	select {
+	case err := <-done:
+		if errors.Is(err, errOutputClosed) {
+			fmt.Fprintf(stderr, "crosstalk-mcp: ending the session, the client closed stdout: %v\n", err)
+			return exitClientGone
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	case <-sig:
+		s.stop()
+	}
+	return 0
+}
+
+// runHTTPServer serves the Streamable HTTP transport until SIGINT or
+// SIGTERM, then lets open requests finish for up to five seconds.
+func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
+	// As for runStdio: signals are received until every deferred close has
+	// run, so that a second SIGTERM cannot cut the shutdown short.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sv, status := openServing(stderr)
+	if sv == nil {
+		return status
+	}
+	defer sv.close()
+	sv.audit.attach(&server{store: sv.store})
+	t := newHTTPTransport(sv.store, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), sv.audit, httpLimits{})
 	defer t.close()
+	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
+		t.changes = newChangeWatcher(sv.dir)
+		defer t.changes.close()
+	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
 		return 1
 	}
-	loopback := isLoopbackAddr(opts.httpAddr)
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	scheme := "http"
-	if opts.tlsCert != "" {
-		// Load the pair before printing the URL, so that a bad file fails
-		// the command instead of a server that announced itself.
-		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
-		if err != nil {
-			fmt.Fprintf(stderr, "crosstalk-mcp serve: TLS certificate: %v\n", err)
-			return 1
-		}
-		tlsConfig.Certificates = []tls.Certificate{cert}
-		scheme = "https"
+	srv, scheme, err := newHTTPServer(opts, t)
+	if err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp serve: %v\n", err)
+		return 1
 	}
 	if warning := cleartextWarning(opts); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp: warning: "+warning)
 	}
 	fmt.Fprintf(stdout, "%s://%s%s\n", scheme, ln.Addr(), httpEndpoint)
-	srv := &http.Server{
-		Handler: newHTTPGuard(loopback, opts.token, opts.allowedOrigins, t),
-		// The header timeout stops a client from pinning a connection
-		// before it has said anything; bodies and writes have their own
-		// per-request deadlines (httpLimits.writeTimeout), since SSE
-		// streams must outlive any whole-response timeout.
-		ReadHeaderTimeout: 10 * time.Second,
-		// Idle keep-alive connections each hold a file descriptor; two
-		// minutes outlasts an agent's pause between calls, and a client
-		// reconnects transparently after it.
-		IdleTimeout: 2 * time.Minute,
-		// MCP needs a handful of short headers; 64 KiB leaves room for
-		// long bearer tokens and bounds what a client can make us buffer.
-		MaxHeaderBytes: 64 << 10,
-		TLSConfig:      tlsConfig,
-		ErrorLog:       log.New(io.Discard, "", 0),
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	done := make(chan error, 1)
 	go func() {
 		if opts.tlsCert != "" {
@@ -218,6 +288,40 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	defer cancel()
 	srv.Shutdown(shutdown)
 	return 0
+}
+
+// newHTTPServer returns the http.Server for t behind its guard, and the
+// URL scheme it serves: "https" when opts name a certificate, which it
+// loads now, so that a bad file fails the command instead of a server
+// that announced itself.
+func newHTTPServer(opts serveOptions, t *httpTransport) (*http.Server, string, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	scheme := "http"
+	if opts.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("TLS certificate: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
+		scheme = "https"
+	}
+	return &http.Server{
+		Handler: newHTTPGuard(isLoopbackAddr(opts.httpAddr), opts.token, opts.allowedOrigins, t),
+		// The header timeout stops a client from pinning a connection
+		// before it has said anything; bodies and writes have their own
+		// per-request deadlines (httpLimits.writeTimeout), since SSE
+		// streams must outlive any whole-response timeout.
+		ReadHeaderTimeout: 10 * time.Second,
+		// Idle keep-alive connections each hold a file descriptor; two
+		// minutes outlasts an agent's pause between calls, and a client
+		// reconnects transparently after it.
+		IdleTimeout: 2 * time.Minute,
+		// MCP needs a handful of short headers; 64 KiB leaves room for
+		// long bearer tokens and bounds what a client can make us buffer.
+		MaxHeaderBytes: 64 << 10,
+		TLSConfig:      tlsConfig,
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}, scheme, nil
 }
 
 // cleartextWarning is the warning for serving without TLS off loopback,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -125,6 +126,28 @@ func TestServeHTTPBadCertificateFails(t *testing.T) {
 	}
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "TLS certificate") {
 		t.Errorf("got stdout %q, stderr %q; want no URL and a TLS certificate error", stdout.String(), stderr.String())
+	}
+}
+
+// TestServeHTTPBadMessageLimitFails checks that serve --http validates
+// CROSSTALK_MAX_MESSAGE_BYTES at start-up, as the stdio server does.
+func TestServeHTTPBadMessageLimitFails(t *testing.T) {
+	dir := t.TempDir()
+	// A server that ignored the setting would serve until killed; the
+	// deadline is generous, for a loaded machine, and ends that case.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, builtBinary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_MAX_MESSAGE_BYTES=lots")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("exit: got %v; want status 2", err)
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "CROSSTALK_MAX_MESSAGE_BYTES") {
+		t.Errorf("got stdout %q, stderr %q; want no URL and the limit's error", stdout.String(), stderr.String())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 )
@@ -90,7 +91,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	for _, id := range ids {
 		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
-			summaries = append(summaries, groupSummary{ID: id, Unavailable: true})
+			summaries = append(summaries, o.unavailableSummary(id))
 			continue
 		}
 		summaries = append(summaries, g)
@@ -196,6 +197,22 @@ type groupSummary struct {
 	ResponseSeconds float64
 	Priorities      map[string]int64
 	Unavailable     bool
+	// Damage says why the file is not a usable group (checkGroupFile),
+	// when it is damaged rather than locked or gone.
+	Damage string
+}
+
+// unavailableSummary stands for a group whose summary could not be read. It
+// asks checkGroupFile why only on this failure path, so healthy groups never
+// pay for the extra open; a locked or vanished file is merely unavailable.
+func (o *observer) unavailableSummary(id string) groupSummary {
+	g := groupSummary{ID: id, Unavailable: true}
+	if err := checkGroupFile(groupFile(o.dir, id)); err != nil {
+		if _, statErr := os.Stat(groupFile(o.dir, id)); statErr == nil {
+			g.Damage = err.Error()
+		}
+	}
+	return g
 }
 
 // readGroupSummary reads one group's Overview inputs over a single
@@ -324,11 +341,18 @@ type healthRow struct {
 	Latest     stamp
 	State      string
 	StateClass string
+	// Detail explains a damaged row; it is shown on hover of the status.
+	Detail string
 }
 
 // healthRowOf derives a group's health row; pending wakeups need attention
 // before unread messages do.
 func (o *observer) healthRowOf(g groupSummary) healthRow {
+	if g.Damage != "" {
+		return healthRow{ID: g.ID, Name: "Damaged group file", Members: "—", Unread: "—", Pending: "—",
+			Latest: stamp{Text: "Damaged"}, State: "Damaged", StateClass: "error",
+			Detail: g.Damage + "; run crosstalk-mcp doctor --repair to move it aside"}
+	}
 	if g.Unavailable {
 		return healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
 			Latest: stamp{Text: "Unavailable"}, State: "Unavailable", StateClass: "error"}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,6 +95,36 @@ func TestDeletedGroupStates(t *testing.T) {
 		// An empty want means the "empty" template: the body must be empty.
 		if code != c.status || !strings.Contains(body, c.want) || (c.want == "" && body != "") {
 			t.Errorf("%s got %d %.300q; want %d containing %q", c.path, code, body, c.status, c.want)
+		}
+	}
+}
+
+// TestDamagedGroupRow shows a group file without the group schema (as a
+// kill -9 inside the original's create_group leaves one) as "Damaged" with
+// the doctor command, and a healthy group beside it as before.
+func TestDamagedGroupRow(t *testing.T) {
+	fx := newObserveFixture(t)
+	seedBasic(fx, time.Now())
+	damaged := "grp_" + strings.Repeat("d", 32)
+	db, err := sql.Open("sqlite", sqliteDSN(groupFile(fx.dir, damaged), "rwc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE unrelated (x)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	obs := newTestObserver(t, fx.dir, time.Second)
+	_, body, _ := get(t, obs, "/fragments/overview")
+	for _, want := range []string{
+		`data-overview-group-id="` + damaged + `"`,
+		`>Damaged</span>`,
+		"no group schema",
+		"crosstalk-mcp doctor --repair",
+		"Project launch",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
 		}
 	}
 }

@@ -151,37 +151,51 @@ func installHooks(h hookSettings, text, exe string) (string, error) {
 	}
 	unit := indentUnit(text)
 	hooks := root.member("hooks")
+	if hooks != nil && hooks.kind != '{' {
+		return "", errors.New(`settings "hooks" is not an object`)
+	}
+	missing, order := missingHooks(h, hooks, exe)
 	if hooks == nil {
-		byEvent, order := map[string][]any{}, []string{}
-		for _, e := range h.entries {
-			if byEvent[e.event] == nil {
-				order = append(order, e.event)
-			}
-			byEvent[e.event] = append(byEvent[e.event], h.entry(e, exe))
-		}
 		obj := orderedJSON{keys: order, vals: map[string]any{}}
-		for k, v := range byEvent {
+		for k, v := range missing {
 			obj.vals[k] = v
 		}
 		return applyEdits(text, []jsonEdit{appendRaw(root, `"hooks": `+renderJSON(obj, root.depth+1, unit), unit)}), nil
 	}
-	if hooks.kind != '{' {
-		return "", errors.New(`settings "hooks" is not an object`)
+	edits, err := addHookEdits(hooks, missing, order, unit)
+	if err != nil {
+		return "", err
 	}
-	var edits []jsonEdit
+	return applyEdits(text, edits), nil
+}
+
+// missingHooks returns h's entries for exe that hooks (the settings'
+// "hooks" object, or nil when there is none) does not hold yet, by event,
+// and the events in the order of h's entries.
+func missingHooks(h hookSettings, hooks *jsonSpan, exe string) (map[string][]any, []string) {
 	missing := map[string][]any{}
 	var order []string
 	for _, e := range h.entries {
-		cmd := h.handler(e, exe)["command"].(string)
-		arr := hooks.member(e.event)
-		if arr != nil && arr.kind == '[' && hasCommand(h, arr, cmd) {
-			continue
+		if hooks != nil {
+			cmd := h.handler(e, exe)["command"].(string)
+			arr := hooks.member(e.event)
+			if arr != nil && arr.kind == '[' && hasCommand(h, arr, cmd) {
+				continue
+			}
 		}
 		if missing[e.event] == nil {
 			order = append(order, e.event)
 		}
 		missing[e.event] = append(missing[e.event], h.entry(e, exe))
 	}
+	return missing, order
+}
+
+// addHookEdits returns the edits that add the missing entries to the
+// "hooks" object: appended to an event's array where it has one, and as
+// new members, in one edit, where it has none.
+func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
+	var edits []jsonEdit
 	newEvents := orderedJSON{vals: map[string]any{}}
 	for _, ev := range order {
 		arr := hooks.member(ev)
@@ -191,7 +205,7 @@ func installHooks(h hookSettings, text, exe string) (string, error) {
 			continue
 		}
 		if arr.kind != '[' {
-			return "", fmt.Errorf("settings hooks.%s is not an array", ev)
+			return nil, fmt.Errorf("settings hooks.%s is not an array", ev)
 		}
 		var items []string
 		for _, v := range missing[ev] {
@@ -207,7 +221,7 @@ func installHooks(h hookSettings, text, exe string) (string, error) {
 		}
 		edits = append(edits, appendRaw(hooks, strings.Join(members, ",\n"+strings.Repeat(unit, hooks.depth+1)), unit))
 	}
-	return applyEdits(text, edits), nil
+	return edits, nil
 }
 
 // hasCommand reports whether an event array already holds command cmd.

@@ -38,6 +38,8 @@ type jsonParser struct {
 	pos  int
 }
 
+// parseJSONSpans parses a whole settings file; nothing but comments and
+// space may follow its one value.
 func parseJSONSpans(text string) (*jsonSpan, error) {
 	p := &jsonParser{text: text}
 	v, err := p.value(0)
@@ -74,6 +76,10 @@ func (p *jsonParser) skip() {
 	}
 }
 
+// value parses the value at p.pos, at nesting level depth, and leaves
+// p.pos after it. Besides strict JSON it accepts comments and trailing
+// commas, as the clients' settings files may hold them; numbers and
+// literals are kept as their text, since no edit reads them.
 func (p *jsonParser) value(depth int) (*jsonSpan, error) {
 	p.skip()
 	if p.pos >= len(p.text) {
@@ -82,62 +88,13 @@ func (p *jsonParser) value(depth int) (*jsonSpan, error) {
 	v := &jsonSpan{start: p.pos, depth: depth, kind: p.text[p.pos]}
 	switch v.kind {
 	case '{', '[':
-		closing := byte('}')
-		if v.kind == '[' {
-			closing = ']'
-		}
-		p.pos++
-		for first := true; ; first = false {
-			p.skip()
-			if p.pos < len(p.text) && p.text[p.pos] == closing {
-				p.pos++
-				break
-			}
-			if !first {
-				if p.pos >= len(p.text) || p.text[p.pos] != ',' {
-					return nil, fmt.Errorf("expected , at byte %d", p.pos)
-				}
-				p.pos++
-				p.skip()
-				if p.pos < len(p.text) && p.text[p.pos] == closing { // trailing comma
-					p.pos++
-					break
-				}
-			}
-			if v.kind == '{' {
-				k, err := p.value(depth + 1)
-				if err != nil || k.kind != '"' {
-					return nil, fmt.Errorf("expected a key at byte %d", p.pos)
-				}
-				p.skip()
-				if p.pos >= len(p.text) || p.text[p.pos] != ':' {
-					return nil, fmt.Errorf("expected : at byte %d", p.pos)
-				}
-				p.pos++
-				v.keys = append(v.keys, k.str)
-			}
-			item, err := p.value(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			v.vals = append(v.vals, item)
+		if err := p.members(v); err != nil {
+			return nil, err
 		}
 	case '"':
-		end := p.pos + 1
-		for end < len(p.text) && p.text[end] != '"' {
-			if p.text[end] == '\\' {
-				end++
-			}
-			end++
+		if err := p.quoted(v); err != nil {
+			return nil, err
 		}
-		if end >= len(p.text) {
-			return nil, fmt.Errorf("unterminated string at byte %d", p.pos)
-		}
-		s, err := strconv.Unquote(p.text[p.pos : end+1])
-		if err != nil {
-			return nil, fmt.Errorf("bad string at byte %d: %w", p.pos, err)
-		}
-		v.str, p.pos = s, end+1
 	default:
 		end := p.pos
 		for end < len(p.text) && strings.IndexByte(",]} \t\r\n/", p.text[end]) < 0 {
@@ -150,6 +107,71 @@ func (p *jsonParser) value(depth int) (*jsonSpan, error) {
 	}
 	v.end = p.pos
 	return v, nil
+}
+
+// members parses the object or array v opens at p.pos into v.keys and
+// v.vals, up to and including its closing bracket.
+func (p *jsonParser) members(v *jsonSpan) error {
+	closing := byte('}')
+	if v.kind == '[' {
+		closing = ']'
+	}
+	p.pos++
+	for first := true; ; first = false {
+		p.skip()
+		if p.pos < len(p.text) && p.text[p.pos] == closing {
+			p.pos++
+			return nil
+		}
+		if !first {
+			if p.pos >= len(p.text) || p.text[p.pos] != ',' {
+				return fmt.Errorf("expected , at byte %d", p.pos)
+			}
+			p.pos++
+			p.skip()
+			if p.pos < len(p.text) && p.text[p.pos] == closing { // trailing comma
+				p.pos++
+				return nil
+			}
+		}
+		if v.kind == '{' {
+			k, err := p.value(v.depth + 1)
+			if err != nil || k.kind != '"' {
+				return fmt.Errorf("expected a key at byte %d", p.pos)
+			}
+			p.skip()
+			if p.pos >= len(p.text) || p.text[p.pos] != ':' {
+				return fmt.Errorf("expected : at byte %d", p.pos)
+			}
+			p.pos++
+			v.keys = append(v.keys, k.str)
+		}
+		item, err := p.value(v.depth + 1)
+		if err != nil {
+			return err
+		}
+		v.vals = append(v.vals, item)
+	}
+}
+
+// quoted parses the string v starts at p.pos into v.str.
+func (p *jsonParser) quoted(v *jsonSpan) error {
+	end := p.pos + 1
+	for end < len(p.text) && p.text[end] != '"' {
+		if p.text[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	if end >= len(p.text) {
+		return fmt.Errorf("unterminated string at byte %d", p.pos)
+	}
+	s, err := strconv.Unquote(p.text[p.pos : end+1])
+	if err != nil {
+		return fmt.Errorf("bad string at byte %d: %w", p.pos, err)
+	}
+	v.str, p.pos = s, end+1
+	return nil
 }
 
 // jsonEdit replaces text[start:end] with insert.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -153,59 +151,4 @@ func moveAside(dir, name string) (string, error) {
 	}
 	syncDir(dir)
 	return filepath.Join(damagedDirName, dest), nil
-}
-
-// runDoctor is `crosstalk-mcp doctor [--repair] [--groups-dir PATH]`: it
-// lists the files in the groups directory that no server can use and, with
-// --repair, moves them into damaged/. Exit status: 0 when nothing unusable
-// remains, 1 when something does (or a move failed), 2 for a usage error.
-func runDoctor(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	repair := fs.Bool("repair", false, "move unusable files into the damaged/ folder of the groups directory")
-	groupsDir := fs.String("groups-dir", "", "groups directory (default: CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fmt.Fprintf(stderr, "doctor: unexpected argument %q\n", fs.Arg(0))
-		}
-		return 2
-	}
-	dir := *groupsDir
-	if dir == "" {
-		d, err := groupsDirFromEnv()
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-		dir = d
-	}
-	findings, checked, err := doctorScan(dir, time.Now())
-	if err != nil {
-		fmt.Fprintf(stderr, "doctor: %v\n", err)
-		return 1
-	}
-	remaining := 0
-	for _, f := range findings {
-		switch {
-		case !*repair:
-			fmt.Fprintf(stdout, "damaged %s: %s\n", f.name, f.problem)
-			remaining++
-		case f.recent:
-			fmt.Fprintf(stdout, "damaged %s: %s; left in place, changed less than %v ago (it may still be being created)\n", f.name, f.problem, doctorGracePeriod)
-			remaining++
-		default:
-			dest, err := moveAside(dir, f.name)
-			if err != nil {
-				fmt.Fprintf(stdout, "damaged %s: %s; could not move it aside: %v\n", f.name, f.problem, err)
-				remaining++
-				continue
-			}
-			fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
-		}
-	}
-	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, dir, len(findings), remaining)
-	if remaining > 0 {
-		return 1
-	}
-	return 0
 }

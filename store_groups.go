@@ -63,47 +63,17 @@ func (s *store) upsertCatalog(meta groupMeta) {
 // listGroups returns every group database in dir with its catalog metadata,
 // sorted by id. Stale catalog rows are removed and missing ones added.
 func (s *store) listGroups() ([]groupMeta, error) {
-	// One listing serves the groups and the write-queue side files, which
-	// a group deleted by a writer that does not know them (the original)
-	// leaves behind: they are removed here, as their group is gone.
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
+	onDisk, err := s.groupsOnDisk()
 	if err != nil {
 		return nil, err
 	}
-	onDisk := map[string]bool{}
-	var queues []string
-	for _, name := range names {
-		base := filepath.Base(name)
-		if id, ok := groupIDOfFile(base); ok {
-			onDisk[id] = true
-		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
-			queues = append(queues, id)
-		}
-	}
-	for _, id := range queues {
-		if !onDisk[id] {
-			removeWriteQueue(s.groupPath(id))
-		}
-	}
-	catalog := map[string]groupMeta{}
 	cat, err := s.catalog()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	catalog, err := readCatalog(cat)
 	if err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
-	}
-	for rows.Next() {
-		var m groupMeta
-		if err := rows.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read catalog: %w", err)
-		}
-		catalog[m.groupID] = m
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
+		return nil, err
 	}
 	for id := range catalog {
 		if !onDisk[id] {
@@ -134,6 +104,54 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].groupID < groups[j].groupID })
 	return groups, nil
+}
+
+// groupsOnDisk returns the ids of the group databases in dir. One listing
+// serves the groups and the write-queue side files, which a group deleted
+// by a writer that does not know them (the original) leaves behind: they
+// are removed here, as their group is gone.
+func (s *store) groupsOnDisk() (map[string]bool, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
+	if err != nil {
+		return nil, err
+	}
+	onDisk := map[string]bool{}
+	var queues []string
+	for _, name := range names {
+		base := filepath.Base(name)
+		if id, ok := groupIDOfFile(base); ok {
+			onDisk[id] = true
+		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
+			queues = append(queues, id)
+		}
+	}
+	for _, id := range queues {
+		if !onDisk[id] {
+			removeWriteQueue(s.groupPath(id))
+		}
+	}
+	return onDisk, nil
+}
+
+// readCatalog returns the catalog's rows by group id.
+func readCatalog(cat *sql.DB) (map[string]groupMeta, error) {
+	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	catalog := map[string]groupMeta{}
+	for rows.Next() {
+		var m groupMeta
+		if err := rows.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read catalog: %w", err)
+		}
+		catalog[m.groupID] = m
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	return catalog, nil
 }
 
 // groupMetadata reads a group's metadata row.

@@ -48,13 +48,15 @@ func scanMessages(rows *sql.Rows) ([]message, error) {
 // rows selects them, and predicate (over member_unread_messages.message_id
 // and wakeup_events.message_id) names the same set for marking. allUnread
 // says that set is all of the member's unread messages, whose unread rows
-// are then removed without the predicate.
+// are then removed without the predicate. via, when set, records the
+// returned messages delivered that way in wakeup_deliveries.
 type readSelection struct {
 	rows      string
 	rowArgs   []any
 	predicate string
 	predArgs  []any
 	allUnread bool
+	via       string
 }
 
 // readMessages returns the selected messages and, when any were returned,
@@ -77,6 +79,15 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 		}
 		if out, err = scanMessages(rows); err != nil || len(out) == 0 {
 			return err
+		}
+		if sel.via != "" {
+			ids := make([]int64, len(out))
+			for i, m := range out {
+				ids[i] = m.id
+			}
+			if err := s.recordDeliveries(tx, contextID, sel.via, ids); err != nil {
+				return err
+			}
 		}
 		// Acknowledge before removing unread rows: the unread
 		// selection's predicate reads member_unread_messages.
@@ -168,6 +179,12 @@ func afterCursor(after int64) readSelection {
 
 // unreadMessages returns the member's unread messages.
 func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
+	return s.unreadMessagesVia(id, contextID, name, "")
+}
+
+// unreadMessagesVia is unreadMessages that also records what it returns as
+// delivered by via (wait_for_messages), for the delivery states.
+func (s *store) unreadMessagesVia(id, contextID, name, via string) ([]message, error) {
 	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
@@ -176,8 +193,25 @@ func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
 			predicate: "message_id IN (SELECT message_id FROM member_unread_messages WHERE context_id = ?)",
 			predArgs:  []any{contextID},
 			allUnread: true,
+			via:       via,
 		}, nil
 	})
+}
+
+// unreadCount reads how many unread messages the member has, without the
+// write transaction a read-and-mark takes: a waiting tool checks this on
+// every change of the group, and each write would wake every watcher of
+// the directory. member is false when contextID has not joined.
+func (s *store) unreadCount(id, contextID string) (n int64, member bool, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		err := db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = ?", contextID).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		member = err == nil
+		return err
+	})
+	return n, member, err
 }
 
 // searchMessages returns messages whose text matches the LIKE pattern

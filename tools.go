@@ -23,6 +23,11 @@ type tool struct {
 	// successful result that the audit log records, in any order; nil
 	// (or an empty result) means none (audit_event.go).
 	auditDetails func(result object) object
+
+	// wait, instead of call, runs a tool that may block for long: toolsCall
+	// starts it on the session's in-flight table (tools_wait.go), so the
+	// session answers other requests meanwhile.
+	wait func(s *server, a toolArgs, r *inflightRequest) (any, error)
 }
 
 // toolResult is a completed tool call: the JSON value of its text content,
@@ -62,8 +67,9 @@ func withProps(base object, more ...field) object {
 	return append(append(object{}, base...), more...)
 }
 
-// tools lists the 14 tools in the original's order, with its names,
-// descriptions and schemas, one schema property per line.
+// tools lists the original's 14 tools in its order, with its names,
+// descriptions and schemas, one schema property per line, and then this
+// port's wait_for_messages (a deliberate deviation: testdata/golden/README.md).
 var tools = []tool{
 	{
 		name:        "create_group",
@@ -211,6 +217,18 @@ var tools = []tool{
 		call:         toolSendMessage,
 		nameIsCaller: true,
 		auditDetails: auditSentDetails,
+	},
+	{
+		name:        "wait_for_messages",
+		description: waitForMessagesDescription,
+		properties: withProps(identityProps,
+			field{"timeout_seconds", object{{"type", "number"}, {"minimum", 0}, {"maximum", maxWaitSeconds}, {"default", defaultWaitSeconds},
+				{"description", "How long to wait for a message, in seconds (at most 50; default 25)."}}},
+		),
+		required:     identityReq,
+		wait:         toolWaitForMessages,
+		nameIsCaller: true,
+		auditDetails: auditCount("messages", "message_count"),
 	},
 }
 

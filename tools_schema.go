@@ -51,6 +51,7 @@ var toolSchemas = map[string]toolSchema{
 	"get_unread_messages": {title: "Get unread messages", idempotent: true, output: messagesShape},
 	"get_messages_after":  {title: "Get messages after an id", idempotent: true, output: messagesShape},
 	"search_messages":     {title: "Search messages", idempotent: true, output: messagesShape},
+	"wait_for_messages":   {title: "Wait for messages", idempotent: true, output: messagesShape},
 	"send_message": {title: "Send message", output: shape([]string{"message_id", "group_id"},
 		field{"message_id", object{{"type", "integer"}}}, field{"group_id", object{{"type", "string"}}}, field{"priority", nullableString},
 		field{"mentions", stringItems}, field{"routing_reason", nullableString}, field{"wakeup_targets", stringItems})},

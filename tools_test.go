@@ -206,7 +206,7 @@ func TestToolsListSchemas(t *testing.T) {
 	}
 	want := []string{"create_group", "list_groups", "get_group_metadata", "update_group_metadata", "get_users", "delete_group",
 		"join_group", "leave_group", "get_all_messages", "get_latest_messages", "get_unread_messages", "get_messages_after",
-		"search_messages", "send_message"}
+		"search_messages", "send_message", "wait_for_messages"}
 	if len(resp.Result.Tools) != len(want) {
 		t.Fatalf("got %d tools; want %d", len(resp.Result.Tools), len(want))
 	}

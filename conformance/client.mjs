@@ -47,6 +47,7 @@ const EXPECTED_REQUIRED = {
   get_messages_after: ['group_id', 'context_id', 'name', 'after_message_id', 'caller_name'],
   search_messages: ['group_id', 'context_id', 'name', 'query', 'caller_name'],
   send_message: ['group_id', 'context_id', 'name', 'message', 'caller_name'],
+  wait_for_messages: ['group_id', 'context_id', 'name', 'caller_name'],
 };
 
 // The original's timestamp format: UTC, six fractional digits or none.
@@ -312,7 +313,7 @@ async function scenario(a, b, groupsDir) {
   check(true, 'ping answers (empty result accepted by the SDK)');
 
   const { tools } = await a.client.listTools(undefined, { timeout: TIMEOUT_MS });
-  sameSet(tools.map(t => t.name), Object.keys(EXPECTED_REQUIRED), 'tools/list has exactly the 14 tools');
+  sameSet(tools.map(t => t.name), Object.keys(EXPECTED_REQUIRED), 'tools/list has exactly the 15 tools');
   for (const tool of tools) {
     const schema = tool.inputSchema ?? {};
     check(schema.type === 'object' && schema.additionalProperties === false && schema.required?.includes('caller_name') &&

@@ -110,6 +110,8 @@ function cases(group) {
     get_messages_after: [{ ...me, after_message_id: 0 }, { ...me, after_message_id: -1 }],
     search_messages: [{ ...me, query: 'hello' }, { ...me, query: '' }],
     send_message: [{ ...me, message: 'hello @a' }, { ...me, message: '' }],
+    // This port's 15th tool (a deliberate deviation): timeout 0 answers at once.
+    wait_for_messages: [{ ...me, timeout_seconds: 0 }, { ...missing, timeout_seconds: 0 }],
     leave_group: [me, missing],
     delete_group: [{ group_id: group, context_id: 'ctx-a' }, { group_id: group, context_id: 'ctx-b' }],
   };
@@ -117,7 +119,7 @@ function cases(group) {
 
 const ORDER = ['create_group', 'list_groups', 'get_group_metadata', 'update_group_metadata', 'get_users', 'join_group',
   'send_message', 'get_all_messages', 'get_latest_messages', 'get_unread_messages', 'get_messages_after',
-  'search_messages', 'leave_group', 'delete_group'];
+  'search_messages', 'wait_for_messages', 'leave_group', 'delete_group'];
 
 async function callTool(client, name, args) {
   return client.callTool({ name, arguments: { caller_name: 'revisions', ...args } }, { timeout: TIMEOUT_MS });
@@ -133,7 +135,7 @@ async function runRevision(revision) {
     b = await connect(revision, dir, HTTP);
     check(true, revision + ': two clients connect');
     const tools = (await b.listTools({}, { timeout: TIMEOUT_MS })).tools;
-    check(tools.length === 14, revision + ': 14 tools', tools.length);
+    check(tools.length === 15, revision + ': 15 tools', tools.length);
     const byName = Object.fromEntries(tools.map(t => [t.name, t]));
     for (const t of tools) {
       if (TYPED.has(revision)) {

@@ -180,7 +180,7 @@ func run(bin string) error {
 	if err != nil {
 		return fmt.Errorf("tools/list: %w", err)
 	}
-	check(len(tools.Tools) == 14, "tools/list lists 14 tools", len(tools.Tools))
+	check(len(tools.Tools) == 15, "tools/list lists 15 tools", len(tools.Tools))
 	for _, t := range tools.Tools {
 		check(t.Title != "" && t.OutputSchema != nil && t.Annotations != nil && t.Annotations.OpenWorldHint != nil && !*t.Annotations.OpenWorldHint,
 			"tool "+t.Name+" has a title, an outputSchema and annotations with openWorldHint false", "title ", t.Title, " annotations ", t.Annotations, " outputSchema ", t.OutputSchema != nil)

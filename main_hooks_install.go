@@ -10,18 +10,19 @@ import (
 	"strings"
 )
 
-// hooksCommand is one `crosstalk-mcp hooks install|uninstall` run.
-type hooksCommand struct {
+// hooksInstallCommand is one `crosstalk-mcp hooks install|uninstall` run.
+type hooksInstallCommand struct {
 	install bool
 	target  hookSettings
 	scope   string
 	dryRun  bool
 }
 
-// runHooks installs or removes Crosstalk's hooks in a client's settings
-// file: idempotently, leaving every other byte as it was, with a backup of
-// the old file; --dry-run prints the change instead.
-func runHooks(args []string, stdout, stderr io.Writer) int {
+// runHooksInstall runs `hooks install` and `hooks uninstall`: it installs or
+// removes Crosstalk's hooks in a client's settings file idempotently,
+// leaving every other byte as it was, with a backup of the old file;
+// --dry-run prints the change instead.
+func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "install" && args[0] != "uninstall") {
 		fmt.Fprintln(stderr, "usage: crosstalk-mcp hooks install|uninstall --client NAME [--scope user|project] [--dry-run]")
 		return 2
@@ -39,7 +40,7 @@ func runHooks(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp hooks: --client must be one of %s\n", strings.Join(hookClientNames(), ", "))
 		return 2
 	}
-	cmd := hooksCommand{install: args[0] == "install", target: target, scope: *scope, dryRun: *dryRun}
+	cmd := hooksInstallCommand{install: args[0] == "install", target: target, scope: *scope, dryRun: *dryRun}
 	if err := cmd.run(stdout); err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp hooks: %v\n", err)
 		return 1
@@ -47,7 +48,10 @@ func runHooks(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func (c hooksCommand) run(stdout io.Writer) error {
+// run edits the settings file the command names (installHooks and
+// removeHooks in routing_hooks_install.go do the editing) and reports
+// what it did on stdout.
+func (c hooksInstallCommand) run(stdout io.Writer) error {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return err

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// mailWait is one wait_for_messages call: a member of one group waiting for
+// unread mail there. It is the blocking tool of issue 10, for agents whose
+// client turns no notification into a model turn: the agent calls it when
+// it has nothing else to do, and it returns as soon as mail is unread.
+type mailWait struct {
+	s         *server
+	groupID   string
+	contextID string
+	name      string
+}
+
+const (
+	// defaultWaitSeconds is wait_for_messages' timeout when none is given.
+	defaultWaitSeconds = 25
+	// maxWaitSeconds caps timeout_seconds below the request timeouts of
+	// common clients (the TypeScript SDK's default is 60 s, without a reset
+	// on progress unless the client asks for one), so that the empty answer
+	// arrives before the client gives up on the request.
+	maxWaitSeconds = 50
+	// defaultWaitKeepalive is how often a waiting call with a progress
+	// token reports progress, which clients that reset their request
+	// timeout on progress need well inside it.
+	defaultWaitKeepalive = 10 * time.Second
+)
+
+// waitForMessagesDescription is the tool's description for agents.
+const waitForMessagesDescription = "Wait until this context_id has unread messages in the group, then return them exactly as get_unread_messages does (they are marked read); return an empty list if timeout_seconds pass first. Call it when you have nothing else to do and want to be woken by another agent's message. Other requests are answered while it waits."
+
+// toolWaitForMessages is the wait_for_messages tool. Its identity and
+// authorization are get_unread_messages': the first check is that tool's
+// read, so a non-member or a wrong name fails at once with its errors.
+func toolWaitForMessages(s *server, a toolArgs, r *inflightRequest) (any, error) {
+	contextID, name, err := a.identity()
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := a.waitTimeout()
+	if err != nil {
+		return nil, err
+	}
+	w := mailWait{s: s, groupID: a.groupID(), contextID: contextID, name: name}
+	msgs, err := w.wait(r, timeout)
+	return messagesObject(msgs), err
+}
+
+// waitTimeout reads timeout_seconds: absent or null means the default, a
+// number above maxWaitSeconds is capped (an agent asking for longer still
+// gets a useful wait), anything else must be a number of at least zero.
+func (a toolArgs) waitTimeout() (time.Duration, error) {
+	if a.isNull("timeout_seconds") {
+		return defaultWaitSeconds * time.Second, nil
+	}
+	raw := a.values["timeout_seconds"]
+	var v float64
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') || json.Unmarshal(raw, &v) != nil || v < 0 {
+		return 0, validationErrorf("timeout_seconds must be a number from 0 to %d.", maxWaitSeconds)
+	}
+	return time.Duration(min(v, maxWaitSeconds) * float64(time.Second)), nil
+}
+
+// wait returns the member's unread mail as soon as there is any, checking
+// now, whenever the change watcher names the group, and every poll
+// interval as a safety net (file events can be missed, or be off). It
+// returns nothing at the timeout, or when r ends: a client's cancel (then
+// nothing is written) or the session closing.
+func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, error) {
+	var events <-chan struct{}
+	var sub *watchSubscription
+	poll := w.s.subs.interval
+	if c := w.s.changes; c != nil {
+		// Only this group's writes wake the wait; the watch runs while
+		// the wait does (see changeWatcher).
+		sub = c.subscribeTo([]string{w.groupID})
+		defer sub.close()
+		events = sub.C
+		if c.native {
+			poll = max(poll, watchSafetyPoll)
+		}
+	}
+	keepalive := w.s.waitKeepalive
+	if keepalive <= 0 {
+		keepalive = defaultWaitKeepalive
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	keep := time.NewTicker(keepalive)
+	defer keep.Stop()
+	started := time.Now()
+	msgs, err := w.read()
+	for n := int64(1); err == nil && len(msgs) == 0; {
+		select {
+		case <-r.done():
+			return nil, nil
+		case <-deadline.C:
+			return nil, nil
+		case <-keep.C:
+			left := max(0, timeout-time.Since(started)).Round(time.Second)
+			if err := r.progress(n, 0, fmt.Sprintf("Waiting for messages, %s left", left)); err != nil {
+				logf("wait_for_messages progress: %v", err)
+			}
+			n++
+			continue
+		case <-tick.C:
+		case <-events:
+			if groups, all := sub.take(); !all && !slices.Contains(groups, w.groupID) {
+				continue
+			}
+		}
+		msgs, err = w.check()
+	}
+	return msgs, err
+}
+
+// check reads the member's unread count, which costs no write, and reads
+// and marks the mail only when there is some, or when the member is gone
+// (the read then fails as get_unread_messages would).
+func (w mailWait) check() ([]message, error) {
+	var n int64
+	var member bool
+	err := retryBusy(func() (err error) {
+		n, member, err = w.s.store.unreadCount(w.groupID, w.contextID)
+		return err
+	})
+	if err != nil || (member && n == 0) {
+		return nil, err
+	}
+	return w.read()
+}
+
+// read is get_unread_messages' read and mark, recording the messages as
+// delivered by wait_for_messages. Busy retries wrap each read, not the
+// whole wait, so a busy group delays one check rather than the answer.
+func (w mailWait) read() ([]message, error) {
+	var msgs []message
+	err := retryBusy(func() (err error) {
+		msgs, err = w.s.store.unreadMessagesVia(w.groupID, w.contextID, w.name, viaWaitForMessage)
+		return err
+	})
+	return msgs, err
+}
+
+// runWaiting runs a waiting tool on arguments prepareCall accepted, inside
+// its in-flight request r, turning a failure into an isError result as run
+// does.
+func (t *tool) runWaiting(s *server, a toolArgs, r *inflightRequest) toolResult {
+	value, err := t.wait(s, a, r)
+	if err != nil {
+		return failure(classify(t.name, err))
+	}
+	return toolResult{value: value}
+}
+
+// startWaitingCall runs a prepared call of a waiting tool on the session's
+// in-flight table: its answer, audited like any call's, is written when it
+// completes, possibly after answers to later requests. It returns
+// errDuplicateID when the request id is already in flight.
+func (s *server) startWaitingCall(req request, pc preparedCall) *rpcError {
+	token := readRequestMeta(req.params).progressToken
+	return s.inflight.start(req.id, token, func(r *inflightRequest) (any, *rpcError) {
+		pc.call.result = pc.tool.runWaiting(s, pc.call.args, r)
+		result, rerr := s.finishCall(pc)
+		if rerr == nil && req.version == revModern {
+			return modernResult(result.(object), nil), nil
+		}
+		return result, rerr
+	})
+}
