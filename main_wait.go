@@ -194,16 +194,6 @@ func claimNamedWakeup(st *store, contextID string, member map[string]membership,
 	return claimFirstWakeup(st, contextID, groups, nil)
 }
 
-// claimAnyWakeup claims the member's first claimable wake event in the
-// groups named by only (every group when only is nil).
-func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNotice, error) {
-	groups, err := st.memberships(contextID)
-	if err != nil {
-		return nil, err
-	}
-	return claimFirstWakeup(st, contextID, groups, only)
-}
-
 // claimFirstWakeup claims the first claimable wake event in groups (those
 // named by only, unless only is nil), skipping groups with no wake event.
 func claimFirstWakeup(st *store, contextID string, groups []membership, only map[string]bool) (*wakeNotice, error) {

@@ -130,3 +130,13 @@ func TestStatusShowsDeliveryStates(t *testing.T) {
 		t.Errorf("after the hook:\n%s\nwant both read, delivered by hook", text)
 	}
 }
+
+// claimAnyWakeup claims the member's first claimable wake event in the
+// groups named by only (every group when only is nil).
+func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNotice, error) {
+	groups, err := st.memberships(contextID)
+	if err != nil {
+		return nil, err
+	}
+	return claimFirstWakeup(st, contextID, groups, only)
+}

@@ -133,13 +133,6 @@ func (w *changeWatcher) close() {
 	w.stopLocked()
 }
 
-// watching reports whether the file-system watch is running.
-func (w *changeWatcher) watching() bool {
-	w.run.Lock()
-	defer w.run.Unlock()
-	return w.stop != nil
-}
-
 // startLocked starts the watch unless it runs, cannot run or the watcher
 // is closed, and announces every group on the settle schedule; w.run is
 // held. A watch that fails to start (an inotify limit
@@ -173,12 +166,6 @@ func (w *changeWatcher) stopLocked() {
 	}
 	w.settles = map[string]*watchSettle{}
 	w.mu.Unlock()
-}
-
-// subscribe returns a new subscription to changes of every group, starting
-// the watch if it is the first; close it when done.
-func (w *changeWatcher) subscribe() *watchSubscription {
-	return w.subscribeTo(nil)
 }
 
 // subscribeTo returns a new subscription to changes of the groups named

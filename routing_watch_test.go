@@ -286,3 +286,16 @@ func TestE2EServerWatchesOnlyWhileSubscribed(t *testing.T) {
 	p.ok("leave_group", map[string]any{"group_id": gid, "context_id": "ctx", "name": "carol"}, nil)
 	waitUntil(t, "the inotify instance closed after leave_group", func() bool { return inotifyDescriptors(t, pid) == 0 })
 }
+
+// subscribe returns a new subscription to changes of every group, starting
+// the watch if it is the first; close it when done.
+func (w *changeWatcher) subscribe() *watchSubscription {
+	return w.subscribeTo(nil)
+}
+
+// watching reports whether the file-system watch is running.
+func (w *changeWatcher) watching() bool {
+	w.run.Lock()
+	defer w.run.Unlock()
+	return w.stop != nil
+}
