@@ -128,10 +128,12 @@ func (s *goldenSession) replayAwait(label string, raw json.RawMessage) {
 		want[goldenJSON(n)] = true
 	}
 	got := map[string]bool{}
+	var received []any
 	collect := func() {
 		for _, n := range s.pending {
 			got[goldenJSON(s.normalize(n))] = true
 		}
+		received = append(received, s.pending...)
 		s.pending = nil
 	}
 	complete := func() bool {
@@ -151,6 +153,7 @@ func (s *goldenSession) replayAwait(label string, raw json.RawMessage) {
 	// Extra notifications would come within a few poll intervals.
 	s.readNotifications(label, 3*s.poll+300*time.Millisecond)
 	collect()
+	s.awaitWakeupsRecorded(label, received)
 	var missing, extra []string
 	for k := range want {
 		if !got[k] {
@@ -166,6 +169,48 @@ func (s *goldenSession) replayAwait(label string, raw json.RawMessage) {
 	sort.Strings(extra)
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("%s: notifications differ\n  missing: %s\n  extra:   %s", label, strings.Join(missing, "\n           "), strings.Join(extra, "\n           "))
+	}
+}
+
+// awaitWakeupsRecorded waits until the server has recorded as notified
+// every wake event it sent a notification for in notes. The poller writes
+// last_notified_at after the notification, so a later step that reads it
+// (a wakeup resource's last_notified_at, or a foreign writer's UPDATE that
+// the server's late write would undo) would otherwise depend on how soon
+// the poller ran on a loaded machine. It waits at most goldenNotifyTimeout;
+// a wake event still due then is left for the next steps to report.
+func (s *goldenSession) awaitWakeupsRecorded(label string, notes []any) {
+	deadline := time.Now().Add(goldenNotifyTimeout)
+	for _, n := range notes {
+		params, _ := n.(map[string]any)["params"].(map[string]any)
+		uri, _ := params["uri"].(string)
+		if params["relevance"] == "deleted" || !isWakeupURI(uri) {
+			continue
+		}
+		groupID, contextID, err := parseWakeupURI(uri)
+		if err != nil {
+			s.t.Fatalf("%s: notification for %s: %v", label, uri, err)
+		}
+		path := filepath.Join(s.dir, groupID+".sqlite3")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		db, err := sql.Open("sqlite", readOnlyDSN(path))
+		if err != nil {
+			s.t.Fatalf("%s: open %s: %v", label, path, err)
+		}
+		for {
+			var due int
+			// The poller's own test for a due event (store.dueWakeup).
+			err := db.QueryRow("SELECT COUNT(*) FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
+				"AND (last_notified_at IS NULL OR last_notified_at <= ?)",
+				contextID, formatTimestamp(time.Now().Add(-wakeupReminderInterval))).Scan(&due)
+			if (err == nil && due == 0) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		db.Close()
 	}
 }
 
