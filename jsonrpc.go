@@ -2,7 +2,9 @@ package main
 
 // This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
 // answer or error, line framing and batches. It knows no MCP methods; it
-// hands each decoded message to the session (jsonrpc_session.go).
+// hands each decoded message to the session (jsonrpc_session.go), and asks
+// the session which batches it accepts (batchRefusal, jsonrpc_versions.go:
+// MCP forbids initialize in a batch, and 2025-06-18 removed batches).
 
 import (
 	"bufio"
@@ -150,9 +152,6 @@ func (s *server) handleLine(line []byte) any {
 	if trimmed[0] != '[' {
 		return s.handleRaw(trimmed)
 	}
-	if version, _ := s.lifecycle(); typed(version) {
-		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
-	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {
 		return errorResponse(nil, errParse)
@@ -160,15 +159,8 @@ func (s *server) handleLine(line []byte) any {
 	if len(batch) == 0 {
 		return errorResponse(nil, errInvalidRequest)
 	}
-	for _, item := range batch {
-		var m map[string]json.RawMessage
-		var method string
-		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
-			return errorResponse(nil, errBatchInit)
-		}
-		if readRequestMeta(m["params"]).hasVersion {
-			return errorResponse(nil, errInvalidRequest) // 2026-07-28 has no batches either
-		}
+	if e := s.batchRefusal(batch); e != nil {
+		return errorResponse(nil, e)
 	}
 	var replies []any
 	for _, item := range batch {

@@ -101,6 +101,27 @@ func (e errUnsupportedVersion) answer(id json.RawMessage) object {
 // back to -32602.
 const errResourceNotFound = -32002
 
+// batchRefusal is the error a whole batch gets, or nil when the session
+// accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
+// later have none at all, whether negotiated or, in 2026-07-28, carried by
+// an item's _meta.
+func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
+	if version, _ := s.lifecycle(); typed(version) {
+		return errInvalidRequest // batches were removed in 2025-06-18
+	}
+	for _, item := range batch {
+		var m map[string]json.RawMessage
+		var method string
+		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
+			return errBatchInit
+		}
+		if readRequestMeta(m["params"]).hasVersion {
+			return errInvalidRequest // 2026-07-28 has no batches either
+		}
+	}
+	return nil
+}
+
 // resourceErrorFor maps a resources/* error for rev: a missing group or
 // wakeup resource is -32002 where the revision defines that code.
 func resourceErrorFor(rev protocolRevision, err error) *rpcError {
