@@ -26,6 +26,8 @@ var (
 	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
+	// -32002 is the original's code here; 2025-06-18 and 2025-11-25 also
+	// give it to a missing resource (errResourceNotFound, jsonrpc_versions.go).
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )

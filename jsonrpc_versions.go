@@ -98,7 +98,8 @@ func (e errUnsupportedVersion) answer(id json.RawMessage) object {
 
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
 // code; earlier revisions keep the original's -32602, and 2026-07-28 moved
-// back to -32602.
+// back to -32602. The same number is errNotInitialized (jsonrpc.go), the
+// original's "Server is not initialized": the message tells them apart.
 const errResourceNotFound = -32002
 
 // batchRefusal is the error a whole batch gets, or nil when the session
