@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -113,9 +114,12 @@ func isTerminal(r io.Reader) bool {
 
 // waitForWakeup checks the member's groups now, then again for each group
 // the watcher names and, as a safety net, all of them every safetyPoll,
-// until a wake event is claimed or the timeout passes (nil, nil).
+// until a wake event is claimed or the timeout passes (nil, nil). Its
+// watcher subscription follows the member's groups as of the last full
+// check, so writes to other groups wake it no further than the event read;
+// a group joined meanwhile is found by the next full check.
 func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, error) {
-	sub := w.subscribe()
+	sub := w.subscribeTo([]string{})
 	defer sub.close()
 	deadline := time.NewTimer(opts.timeout)
 	defer deadline.Stop()
@@ -125,9 +129,16 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	var member map[string]membership
 	only := map[string]bool(nil) // nil: check every group
 	for {
-		n, err := claimAnyWakeup(st, opts.contextID, only)
+		var n *wakeNotice
+		var err error
+		if only == nil {
+			n, member, err = claimWakeupWatching(st, opts.contextID, sub)
+		} else {
+			n, err = claimNamedWakeup(st, opts.contextID, member, only)
+		}
 		if err != nil || n != nil {
 			return n, err
 		}
@@ -149,6 +160,40 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	}
 }
 
+// claimWakeupWatching reads the member's groups, points sub at them and
+// claims the first claimable wake event among them; it returns the groups
+// by id for the event-driven checks that follow.
+func claimWakeupWatching(st *store, contextID string, sub *watchSubscription) (*wakeNotice, map[string]membership, error) {
+	groups, err := st.memberships(contextID)
+	if err != nil {
+		return nil, nil, err
+	}
+	member := make(map[string]membership, len(groups))
+	ids := make([]string, 0, len(groups))
+	for _, g := range groups {
+		member[g.groupID] = g
+		ids = append(ids, g.groupID)
+	}
+	sub.watchGroups(ids)
+	n, err := claimFirstWakeup(st, contextID, groups, nil)
+	return n, member, err
+}
+
+// claimNamedWakeup claims the first claimable wake event in the member's
+// groups named by only. Their wake counts may predate the write that named
+// them, so each is checked whatever its count.
+func claimNamedWakeup(st *store, contextID string, member map[string]membership, only map[string]bool) (*wakeNotice, error) {
+	var groups []membership
+	for id := range only {
+		if g, ok := member[id]; ok {
+			g.wakeups = max(g.wakeups, 1)
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
+	return claimFirstWakeup(st, contextID, groups, nil)
+}
+
 // claimAnyWakeup claims the member's first claimable wake event in the
 // groups named by only (every group when only is nil).
 func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNotice, error) {
@@ -156,6 +201,12 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if err != nil {
 		return nil, err
 	}
+	return claimFirstWakeup(st, contextID, groups, only)
+}
+
+// claimFirstWakeup claims the first claimable wake event in groups (those
+// named by only, unless only is nil), skipping groups with no wake event.
+func claimFirstWakeup(st *store, contextID string, groups []membership, only map[string]bool) (*wakeNotice, error) {
 	for _, g := range groups {
 		if g.wakeups == 0 || (only != nil && !only[g.groupID]) {
 			continue

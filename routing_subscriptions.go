@@ -21,6 +21,9 @@ type subscriptions struct {
 
 	// attach hands the running poller a change watcher (follow).
 	attach chan *changeWatcher
+	// regroup tells the poller that the set of subscribed groups changed,
+	// so that it starts, narrows or ends its subscription to the watcher.
+	regroup chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -49,8 +52,8 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 	m := &subscriptions{
 		store: st, interval: interval, notify: notify,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
-		attach: make(chan *changeWatcher, 1),
-		stop:   make(chan struct{}), done: make(chan struct{}),
+		attach: make(chan *changeWatcher, 1), regroup: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go m.run()
 	return m
@@ -99,7 +102,32 @@ func (m *subscriptions) subscribe(uri string) error {
 		m.order = append(m.order, uri)
 	}
 	m.subs[uri] = sub
+	m.regroupLocked()
 	return nil
+}
+
+// regroupLocked tells the poller that the subscriptions changed; m.mu is
+// held.
+func (m *subscriptions) regroupLocked() {
+	select {
+	case m.regroup <- struct{}{}:
+	default: // one is pending; the poller reads the set when it takes it
+	}
+}
+
+// groups returns the groups of the current subscriptions, once each.
+func (m *subscriptions) groups() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	groups := []string{}
+	for _, uri := range m.order {
+		if g := m.subs[uri].groupID; !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	return groups
 }
 
 // unsubscribe stops watching uri.
@@ -114,6 +142,7 @@ func (m *subscriptions) removeLocked(uri string) {
 		return
 	}
 	delete(m.subs, uri)
+	m.regroupLocked()
 	for i, u := range m.order {
 		if u == uri {
 			m.order = append(m.order[:i], m.order[i+1:]...)
@@ -162,8 +191,10 @@ func (m *subscriptions) close() {
 const watchSafetyPoll = 2 * time.Second
 
 // follow makes the poller check a group as soon as w reports it changed,
-// besides its tick, which then slows to at least watchSafetyPoll. Without
-// native events it changes nothing.
+// besides its tick, which then slows to at least watchSafetyPoll. The
+// poller subscribes to w only while it has subscriptions, and only to
+// their groups, so a session that subscribes to nothing keeps no watch
+// running. Without native events follow changes nothing.
 func (m *subscriptions) follow(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
@@ -178,25 +209,22 @@ func (m *subscriptions) run() {
 	defer close(m.done)
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
-	var changes *watchSubscription
-	var events <-chan struct{}
-	defer func() {
-		if changes != nil {
-			changes.close()
-		}
-	}()
+	f := &watchFollower{m: m}
+	defer f.end()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case w := <-m.attach:
-			if changes == nil {
-				changes = w.subscribe()
-				events = changes.C
+			if f.w == nil {
+				f.w = w
 				t.Reset(max(m.interval, watchSafetyPoll))
+				f.regroup()
 			}
-		case <-events:
-			groups, all := changes.take()
+		case <-m.regroup:
+			f.regroup()
+		case <-f.events:
+			groups, all := f.sub.take()
 			only := map[string]bool{}
 			for _, g := range groups {
 				only[g] = true
@@ -209,6 +237,52 @@ func (m *subscriptions) run() {
 			m.poll(nil)
 		}
 	}
+}
+
+// watchFollower is the poller's use of a change watcher: a subscription to
+// the subscribed groups while there are any. It belongs to the poller's
+// goroutine.
+type watchFollower struct {
+	m      *subscriptions
+	w      *changeWatcher // nil until follow
+	sub    *watchSubscription
+	events <-chan struct{} // sub.C, or nil (never ready) without sub
+	groups map[string]bool // the groups sub watches
+}
+
+// regroup brings the watcher subscription in line with the subscribed
+// groups: started, narrowed or widened, or ended when there are none. The
+// groups it adds are announced as if they had changed: a write that landed
+// between their subscribe and the watch raised no event here.
+func (f *watchFollower) regroup() {
+	if f.w == nil {
+		return
+	}
+	groups := f.m.groups()
+	if len(groups) == 0 {
+		f.end()
+		return
+	}
+	if f.sub == nil {
+		f.sub = f.w.subscribeTo(groups)
+		f.events = f.sub.C
+	} else {
+		f.sub.watchGroups(groups)
+	}
+	for _, g := range groups {
+		if !f.groups[g] {
+			f.w.changed(g)
+		}
+	}
+	f.groups = groupSet(groups)
+}
+
+// end closes the watcher subscription, if any.
+func (f *watchFollower) end() {
+	if f.sub != nil {
+		f.sub.close()
+	}
+	f.sub, f.events, f.groups = nil, nil, nil
 }
 
 // poll checks every subscription once, in subscription order: those of

@@ -256,3 +256,43 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 		t.Errorf("after a write: got %v; want one group_change notification", got)
 	}
 }
+
+// TestPollerWatchesOnlyWhileSubscribed checks that a poller following a
+// change watcher keeps no watch running until it has a subscription,
+// watches only the subscribed groups, and stops the watch when the last
+// subscription goes.
+func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
+	f := newHookFixture(t, "bob-ctx")
+	w := newChangeWatcher(f.st.dir)
+	defer w.close()
+	if !w.native {
+		t.Skip("no file-system events on this platform")
+	}
+	m := newSubscriptions(newTestStore(t, f.st.dir), time.Hour, (&recorder{}).notify)
+	defer m.close()
+	m.follow(w)
+	// Give the poller time to take the watcher: it must not start a watch
+	// for an empty set of subscriptions.
+	time.Sleep(50 * time.Millisecond)
+	if w.watching() {
+		t.Fatal("watching with no subscription; want no watch")
+	}
+	uri := wakeupURI(f.groupID, "bob-ctx")
+	m.authorize(uri)
+	if err := m.subscribe(uri); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a watch for the subscribed group", func() bool {
+		if !w.watching() {
+			return false
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for s := range w.subs {
+			return len(s.want) == 1 && s.want[f.groupID]
+		}
+		return false
+	})
+	m.unsubscribe(uri)
+	waitUntil(t, "the watch stopped after the last unsubscribe", func() bool { return !w.watching() })
+}

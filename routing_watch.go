@@ -17,16 +17,27 @@ import (
 // network file system whose writes happen on another machine) consumers keep
 // polling: native reports whether events flow, and callers poll more slowly
 // when they do, never not at all.
+//
+// The watch itself runs only while the watcher has a subscription: every
+// write of every process to the directory wakes a watching process, so a
+// server that waits on nothing (most of a busy group's senders) must not
+// watch. Events of groups no subscription asked for go no further than the
+// event read.
 type changeWatcher struct {
 	dir    string
-	native bool
-	stop   func()
+	native bool // events are available here; the watch may still be stopped
 
-	// mu guards subs and timers, which the event goroutine and consumers
-	// share.
-	mu     sync.Mutex
-	subs   map[*watchSubscription]struct{}
-	timers map[string]*time.Timer
+	// run serializes starting and stopping the watch. stop waits for the
+	// event goroutine, which takes mu, so mu is never held across either.
+	run    sync.Mutex
+	stop   func() // non-nil while the watch runs
+	closed bool
+
+	// mu guards subs and settles, which the event goroutine, the settle
+	// timers and consumers share.
+	mu      sync.Mutex
+	subs    map[*watchSubscription]struct{}
+	settles map[string]*watchSettle
 }
 
 // watchSubscription collects the groups that may have changed since its
@@ -37,19 +48,56 @@ type watchSubscription struct {
 	c chan struct{}
 	w *changeWatcher
 
-	mu     sync.Mutex
-	groups map[string]bool
-	all    bool
+	// want is the set of groups the consumer cares about, nil for every
+	// group; guarded by w.mu, which fileEvent holds when it filters.
+	want map[string]bool
+
+	mu      sync.Mutex
+	changed map[string]bool
+	all     bool
+}
+
+// watchSettle is one group's announcement schedule: step 0 waits out
+// watchQuietPeriod, step i > 0 waits for re-check i.
+type watchSettle struct {
+	t    *time.Timer
+	step int
+	// announced is when step 0 last fell due; the next step 0 waits until
+	// watchBusySpacing after it.
+	announced time.Time
 }
 
 // Event settling: an event can arrive before the commit it belongs to is
-// visible to readers (the WAL frame is written before the fsync and the
-// wal-index update), so a group is announced once the directory has been
-// quiet for watchQuietPeriod and then again after each watchRecheck delay,
-// which covers a slow fsync. The re-checks cost one read per consumer.
+// visible to readers (the WAL frame is written before the wal-index
+// update), so a group is announced watchQuietPeriod after its first event
+// and then again after each watchRecheck delay, which covers a slow
+// commit. An event during the quiet period joins the pending announcement;
+// one during the re-checks starts the schedule again, no sooner than
+// watchBusySpacing after the last start. The quiet period is counted from
+// the first event, not the last, so a group written without pause is still
+// announced, every watchBusySpacing. The re-checks cost one read per
+// consumer.
 const watchQuietPeriod = 3 * time.Millisecond
 
+// watchBusySpacing is the least time between two first announcements of a
+// group. Every consumer answers an announcement with a read of the group,
+// and under a steady stream of commits from other processes those reads
+// competed with the commits themselves (issue 10: four busy senders lost
+// two thirds of their throughput). A commit after a quiet spell is still
+// announced watchQuietPeriod after its first event; one in a busy stream
+// waits at most this long.
+const watchBusySpacing = 25 * time.Millisecond
+
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
+
+// watchCoalesce is how long the event reader sleeps after each read that
+// returned events. A commit writes its -wal file several times, and other
+// processes keep writing; while the reader sleeps the kernel merges
+// identical queued events (inotify) or folds them into one pending event
+// (kqueue's EV_CLEAR), so a busy directory costs one wakeup per pause
+// rather than one per write. It is shorter than watchQuietPeriod, which the
+// first event starts, so it adds no latency to the first announcement.
+const watchCoalesce = 2 * time.Millisecond
 
 // fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
 // it says 0, off, false or no. Turning them off restores the original's
@@ -63,48 +111,124 @@ func fileEventsEnabled(value string) bool {
 	return true
 }
 
-// newChangeWatcher starts watching dir. It never fails: without events it
+// newChangeWatcher returns a watcher of dir that watches once something
+// subscribes. It never fails: where dir cannot be watched (probeWatch) it
 // is a watcher with native false whose subscriptions only hear publish.
 func newChangeWatcher(dir string) *changeWatcher {
-	w := &changeWatcher{dir: dir, subs: map[*watchSubscription]struct{}{}, timers: map[string]*time.Timer{}}
-	stop, err := watchDirectory(dir, w.fileEvent)
-	if err != nil {
+	w := &changeWatcher{dir: dir, subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
+	if err := probeWatch(dir); err != nil {
 		logf("watch %s for changes: %v; polling only", dir, err)
 		return w
 	}
-	w.native, w.stop = true, stop
+	w.native = true
 	return w
 }
 
-// close stops the file-system watch; subscriptions stay valid but quiet.
+// close stops the file-system watch for good; subscriptions stay valid but
+// quiet.
 func (w *changeWatcher) close() {
+	w.run.Lock()
+	defer w.run.Unlock()
+	w.closed = true
+	w.stopLocked()
+}
+
+// watching reports whether the file-system watch is running.
+func (w *changeWatcher) watching() bool {
+	w.run.Lock()
+	defer w.run.Unlock()
+	return w.stop != nil
+}
+
+// startLocked starts the watch unless it runs, cannot run or the watcher
+// is closed, and announces every group on the settle schedule; w.run is
+// held. A watch that fails to start (an inotify limit
+// reached since the probe) is logged and every subscription is told to
+// look at everything, after which it hears nothing until its safety poll.
+func (w *changeWatcher) startLocked() {
+	if !w.native || w.closed || w.stop != nil {
+		return
+	}
+	stop, err := watchDirectory(w.dir, w.fileEvent)
+	if err != nil {
+		logf("watch %s for changes: %v; polling only", w.dir, err)
+		w.publish("")
+		return
+	}
+	w.stop = stop
+	// A commit written just before the watch began raised no event, and
+	// may have become visible only after a consumer's first look.
+	w.changed("")
+}
+
+// stopLocked stops the watch and its pending announcements; w.run is held.
+func (w *changeWatcher) stopLocked() {
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil
 	}
 	w.mu.Lock()
-	for _, t := range w.timers {
-		t.Stop()
+	for _, s := range w.settles {
+		s.t.Stop()
 	}
-	w.timers = map[string]*time.Timer{}
+	w.settles = map[string]*watchSettle{}
 	w.mu.Unlock()
 }
 
-// subscribe returns a new subscription; close it when done.
+// subscribe returns a new subscription to changes of every group, starting
+// the watch if it is the first; close it when done.
 func (w *changeWatcher) subscribe() *watchSubscription {
+	return w.subscribeTo(nil)
+}
+
+// subscribeTo returns a new subscription to changes of the groups named
+// (every group, when groups is nil), starting the watch if it is the
+// first; close it when done.
+func (w *changeWatcher) subscribeTo(groups []string) *watchSubscription {
 	c := make(chan struct{}, 1)
-	s := &watchSubscription{C: c, c: c, w: w, groups: map[string]bool{}}
+	s := &watchSubscription{C: c, c: c, w: w, want: groupSet(groups), changed: map[string]bool{}}
+	w.run.Lock()
+	defer w.run.Unlock()
 	w.mu.Lock()
 	w.subs[s] = struct{}{}
 	w.mu.Unlock()
+	w.startLocked()
 	return s
 }
 
-// close ends the subscription.
-func (s *watchSubscription) close() {
+// groupSet is the set of groups, nil when groups is nil (every group).
+func groupSet(groups []string) map[string]bool {
+	if groups == nil {
+		return nil
+	}
+	set := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		set[g] = true
+	}
+	return set
+}
+
+// watchGroups replaces the groups the subscription cares about (every
+// group, when groups is nil).
+func (s *watchSubscription) watchGroups(groups []string) {
+	set := groupSet(groups)
 	s.w.mu.Lock()
-	delete(s.w.subs, s)
+	s.want = set
 	s.w.mu.Unlock()
+}
+
+// close ends the subscription; the last one to go stops the watch.
+func (s *watchSubscription) close() {
+	w := s.w
+	w.run.Lock()
+	defer w.run.Unlock()
+	w.mu.Lock()
+	delete(w.subs, s)
+	idle := len(w.subs) == 0
+	w.mu.Unlock()
+	if idle {
+		w.stopLocked()
+	}
 }
 
 // take returns and clears what changed since the last take: group ids, or
@@ -112,21 +236,23 @@ func (s *watchSubscription) close() {
 func (s *watchSubscription) take() (groups []string, all bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for g := range s.groups {
+	for g := range s.changed {
 		groups = append(groups, g)
 	}
 	all = s.all
-	s.groups, s.all = map[string]bool{}, false
+	s.changed, s.all = map[string]bool{}, false
 	return groups, all
 }
 
-// publish tells every subscription that group id (every group, when id is
-// empty) may have changed.
+// publish tells every subscription that cares about group id that it may
+// have changed; an empty id (every group) reaches them all.
 func (w *changeWatcher) publish(id string) {
 	w.mu.Lock()
 	subs := make([]*watchSubscription, 0, len(w.subs))
 	for s := range w.subs {
-		subs = append(subs, s)
+		if id == "" || s.want == nil || s.want[id] {
+			subs = append(subs, s)
+		}
 	}
 	w.mu.Unlock()
 	for _, s := range subs {
@@ -134,7 +260,7 @@ func (w *changeWatcher) publish(id string) {
 		if id == "" {
 			s.all = true
 		} else {
-			s.groups[id] = true
+			s.changed[id] = true
 		}
 		s.mu.Unlock()
 		select {
@@ -144,9 +270,21 @@ func (w *changeWatcher) publish(id string) {
 	}
 }
 
+// wantedLocked reports whether any subscription cares about group id; w.mu
+// is held.
+func (w *changeWatcher) wantedLocked(id string) bool {
+	for s := range w.subs {
+		if s.want == nil || s.want[id] {
+			return true
+		}
+	}
+	return false
+}
+
 // fileEvent receives one file-system event: the name of the file in dir
-// that changed, or "" when events were lost. It settles the group's events
-// before announcing it (see watchQuietPeriod).
+// that changed, or "" when events were lost. A group nobody subscribed to
+// is dropped here; another is announced on its settle schedule (see
+// watchQuietPeriod).
 func (w *changeWatcher) fileEvent(name string) {
 	id := ""
 	if name != "" {
@@ -155,33 +293,54 @@ func (w *changeWatcher) fileEvent(name string) {
 			return
 		}
 	}
+	w.changed(id)
+}
+
+// changed schedules the announcement of group id (every group when id is
+// empty) unless no subscription wants it. A consumer that starts watching
+// a group calls it too: a write just before the watch began raised no
+// event, and may not have been visible to the consumer's first look.
+func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t := w.timers[id]; t != nil {
-		t.Reset(watchQuietPeriod)
+	if id != "" && !w.wantedLocked(id) {
 		return
 	}
-	step := 0
-	var t *time.Timer
-	t = time.AfterFunc(watchQuietPeriod, func() {
-		w.publish(id)
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.timers[id] != t {
-			return
+	if s := w.settles[id]; s != nil {
+		if s.step > 0 {
+			s.step = 0
+			s.t.Reset(max(watchQuietPeriod, time.Until(s.announced.Add(watchBusySpacing))))
 		}
-		if step < len(watchRecheck) {
-			prev := time.Duration(0)
-			if step > 0 {
-				prev = watchRecheck[step-1]
-			}
-			t.Reset(watchRecheck[step] - prev)
-			step++
-			return
+		return
+	}
+	s := &watchSettle{}
+	s.t = time.AfterFunc(watchQuietPeriod, func() { w.settled(id, s) })
+	w.settles[id] = s
+}
+
+// settled announces group id when its schedule s falls due and arms the
+// next step, or ends the schedule after the last re-check.
+func (w *changeWatcher) settled(id string, s *watchSettle) {
+	w.mu.Lock()
+	if w.settles[id] != s {
+		w.mu.Unlock()
+		return
+	}
+	if s.step == 0 {
+		s.announced = time.Now()
+	}
+	if s.step < len(watchRecheck) {
+		prev := time.Duration(0)
+		if s.step > 0 {
+			prev = watchRecheck[s.step-1]
 		}
-		delete(w.timers, id)
-	})
-	w.timers[id] = t
+		s.t.Reset(watchRecheck[s.step] - prev)
+		s.step++
+	} else {
+		delete(w.settles, id)
+	}
+	w.mu.Unlock()
+	w.publish(id)
 }
 
 // groupOfFile maps a file of the groups directory to its group id: the

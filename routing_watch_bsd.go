@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // kqueueWatch follows the groups directory with kqueue. kqueue reports
@@ -28,6 +29,21 @@ type kqueueWatch struct {
 }
 
 const kqueueVnodeFlags = syscall.NOTE_WRITE | syscall.NOTE_EXTEND | syscall.NOTE_DELETE | syscall.NOTE_RENAME
+
+// probeWatch reports whether dir can be watched, by opening it and a
+// kqueue.
+func probeWatch(dir string) error {
+	kq, err := syscall.Kqueue()
+	if err != nil {
+		return fmt.Errorf("kqueue: %w", err)
+	}
+	syscall.Close(kq)
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	return syscall.Close(fd)
+}
 
 // watchDirectory watches dir with kqueue and calls emit with the name of
 // each file that changed; stop ends the watch and waits for its goroutine.
@@ -75,7 +91,9 @@ func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {
 	return err
 }
 
-// loop handles events until the wake pipe is written.
+// loop handles events until the wake pipe is written, pausing
+// watchCoalesce after each batch so that EV_CLEAR folds the writes that
+// arrive meanwhile into one event per file.
 func (k *kqueueWatch) loop() {
 	events := make([]syscall.Kevent_t, 32)
 	for {
@@ -105,6 +123,7 @@ func (k *kqueueWatch) loop() {
 				}
 			}
 		}
+		time.Sleep(watchCoalesce)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -14,6 +15,20 @@ import (
 // deleted).
 const inotifyMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE |
 	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF
+
+// probeWatch reports whether dir can be watched, by adding and dropping an
+// inotify watch on it.
+func probeWatch(dir string) error {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("inotify_init1: %w", err)
+	}
+	defer syscall.Close(fd)
+	if _, err := syscall.InotifyAddWatch(fd, dir, inotifyMask); err != nil {
+		return fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+	}
+	return nil
+}
 
 // watchDirectory watches dir with inotify and calls emit with the name of
 // each file that changed, or "" when the kernel dropped events. The watch
@@ -42,7 +57,9 @@ func watchDirectory(dir string, emit func(name string)) (stop func(), err error)
 	}, nil
 }
 
-// readInotify reads events until the watch is removed or reading fails.
+// readInotify reads events until the watch is removed or reading fails,
+// pausing watchCoalesce after each read so that the kernel merges the
+// events that arrive meanwhile.
 func readInotify(fd int, emit func(name string)) {
 	buf := make([]byte, 64<<10)
 	for {
@@ -75,5 +92,6 @@ func readInotify(fd int, emit func(name string)) {
 				emit(name)
 			}
 		}
+		time.Sleep(watchCoalesce)
 	}
 }

@@ -12,3 +12,8 @@ var errWatchUnsupported = errors.New("no file-system events on this platform")
 func watchDirectory(string, func(string)) (func(), error) {
 	return nil, errWatchUnsupported
 }
+
+// probeWatch says this platform has no file-system events.
+func probeWatch(string) error {
+	return errWatchUnsupported
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -75,7 +77,7 @@ func TestWatcherIgnoresOtherFiles(t *testing.T) {
 // announced once and then re-announced by each re-check, so a commit that
 // became visible after its event is still seen.
 func TestWatcherSettlesAndRechecks(t *testing.T) {
-	w := &changeWatcher{subs: map[*watchSubscription]struct{}{}, timers: map[string]*time.Timer{}}
+	w := &changeWatcher{subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
 	sub := w.subscribe()
 	const id = "grp_0123456789abcdef0123456789abcdef"
 	for range 50 {
@@ -95,8 +97,8 @@ func TestWatcherSettlesAndRechecks(t *testing.T) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.timers) != 0 {
-		t.Errorf("timers left after the last re-check: %d", len(w.timers))
+	if len(w.settles) != 0 {
+		t.Errorf("settle schedules left after the last re-check: %d", len(w.settles))
 	}
 }
 
@@ -141,4 +143,146 @@ func TestPollerFollowsFileEvents(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.got) == 1 && strings.Contains(rec.got[0], `"relevance": "mentioned"`)
 	})
+}
+
+// TestWatcherRunsOnlyWhileSubscribed checks that the file-system watch
+// starts with the first subscription and stops with the last, so that a
+// process waiting on nothing is not woken by other processes' writes.
+func TestWatcherRunsOnlyWhileSubscribed(t *testing.T) {
+	w := newChangeWatcher(t.TempDir())
+	defer w.close()
+	if !w.native {
+		t.Skip("no file-system events on this platform")
+	}
+	if w.watching() {
+		t.Fatal("watching before any subscription; want no watch")
+	}
+	a := w.subscribe()
+	b := w.subscribeTo([]string{"grp_0123456789abcdef0123456789abcdef"})
+	if !w.watching() {
+		t.Fatal("not watching with two subscriptions; want a watch")
+	}
+	a.close()
+	if !w.watching() {
+		t.Fatal("not watching with one subscription left; want a watch")
+	}
+	b.close()
+	if w.watching() {
+		t.Fatal("watching after the last subscription closed; want no watch")
+	}
+	c := w.subscribe()
+	if !w.watching() {
+		t.Fatal("not watching after subscribing again; want a watch")
+	}
+	w.close()
+	c.close()
+	if w.watching() || w.subscribe() == nil || w.watching() {
+		t.Fatal("watching after close; want no watch")
+	}
+}
+
+// TestWatcherDropsUnwantedGroups checks that an event of a group no
+// subscription asked for schedules nothing and reaches no one, while one
+// of a wanted group is announced to the subscriptions that want it.
+func TestWatcherDropsUnwantedGroups(t *testing.T) {
+	const wanted, other = "grp_0123456789abcdef0123456789abcdef", "grp_fedcba9876543210fedcba9876543210"
+	w := &changeWatcher{subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
+	sub := w.subscribeTo([]string{wanted})
+	w.fileEvent(other + ".sqlite3-wal")
+	w.mu.Lock()
+	scheduled := len(w.settles)
+	w.mu.Unlock()
+	if scheduled != 0 {
+		t.Fatalf("got %d settle schedules for an unwanted group; want 0", scheduled)
+	}
+	w.publish(other)
+	if groups, all := sub.take(); len(groups) != 0 || all {
+		t.Fatalf("take after an unwanted group's change = %v, %v; want nothing", groups, all)
+	}
+	w.fileEvent(wanted + ".sqlite3-wal")
+	awaitGroup(t, sub, wanted)
+	sub.watchGroups([]string{other})
+	w.publish(wanted)
+	if groups, _ := sub.take(); len(groups) != 0 {
+		t.Fatalf("take after re-grouping away from %s = %v; want nothing", wanted, groups)
+	}
+}
+
+// TestWatcherAnnouncesUnderSustainedWrites checks that a group written
+// without pause is still announced (the quiet period runs from the first
+// event, so a stream of events closer than it cannot starve consumers), but
+// no more often than watchBusySpacing allows, give or take a re-check on a
+// slow machine.
+func TestWatcherAnnouncesUnderSustainedWrites(t *testing.T) {
+	const id = "grp_0123456789abcdef0123456789abcdef"
+	w := &changeWatcher{subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
+	sub := w.subscribe()
+	const stream = 500 * time.Millisecond
+	stop := make(chan struct{})
+	go func() {
+		end := time.After(stream)
+		for {
+			select {
+			case <-end:
+				close(stop)
+				return
+			default:
+				w.fileEvent(id + ".sqlite3-wal")
+				time.Sleep(watchQuietPeriod / 10)
+			}
+		}
+	}()
+	announced := 0
+	for done := false; !done; {
+		select {
+		case <-sub.C:
+			if groups, _ := sub.take(); slices.Contains(groups, id) {
+				announced++
+			}
+		case <-stop:
+			done = true
+		}
+	}
+	if most := int(stream/watchBusySpacing) + 10; announced < 1 || announced > most {
+		t.Errorf("got %d announcements in %v of writes; want 1 to %d", announced, stream, most)
+	}
+}
+
+// inotifyDescriptors counts the inotify instances process pid holds, or
+// skips the test where /proc does not say.
+func inotifyDescriptors(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && link == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestE2EServerWatchesOnlyWhileSubscribed checks, on the built binary, that
+// a server process holds no inotify instance while it is subscribed to
+// nothing (a busy group's senders must not be woken by each other's
+// writes), opens one when join_group subscribes it to its wakeups, and
+// drops it when leave_group ends the last subscription.
+func TestE2EServerWatchesOnlyWhileSubscribed(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux's")
+	}
+	dir := t.TempDir()
+	p := startSession(t, "p", dir, "CROSSTALK_FILE_EVENTS=on")
+	pid := p.cmd.Process.Pid
+	gid := p.createGroup("ctx")
+	if n := inotifyDescriptors(t, pid); n != 0 {
+		t.Fatalf("inotify instances before any subscription: %d; want 0", n)
+	}
+	p.join(gid, "ctx", "carol")
+	waitUntil(t, "an inotify instance after join_group", func() bool { return inotifyDescriptors(t, pid) == 1 })
+	p.ok("leave_group", map[string]any{"group_id": gid, "context_id": "ctx", "name": "carol"}, nil)
+	waitUntil(t, "the inotify instance closed after leave_group", func() bool { return inotifyDescriptors(t, pid) == 0 })
 }

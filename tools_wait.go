@@ -77,7 +77,9 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 	var sub *watchSubscription
 	poll := w.s.subs.interval
 	if c := w.s.changes; c != nil {
-		sub = c.subscribe()
+		// Only this group's writes wake the wait; the watch runs while
+		// the wait does (see changeWatcher).
+		sub = c.subscribeTo([]string{w.groupID})
 		defer sub.close()
 		events = sub.C
 		if c.native {

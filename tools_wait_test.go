@@ -163,7 +163,14 @@ func TestWaitForMessagesReturnsOnSend(t *testing.T) {
 			}
 			other := newServer(newTestStore(t, w.dir), &strings.Builder{}, time.Hour)
 			t.Cleanup(other.subs.close)
+			if tc.events && w.s.changes.watching() {
+				t.Fatal("watching before the wait; want no watch")
+			}
 			w.startWait(t, 8, map[string]any{"timeout_seconds": 40}, nil)
+			if tc.events {
+				// The blocked wait is what keeps the watch running.
+				waitUntil(t, "a watch while wait_for_messages blocks", w.s.changes.watching)
+			}
 			// A ping is answered while the wait runs.
 			if got := exchangeLine(t, w.s, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); got != `{"jsonrpc": "2.0", "id": 9, "result": {}}` {
 				t.Errorf("ping during the wait: got %s; want its empty result", got)
@@ -178,6 +185,9 @@ func TestWaitForMessagesReturnsOnSend(t *testing.T) {
 			v, isErr := waitAnswer(t, lines[0])
 			if got := messageTexts(v); isErr || len(got) != 1 || got[0] != "wake up, bob" {
 				t.Errorf("wait_for_messages: got %v (isError %v); want the new message", got, isErr)
+			}
+			if tc.events {
+				waitUntil(t, "the watch stopped after the wait", func() bool { return !w.s.changes.watching() })
 			}
 		})
 	}
