@@ -1,10 +1,11 @@
 package main
 
 // This file is how a replayed answer is judged against a transcript (the
-// replay is golden_test.go): reDump renders the expected value as the
-// original's json.dumps would for compareLines' byte-for-byte check, then
-// come the checks of the error-regex, list-order and unordered steps, and
-// the path-by-path diff a mismatch is reported with.
+// replay is golden_test.go): normalize puts the transcript's placeholders
+// into an answer, compareLines checks it byte for byte against the expected
+// value as reDump renders it (the original's json.dumps), then come the
+// checks of the error-regex, list-order and unordered steps, and the
+// path-by-path diff a mismatch is reported with.
 
 import (
 	"bytes"
@@ -19,6 +20,105 @@ import (
 	"strings"
 	"testing"
 )
+
+// normalize replaces group ids, timestamps and serverInfo.version with the
+// placeholders the transcripts were recorded with.
+func (s *goldenSession) normalize(v any) any {
+	switch x := v.(type) {
+	case string:
+		x = goldenGroupRE.ReplaceAllStringFunc(x, s.placeholder)
+		return goldenTimestampRE.ReplaceAllString(x, "<ts>")
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = s.normalize(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // deterministic placeholder order within one object
+		for _, k := range goldenKeyOrder(keys) {
+			out[k] = s.normalize(x[k])
+		}
+		for _, key := range []string{"serverInfo", metaServerInfo} {
+			if info, ok := out[key].(map[string]any); ok {
+				if _, ok := info["version"]; ok {
+					info["version"] = "<version>"
+				}
+			}
+		}
+		if info, ok := out["serverInfo"].(map[string]any); ok && !s.fullInfo {
+			// A deliberate deviation (testdata/golden/README.md): from
+			// 2025-06-18 on, serverInfo also has the title, description and
+			// websiteUrl the revision defines; testdata/protocol checks them.
+			if rev, _ := out["protocolVersion"].(string); rev >= revTyped {
+				delete(info, "title")
+				delete(info, "description")
+				delete(info, "websiteUrl")
+			}
+		}
+		return out
+	}
+	return v
+}
+
+// goldenKeyOrder puts "id" and "result" before other keys so that group ids
+// get placeholders in the order a reader of the transcript sees them.
+func goldenKeyOrder(keys []string) []string {
+	slices.SortStableFunc(keys, func(a, b string) int {
+		rank := func(k string) int {
+			switch k {
+			case "id", "result", "error":
+				return 0
+			}
+			return 1
+		}
+		return rank(a) - rank(b)
+	})
+	return keys
+}
+
+// goldenInfoTitleRE and goldenInfoMoreRE find the serverInfo fields that
+// 2025-06-18 and 2025-11-25 add (a deliberate deviation, see normalize).
+var (
+	goldenInfoTitleRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk"), "title": "Crosstalk"`)
+	goldenInfoMoreRE  = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": "(?:[^"\\]|\\.)*"), "description": "(?:[^"\\]|\\.)*", "websiteUrl": "(?:[^"\\]|\\.)*"`)
+)
+
+// compareLines checks each output line byte for byte against the expected
+// value rendered as Python's json.dumps renders it, after normalization.
+// It catches what a structural comparison cannot: key order, separators and
+// escaping in the envelope.
+func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []string {
+	var lines []json.RawMessage
+	if err := json.Unmarshal(expect, &lines); err != nil || len(lines) != len(raw) {
+		return []string{fmt.Sprintf("transcript expect: %v", err)}
+	}
+	var diffs []string
+	for i, want := range lines {
+		w, err := reDump(want)
+		if err != nil {
+			return []string{fmt.Sprintf("render expect: %v", err)}
+		}
+		g := goldenGroupRE.ReplaceAllStringFunc(raw[i], s.placeholder)
+		g = goldenTimestampRE.ReplaceAllString(g, "<ts>")
+		if !s.fullInfo {
+			g = goldenInfoTitleRE.ReplaceAllString(g, "$1")
+			g = goldenInfoMoreRE.ReplaceAllString(g, "$1")
+		}
+		g = goldenVersionRE.ReplaceAllString(g, `$1"<version>"`)
+		if g != w {
+			at := goldenFirstDiff(w, g)
+			diffs = append(diffs, fmt.Sprintf("line %d: same JSON, different bytes at offset %d: got …%q…; want …%q…",
+				i, at, goldenWindow(g, at), goldenWindow(w, at)))
+		}
+	}
+	return diffs
+}
 
 // reDump renders JSON with the key order it was written in, the way
 // Python's json.dumps does by default: ", " and ": " separators and every

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -188,67 +186,6 @@ func (s *goldenSession) placeholder(id string) string {
 	return ph
 }
 
-// normalize replaces group ids, timestamps and serverInfo.version with the
-// placeholders the transcripts were recorded with.
-func (s *goldenSession) normalize(v any) any {
-	switch x := v.(type) {
-	case string:
-		x = goldenGroupRE.ReplaceAllStringFunc(x, s.placeholder)
-		return goldenTimestampRE.ReplaceAllString(x, "<ts>")
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = s.normalize(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys) // deterministic placeholder order within one object
-		for _, k := range goldenKeyOrder(keys) {
-			out[k] = s.normalize(x[k])
-		}
-		for _, key := range []string{"serverInfo", metaServerInfo} {
-			if info, ok := out[key].(map[string]any); ok {
-				if _, ok := info["version"]; ok {
-					info["version"] = "<version>"
-				}
-			}
-		}
-		if info, ok := out["serverInfo"].(map[string]any); ok && !s.fullInfo {
-			// A deliberate deviation (testdata/golden/README.md): from
-			// 2025-06-18 on, serverInfo also has the title, description and
-			// websiteUrl the revision defines; testdata/protocol checks them.
-			if rev, _ := out["protocolVersion"].(string); rev >= revTyped {
-				delete(info, "title")
-				delete(info, "description")
-				delete(info, "websiteUrl")
-			}
-		}
-		return out
-	}
-	return v
-}
-
-// goldenKeyOrder puts "id" and "result" before other keys so that group ids
-// get placeholders in the order a reader of the transcript sees them.
-func goldenKeyOrder(keys []string) []string {
-	slices.SortStableFunc(keys, func(a, b string) int {
-		rank := func(k string) int {
-			switch k {
-			case "id", "result", "error":
-				return 0
-			}
-			return 1
-		}
-		return rank(a) - rank(b)
-	})
-	return keys
-}
-
 // substitute replaces placeholders in a request line with real group ids.
 func (s *goldenSession) substitute(line string) (string, error) {
 	var missing string
@@ -366,41 +303,3 @@ func (s *goldenSession) replaySend(label string, st goldenStep) {
 // goldenVersionRE finds serverInfo.version in a raw line, in an initialize
 // result or (2026-07-28) in a result's _meta, with or without a title.
 var goldenVersionRE = regexp.MustCompile(`("(?:io\.modelcontextprotocol/)?serverInfo": \{"name": "crosstalk", (?:"title": "Crosstalk", )?"version": )"(?:[^"\\]|\\.)*"`)
-
-// goldenInfoTitleRE and goldenInfoMoreRE find the serverInfo fields that
-// 2025-06-18 and 2025-11-25 add (a deliberate deviation, see normalize).
-var (
-	goldenInfoTitleRE = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk"), "title": "Crosstalk"`)
-	goldenInfoMoreRE  = regexp.MustCompile(`("serverInfo": \{"name": "crosstalk", "version": "(?:[^"\\]|\\.)*"), "description": "(?:[^"\\]|\\.)*", "websiteUrl": "(?:[^"\\]|\\.)*"`)
-)
-
-// compareLines checks each output line byte for byte against the expected
-// value rendered as Python's json.dumps renders it, after normalization.
-// It catches what a structural comparison cannot: key order, separators and
-// escaping in the envelope.
-func (s *goldenSession) compareLines(expect json.RawMessage, raw []string) []string {
-	var lines []json.RawMessage
-	if err := json.Unmarshal(expect, &lines); err != nil || len(lines) != len(raw) {
-		return []string{fmt.Sprintf("transcript expect: %v", err)}
-	}
-	var diffs []string
-	for i, want := range lines {
-		w, err := reDump(want)
-		if err != nil {
-			return []string{fmt.Sprintf("render expect: %v", err)}
-		}
-		g := goldenGroupRE.ReplaceAllStringFunc(raw[i], s.placeholder)
-		g = goldenTimestampRE.ReplaceAllString(g, "<ts>")
-		if !s.fullInfo {
-			g = goldenInfoTitleRE.ReplaceAllString(g, "$1")
-			g = goldenInfoMoreRE.ReplaceAllString(g, "$1")
-		}
-		g = goldenVersionRE.ReplaceAllString(g, `$1"<version>"`)
-		if g != w {
-			at := goldenFirstDiff(w, g)
-			diffs = append(diffs, fmt.Sprintf("line %d: same JSON, different bytes at offset %d: got …%q…; want …%q…",
-				i, at, goldenWindow(g, at), goldenWindow(w, at)))
-		}
-	}
-	return diffs
-}

@@ -2,7 +2,9 @@ package main
 
 // This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
 // answer or error, line framing and batches. It knows no MCP methods; it
-// hands each decoded message to the session (jsonrpc_session.go).
+// hands each decoded message to the session (jsonrpc_session.go), and asks
+// the session which batches it accepts (batchRefusal, jsonrpc_versions.go:
+// MCP forbids initialize in a batch, and 2025-06-18 removed batches).
 
 import (
 	"bufio"
@@ -24,6 +26,8 @@ var (
 	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
+	// -32002 is the original's code here; 2025-06-18 and 2025-11-25 also
+	// give it to a missing resource (errResourceNotFound, jsonrpc_versions.go).
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )
@@ -150,9 +154,6 @@ func (s *server) handleLine(line []byte) any {
 	if trimmed[0] != '[' {
 		return s.handleRaw(trimmed)
 	}
-	if version, _ := s.lifecycle(); typed(version) {
-		return errorResponse(nil, errInvalidRequest) // batches were removed in 2025-06-18
-	}
 	var batch []json.RawMessage
 	if err := json.Unmarshal(trimmed, &batch); err != nil {
 		return errorResponse(nil, errParse)
@@ -160,15 +161,8 @@ func (s *server) handleLine(line []byte) any {
 	if len(batch) == 0 {
 		return errorResponse(nil, errInvalidRequest)
 	}
-	for _, item := range batch {
-		var m map[string]json.RawMessage
-		var method string
-		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
-			return errorResponse(nil, errBatchInit)
-		}
-		if readRequestMeta(m["params"]).hasVersion {
-			return errorResponse(nil, errInvalidRequest) // 2026-07-28 has no batches either
-		}
+	if e := s.batchRefusal(batch); e != nil {
+		return errorResponse(nil, e)
 	}
 	var replies []any
 	for _, item := range batch {

@@ -140,10 +140,22 @@ func (t *httpTransport) endSession(s *httpSession) {
 	}
 }
 
+// session returns the live session id names, or nil.
 func (t *httpTransport) session(id string) *httpSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.sessions[id]
+}
+
+// liveSession returns the session a POST or GET names, or refuses the
+// request with 404, which tells a 2025-era client to initialize again
+// (DELETE has its own wording: the client was ending the session anyway).
+func (t *httpTransport) liveSession(w http.ResponseWriter, id string) *httpSession {
+	s := t.session(id)
+	if s == nil {
+		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
+	}
+	return s
 }
 
 // ServeHTTP answers the MCP endpoint.
@@ -244,9 +256,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
-	s := t.session(id)
+	s := t.liveSession(w, id)
 	if s == nil {
-		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
 		return
 	}
 	t.exchange(w, r, s, body, msg)

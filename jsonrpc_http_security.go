@@ -52,34 +52,24 @@ var defaultHTTPLimits = httpLimits{
 // withDefaults fills every zero field from defaultHTTPLimits.
 func (l httpLimits) withDefaults() httpLimits {
 	d := defaultHTTPLimits
-	if l.maxBody > 0 {
-		d.maxBody = l.maxBody
-	}
-	if l.maxSessions > 0 {
-		d.maxSessions = l.maxSessions
-	}
-	if l.maxSessionsPerClient > 0 {
-		d.maxSessionsPerClient = l.maxSessionsPerClient
-	}
-	if l.maxStreams > 0 {
-		d.maxStreams = l.maxStreams
-	}
-	if l.maxStreamsPerClient > 0 {
-		d.maxStreamsPerClient = l.maxStreamsPerClient
-	}
-	if l.sessionIdle > 0 {
-		d.sessionIdle = l.sessionIdle
-	}
-	if l.writeTimeout > 0 {
-		d.writeTimeout = l.writeTimeout
-	}
-	if l.queue > 0 {
-		d.queue = l.queue
-	}
-	if l.keepAlive > 0 {
-		d.keepAlive = l.keepAlive
-	}
+	d.maxBody = positiveOr(l.maxBody, d.maxBody)
+	d.maxSessions = positiveOr(l.maxSessions, d.maxSessions)
+	d.maxSessionsPerClient = positiveOr(l.maxSessionsPerClient, d.maxSessionsPerClient)
+	d.maxStreams = positiveOr(l.maxStreams, d.maxStreams)
+	d.maxStreamsPerClient = positiveOr(l.maxStreamsPerClient, d.maxStreamsPerClient)
+	d.sessionIdle = positiveOr(l.sessionIdle, d.sessionIdle)
+	d.writeTimeout = positiveOr(l.writeTimeout, d.writeTimeout)
+	d.queue = positiveOr(l.queue, d.queue)
+	d.keepAlive = positiveOr(l.keepAlive, d.keepAlive)
 	return d
+}
+
+// positiveOr returns v when it is set (positive), else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its

@@ -204,9 +204,8 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept text/event-stream.")
 		return
 	}
-	s := t.session(id)
+	s := t.liveSession(w, id)
 	if s == nil {
-		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
 		return
 	}
 	if !t.streamQuota.acquire(s.client) {

@@ -98,8 +98,30 @@ func (e errUnsupportedVersion) answer(id json.RawMessage) object {
 
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
 // code; earlier revisions keep the original's -32602, and 2026-07-28 moved
-// back to -32602.
+// back to -32602. The same number is errNotInitialized (jsonrpc.go), the
+// original's "Server is not initialized": the message tells them apart.
 const errResourceNotFound = -32002
+
+// batchRefusal is the error a whole batch gets, or nil when the session
+// accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
+// later have none at all, whether negotiated or, in 2026-07-28, carried by
+// an item's _meta.
+func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
+	if version, _ := s.lifecycle(); typed(version) {
+		return errInvalidRequest // batches were removed in 2025-06-18
+	}
+	for _, item := range batch {
+		var m map[string]json.RawMessage
+		var method string
+		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
+			return errBatchInit
+		}
+		if readRequestMeta(m["params"]).hasVersion {
+			return errInvalidRequest // 2026-07-28 has no batches either
+		}
+	}
+	return nil
+}
 
 // resourceErrorFor maps a resources/* error for rev: a missing group or
 // wakeup resource is -32002 where the revision defines that code.

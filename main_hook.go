@@ -42,11 +42,7 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if req == nil {
 		return 0 // an event this client's hooks have nothing to say at
 	}
-	dir, err := groupsDirFromEnv()
-	if err != nil {
-		return fail(err)
-	}
-	st, err := newStore(dir)
+	st, _, err := openGroupsStore()
 	if err != nil {
 		return fail(err)
 	}
@@ -72,9 +68,9 @@ func parseHookRequest(args []string, stdin io.Reader) (*hookRequest, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c := hookClients[*client]
-	if c == nil {
-		return nil, fmt.Errorf("--client must be one of %s, not %q", strings.Join(hookClientNames(), ", "), *client)
+	c, err := hookClientNamed(*client)
+	if err != nil {
+		return nil, err
 	}
 	raw, err := io.ReadAll(stdin)
 	if err != nil {

@@ -29,12 +29,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "crosstalk-mcp status: --context-id is required (or CROSSTALK_CONTEXT_ID)")
 		return 2
 	}
-	dir, err := groupsDirFromEnv()
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	st, err := newStore(dir)
+	st, _, err := openGroupsStore()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

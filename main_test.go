@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -106,6 +107,48 @@ func TestDeps(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		if pkg == "testing" || strings.HasPrefix(pkg, "testing/") {
 			t.Errorf("the binary imports %s; want no testing package outside _test.go files", pkg)
+		}
+	}
+}
+
+// TestReadmeListsEveryFile checks that README's Architecture table names
+// every production .go file exactly once, one per row, and no file that
+// does not exist, so that the layout it describes stays the real one.
+func TestReadmeListsEveryFile(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Architecture\n")
+	if !ok {
+		t.Fatal("README has no Architecture section")
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	listed := map[string]int{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasSuffix(strings.TrimSpace(cells[1]), ".go`") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		listed[name]++
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	production := map[string]bool{}
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			production[f] = true
+			if listed[f] != 1 {
+				t.Errorf("README Architecture lists %s %d times; want once, in a row of its own", f, listed[f])
+			}
+		}
+	}
+	for name := range listed {
+		if !production[name] {
+			t.Errorf("README Architecture lists %s; want only production files that exist", name)
 		}
 	}
 }

@@ -46,11 +46,7 @@ func runWait(args []string, stdin io.Reader, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	dir, err := groupsDirFromEnv()
-	if err != nil {
-		return fail(err)
-	}
-	st, err := newStore(dir)
+	st, dir, err := openGroupsStore()
 	if err != nil {
 		return fail(err)
 	}
@@ -79,9 +75,9 @@ func parseWaitOptions(args []string, stdin io.Reader) (waitOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		return waitOptions{}, err
 	}
-	c := hookClients[*client]
-	if c == nil {
-		return waitOptions{}, fmt.Errorf("--client must be one of %s, not %q", strings.Join(hookClientNames(), ", "), *client)
+	c, err := hookClientNamed(*client)
+	if err != nil {
+		return waitOptions{}, err
 	}
 	fromPayload := ""
 	if *contextID == "" && !isTerminal(stdin) {

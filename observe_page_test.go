@@ -150,3 +150,26 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestPageSaysWhatItWrites checks that the dashboard's own labels claim no
+// more than is true: read-only for group data, with the sentence naming the
+// Storage view's writes one hover away, and no plain "Read-only observer".
+func TestPageSaysWhatItWrites(t *testing.T) {
+	obs := newTestObserver(t, newObserveFixture(t).dir, time.Second)
+	code, body, _ := get(t, obs, "/")
+	if code != http.StatusOK {
+		t.Fatalf("got status %d; want 200", code)
+	}
+	const sentence = `title="Read-only for group data; the Storage view's two maintenance actions write the audit database."`
+	for _, want := range []string{
+		`<div class="rail-foot" ` + sentence + `><span class="rail-text">Read-only for group data</span></div>`,
+		`<span class="mono" ` + sentence + `>Local · read-only for group data</span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "Read-only observer") {
+		t.Error(`page still says "Read-only observer"`)
+	}
+}

@@ -117,6 +117,16 @@ func hookClientNames() []string {
 	return names
 }
 
+// hookClientNamed returns the client a --client value names, or the error
+// `hook` and `wait` both give for any other value.
+func hookClientNamed(name string) (*hookClient, error) {
+	c := hookClients[name]
+	if c == nil {
+		return nil, fmt.Errorf("--client must be one of %s, not %q", strings.Join(hookClientNames(), ", "), name)
+	}
+	return c, nil
+}
+
 // jsonLine renders v as one line of JSON. HTML escaping is off: the text is
 // read by a model, and "<" should stay "<".
 func jsonLine(v any) string {

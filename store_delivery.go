@@ -286,23 +286,7 @@ func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]
 		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
 			return err
 		}
-		predicate := "message_id IN (" + placeholders + ")"
-		ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args[1:])
-		if err != nil {
-			return err
-		}
-		unreadChanged, err := removeUnread(tx, contextID, predicate, args[1:])
-		if err != nil {
-			return err
-		}
-		var which revision
-		if unreadChanged {
-			which |= revMember
-		}
-		if ackChanged {
-			which |= revWakeup
-		}
-		return bumpRevisions(tx, which)
+		return s.markRead(tx, contextID, "message_id IN ("+placeholders+")", args[1:], false)
 	})
 	return confirmed, err
 }

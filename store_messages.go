@@ -89,30 +89,36 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 				return err
 			}
 		}
-		// Acknowledge before removing unread rows: the unread
-		// selection's predicate reads member_unread_messages.
-		ackChanged, err := s.acknowledgeWakeups(tx, contextID, sel.predicate, sel.predArgs)
-		if err != nil {
-			return err
-		}
-		predicate, args := sel.predicate, sel.predArgs
-		if sel.allUnread {
-			predicate, args = "", nil
-		}
-		unreadChanged, err := removeUnread(tx, contextID, predicate, args)
-		if err != nil {
-			return err
-		}
-		var which revision
-		if unreadChanged {
-			which |= revMember
-		}
-		if ackChanged {
-			which |= revWakeup
-		}
-		return bumpRevisions(tx, which)
+		return s.markRead(tx, contextID, sel.predicate, sel.predArgs, sel.allUnread)
 	})
 	return out, err
+}
+
+// markRead is how a read or a delivery marks the messages predicate selects
+// for the member: their wake events acknowledged, their unread rows removed
+// (all of the member's unread rows when allUnread), and the member and
+// wakeup revisions bumped for whichever of the two changed. Wake events go
+// first, as the predicate may read member_unread_messages.
+func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, allUnread bool) error {
+	ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args)
+	if err != nil {
+		return err
+	}
+	if allUnread {
+		predicate, args = "", nil
+	}
+	unreadChanged, err := removeUnread(tx, contextID, predicate, args)
+	if err != nil {
+		return err
+	}
+	var which revision
+	if unreadChanged {
+		which |= revMember
+	}
+	if ackChanged {
+		which |= revWakeup
+	}
+	return bumpRevisions(tx, which)
 }
 
 // removeUnread deletes the member's unread rows matching predicate, or all

@@ -11,10 +11,16 @@ import (
 type tool struct {
 	name        string
 	description string
-	destructive bool
 	properties  object // property name → JSON schema, in schema order
 	required    []string
 	call        func(s *server, a toolArgs) (any, error)
+
+	// legacyDestructive is the one annotation the original's tools/list
+	// carries (destructiveHint, on delete_group only), reproduced byte for
+	// byte for 2025-03-26 and earlier. It differs from toolSchema.destructive
+	// on purpose: the typed revisions judge every tool afresh and also mark
+	// update_group_metadata and leave_group (tools_schema.go).
+	legacyDestructive bool
 
 	// nameIsCaller is set when the tool's "name" argument is the caller's
 	// own label, which the audit log falls back to without a caller_name.
@@ -123,9 +129,9 @@ var tools = []tool{
 		auditDetails: auditCount("users", "member_count"),
 	},
 	{
-		name:        "delete_group",
-		description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
-		destructive: true,
+		name:              "delete_group",
+		description:       "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
+		legacyDestructive: true,
 		properties: object{
 			{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}},
 			{"context_id", contextIDProp},
@@ -253,7 +259,7 @@ var toolList = func() object {
 			schema[2], schema[3] = schema[3], schema[2]
 		}
 		def := object{{"name", t.name}, {"description", t.description}}
-		if t.destructive {
+		if t.legacyDestructive {
 			def = append(def, field{"annotations", object{{"destructiveHint", true}}})
 		}
 		list[i] = append(def, field{"inputSchema", schema})

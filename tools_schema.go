@@ -7,8 +7,12 @@ package main
 // no further effect, so those are idempotent; nothing reaches outside the
 // groups directory, so openWorldHint is false everywhere.
 type toolSchema struct {
-	title       string
-	readOnly    bool
+	title    string
+	readOnly bool
+	// destructive is judged per tool, so it is set on delete_group,
+	// update_group_metadata and leave_group, while the legacy list keeps
+	// the original's single mark on delete_group (tool.legacyDestructive
+	// in tools.go); the difference is deliberate, not drift.
 	destructive bool
 	idempotent  bool
 	output      object // the success shape; the error shape is added by outputSchema
