@@ -62,9 +62,13 @@ type watchSubscription struct {
 type watchSettle struct {
 	t    *time.Timer
 	step int
-	// announced is when step 0 last fell due; the next step 0 waits until
-	// watchBusySpacing after it.
+	// announced is when step 0 last fell due. events counts the events
+	// since window began, a window being watchBusySpacing long: a group
+	// with watchBusyEvents in its window is busy, and its next step 0
+	// waits until watchBusySpacing after announced.
 	announced time.Time
+	window    time.Time
+	events    int
 }
 
 // Event settling: an event can arrive before the commit it belongs to is
@@ -72,21 +76,27 @@ type watchSettle struct {
 // update), so a group is announced watchQuietPeriod after its first event
 // and then again after each watchRecheck delay, which covers a slow
 // commit. An event during the quiet period joins the pending announcement;
-// one during the re-checks starts the schedule again, no sooner than
-// watchBusySpacing after the last start. The quiet period is counted from
-// the first event, not the last, so a group written without pause is still
-// announced, every watchBusySpacing. The re-checks cost one read per
-// consumer.
+// one during the re-checks starts the schedule again, for a busy group no
+// sooner than watchBusySpacing after the last start. The quiet period is
+// counted from the first event, not the last, so a group written without
+// pause is still announced, every watchBusySpacing. The re-checks cost one
+// read per consumer.
 const watchQuietPeriod = 3 * time.Millisecond
 
 // watchBusySpacing is the least time between two first announcements of a
-// group. Every consumer answers an announcement with a read of the group,
-// and under a steady stream of commits from other processes those reads
+// busy group, one with watchBusyEvents event reads within watchBusySpacing
+// (the reader's pause allows about 12).
+// Every consumer answers an announcement with a read of the group, and
+// under a steady stream of commits from other processes those reads
 // competed with the commits themselves (issue 10: four busy senders lost
-// two thirds of their throughput). A commit after a quiet spell is still
+// two thirds of their throughput). A commit after a quiet spell, or one of
+// a few in a row (a send, its reader's mark-read, the next send), is still
 // announced watchQuietPeriod after its first event; one in a busy stream
-// waits at most this long.
-const watchBusySpacing = 25 * time.Millisecond
+// waits at most watchBusySpacing.
+const (
+	watchBusySpacing = 25 * time.Millisecond
+	watchBusyEvents  = 6
+)
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
@@ -294,9 +304,17 @@ func (w *changeWatcher) changed(id string) {
 		return
 	}
 	if s := w.settles[id]; s != nil {
+		if now := time.Now(); now.Sub(s.window) > watchBusySpacing {
+			s.window, s.events = now, 0
+		}
+		s.events++
 		if s.step > 0 {
 			s.step = 0
-			s.t.Reset(max(watchQuietPeriod, time.Until(s.announced.Add(watchBusySpacing))))
+			delay := watchQuietPeriod
+			if s.events >= watchBusyEvents {
+				delay = max(delay, time.Until(s.announced.Add(watchBusySpacing)))
+			}
+			s.t.Reset(delay)
 		}
 		return
 	}
