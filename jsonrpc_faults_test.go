@@ -60,6 +60,20 @@ func waitExit(t *testing.T, cmd *exec.Cmd) (int, string) {
 	return ws.ExitStatus(), ""
 }
 
+// callAndRead sends n list_groups calls to an auditedChild and reads the
+// initialize answer and the n answers, so that exactly n calls have run.
+func callAndRead(t *testing.T, stdin io.Writer, r *bufio.Reader, n int) {
+	t.Helper()
+	for i := range n {
+		io.WriteString(stdin, crashCall(i+1, "list_groups", map[string]any{})+"\n")
+	}
+	for range n + 1 { // the initialize answer, then the calls'
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+	}
+}
+
 // TestE2EClientClosedStdout shows that a client closing its end of stdout
 // ends the session like EOF, not with a silent SIGPIPE death: every call
 // that ran is audited, one line on stderr says why, and the exit status is
@@ -69,14 +83,7 @@ func TestE2EClientClosedStdout(t *testing.T) {
 	cmd, stdin, stdout, stderr := auditedChild(t, dir)
 	r := bufio.NewReader(stdout)
 	const answered = 3
-	for i := range answered {
-		io.WriteString(stdin, crashCall(i+1, "list_groups", map[string]any{})+"\n")
-	}
-	for range answered + 1 { // the initialize answer, then the calls'
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatalf("read answer: %v", err)
-		}
-	}
+	callAndRead(t, stdin, r, answered)
 	stdout.Close()
 	// This call runs, but its answer cannot be written.
 	io.WriteString(stdin, crashCall(99, "list_groups", map[string]any{})+"\n")
@@ -163,14 +170,7 @@ func TestE2ESignalRepeated(t *testing.T) {
 	cmd, stdin, stdout, stderr := auditedChild(t, dir)
 	r := bufio.NewReader(stdout)
 	const answered = 20
-	for i := range answered {
-		io.WriteString(stdin, crashCall(i+1, "list_groups", map[string]any{})+"\n")
-	}
-	for range answered + 1 { // the initialize answer, then the calls'
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatalf("read answer: %v", err)
-		}
-	}
+	callAndRead(t, stdin, r, answered)
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
