@@ -177,6 +177,19 @@ func (sv *serving) close() {
 	sv.store.close()
 }
 
+// stopSignals returns a channel that receives SIGINT and SIGTERM from now
+// until the process exits. It is never stopped: a signal during start-up
+// ends the session as soon as it starts, one while an earlier signal's
+// shutdown writes audit rows is absorbed, and so is one in the moment
+// between the last deferred close and main's os.Exit, where restoring the
+// default action would let a repeated SIGTERM kill the process after its
+// orderly end but before its exit status.
+func stopSignals() <-chan os.Signal {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	return sig
+}
+
 // runStdio serves MCP over stdio until stdin closes, then exits 0.
 //
 // It runs three goroutines besides its own, each with a known end:
@@ -189,15 +202,8 @@ func (sv *serving) close() {
 //     and joined by the deferred sv.close, after the poller.
 func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that stops the server with SIGINT or SIGTERM gets the same
-	// orderly end as on EOF, so queued audit rows are still written. The
-	// signals are received from the start and until every deferred close
-	// below has run (this defer runs last): a signal during start-up ends
-	// the session as soon as it starts, and another signal while the first
-	// one's shutdown writes audit rows is absorbed instead of killing the
-	// process halfway through it.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
+	// orderly end as on EOF, so queued audit rows are still written.
+	sig := stopSignals()
 	sv, status := openServing(stderr)
 	if sv == nil {
 		return status
@@ -237,10 +243,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 // runHTTPServer serves the Streamable HTTP transport until SIGINT or
 // SIGTERM, then lets open requests finish for up to five seconds.
 func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
-	// As for runStdio: signals are received until every deferred close has
-	// run, so that a second SIGTERM cannot cut the shutdown short.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sig := stopSignals()
 	sv, status := openServing(stderr)
 	if sv == nil {
 		return status
@@ -279,7 +282,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	case err := <-done:
 		fmt.Fprintf(stderr, "crosstalk-mcp serve: %v\n", err)
 		return 1
-	case <-ctx.Done():
+	case <-sig:
 	}
 	// Streams never finish on their own: end the sessions first so that
 	// Shutdown waits only for ordinary requests, five seconds at most.
