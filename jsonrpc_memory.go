@@ -6,13 +6,15 @@ import (
 	"runtime/debug"
 )
 
-// hugeLine is the line length from which the stdio transport trades a
-// little time for memory. A send_message line of this size holds, at its
-// worst moment, the line, the decoded text and SQLite's two copies of it
-// (its bound parameter and the row's record); left to itself Go's collector
-// lets the heap grow to twice what is live before collecting, and keeps
-// what it freed mapped for a while, so a 200 MiB line used to peak at more
-// than 6× its size. Below it nothing here runs and small sends pay nothing.
+// hugeLine is the line (or message) length from which the stdio transport
+// and the store trade a little time for memory. A send_message line of this
+// size holds, at its worst moment, the line, the decoded text and SQLite's
+// two copies of it (its bound parameter and the row's record), and a third
+// unless the store indexes it aside (insertHuge); left to itself Go's
+// collector lets the heap grow to twice what is live before collecting, and
+// keeps what it freed mapped for a while, so a 200 MiB line used to peak at
+// more than 6× its size. Below it nothing here runs and small sends pay
+// nothing.
 const hugeLine = 16 << 20
 
 // releaseMemory collects garbage now and returns freed pages to the

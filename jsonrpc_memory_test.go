@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -32,11 +33,19 @@ func peakRSS(t testing.TB, pid int) int64 {
 	return 0
 }
 
+// hugeSend is what hugeSendPeakRSS measured: the line's length, the
+// process's peak RSS before the line (start-up and three small calls) and
+// after it, and the answer.
+type hugeSend struct {
+	line         int
+	before, peak int64
+	answer       string
+}
+
 // hugeSendPeakRSS sends one send_message line of about size bytes through
-// the built binary and returns the line's length and the process's peak RSS.
-func hugeSendPeakRSS(t testing.TB, size int, env ...string) (int, int64, string) {
+// the built binary on the groups directory dir and returns what it measured.
+func hugeSendPeakRSS(t testing.TB, dir string, size int, env ...string) hugeSend {
 	t.Helper()
-	dir := t.TempDir()
 	cmd := exec.Command(builtBinary(t))
 	cmd.Env = append(append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=3600"), env...)
 	stdin, _ := cmd.StdinPipe()
@@ -73,8 +82,9 @@ func hugeSendPeakRSS(t testing.TB, size int, env ...string) (int, int64, string)
 	body := strings.Repeat(chunk, size/len(chunk))
 	line := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"send_message","arguments":{"caller_name":"m","group_id":"` +
 		gid + `","context_id":"a","name":"a","message":"` + body + `"}}}`
+	before := peakRSS(t, cmd.Process.Pid)
 	answer := ask(line)
-	return len(line), peakRSS(t, cmd.Process.Pid), answer
+	return hugeSend{line: len(line), before: before, peak: peakRSS(t, cmd.Process.Pid), answer: answer}
 }
 
 // hugeLineMB is the size of the line TestHugeMessagePeakRSS and
@@ -87,8 +97,9 @@ func hugeLineMB() int {
 }
 
 // TestHugeMessagePeakRSS measures the peak resident memory of a
-// send_message line over 16 MiB against the line's size. `make test` uses a
-// 48 MiB line; CROSSTALK_BIG_LINE_MB=200 measures the 200 MB case.
+// send_message line over 16 MiB against the line's size, and checks that the
+// message is stored and indexed as any other. `make test` uses a 48 MiB
+// line; CROSSTALK_BIG_LINE_MB=200 measures the 200 MB case.
 func TestHugeMessagePeakRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("VmHWM is read from /proc; Linux only")
@@ -96,21 +107,54 @@ func TestHugeMessagePeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends a message of tens of megabytes")
 	}
-	n, hwm, answer := hugeSendPeakRSS(t, hugeLineMB()<<20)
-	if _, failed := crashToolText(answer); failed {
-		t.Fatalf("send of a %d-byte line: %.300s", n, answer)
+	dir := t.TempDir()
+	m := hugeSendPeakRSS(t, dir, hugeLineMB()<<20)
+	if _, failed := crashToolText(m.answer); failed {
+		t.Fatalf("send of a %d-byte line: %.300s", m.line, m.answer)
 	}
-	ratio := float64(hwm) / float64(n)
-	t.Logf("line %.1f MiB: peak RSS %.1f MiB (%.2f× the line)", float64(n)/(1<<20), float64(hwm)/(1<<20), ratio)
-	// The issue asks for 3×. What is left at the peak is one copy of the
-	// text in Go (the string handed to database/sql) and three in SQLite:
-	// the bound parameter, the row's record and the copy the FTS trigger's
-	// insert makes (hugeLine). This text is 0.84× its line, so that is
-	// 3.4×, plus the process's ~15 MiB. It was 7× at 24 MiB (6.35× at
-	// 200 MiB) while the text was decoded twice and the line and its read
-	// chunks stayed resident.
-	if limit := 4.0; ratio > limit {
-		t.Errorf("peak RSS: got %.2f× the line; want ≤ %.0f×", ratio, limit)
+	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+	ratio, added := float64(m.peak)/float64(m.line), float64(m.peak-m.before)/float64(m.line)
+	t.Logf("line %.1f MiB: peak RSS %.1f MiB (%.2f× the line), %.1f MiB before it (%.2f× added)",
+		mib(int64(m.line)), mib(m.peak), ratio, mib(m.before), added)
+	// The issue asks for 3× the line. What is left at the peak is one copy
+	// of the text in Go (the string handed to database/sql) and two in
+	// SQLite: the bound parameter and the row's record (the search
+	// trigger's third is avoided by insertHuge). This text is 0.84× its
+	// line, so that is 2.5× added to the process's ~13 MiB, plus a few MiB
+	// of SQLite and runtime growth: 2.65× in all at 200 MiB, 2.94× at
+	// 48 MiB. It was 3.5× at 200 MiB (3.4× added) while the trigger
+	// indexed huge messages, and 6.35× while the text was decoded twice and
+	// the line and its read chunks stayed resident. The bound is on what
+	// the line added, which depends little on the size chosen.
+	if limit := 3.0; added > limit {
+		t.Errorf("peak RSS added by the line: got %.2f× its size; want ≤ %.2f×", added, limit)
+	}
+	checkHugeMessageStored(t, dir)
+}
+
+// checkHugeMessageStored checks the one group in dir after a huge send: the
+// message found by search, the index consistent with the rows, and the
+// original's search trigger still in place.
+func checkHugeMessageStored(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "grp_*.sqlite3"))
+	if len(files) != 1 {
+		t.Fatalf("group files: got %v; want one", files)
+	}
+	db := openTestDB(t, files[0], "rw")
+	checks := []struct{ query, want string }{
+		{"SELECT count(*) FROM message_search WHERE content LIKE '%word \"quoted\" é%'", "1"},
+		{"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert'", "1"},
+		{"PRAGMA integrity_check", "ok"},
+	}
+	for _, c := range checks {
+		var got string
+		if err := db.QueryRow(c.query).Scan(&got); err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.query, got, err, c.want)
+		}
+	}
+	if _, err := db.Exec("INSERT INTO message_search(message_search) VALUES ('integrity-check')"); err != nil {
+		t.Errorf("search index integrity check: %v", err)
 	}
 }
 
@@ -122,8 +166,8 @@ func BenchmarkHugeMessagePeakRSS(b *testing.B) {
 	}
 	var ratio float64
 	for b.Loop() {
-		n, hwm, _ := hugeSendPeakRSS(b, hugeLineMB()<<20)
-		ratio = float64(hwm) / float64(n)
+		m := hugeSendPeakRSS(b, b.TempDir(), hugeLineMB()<<20)
+		ratio = float64(m.peak) / float64(m.line)
 	}
 	b.ReportMetric(ratio, "peak/line")
 }
@@ -167,7 +211,7 @@ func TestMaxMessageBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the built binary")
 	}
-	_, _, answer := hugeSendPeakRSS(t, 2<<20, "CROSSTALK_MAX_MESSAGE_BYTES=1048576")
+	answer := hugeSendPeakRSS(t, t.TempDir(), 2<<20, "CROSSTALK_MAX_MESSAGE_BYTES=1048576").answer
 	text, failed := crashToolText(answer)
 	if !failed || !strings.Contains(text, "message") || !strings.Contains(text, "1048576") {
 		t.Errorf("a 2 MiB message with a 1 MiB limit: got %.300s; want a validation error naming the limit", text)

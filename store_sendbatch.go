@@ -142,11 +142,23 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	return outs, errs, nil
 }
 
-// insertMessages inserts the messages of chunk with one statement and
-// returns the id of the first. The ids are consecutive: the transaction
-// holds the write lock and messages.id is AUTOINCREMENT, so each row takes
-// the id after the one before it.
+// insertMessages inserts the messages of chunk and returns the id of the
+// first; a lone message of hugeLine bytes or more is indexed for search
+// aside (insertHuge).
 func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
+	if len(chunk) == 1 && len(chunk[0].msg.text) >= hugeLine {
+		if id, ok, err := b.insertHuge(chunk[0]); ok || err != nil {
+			return id, err
+		}
+	}
+	return b.insertRows(chunk)
+}
+
+// insertRows inserts the messages of chunk with one statement and returns
+// the id of the first. The ids are consecutive: the transaction holds the
+// write lock and messages.id is AUTOINCREMENT, so each row takes the id
+// after the one before it.
+func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 	args := make([]any, 0, 8*len(chunk))
 	for _, p := range chunk {
 		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestHugeMessageIndexedAside sends a message of hugeLine bytes into a group
+// the original wrote and into groups whose search trigger is not the
+// original's, and checks what insertHuge promises: the row and its unread
+// fan-out as for any send, the search index consistent and finding it, and
+// the schema, the original's trigger text included, exactly as before.
+func TestHugeMessageIndexedAside(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup string // run on the group before the send, if any
+		// indexed says whether the search index should hold the message.
+		indexed bool
+	}{
+		{name: "original's group", indexed: true},
+		{name: "trigger dropped by an operator", setup: "DROP TRIGGER messages_search_after_insert", indexed: false},
+		{name: "trigger of another body", setup: "DROP TRIGGER messages_search_after_insert;" +
+			"CREATE TRIGGER messages_search_after_insert AFTER INSERT ON messages BEGIN SELECT 1; END", indexed: false},
+	}
+	text := strings.Repeat("x", hugeLine) + " needle-at-the-end"
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, interopGroup+".sqlite3")
+			copyFile(t, filepath.Join("testdata", "interop", interopGroup+".sqlite3"), path)
+			copyFile(t, filepath.Join("testdata", "interop", "observability.sqlite3"), filepath.Join(dir, "observability.sqlite3"))
+			if c.setup != "" {
+				if _, err := openTestDB(t, path, "rw").Exec(c.setup); err != nil {
+					t.Fatal(err)
+				}
+			}
+			schema := interopSchema(t, path)
+			st := newTestStore(t, dir)
+			out, err := st.sendMessage(interopGroup, outgoing{contextID: "ctx-alice", name: "alice", text: text, priority: "normal"})
+			if err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			if out.messageID != 11 {
+				t.Errorf("message id: got %d; want 11", out.messageID)
+			}
+			st.close()
+			if got := interopSchema(t, path); !slices.Equal(got, schema) {
+				t.Errorf("schema after the send:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(schema, "\n"))
+			}
+			db := openTestDB(t, path, "rw")
+			want := int64(0)
+			if c.indexed {
+				want = 1
+			}
+			if got := queryInt(t, db, "SELECT count(*) FROM message_search WHERE content LIKE '%needle-at-the-end%'"); got != want {
+				t.Errorf("search for the message: got %d hits; want %d", got, want)
+			}
+			if c.indexed {
+				if _, err := db.Exec("INSERT INTO message_search(message_search) VALUES ('integrity-check')"); err != nil {
+					t.Errorf("search index integrity check: %v", err)
+				}
+			}
+			if got := queryInt(t, db, "SELECT count(*) FROM member_unread_messages WHERE message_id = 11"); got != 2 {
+				t.Errorf("unread rows for the message: got %d; want 2 (bob, Carol)", got)
+			}
+			if got := queryInt(t, db, "SELECT length(content) FROM messages WHERE id = 11"); got != int64(len(text)) {
+				t.Errorf("stored length: got %d; want %d", got, len(text))
+			}
+		})
+	}
+}
