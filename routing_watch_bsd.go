@@ -92,11 +92,13 @@ func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {
 }
 
 // loop handles events until the wake pipe is written, pausing
-// watchCoalesce after each batch so that EV_CLEAR folds the writes that
+// after each batch (watchPacer) so that EV_CLEAR folds the writes that
 // arrive meanwhile into one event per file.
 func (k *kqueueWatch) loop() {
 	events := make([]syscall.Kevent_t, 32)
+	var pacer watchPacer
 	for {
+		start := time.Now()
 		n, err := syscall.Kevent(k.kq, nil, events, nil)
 		if err == syscall.EINTR {
 			continue
@@ -123,7 +125,7 @@ func (k *kqueueWatch) loop() {
 				}
 			}
 		}
-		time.Sleep(watchCoalesce)
+		pacer.sleep(time.Since(start))
 	}
 }
 

@@ -58,11 +58,13 @@ func watchDirectory(dir string, emit func(name string)) (stop func(), err error)
 }
 
 // readInotify reads events until the watch is removed or reading fails,
-// pausing watchCoalesce after each read so that the kernel merges the
+// pausing after each read (watchPacer) so that the kernel merges the
 // events that arrive meanwhile.
 func readInotify(fd int, emit func(name string)) {
 	buf := make([]byte, 64<<10)
+	var pacer watchPacer
 	for {
+		start := time.Now()
 		n, err := syscall.Read(fd, buf)
 		if err == syscall.EINTR {
 			continue
@@ -92,6 +94,6 @@ func readInotify(fd int, emit func(name string)) {
 				emit(name)
 			}
 		}
-		time.Sleep(watchCoalesce)
+		pacer.sleep(time.Since(start))
 	}
 }
