@@ -46,7 +46,27 @@ type subscription struct {
 	seen     groupSignature
 	checked  bool
 	remindAt time.Time
+
+	// notifiedAt is when this wakeup subscription last notified (on the
+	// store's clock), and acks the store's acknowledgement count then:
+	// see wakeupRenotifyGap.
+	notifiedAt time.Time
+	acks       int64
 }
+
+// wakeupRenotifyGap is the least time between two notifications of one
+// wakeup subscription while nothing in this process has acknowledged a
+// wake event since the first. A notification says "read your wakeups"; a
+// client that has not read yet learns nothing from a second one, and in a
+// busy group each one cost a check and a write transaction (marking the
+// event notified) per file event, in every member's process: with eight
+// agents sending into one group those writes stood in the write queue
+// beside the sends and doubled their p99. A member who reads in this
+// process is notified of the next wake event at once; one who never reads
+// is notified about once a second while its wake events keep coming, and
+// the events not notified meanwhile wait for the next notification or the
+// 300 s reminder, as the original's one-event-per-poll did.
+const wakeupRenotifyGap = time.Second
 
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
@@ -211,7 +231,15 @@ func (m *subscriptions) run() {
 	defer t.Stop()
 	f := &watchFollower{m: m}
 	defer f.end()
+	// renotify fires when a wakeup subscription held back by
+	// wakeupRenotifyGap may notify again, should no write come first.
+	renotify := time.NewTimer(time.Hour)
+	renotify.Stop()
+	defer renotify.Stop()
 	for {
+		if d, ok := m.nextRenotify(); ok {
+			renotify.Reset(d)
+		}
 		select {
 		case <-m.stop:
 			return
@@ -234,6 +262,8 @@ func (m *subscriptions) run() {
 			}
 			m.poll(only)
 		case <-t.C:
+			m.poll(nil)
+		case <-renotify.C:
 			m.poll(nil)
 		}
 	}
@@ -320,9 +350,14 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	}
 	var err error
 	if sub.wakeup {
+		if sub.renotifyAt().After(m.store.now()) && m.store.acks.Load() == sub.acks {
+			return // the poller looks again at renotifyAt
+		}
 		var w *wakeup
+		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
 			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
+				m.update(uri, func(cur *subscription) { cur.notifiedAt, cur.acks = m.store.now(), acks })
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
@@ -354,6 +389,29 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	m.removeLocked(uri)
 	m.mu.Unlock()
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
+}
+
+// renotifyAt is when a wakeup subscription that notified may notify
+// again (wakeupRenotifyGap); the zero time when it has not notified.
+func (sub *subscription) renotifyAt() time.Time {
+	if sub.notifiedAt.IsZero() {
+		return time.Time{}
+	}
+	return sub.notifiedAt.Add(wakeupRenotifyGap)
+}
+
+// nextRenotify returns how long until the earliest renotifyAt still to
+// come, and false when no subscription waits for one.
+func (m *subscriptions) nextRenotify() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now, next := m.store.now(), time.Time{}
+	for _, sub := range m.subs {
+		if at := sub.renotifyAt(); at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next.Sub(now), !next.IsZero()
 }
 
 // update changes the state of subscription uri, if it is still subscribed.

@@ -296,3 +296,46 @@ func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
 	m.unsubscribe(uri)
 	waitUntil(t, "the watch stopped after the last unsubscribe", func() bool { return !w.watching() })
 }
+
+// TestWakeupRenotifyGap shows wakeupRenotifyGap: a member notified once is
+// not notified again for each new wake event while it has not read, is
+// notified again once the gap has passed, and at once after it reads.
+func TestWakeupRenotifyGap(t *testing.T) {
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	defer m.close()
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	bobURI := wakeupURI(g, "bob")
+	m.authorize(bobURI)
+	if err := m.subscribe(bobURI); err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	s.store.now = func() time.Time { return clock }
+	step := func(what string, send bool, advance time.Duration, want int) {
+		t.Helper()
+		if send {
+			mustSend(t, s, g, "alice", "Alice", "@bob "+what, nil)
+		}
+		clock = clock.Add(advance)
+		m.poll(nil)
+		if got := rec.take(); len(got) != want {
+			t.Errorf("%s: got %d notifications %v; want %d", what, len(got), got, want)
+		}
+	}
+	step("first mention", true, 0, 1)
+	step("second mention before the gap", true, 100*time.Millisecond, 0)
+	if d, ok := m.nextRenotify(); !ok || d <= 0 || d > wakeupRenotifyGap {
+		t.Errorf("next renotify: got %v, %v; want within %v", d, ok, wakeupRenotifyGap)
+	}
+	step("gap passed", false, wakeupRenotifyGap, 1)
+	step("third mention before the gap", true, 0, 0)
+	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
+	step("fourth mention after reading", true, 0, 1)
+	if _, ok := m.nextRenotify(); !ok {
+		t.Errorf("next renotify after a notification: got none")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,11 @@ type store struct {
 	catalogDB *sql.DB // nil until first use
 
 	damaged damagedWarnings // unusable group files already reported
+
+	// acks counts the write transactions of this process that acknowledged
+	// a wake event, so that a subscription held back from notifying again
+	// (wakeupRenotifyGap) sees that its member has read meanwhile.
+	acks atomic.Int64
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;

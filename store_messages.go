@@ -149,6 +149,9 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 		return false, err
 	}
 	acked, _ := res.RowsAffected()
+	if acked > 0 {
+		s.acks.Add(1)
+	}
 	cutoff := formatTimestamp(s.now().Add(-acknowledgedWakeupRetention))
 	res, err = tx.Exec("DELETE FROM wakeup_events WHERE acknowledged_at IS NOT NULL AND acknowledged_at < ?", cutoff)
 	if err != nil {
