@@ -203,20 +203,8 @@ func TestCloseDoesNotWaitForABlockedWrite(t *testing.T) {
 // whose files have not changed, yet still sends a reminder that falls due
 // without any write, and notices the next write.
 func TestPollSkipsUnchangedGroups(t *testing.T) {
-	s, _ := newTestServer(t)
-	rec := &recorder{}
-	m := newSubscriptions(s.store, time.Hour, rec.notify)
-	defer m.close()
-	g := mustCreateGroup(t, s, "alice")
-	mustJoin(t, s, g, "alice", "Alice")
-	mustJoin(t, s, g, "bob", "Bob")
+	s, m, rec, g := bobsPoller(t, true)
 	bobURI := wakeupURI(g, "bob")
-	m.authorize(bobURI)
-	for _, uri := range []string{groupURI(g), bobURI} {
-		if err := m.subscribe(uri); err != nil {
-			t.Fatal(err)
-		}
-	}
 	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
 	m.poll(nil)
 	if got := rec.take(); len(got) != 2 {
@@ -301,18 +289,7 @@ func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
 // not notified again for each new wake event while it has not read, is
 // notified again once the gap has passed, and at once after it reads.
 func TestWakeupRenotifyGap(t *testing.T) {
-	s, _ := newTestServer(t)
-	rec := &recorder{}
-	m := newSubscriptions(s.store, time.Hour, rec.notify)
-	defer m.close()
-	g := mustCreateGroup(t, s, "alice")
-	mustJoin(t, s, g, "alice", "Alice")
-	mustJoin(t, s, g, "bob", "Bob")
-	bobURI := wakeupURI(g, "bob")
-	m.authorize(bobURI)
-	if err := m.subscribe(bobURI); err != nil {
-		t.Fatal(err)
-	}
+	s, m, rec, g := bobsPoller(t, false)
 	clock := time.Now()
 	s.store.now = func() time.Time { return clock }
 	step := func(what string, send bool, advance time.Duration, want int) {
@@ -338,4 +315,29 @@ func TestWakeupRenotifyGap(t *testing.T) {
 	if _, ok := m.nextRenotify(); !ok {
 		t.Errorf("next renotify after a notification: got none")
 	}
+}
+
+// bobsPoller returns a server with a group of alice and bob, and a
+// hand-polled subscription monitor (its own ticker is an hour) subscribed
+// to bob's wakeups, and to the group itself when group is set.
+func bobsPoller(t *testing.T, group bool) (*server, *subscriptions, *recorder, string) {
+	t.Helper()
+	s, _ := newTestServer(t)
+	rec := &recorder{}
+	m := newSubscriptions(s.store, time.Hour, rec.notify)
+	t.Cleanup(m.close)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	uris := []string{wakeupURI(g, "bob")}
+	if group {
+		uris = append([]string{groupURI(g)}, uris...)
+	}
+	m.authorize(uris[len(uris)-1])
+	for _, uri := range uris {
+		if err := m.subscribe(uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, m, rec, g
 }
