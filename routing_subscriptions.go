@@ -47,10 +47,11 @@ type subscription struct {
 	checked  bool
 	remindAt time.Time
 
-	// notifiedAt is when this wakeup subscription last notified (on the
-	// store's clock), and acks the store's acknowledgement count then:
+	// renotifyAt is when this wakeup subscription, having notified, may
+	// notify again (on the store's clock; zero once a check found nothing
+	// due), and acks the store's acknowledgement count when it notified:
 	// see wakeupRenotifyGap.
-	notifiedAt time.Time
+	renotifyAt time.Time
 	acks       int64
 }
 
@@ -350,22 +351,20 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	}
 	var err error
 	if sub.wakeup {
-		if sub.renotifyAt().After(m.store.now()) && m.store.acks.Load() == sub.acks {
+		if sub.renotifyAt.After(m.store.now()) && m.store.acks.Load() == sub.acks {
 			return // the poller looks again at renotifyAt
 		}
 		var w *wakeup
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
 			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
-				m.update(uri, func(cur *subscription) { cur.notifiedAt, cur.acks = m.store.now(), acks })
+				m.update(uri, func(cur *subscription) { cur.renotifyAt, cur.acks = m.store.now().Add(wakeupRenotifyGap), acks })
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
 			}
-			if w == nil && sigOK {
-				if remindAt, err := m.store.nextWakeupReminder(sub.groupID, sub.contextID); err == nil {
-					m.update(uri, func(cur *subscription) { cur.seen, cur.checked, cur.remindAt = sig, true, remindAt })
-				}
+			if w == nil {
+				m.settleWakeup(uri, sub, sig, sigOK)
 			}
 			return
 		}
@@ -391,27 +390,43 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
 }
 
-// renotifyAt is when a wakeup subscription that notified may notify
-// again (wakeupRenotifyGap); the zero time when it has not notified.
-func (sub *subscription) renotifyAt() time.Time {
-	if sub.notifiedAt.IsZero() {
-		return time.Time{}
+// settleWakeup records a check of wakeup subscription uri that found
+// nothing due: no notification is held back any more, and with the group's
+// signature sig (when sigOK) and the next reminder time, later polls can
+// skip the group until either changes.
+func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSignature, sigOK bool) {
+	var remindAt time.Time
+	settled := false
+	if sigOK {
+		var err error
+		remindAt, err = m.store.nextWakeupReminder(sub.groupID, sub.contextID)
+		settled = err == nil
 	}
-	return sub.notifiedAt.Add(wakeupRenotifyGap)
+	m.update(uri, func(cur *subscription) {
+		cur.renotifyAt = time.Time{}
+		if settled {
+			cur.seen, cur.checked, cur.remindAt = sig, true, remindAt
+		}
+	})
 }
 
 // nextRenotify returns how long until the earliest renotifyAt still to
-// come, and false when no subscription waits for one.
+// come, and false when no subscription waits for one. It reads the clock
+// only while some subscription has notified and not yet checked again.
 func (m *subscriptions) nextRenotify() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now, next := m.store.now(), time.Time{}
+	var next time.Time
 	for _, sub := range m.subs {
-		if at := sub.renotifyAt(); at.After(now) && (next.IsZero() || at.Before(next)) {
+		if at := sub.renotifyAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
-	return next.Sub(now), !next.IsZero()
+	if next.IsZero() {
+		return 0, false
+	}
+	d := next.Sub(m.store.now())
+	return d, d > 0
 }
 
 // update changes the state of subscription uri, if it is still subscribed.
