@@ -122,9 +122,10 @@ func TestSubscriptionPolling(t *testing.T) {
 	}
 }
 
-// watchedGroup returns a group with alice joined and a hand-polled monitor
-// subscribed to it, whose notifications go to rec.
-func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
+// handPolledGroup returns a server with a group alice created and joined,
+// and a subscription monitor polled by hand (its own ticker is an hour)
+// whose notifications go to rec.
+func handPolledGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
 	t.Helper()
 	s, _ := newTestServer(t)
 	rec := &recorder{}
@@ -132,6 +133,14 @@ func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
 	t.Cleanup(m.close)
 	g := mustCreateGroup(t, s, "alice")
 	mustJoin(t, s, g, "alice", "Alice")
+	return s, rec, m, g
+}
+
+// watchedGroup returns handPolledGroup's group with the monitor subscribed
+// to it.
+func watchedGroup(t *testing.T) (*server, *recorder, *subscriptions, string) {
+	t.Helper()
+	s, rec, m, g := handPolledGroup(t)
 	if err := m.subscribe(groupURI(g)); err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +260,7 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 // subscription goes.
 func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
 	f := newHookFixture(t, "bob-ctx")
-	w := newChangeWatcher(f.st.dir)
-	defer w.close()
-	if !w.native {
-		t.Skip("no file-system events on this platform")
-	}
+	w := nativeWatcher(t, f.st.dir)
 	m := newSubscriptions(newTestStore(t, f.st.dir), time.Hour, (&recorder{}).notify)
 	defer m.close()
 	m.follow(w)
@@ -317,17 +322,12 @@ func TestWakeupRenotifyGap(t *testing.T) {
 	}
 }
 
-// bobsPoller returns a server with a group of alice and bob, and a
-// hand-polled subscription monitor (its own ticker is an hour) subscribed
-// to bob's wakeups, and to the group itself when group is set.
+// bobsPoller returns handPolledGroup's group with bob joined too, and the
+// monitor subscribed to bob's wakeups, and to the group itself when group
+// is set.
 func bobsPoller(t *testing.T, group bool) (*server, *subscriptions, *recorder, string) {
 	t.Helper()
-	s, _ := newTestServer(t)
-	rec := &recorder{}
-	m := newSubscriptions(s.store, time.Hour, rec.notify)
-	t.Cleanup(m.close)
-	g := mustCreateGroup(t, s, "alice")
-	mustJoin(t, s, g, "alice", "Alice")
+	s, rec, m, g := handPolledGroup(t)
 	mustJoin(t, s, g, "bob", "Bob")
 	uris := []string{wakeupURI(g, "bob")}
 	if group {

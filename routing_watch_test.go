@@ -38,11 +38,7 @@ func TestWatcherSeesCommitsAndDeletes(t *testing.T) {
 	if err := writer.joinGroup(meta.groupID, "alice", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	w := newChangeWatcher(dir)
-	defer w.close()
-	if !w.native {
-		t.Skip("no file-system events on this platform")
-	}
+	w := nativeWatcher(t, dir)
 	sub := w.subscribe()
 	defer sub.close()
 	if _, err := writer.sendMessage(meta.groupID, outgoing{contextID: "alice", name: "alice", text: "hi", priority: "normal"}); err != nil {
@@ -122,11 +118,7 @@ func TestWatcherOnMissingDirectory(t *testing.T) {
 // send comes through another store, as another process's would.
 func TestPollerFollowsFileEvents(t *testing.T) {
 	f := newHookFixture(t, "bob-ctx")
-	w := newChangeWatcher(f.st.dir)
-	defer w.close()
-	if !w.native {
-		t.Skip("no file-system events on this platform")
-	}
+	w := nativeWatcher(t, f.st.dir)
 	rec := &recorder{}
 	reader := newTestStore(t, f.st.dir)
 	m := newSubscriptions(reader, time.Hour, rec.notify)
@@ -149,11 +141,7 @@ func TestPollerFollowsFileEvents(t *testing.T) {
 // starts with the first subscription and stops with the last, so that a
 // process waiting on nothing is not woken by other processes' writes.
 func TestWatcherRunsOnlyWhileSubscribed(t *testing.T) {
-	w := newChangeWatcher(t.TempDir())
-	defer w.close()
-	if !w.native {
-		t.Skip("no file-system events on this platform")
-	}
+	w := nativeWatcher(t, t.TempDir())
 	if w.watching() {
 		t.Fatal("watching before any subscription; want no watch")
 	}
@@ -324,4 +312,16 @@ func TestWatchPacer(t *testing.T) {
 			t.Errorf("after a read of %v: pause %v; want %v", c.waited, p.pause, c.want)
 		}
 	}
+}
+
+// nativeWatcher returns a change watcher of dir, closed when the test ends,
+// and skips the test where file-system events are not available.
+func nativeWatcher(t *testing.T, dir string) *changeWatcher {
+	t.Helper()
+	w := newChangeWatcher(dir)
+	t.Cleanup(w.close)
+	if !w.native {
+		t.Skip("no file-system events on this platform")
+	}
+	return w
 }
