@@ -110,44 +110,40 @@ func TestServeHTTPOverTLS(t *testing.T) {
 	}
 }
 
-// TestServeHTTPBadCertificateFails checks that an unreadable certificate
-// fails the command before it announces a URL.
-func TestServeHTTPBadCertificateFails(t *testing.T) {
+// TestServeHTTPRefusesToStart checks that serve --http fails before it
+// announces a URL when its certificate cannot be read or
+// CROSSTALK_MAX_MESSAGE_BYTES is invalid (validated at start-up, as the
+// stdio server does), with the exit status and error each calls for.
+func TestServeHTTPRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(builtBinary(t), "serve", "--http", "127.0.0.1:0",
-		"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", filepath.Join(dir, "missing.key"))
-	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Errorf("exit: got %v; want status 1", err)
-	}
-	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "TLS certificate") {
-		t.Errorf("got stdout %q, stderr %q; want no URL and a TLS certificate error", stdout.String(), stderr.String())
-	}
-}
-
-// TestServeHTTPBadMessageLimitFails checks that serve --http validates
-// CROSSTALK_MAX_MESSAGE_BYTES at start-up, as the stdio server does.
-func TestServeHTTPBadMessageLimitFails(t *testing.T) {
-	dir := t.TempDir()
-	// A server that ignored the setting would serve until killed; the
-	// deadline is generous, for a loaded machine, and ends that case.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, builtBinary(t), "serve", "--http", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_MAX_MESSAGE_BYTES=lots")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-		t.Errorf("exit: got %v; want status 2", err)
-	}
-	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "CROSSTALK_MAX_MESSAGE_BYTES") {
-		t.Errorf("got stdout %q, stderr %q; want no URL and the limit's error", stdout.String(), stderr.String())
+	for _, c := range []struct {
+		name       string
+		args, env  []string
+		wantExit   int
+		wantStderr string
+	}{
+		{"unreadable certificate", []string{"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", filepath.Join(dir, "missing.key")},
+			nil, 1, "TLS certificate"},
+		{"invalid message limit", nil, []string{"CROSSTALK_MAX_MESSAGE_BYTES=lots"}, 2, "CROSSTALK_MAX_MESSAGE_BYTES"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A server that went on would serve until killed; the deadline
+			// is generous, for a loaded machine, and ends that case.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, builtBinary(t), append([]string{"serve", "--http", "127.0.0.1:0"}, c.args...)...)
+			cmd.Env = append(append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir), c.env...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != c.wantExit {
+				t.Errorf("exit: got %v; want status %d", err, c.wantExit)
+			}
+			if stdout.Len() != 0 || !strings.Contains(stderr.String(), c.wantStderr) {
+				t.Errorf("got stdout %q, stderr %q; want no URL and an error naming %s", stdout.String(), stderr.String(), c.wantStderr)
+			}
+		})
 	}
 }
 
