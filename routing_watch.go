@@ -27,10 +27,11 @@ type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
 
-	// run serializes starting and stopping the watch. stop waits for the
-	// event goroutine, which takes mu, so mu is never held across either.
+	// run serializes starting, stopping and retargeting the watch. Stopping
+	// waits for the event goroutine, which takes mu, so mu is never held
+	// across any of them.
 	run    sync.Mutex
-	stop   func() // non-nil while the watch runs
+	watch  fileWatch // non-nil while the watch runs
 	closed bool
 
 	// mu guards subs and settles, which the event goroutine, the settle
@@ -38,6 +39,17 @@ type changeWatcher struct {
 	mu      sync.Mutex
 	subs    map[*watchSubscription]struct{}
 	settles map[string]*watchSettle
+}
+
+// fileWatch is a running file-system watch of a groups directory
+// (inotifyWatch, kqueueWatch).
+type fileWatch interface {
+	// follow says whose writes to report: the groups named, or every group
+	// when groups is nil. Files appearing or going away are reported for
+	// every group either way.
+	follow(groups []string)
+	// stop ends the watch and waits for its goroutine.
+	stop()
 }
 
 // watchSubscription collects the groups that may have changed since its
@@ -174,16 +186,17 @@ func (w *changeWatcher) close() {
 // reached since the probe) is logged and every subscription is told to
 // look at everything, after which it hears nothing until its safety poll.
 func (w *changeWatcher) startLocked() {
-	if !w.native || w.closed || w.stop != nil {
+	if !w.native || w.closed || w.watch != nil {
 		return
 	}
-	stop, err := watchDirectory(w.dir, w.fileEvent)
+	watch, err := watchDirectory(w.dir, w.fileEvent)
 	if err != nil {
 		logf("watch %s for changes: %v; polling only", w.dir, err)
 		w.publish("")
 		return
 	}
-	w.stop = stop
+	w.watch = watch
+	w.followLocked()
 	// A commit written just before the watch began raised no event, and
 	// may have become visible only after a consumer's first look.
 	w.changed("")
@@ -191,9 +204,9 @@ func (w *changeWatcher) startLocked() {
 
 // stopLocked stops the watch and its pending announcements; w.run is held.
 func (w *changeWatcher) stopLocked() {
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
+	if w.watch != nil {
+		w.watch.stop()
+		w.watch = nil
 	}
 	w.mu.Lock()
 	for _, s := range w.settles {
@@ -214,8 +227,44 @@ func (w *changeWatcher) subscribeTo(groups []string) *watchSubscription {
 	w.mu.Lock()
 	w.subs[s] = struct{}{}
 	w.mu.Unlock()
-	w.startLocked()
+	if w.watch == nil {
+		w.startLocked()
+	} else {
+		w.followLocked()
+	}
 	return s
+}
+
+// followLocked points the running watch, if any, at the groups the
+// subscriptions want; w.run is held. A subscription to every group makes
+// it follow every group.
+func (w *changeWatcher) followLocked() {
+	if w.watch == nil {
+		return
+	}
+	w.mu.Lock()
+	var groups []string
+	all := false
+	seen := map[string]bool{}
+	for s := range w.subs {
+		if s.want == nil {
+			all = true
+			break
+		}
+		for g := range s.want {
+			if !seen[g] {
+				seen[g] = true
+				groups = append(groups, g)
+			}
+		}
+	}
+	w.mu.Unlock()
+	if all {
+		groups = nil
+	} else if groups == nil {
+		groups = []string{}
+	}
+	w.watch.follow(groups)
 }
 
 // groupSet is the set of groups, nil when groups is nil (every group).
@@ -234,9 +283,12 @@ func groupSet(groups []string) map[string]bool {
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
 	set := groupSet(groups)
+	s.w.run.Lock()
+	defer s.w.run.Unlock()
 	s.w.mu.Lock()
 	s.want = set
 	s.w.mu.Unlock()
+	s.w.followLocked()
 }
 
 // close ends the subscription; the last one to go stops the watch.
@@ -250,6 +302,8 @@ func (s *watchSubscription) close() {
 	w.mu.Unlock()
 	if idle {
 		w.stopLocked()
+	} else {
+		w.followLocked()
 	}
 }
 

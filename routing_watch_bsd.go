@@ -26,6 +26,7 @@ type kqueueWatch struct {
 	files map[int]string  // watched -wal descriptor → file name
 	wals  map[string]int  // file name → descriptor
 	dbs   map[string]bool // group database names last seen in dir
+	done  chan struct{}   // closed when the loop has ended
 }
 
 const kqueueVnodeFlags = syscall.NOTE_WRITE | syscall.NOTE_EXTEND | syscall.NOTE_DELETE | syscall.NOTE_RENAME
@@ -46,9 +47,10 @@ func probeWatch(dir string) error {
 }
 
 // watchDirectory watches dir with kqueue and calls emit with the name of
-// each file that changed; stop ends the watch and waits for its goroutine.
-func watchDirectory(dir string, emit func(name string)) (stop func(), err error) {
-	k := &kqueueWatch{dir: dir, emit: emit, files: map[int]string{}, wals: map[string]int{}, dbs: map[string]bool{}}
+// each file that changed.
+func watchDirectory(dir string, emit func(name string)) (_ fileWatch, err error) {
+	k := &kqueueWatch{dir: dir, emit: emit, files: map[int]string{}, wals: map[string]int{}, dbs: map[string]bool{},
+		done: make(chan struct{})}
 	if k.kq, err = syscall.Kqueue(); err != nil {
 		return nil, fmt.Errorf("kqueue: %w", err)
 	}
@@ -70,17 +72,24 @@ func watchDirectory(dir string, emit func(name string)) (stop func(), err error)
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
 	k.rescan(false)
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(k.done)
 		defer k.closeAll()
 		k.loop()
 	}()
-	return func() {
-		syscall.Write(k.wake[1], []byte{0})
-		<-done
-	}, nil
+	return k, nil
 }
+
+// stop ends the watch and waits for its goroutine.
+func (k *kqueueWatch) stop() {
+	syscall.Write(k.wake[1], []byte{0})
+	<-k.done
+}
+
+// follow does nothing: a kqueue watch reports the writes of every group,
+// one event per -wal file and pause however many writes it took, so there
+// is nothing to save by narrowing it.
+func (k *kqueueWatch) follow([]string) {}
 
 // add registers fd with the kqueue.
 func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {

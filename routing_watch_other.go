@@ -9,7 +9,7 @@ import "errors"
 var errWatchUnsupported = errors.New("no file-system events on this platform")
 
 // watchDirectory is unavailable on this platform.
-func watchDirectory(string, func(string)) (func(), error) {
+func watchDirectory(string, func(string)) (fileWatch, error) {
 	return nil, errWatchUnsupported
 }
 

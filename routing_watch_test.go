@@ -285,7 +285,7 @@ func (w *changeWatcher) subscribe() *watchSubscription {
 func (w *changeWatcher) watching() bool {
 	w.run.Lock()
 	defer w.run.Unlock()
-	return w.stop != nil
+	return w.watch != nil
 }
 
 // TestWatchPacer shows the event reader's pause doubling while events are

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// inotifyFixture is an inotifyWatch of a directory holding two groups'
+// database and -wal files, written by hand: the watch only sees names and
+// writes, so no SQLite is needed to drive it.
+type inotifyFixture struct {
+	dir    string
+	iw     *inotifyWatch
+	events chan string
+}
+
+const (
+	followedGroup = "grp_0000000000000000000000000000000a"
+	otherGroup    = "grp_0000000000000000000000000000000b"
+)
+
+func newInotifyFixture(t *testing.T) *inotifyFixture {
+	t.Helper()
+	dir := t.TempDir()
+	for _, g := range []string{followedGroup, otherGroup} {
+		for _, suffix := range []string{"", "-wal"} {
+			if err := os.WriteFile(groupFile(dir, g)+suffix, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f := &inotifyFixture{dir: dir, events: make(chan string, 1024)}
+	w, err := watchDirectory(dir, func(name string) { f.events <- name })
+	if err != nil {
+		t.Skipf("no inotify here: %v", err)
+	}
+	t.Cleanup(w.stop)
+	f.iw = w.(*inotifyWatch)
+	return f
+}
+
+// write appends to one of a group's files, as a commit appends to its -wal.
+func (f *inotifyFixture) write(t *testing.T, group, suffix string) {
+	t.Helper()
+	file, err := os.OpenFile(groupFile(f.dir, group)+suffix, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := file.Write([]byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// await waits (generously) for an event naming name, skipping others.
+func (f *inotifyFixture) await(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-f.events:
+			if got == name {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no event for %s", name)
+		}
+	}
+}
+
+// quiet checks that no event names name for a while: long enough for the
+// reader to have woken many times over.
+func (f *inotifyFixture) quiet(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.After(200 * time.Millisecond)
+	for {
+		select {
+		case got := <-f.events:
+			if got == name {
+				t.Fatalf("event for %s, which is not followed", name)
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// watchMasks returns the masks of the watches of the fixture's inotify
+// descriptor, by inode, from /proc/self/fdinfo.
+func (f *inotifyFixture) watchMasks(t *testing.T) map[uint64]uint32 {
+	t.Helper()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", f.iw.fd))
+	if err != nil {
+		t.Skipf("no fdinfo here: %v", err)
+	}
+	masks := map[uint64]uint32{}
+	for _, line := range strings.Split(string(info), "\n") {
+		var wd int
+		var ino uint64
+		var sdev, mask uint32
+		if n, _ := fmt.Sscanf(line, "inotify wd:%d ino:%x sdev:%x mask:%x", &wd, &ino, &sdev, &mask); n == 4 {
+			masks[ino] = mask
+		}
+	}
+	return masks
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestInotifyFollowsNamedGroups shows what a narrowed watch costs and
+// reports: the directory watch stops taking writes, the followed group's
+// files get one-shot watches of their own, its writes are reported, a
+// write while its watch is disarmed is reported after the pause, another
+// group's writes raise no event at all, and widening to every group
+// brings them back.
+func TestInotifyFollowsNamedGroups(t *testing.T) {
+	f := newInotifyFixture(t)
+	wal := filepath.Base(groupFile(f.dir, followedGroup)) + "-wal"
+	f.write(t, otherGroup, "-wal")
+	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
+
+	f.iw.follow([]string{followedGroup})
+	masks := f.watchMasks(t)
+	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
+		t.Errorf("directory watch mask %#x still takes IN_MODIFY", m)
+	}
+	for _, suffix := range []string{"", "-wal"} {
+		if m := masks[inode(t, groupFile(f.dir, followedGroup)+suffix)]; m&inotifyFileMask != inotifyFileMask {
+			t.Errorf("watch of %s%s: mask %#x; want %#x", followedGroup, suffix, m, inotifyFileMask)
+		}
+	}
+	if _, ok := masks[inode(t, groupFile(f.dir, otherGroup)+"-wal")]; ok {
+		t.Error("the other group's -wal file is watched")
+	}
+
+	f.write(t, followedGroup, "-wal")
+	f.await(t, wal)
+	// Written at once, while the reader pauses and the fired watch is not
+	// re-armed: reported when it is.
+	f.write(t, followedGroup, "-wal")
+	f.await(t, wal)
+	f.write(t, otherGroup, "-wal")
+	f.quiet(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
+
+	// SQLite deletes the -wal file when the last connection closes and
+	// creates it again at the next open; the new file is followed too.
+	if err := os.Remove(groupFile(f.dir, followedGroup) + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(groupFile(f.dir, followedGroup)+"-wal", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the recreated -wal file watched", func() bool {
+		_, ok := f.watchMasks(t)[inode(t, groupFile(f.dir, followedGroup)+"-wal")]
+		return ok
+	})
+	f.write(t, followedGroup, "-wal")
+	f.await(t, wal)
+
+	f.iw.follow(nil)
+	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
+		t.Errorf("directory watch mask %#x after follow(nil); want IN_MODIFY", m)
+	}
+	f.write(t, otherGroup, "-wal")
+	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
+}
+
+// TestInotifyReportsGroupsAppearing checks that a narrowed watch still
+// reports a group database renamed into place or deleted, whoever it
+// belongs to: list_groups and resource lists change with them.
+func TestInotifyReportsGroupsAppearing(t *testing.T) {
+	f := newInotifyFixture(t)
+	f.iw.follow([]string{followedGroup})
+	const created = "grp_0000000000000000000000000000000c"
+	tmp := filepath.Join(f.dir, ".building")
+	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, groupFile(f.dir, created)); err != nil {
+		t.Fatal(err)
+	}
+	f.await(t, filepath.Base(groupFile(f.dir, created)))
+	if err := os.Remove(groupFile(f.dir, otherGroup)); err != nil {
+		t.Fatal(err)
+	}
+	f.await(t, filepath.Base(groupFile(f.dir, otherGroup)))
+}
