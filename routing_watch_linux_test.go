@@ -197,3 +197,39 @@ func TestInotifyReportsGroupsAppearing(t *testing.T) {
 	}
 	f.await(t, filepath.Base(groupFile(f.dir, otherGroup)))
 }
+
+// TestWatcherFollowsItsSubscriptions checks that the change watcher points
+// its inotify watch at the union of what its subscriptions want: narrowed
+// to named groups, widened to every group while one subscription wants
+// them all, and narrowed again when that one ends or a group is dropped.
+func TestWatcherFollowsItsSubscriptions(t *testing.T) {
+	dir := t.TempDir()
+	w := nativeWatcher(t, dir)
+	followed := func() (all bool, groups []string) {
+		w.run.Lock()
+		defer w.run.Unlock()
+		iw := w.watch.(*inotifyWatch)
+		iw.mu.Lock()
+		defer iw.mu.Unlock()
+		for db := range iw.groups {
+			groups = append(groups, strings.TrimSuffix(db, ".sqlite3"))
+		}
+		return iw.all, groups
+	}
+	check := func(step string, wantAll bool, want ...string) {
+		t.Helper()
+		all, groups := followed()
+		if all != wantAll || !wantAll && strings.Join(groups, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: following all %v, groups %v; want all %v, groups %v", step, all, groups, wantAll, want)
+		}
+	}
+	a := w.subscribeTo([]string{followedGroup})
+	defer a.close()
+	check("one subscription to one group", false, followedGroup)
+	b := w.subscribeTo(nil)
+	check("and one to every group", true)
+	b.close()
+	check("after the one to every group ended", false, followedGroup)
+	a.watchGroups([]string{otherGroup})
+	check("after the subscription moved to another group", false, otherGroup)
+}
