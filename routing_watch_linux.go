@@ -41,6 +41,8 @@ type inotifyWatch struct {
 	dir   string
 	emit  func(name string)
 	done  chan struct{}
+	// addWatch is syscall.InotifyAddWatch; tests make it fail.
+	addWatch func(fd int, path string, mask uint32) (int, error)
 
 	// mu guards the fields below, which follow and the reader share. The
 	// reader never holds it while calling emit: emit takes the change
@@ -88,7 +90,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), addWatch: syscall.InotifyAddWatch,
 		all: true, files: map[int32]string{}, disarmed: map[string]bool{}}
 	go func() {
 		defer close(iw.done)
@@ -112,14 +114,7 @@ func (iw *inotifyWatch) follow(groups []string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	if groups == nil {
-		if !iw.all {
-			iw.all = true
-			iw.setDirMask(inotifyDirMask | syscall.IN_MODIFY)
-		}
-		for wd := range iw.files {
-			syscall.InotifyRmWatch(iw.fd, uint32(wd))
-		}
-		iw.groups, iw.files, iw.disarmed = nil, map[int32]string{}, map[string]bool{}
+		iw.followAll()
 		return
 	}
 	want := make(map[string]bool, len(groups))
@@ -143,8 +138,8 @@ func (iw *inotifyWatch) follow(groups []string) {
 	}
 	for db := range want {
 		for _, name := range []string{db, db + "-wal"} {
-			if !armed[name] && !iw.disarmed[name] {
-				iw.arm(name)
+			if !armed[name] && !iw.disarmed[name] && !iw.arm(name) {
+				return // following every group now
 			}
 		}
 	}
@@ -155,6 +150,21 @@ func (iw *inotifyWatch) follow(groups []string) {
 	}
 }
 
+// followAll makes the directory watch take every write again and drops
+// the file watches; iw.mu is held. It is also the way back when a file
+// watch cannot be added (the inotify watch limit reached): a group whose
+// file is not watched must not go unreported.
+func (iw *inotifyWatch) followAll() {
+	if !iw.all {
+		iw.all = true
+		iw.setDirMask(inotifyDirMask | syscall.IN_MODIFY)
+	}
+	for wd := range iw.files {
+		syscall.InotifyRmWatch(iw.fd, uint32(wd))
+	}
+	iw.groups, iw.files, iw.disarmed = nil, map[int32]string{}, map[string]bool{}
+}
+
 // setDirMask replaces the directory watch's mask; iw.mu is held. Adding a
 // watch on a path already watched keeps its descriptor.
 func (iw *inotifyWatch) setDirMask(mask uint32) {
@@ -163,18 +173,28 @@ func (iw *inotifyWatch) setDirMask(mask uint32) {
 	}
 }
 
-// arm watches file name for its next write and reports whether it could;
-// a file that does not exist yet is armed when it appears. iw.mu is held.
+// arm watches file name for its next write; iw.mu is held. A file that
+// does not exist yet is armed when it appears. It reports false when the
+// watch could not be added for another reason, having gone back to
+// following every group (followAll).
 func (iw *inotifyWatch) arm(name string) bool {
-	wd, err := syscall.InotifyAddWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
-	if err != nil {
-		if !errors.Is(err, syscall.ENOENT) {
-			logf("watch %s: %v", name, err)
-		}
-		return false
+	_, ok := iw.armed(name)
+	return ok
+}
+
+// armed is arm that also says whether the file is now watched.
+func (iw *inotifyWatch) armed(name string) (watched, ok bool) {
+	wd, err := iw.addWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return false, true
+	case err != nil:
+		logf("watch %s: %v; watching every write to the directory instead", name, err)
+		iw.followAll()
+		return false, false
 	}
 	iw.files[int32(wd)] = name
-	return true
+	return true, true
 }
 
 // groupDB returns the database file name a group file name belongs to.
@@ -265,7 +285,7 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 		return !wal || mask&syscall.IN_MODIFY != 0
 	}
 	if mask&(syscall.IN_CREATE|syscall.IN_MOVED_TO) != 0 && iw.groups[groupDB(name)] && !strings.HasSuffix(name, "-journal") {
-		if iw.arm(name) && wal {
+		if watched, _ := iw.armed(name); watched && wal {
 			info, err := os.Stat(filepath.Join(iw.dir, name))
 			return err == nil && info.Size() > 0
 		}
@@ -274,16 +294,20 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 }
 
 // rearm arms again the watches that fired before the pause and returns
-// their files, which may have been written while disarmed.
+// their files, which may have been written while disarmed (or deleted,
+// which is harmless to report).
 func (iw *inotifyWatch) rearm() []string {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	var names []string
+	names := make([]string, 0, len(iw.disarmed))
 	for name := range iw.disarmed {
-		if iw.arm(name) {
-			names = append(names, name)
-		}
+		names = append(names, name)
 	}
 	clear(iw.disarmed)
+	for _, name := range names {
+		if !iw.arm(name) {
+			break // following every group now
+		}
+	}
 	return names
 }

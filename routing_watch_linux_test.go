@@ -233,3 +233,20 @@ func TestWatcherFollowsItsSubscriptions(t *testing.T) {
 	a.watchGroups([]string{otherGroup})
 	check("after the subscription moved to another group", false, otherGroup)
 }
+
+// TestInotifyFallsBackToTheDirectory checks that a file watch that cannot
+// be added (the kernel's watch limit, ENOSPC) sends the watch back to
+// taking every write of the directory, so the group's writes are still
+// reported rather than left to the safety poll.
+func TestInotifyFallsBackToTheDirectory(t *testing.T) {
+	f := newInotifyFixture(t)
+	f.iw.mu.Lock()
+	f.iw.addWatch = func(int, string, uint32) (int, error) { return 0, syscall.ENOSPC }
+	f.iw.mu.Unlock()
+	f.iw.follow([]string{followedGroup})
+	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
+		t.Errorf("directory watch mask %#x after a failed file watch; want IN_MODIFY", m)
+	}
+	f.write(t, followedGroup, "-wal")
+	f.await(t, filepath.Base(groupFile(f.dir, followedGroup))+"-wal")
+}
