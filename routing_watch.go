@@ -22,7 +22,8 @@ import (
 // write of every process to the directory wakes a watching process, so a
 // server that waits on nothing (most of a busy group's senders) must not
 // watch. Events of groups no subscription asked for go no further than the
-// event read.
+// event read, and on Linux, where the watch follows the subscriptions'
+// groups (fileWatch.follow), they are not raised at all.
 type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
@@ -243,26 +244,23 @@ func (w *changeWatcher) followLocked() {
 		return
 	}
 	w.mu.Lock()
-	var groups []string
-	all := false
-	seen := map[string]bool{}
+	union := map[string]bool{} // nil: every group
 	for s := range w.subs {
 		if s.want == nil {
-			all = true
+			union = nil
 			break
 		}
 		for g := range s.want {
-			if !seen[g] {
-				seen[g] = true
-				groups = append(groups, g)
-			}
+			union[g] = true
 		}
 	}
 	w.mu.Unlock()
-	if all {
-		groups = nil
-	} else if groups == nil {
-		groups = []string{}
+	var groups []string
+	if union != nil {
+		groups = make([]string, 0, len(union))
+		for g := range union {
+			groups = append(groups, g)
+		}
 	}
 	w.watch.follow(groups)
 }
