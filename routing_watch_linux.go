@@ -17,14 +17,16 @@ import (
 // own watch reports files appearing, disappearing or being renamed into
 // place (a group created or deleted). Writes are reported one of two ways:
 //
-//   - following every group (the dashboard, `wait` before it knows the
-//     member's groups), the directory watch also takes IN_MODIFY, so every
-//     write of every process to any file in the directory is an event;
-//   - following named groups (a stdio or HTTP session's subscriptions), each
-//     group's database and -wal file has a watch of its own, armed for one
-//     event (IN_ONESHOT) and re-armed after the reader's pause.
+//   - following named groups (what every consumer does: a session's
+//     subscriptions, `wait`, wait_for_messages), each group's database and
+//     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
+//     and re-armed after the reader's pause;
+//   - following every group (a subscription to all of them, and the way
+//     back when a file watch cannot be added), the directory watch also
+//     takes IN_MODIFY, so every write of every process to any file in the
+//     directory is an event.
 //
-// The second is the common case and the reason for this type. The kernel
+// The first is the reason for this type. The kernel
 // queues an inotify event for every watching process at every write(2): a
 // commit writes its -wal file dozens of times, and with eight member
 // processes watching one busy group that cost each commit about 0.4 ms in
@@ -45,8 +47,8 @@ type inotifyWatch struct {
 	addWatch func(fd int, path string, mask uint32) (int, error)
 
 	// mu guards the fields below, which follow and the reader share. The
-	// reader never holds it while calling emit: emit takes the change
-	// watcher's lock, which follow's caller may hold.
+	// reader never holds it while calling emit, so no lock of the change
+	// watcher is ever taken under it.
 	mu       sync.Mutex
 	all      bool             // the directory watch takes IN_MODIFY
 	groups   map[string]bool  // groups followed when !all, by file name of the database
