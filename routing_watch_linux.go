@@ -65,6 +65,15 @@ const inotifyDirMask = syscall.IN_CREATE | syscall.IN_DELETE | syscall.IN_MOVED_
 // write, once.
 const inotifyFileMask = syscall.IN_MODIFY | syscall.IN_ONESHOT
 
+// inotifyMaxFollowed is the most groups a watch follows file by file (two
+// watches each); past it the directory watch takes every write instead.
+// Watches come out of a per-user kernel budget that the user's editors and
+// build tools share (8,192 on older kernels), and a process following
+// hundreds of groups, such as an HTTP server with many sessions, is one
+// watcher however many writes there are, which the directory watch serves
+// as well.
+const inotifyMaxFollowed = 256
+
 // probeWatch reports whether dir can be watched, by adding and dropping an
 // inotify watch on it.
 func probeWatch(dir string) error {
@@ -110,12 +119,13 @@ func (iw *inotifyWatch) stop() {
 }
 
 // follow reports writes of the groups named from now on, or of every group
-// when groups is nil. A group's file watches are armed before the directory
-// watch stops taking IN_MODIFY, so no write falls between the two.
+// when groups is nil or longer than inotifyMaxFollowed. A group's file
+// watches are armed before the directory watch stops taking IN_MODIFY, so
+// no write falls between the two.
 func (iw *inotifyWatch) follow(groups []string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	if groups == nil {
+	if groups == nil || len(groups) > inotifyMaxFollowed {
 		iw.followAll()
 		return
 	}

@@ -259,3 +259,28 @@ func TestInotifyFallsBackToTheDirectory(t *testing.T) {
 	f.write(t, otherGroup, "-wal")
 	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
 }
+
+// TestInotifyFollowsManyGroupsByTheDirectory checks that a watch asked to
+// follow more than inotifyMaxFollowed groups takes every write of the
+// directory instead of spending two of the user's inotify watches on each.
+func TestInotifyFollowsManyGroupsByTheDirectory(t *testing.T) {
+	f := newInotifyFixture(t)
+	groups := []string{followedGroup}
+	for i := range inotifyMaxFollowed {
+		groups = append(groups, fmt.Sprintf("grp_%032x", 0x100+i))
+	}
+	f.iw.follow(groups[:inotifyMaxFollowed])
+	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
+		t.Fatalf("directory watch mask %#x while following %d groups; want no IN_MODIFY", m, inotifyMaxFollowed)
+	}
+	f.iw.follow(groups)
+	masks := f.watchMasks(t)
+	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
+		t.Errorf("directory watch mask %#x while following %d groups; want IN_MODIFY", m, len(groups))
+	}
+	if len(masks) != 1 {
+		t.Errorf("%d watches while following %d groups; want only the directory's", len(masks), len(groups))
+	}
+	f.write(t, otherGroup, "-wal")
+	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
+}
