@@ -430,13 +430,16 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 // file is left out: readers write to it too, and a reader must not wake
 // every other reader.
 func groupOfFile(name string) (string, bool) {
-	base := filepath.Base(name)
-	for _, suffix := range []string{"-wal", "-journal"} {
-		base = strings.TrimSuffix(base, suffix)
-	}
-	id, ok := strings.CutSuffix(base, ".sqlite3")
+	id, ok := strings.CutSuffix(groupDB(filepath.Base(name)), ".sqlite3")
 	if !ok || validateGroupID(id) != nil {
 		return "", false
 	}
 	return id, true
+}
+
+// groupDB returns the name of the database file that a file name of the
+// groups directory belongs to: itself, or the database beside a -wal or
+// -journal file.
+func groupDB(name string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(name, "-wal"), "-journal")
 }

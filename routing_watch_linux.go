@@ -150,7 +150,10 @@ func (iw *inotifyWatch) follow(groups []string) {
 	}
 	for db := range want {
 		for _, name := range []string{db, db + "-wal"} {
-			if !armed[name] && !iw.disarmed[name] && !iw.arm(name) {
+			if armed[name] || iw.disarmed[name] {
+				continue
+			}
+			if _, ok := iw.arm(name); !ok {
 				return // following every group now
 			}
 		}
@@ -185,17 +188,11 @@ func (iw *inotifyWatch) setDirMask(mask uint32) {
 	}
 }
 
-// arm watches file name for its next write; iw.mu is held. A file that
-// does not exist yet is armed when it appears. It reports false when the
-// watch could not be added for another reason, having gone back to
-// following every group (followAll).
-func (iw *inotifyWatch) arm(name string) bool {
-	_, ok := iw.armed(name)
-	return ok
-}
-
-// armed is arm that also says whether the file is now watched.
-func (iw *inotifyWatch) armed(name string) (watched, ok bool) {
+// arm watches file name for its next write and reports whether it is now
+// watched; iw.mu is held. A file that does not exist yet is armed when it
+// appears. ok is false when the watch could not be added for another
+// reason, having gone back to following every group (followAll).
+func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 	wd, err := iw.addWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
@@ -207,11 +204,6 @@ func (iw *inotifyWatch) armed(name string) (watched, ok bool) {
 	}
 	iw.files[int32(wd)] = name
 	return true, true
-}
-
-// groupDB returns the database file name a group file name belongs to.
-func groupDB(name string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(name, "-wal"), "-journal")
 }
 
 // read handles events until the directory watch is removed or reading
@@ -297,7 +289,7 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 		return !wal || mask&syscall.IN_MODIFY != 0
 	}
 	if mask&(syscall.IN_CREATE|syscall.IN_MOVED_TO) != 0 && iw.groups[groupDB(name)] && !strings.HasSuffix(name, "-journal") {
-		if watched, _ := iw.armed(name); watched && wal {
+		if watched, _ := iw.arm(name); watched && wal {
 			info, err := os.Stat(filepath.Join(iw.dir, name))
 			return err == nil && info.Size() > 0
 		}
@@ -317,7 +309,7 @@ func (iw *inotifyWatch) rearm() []string {
 	}
 	clear(iw.disarmed)
 	for _, name := range names {
-		if !iw.arm(name) {
+		if _, ok := iw.arm(name); !ok {
 			break // following every group now
 		}
 	}
