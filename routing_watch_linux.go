@@ -49,9 +49,10 @@ type inotifyWatch struct {
 	// mu guards the fields below, which follow and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
 	// watcher is ever taken under it.
-	mu       sync.Mutex
-	all      bool             // the directory watch takes IN_MODIFY
-	groups   map[string]bool  // groups followed when !all, by file name of the database
+	mu sync.Mutex
+	// groups is the followed groups by database file name; nil while
+	// following every group, when the directory watch takes IN_MODIFY.
+	groups   map[string]bool
 	files    map[int32]string // armed one-shot watch → file name
 	disarmed map[string]bool  // files whose watch fired, to re-arm after the pause
 }
@@ -102,7 +103,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
 	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), addWatch: syscall.InotifyAddWatch,
-		all: true, files: map[int32]string{}, disarmed: map[string]bool{}}
+		files: map[int32]string{}, disarmed: map[string]bool{}}
 	go func() {
 		defer close(iw.done)
 		defer syscall.Close(fd)
@@ -158,9 +159,9 @@ func (iw *inotifyWatch) follow(groups []string) {
 			}
 		}
 	}
+	wasAll := iw.groups == nil
 	iw.groups = want
-	if iw.all {
-		iw.all = false
+	if wasAll {
 		iw.setDirMask(inotifyDirMask)
 	}
 }
@@ -170,8 +171,7 @@ func (iw *inotifyWatch) follow(groups []string) {
 // watch cannot be added (the inotify watch limit reached): a group whose
 // file is not watched must not go unreported.
 func (iw *inotifyWatch) followAll() {
-	if !iw.all {
-		iw.all = true
+	if iw.groups != nil {
 		iw.setDirMask(inotifyDirMask | syscall.IN_MODIFY)
 	}
 	for wd := range iw.files {
@@ -285,7 +285,7 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 // announced.
 func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 	wal := strings.HasSuffix(name, "-wal")
-	if iw.all {
+	if iw.groups == nil {
 		return !wal || mask&syscall.IN_MODIFY != 0
 	}
 	if mask&(syscall.IN_CREATE|syscall.IN_MOVED_TO) != 0 && iw.groups[groupDB(name)] && !strings.HasSuffix(name, "-journal") {
