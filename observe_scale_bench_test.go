@@ -35,7 +35,7 @@ const (
 // the directory.
 func scaleFixture(tb testing.TB) string {
 	tb.Helper()
-	key := sha256.Sum256([]byte(strings.Join(groupSchema, "\n") + auditRollupSchema() + scaleFixtureRev))
+	key := sha256.Sum256([]byte(strings.Join(groupSchema, "\n") + auditRollupSchema() + scaleFixtureRev + strconv.Itoa(groupPageSize)))
 	dir := filepath.Join(os.TempDir(), "crosstalk-scale-"+hex.EncodeToString(key[:6]))
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		return dir
