@@ -118,6 +118,10 @@ func TestReadOnlyPoolBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every connection of a handle has the bounded page cache.
+	if got := queryRows(t, held, "PRAGMA cache_size"); len(got) != 1 || got[0] != "-512" {
+		t.Errorf("cache_size of a pool handle: got %v; want [-512]", got)
+	}
 	for range maxReadOnlyHandles {
 		id := fx.group("H", "", time.Now(), fixtureMember{"ctx0", "Zero"})
 		if _, err := pool.group(fx.dir, id); err != nil {

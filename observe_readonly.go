@@ -42,6 +42,15 @@ type readOnlyEntry struct {
 // maxReadOnlyHandles bounds the open handles of a readOnlyPool.
 const maxReadOnlyHandles = 32
 
+// readOnlyCacheSize bounds each dashboard connection's page cache to 512 KiB
+// (SQLite's default is 2,000 KiB). The pool keeps up to maxReadOnlyHandles
+// handles of up to four connections each, and the dashboard's reads are
+// single passes over a group, which the operating system's page cache
+// serves again anyway; with 200 groups of 1 KiB pages the default let the
+// dashboard's peak RSS reach 66 MB, with this bound 62 MB, at the same
+// speed (BenchmarkDashboardScale).
+const readOnlyCacheSize = "_pragma=cache_size%28-512%29"
+
 // retiredHandleGrace is how long an evicted handle stays usable: a request
 // that fetched it just before the eviction may still run its queries. The
 // handle's idle connections are closed at once, which is what frees the
@@ -105,7 +114,7 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 		delete(p.entries, path)
 	}
 	p.evictLocked()
-	db, err := sql.Open("sqlite", readOnlyDSN(path))
+	db, err := sql.Open("sqlite", readOnlyDSN(path)+"&"+readOnlyCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("open %s read-only: %w", filepath.Base(path), err)
 	}
