@@ -128,7 +128,7 @@ func (s *server) answerSends(run []pendingSend) error {
 // on the message sendCall already parsed, which is therefore not decoded
 // twice (for a huge message, a second copy of it).
 func (s *server) sendAlone(p pendingSend) toolResult {
-	if len(p.msg.text) >= hugeLine {
+	if len(p.msg.body()) >= hugeLine {
 		releaseMemory() // the line, now unreferenced: see hugeLine
 	}
 	var out sent

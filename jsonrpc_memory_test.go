@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -42,9 +43,18 @@ type hugeSend struct {
 	answer       string
 }
 
-// hugeSendPeakRSS sends one send_message line of about size bytes through
-// the built binary on the groups directory dir and returns what it measured.
-func hugeSendPeakRSS(t testing.TB, dir string, size int, env ...string) hugeSend {
+// Texts of huge messages: mostly ASCII with some escapes and non-ASCII, like
+// real messages, whose decoded text is 0.84× its JSON; and plain ASCII, the
+// worst case, whose text is as long as its JSON.
+const (
+	mixedChunk = `word \"quoted\" é\n`
+	plainChunk = "plain ASCII words "
+)
+
+// hugeSendPeakRSS sends one send_message line of about size bytes, its text
+// chunk repeated, through the built binary on the groups directory dir and
+// returns what it measured.
+func hugeSendPeakRSS(t testing.TB, dir string, size int, chunk string, env ...string) hugeSend {
 	t.Helper()
 	cmd := exec.Command(builtBinary(t))
 	cmd.Env = append(append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir, "CROSSTALK_POLL_INTERVAL_SECONDS=3600"), env...)
@@ -77,8 +87,6 @@ func hugeSendPeakRSS(t testing.TB, dir string, size int, env ...string) hugeSend
 	gid := text[strings.Index(text, "grp_") : strings.Index(text, "grp_")+36]
 	ask(crashCall(2, "join_group", map[string]any{"group_id": gid, "context_id": "a", "name": "a"}))
 	ask(crashCall(3, "join_group", map[string]any{"group_id": gid, "context_id": "b", "name": "b"}))
-	// Mostly ASCII text with some escapes and non-ASCII, like real messages.
-	chunk := `word \"quoted\" é\n`
 	body := strings.Repeat(chunk, size/len(chunk))
 	line := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"send_message","arguments":{"caller_name":"m","group_id":"` +
 		gid + `","context_id":"a","name":"a","message":"` + body + `"}}}`
@@ -97,9 +105,20 @@ func hugeLineMB() int {
 }
 
 // TestHugeMessagePeakRSS measures the peak resident memory of a
-// send_message line over 16 MiB against the line's size, and checks that the
-// message is stored and indexed as any other. `make test` uses a 48 MiB
-// line; CROSSTALK_BIG_LINE_MB=200 measures the 200 MB case.
+// send_message line over 16 MiB against the line's size, for mixed and for
+// plain-ASCII text, and checks that the message is stored and indexed as any
+// other. `make test` uses a 48 MiB line; CROSSTALK_BIG_LINE_MB=200 measures
+// the 200 MB case.
+//
+// What is left at the peak is two copies of the text, both SQLite's: the
+// bound parameter and the row's record. The line is freed before the
+// insert, the decoded Go string once SQLite has bound it (insertHuge's
+// releaseTextSQL), and the search trigger's copy is avoided. Measured at
+// 48 MiB: mixed text 2.3× the line in all (2.0× added to the process's
+// ~13 MiB), plain ASCII 2.4× (2.1× added). With the Go string resident
+// until the insert ends it was 2.94× and 3.42× (3.07× at 200 MiB), so both
+// cases fail with a third copy of the text; earlier the trigger's copy made
+// 3.5× and a second decoding 6.35×.
 func TestHugeMessagePeakRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("VmHWM is read from /proc; Linux only")
@@ -107,49 +126,64 @@ func TestHugeMessagePeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends a message of tens of megabytes")
 	}
-	dir := t.TempDir()
-	m := hugeSendPeakRSS(t, dir, hugeLineMB()<<20)
-	if _, failed := crashToolText(m.answer); failed {
-		t.Fatalf("send of a %d-byte line: %.300s", m.line, m.answer)
+	for _, c := range []struct {
+		name  string
+		chunk string
+		// peak bounds the whole process's peak RSS, added what the line
+		// added to it, both as multiples of the line.
+		peak, added float64
+	}{
+		{"mixed text", mixedChunk, 3.0, 2.3},
+		{"plain ASCII", plainChunk, 3.0, 2.4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := hugeSendPeakRSS(t, dir, hugeLineMB()<<20, c.chunk)
+			if _, failed := crashToolText(m.answer); failed {
+				t.Fatalf("send of a %d-byte line: %.300s", m.line, m.answer)
+			}
+			mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+			ratio, added := float64(m.peak)/float64(m.line), float64(m.peak-m.before)/float64(m.line)
+			t.Logf("line %.1f MiB: peak RSS %.1f MiB (%.2f× the line), %.1f MiB before it (%.2f× added)",
+				mib(int64(m.line)), mib(m.peak), ratio, mib(m.before), added)
+			if ratio > c.peak {
+				t.Errorf("peak RSS: got %.2f× the line; want ≤ %.2f×", ratio, c.peak)
+			}
+			if added > c.added {
+				t.Errorf("peak RSS added by the line: got %.2f× its size; want ≤ %.2f×", added, c.added)
+			}
+			checkHugeMessageStored(t, dir, hugeLineMB()<<20, c.chunk)
+		})
 	}
-	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
-	ratio, added := float64(m.peak)/float64(m.line), float64(m.peak-m.before)/float64(m.line)
-	t.Logf("line %.1f MiB: peak RSS %.1f MiB (%.2f× the line), %.1f MiB before it (%.2f× added)",
-		mib(int64(m.line)), mib(m.peak), ratio, mib(m.before), added)
-	// The issue asks for 3× the line. What is left at the peak is one copy
-	// of the text in Go (the string handed to database/sql) and two in
-	// SQLite: the bound parameter and the row's record (the search
-	// trigger's third is avoided by insertHuge). This text is 0.84× its
-	// line, so that is 2.5× added to the process's ~13 MiB, plus a few MiB
-	// of SQLite and runtime growth: 2.65× in all at 200 MiB, 2.94× at
-	// 48 MiB. It was 3.5× at 200 MiB (3.4× added) while the trigger
-	// indexed huge messages, and 6.35× while the text was decoded twice and
-	// the line and its read chunks stayed resident. The bound is on what
-	// the line added, which depends little on the size chosen.
-	if limit := 3.0; added > limit {
-		t.Errorf("peak RSS added by the line: got %.2f× its size; want ≤ %.2f×", added, limit)
-	}
-	checkHugeMessageStored(t, dir)
 }
 
 // checkHugeMessageStored checks the one group in dir after a huge send: the
 // message found by search, the index consistent with the rows, and the
 // original's search trigger still in place.
-func checkHugeMessageStored(t *testing.T, dir string) {
+func checkHugeMessageStored(t *testing.T, dir string, size int, chunk string) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "grp_*.sqlite3"))
 	if len(files) != 1 {
 		t.Fatalf("group files: got %v; want one", files)
 	}
+	var decoded string
+	if err := json.Unmarshal([]byte(`"`+chunk+`"`), &decoded); err != nil {
+		t.Fatal(err)
+	}
 	db := openTestDB(t, files[0], "rw")
-	checks := []struct{ query, want string }{
-		{"SELECT count(*) FROM message_search WHERE content LIKE '%word \"quoted\" é%'", "1"},
-		{"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert'", "1"},
-		{"PRAGMA integrity_check", "ok"},
+	checks := []struct {
+		query string
+		args  []any
+		want  string
+	}{
+		{"SELECT count(*) FROM messages WHERE content = ?", []any{strings.Repeat(decoded, size/len(chunk))}, "1"},
+		{"SELECT count(*) FROM message_search WHERE content LIKE ?", []any{"%" + decoded + decoded + "%"}, "1"},
+		{"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert'", nil, "1"},
+		{"PRAGMA integrity_check", nil, "ok"},
 	}
 	for _, c := range checks {
 		var got string
-		if err := db.QueryRow(c.query).Scan(&got); err != nil || got != c.want {
+		if err := db.QueryRow(c.query, c.args...).Scan(&got); err != nil || got != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.query, got, err, c.want)
 		}
 	}
@@ -166,7 +200,7 @@ func BenchmarkHugeMessagePeakRSS(b *testing.B) {
 	}
 	var ratio float64
 	for b.Loop() {
-		m := hugeSendPeakRSS(b, b.TempDir(), hugeLineMB()<<20)
+		m := hugeSendPeakRSS(b, b.TempDir(), hugeLineMB()<<20, plainChunk)
 		ratio = float64(m.peak) / float64(m.line)
 	}
 	b.ReportMetric(ratio, "peak/line")
@@ -197,8 +231,9 @@ func TestHugeSendRunsAloneDetached(t *testing.T) {
 		t.Errorf("the run keeps the raw message or params: has message %v, params %d bytes, raw %d bytes",
 			p.call.args.has("message"), len(p.req.params), len(p.call.args.raw))
 	}
-	if p.msg.text != text {
-		t.Errorf("decoded text: got %d bytes; want the %d sent", len(p.msg.text), len(text))
+	if p.msg.huge == nil || p.msg.text != "" || p.msg.body() != text {
+		t.Errorf("decoded text: got %d bytes, %d of them outside a hugeText; want the %d sent, all in one",
+			len(p.msg.body()), len(p.msg.text), len(text))
 	}
 	if r.Buffered() == 0 {
 		t.Errorf("the pipelined small sends were consumed; want them left for their own run")
@@ -211,7 +246,7 @@ func TestMaxMessageBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the built binary")
 	}
-	answer := hugeSendPeakRSS(t, t.TempDir(), 2<<20, "CROSSTALK_MAX_MESSAGE_BYTES=1048576").answer
+	answer := hugeSendPeakRSS(t, t.TempDir(), 2<<20, mixedChunk, "CROSSTALK_MAX_MESSAGE_BYTES=1048576").answer
 	text, failed := crashToolText(answer)
 	if !failed || !strings.Contains(text, "message") || !strings.Contains(text, "1048576") {
 		t.Errorf("a 2 MiB message with a 1 MiB limit: got %.300s; want a validation error naming the limit", text)

@@ -1,16 +1,82 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+
+	"modernc.org/sqlite"
 )
+
+// hugeText is the text of one huge message (hugeLine bytes or more), held
+// in one place however often the outgoing message pointing to it is copied,
+// so that the insert can take the last reference to it. Once SQLite has its
+// own copy of the bound text, the Go string is garbage, and insertHuge gives
+// its memory back to the operating system before SQLite builds the row: the
+// send then holds two copies of the text at its peak (the bound parameter
+// and the record) instead of three.
+type hugeText struct {
+	s     string
+	taken bool
+}
+
+// errHugeTextTaken reports a second insert of one huge text. Only a retry of
+// a transaction that failed after the first insert could attempt it; the
+// text is gone by then, and the send fails rather than store it empty.
+var errHugeTextTaken = errors.New("the text of this huge message was released by a failed attempt to store it; send it again")
+
+// take returns the text and drops the reference h held.
+func (h *hugeText) take() (string, error) {
+	if h.taken {
+		return "", errHugeTextTaken
+	}
+	s := h.s
+	h.s, h.taken = "", true
+	return s, nil
+}
 
 // searchTrigger is the original's trigger that indexes each new message for
 // search, with its whitespace collapsed: the original and this server store
 // it with different indentation.
 const searchTrigger = "CREATE TRIGGER messages_search_after_insert AFTER INSERT ON messages BEGIN " +
 	"INSERT INTO message_search(rowid, content) VALUES (new.id, new.content); END"
+
+// releaseTextSQL is the SQL function crosstalk_release_text(token, value),
+// registered on every connection of this process. Placed in an INSERT in a
+// column after the text's, it runs after the driver bound the text (modernc
+// copies a bound string into SQLite's memory before the statement steps)
+// and before SQLite builds the row's record from the values. It drops the
+// text from the arguments registered under token, collects it and returns
+// the freed memory to the operating system, and returns value as its
+// column's value. Nothing in the group file refers to it.
+const releaseTextSQL = "crosstalk_release_text"
+
+// boundTexts holds, by token, the argument that carries the text of each
+// huge insert now running, for releaseTextSQL.
+var boundTexts = struct {
+	sync.Mutex
+	next int64
+	args map[int64]*driver.NamedValue
+}{args: map[int64]*driver.NamedValue{}}
+
+func init() {
+	sqlite.MustRegisterScalarFunction(releaseTextSQL, 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		token, _ := args[0].(int64)
+		boundTexts.Lock()
+		arg := boundTexts.args[token]
+		delete(boundTexts.args, token)
+		boundTexts.Unlock()
+		if arg != nil {
+			arg.Value = nil
+			releaseMemory()
+		}
+		return args[1], nil
+	})
+}
 
 // insertHuge inserts p, whose text is hugeLine bytes or more, and indexes it
 // for search itself instead of through searchTrigger, which it reports
@@ -20,10 +86,18 @@ const searchTrigger = "CREATE TRIGGER messages_search_after_insert AFTER INSERT 
 // copy of the row's text, on top of the bound parameter and the row's
 // record: for a 200 MiB message that copy alone is 170 MB more at the
 // peak. So, in the send's transaction, the trigger is dropped, the row
-// inserted, the index given exactly the row the trigger would have given it,
-// and the trigger created again from its own stored text. Nobody ever sees
-// the trigger missing: other connections, the original's included, read
+// inserted, the index given exactly the row the trigger would have given it
+// (read back from the row, by which time the text exists only there), and
+// the trigger created again from its own stored text. Nobody ever sees the
+// trigger missing: other connections, the original's included, read
 // committed snapshots, and the transaction commits all of it or nothing.
+//
+// The row is inserted through the driver directly, because database/sql
+// keeps every argument of a statement until it finishes, and with
+// releaseTextSQL, which drops the Go copy of the text mid-statement. A text
+// held in a hugeText (a stdio line, see detach) is then referenced nowhere
+// else; one that is not (the same call over HTTP) is inserted the same way
+// and merely stays in memory until the call ends.
 func (b sendBatch) insertHuge(p routedSend) (id int64, ok bool, err error) {
 	var stored string
 	err = b.tx.QueryRow("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert' AND tbl_name = 'messages'").Scan(&stored)
@@ -38,14 +112,63 @@ func (b sendBatch) insertHuge(p routedSend) (id int64, ok bool, err error) {
 	if _, err := b.tx.Exec("DROP TRIGGER messages_search_after_insert"); err != nil {
 		return 0, false, err
 	}
-	if id, err = b.insertRows([]routedSend{p}); err != nil {
+	if id, err = b.insertReleasing(p); err != nil {
 		return 0, false, err
 	}
-	if _, err := b.tx.Exec("INSERT INTO message_search(rowid, content) VALUES (?, ?)", id, p.msg.text); err != nil {
+	if _, err := b.tx.Exec("INSERT INTO message_search(rowid, content) SELECT id, content FROM messages WHERE id = ?", id); err != nil {
 		return 0, false, err
 	}
 	if _, err := b.tx.Exec(stored); err != nil {
 		return 0, false, err
 	}
 	return id, true, nil
+}
+
+// insertReleasing inserts p's row as insertRows does, with releaseTextSQL
+// in routing_reason's place, which comes after content in the table, and
+// returns its id.
+func (b sendBatch) insertReleasing(p routedSend) (int64, error) {
+	args := []driver.NamedValue{{Ordinal: 1, Value: p.msg.contextID}, {Ordinal: 2, Value: p.msg.name}, {Ordinal: 3},
+		{Ordinal: 4, Value: p.now}, {Ordinal: 5, Value: p.msg.priority}, {Ordinal: 6, Value: pyJSON(stringList(p.route.mentions))},
+		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9}}
+	if p.msg.huge != nil {
+		text, err := p.msg.huge.take()
+		if err != nil {
+			return 0, err
+		}
+		args[2].Value = text
+	} else {
+		args[2].Value = p.msg.text
+	}
+	boundTexts.Lock()
+	boundTexts.next++
+	token := boundTexts.next
+	boundTexts.args[token] = &args[2]
+	boundTexts.Unlock()
+	defer func() {
+		boundTexts.Lock()
+		delete(boundTexts.args, token)
+		boundTexts.Unlock()
+	}()
+	args[8].Value = token
+	return b.tx.execDriver("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, "+
+		"wakeup_targets, routing_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
+}
+
+// execDriver runs q on the write connection with args exactly as given,
+// past database/sql, and returns the last inserted rowid.
+func (t groupTx) execDriver(q string, args []driver.NamedValue) (lastID int64, err error) {
+	err = t.h.conn.Raw(func(dc any) error {
+		ec, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("the sqlite connection cannot execute directly (%T)", dc)
+		}
+		res, err := ec.ExecContext(context.Background(), q, args)
+		if err != nil {
+			return err
+		}
+		lastID, err = res.LastInsertId()
+		return err
+	})
+	return lastID, err
 }

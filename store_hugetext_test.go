@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,5 +70,52 @@ func TestHugeMessageIndexedAside(t *testing.T) {
 				t.Errorf("stored length: got %d; want %d", got, len(text))
 			}
 		})
+	}
+}
+
+// TestHugeTextTakenOnce sends huge messages held in a hugeText, as the stdio
+// transport hands them over: the text is stored exactly, indexed, and the
+// hugeText holds nothing of it afterwards. A send whose text was already
+// taken (a retry after a failure past the insert) fails and stores nothing,
+// rather than storing an empty message.
+func TestHugeTextTakenOnce(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	meta, err := st.createGroup("a", "huge", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"a", "b"} {
+		if err := st.joinGroup(meta.groupID, who, who); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := strings.Repeat("y", hugeLine) + " needle-in-a-box"
+	h := &hugeText{s: strings.Clone(text)}
+	out, err := st.sendMessage(meta.groupID, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if h.s != "" || !h.taken {
+		t.Errorf("hugeText after the send: %d bytes left, taken %v; want 0, true", len(h.s), h.taken)
+	}
+	db := openTestDB(t, st.groupPath(meta.groupID), "ro")
+	if got := queryInt(t, db, "SELECT count(*) FROM messages WHERE id = ? AND content = ?", out.messageID, text); got != 1 {
+		t.Errorf("stored text: got %d rows equal to the sent text; want 1", got)
+	}
+	if got := queryInt(t, db, "SELECT count(*) FROM message_search WHERE content LIKE '%needle-in-a-box%'"); got != 1 {
+		t.Errorf("search for the message: got %d hits; want 1", got)
+	}
+	_, err = st.sendMessage(meta.groupID, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	if !errors.Is(err, errHugeTextTaken) {
+		t.Errorf("second send of a taken text: got %v; want errHugeTextTaken", err)
+	}
+	if got := queryInt(t, db, "SELECT count(*) FROM messages"); got != 1 {
+		t.Errorf("messages after the refused send: got %d; want 1", got)
+	}
+	boundTexts.Lock()
+	left := len(boundTexts.args)
+	boundTexts.Unlock()
+	if left != 0 {
+		t.Errorf("registered texts after both sends: got %d; want 0", left)
 	}
 }

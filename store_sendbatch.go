@@ -112,12 +112,17 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	var pending []routedSend
 	var index []int // index[k] is the position in msgs of pending[k]
 	for i, m := range msgs {
+		if m.huge != nil && m.huge.taken {
+			// A retry of a batch whose first attempt took the text (see
+			// hugeText): nothing of it is left to store.
+			return nil, nil, errHugeTextTaken
+		}
 		others, err := othersOf(members, m.contextID, m.name)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		r := route(others, m.text, m.priority, m.wake)
+		r := route(others, m.body(), m.priority, m.wake)
 		ids := make([]string, len(r.targets))
 		for j, t := range r.targets {
 			ids[j] = t.contextID
@@ -146,7 +151,7 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 // first; a lone message of hugeLine bytes or more is indexed for search
 // aside (insertHuge).
 func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
-	if len(chunk) == 1 && len(chunk[0].msg.text) >= hugeLine {
+	if len(chunk) == 1 && len(chunk[0].msg.body()) >= hugeLine {
 		if id, ok, err := b.insertHuge(chunk[0]); ok || err != nil {
 			return id, err
 		}
@@ -161,7 +166,7 @@ func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
 func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 	args := make([]any, 0, 8*len(chunk))
 	for _, p := range chunk {
-		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,
+		args = append(args, p.msg.contextID, p.msg.name, p.msg.body(), p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
 	res, err := b.tx.Exec(valuesSQL("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, "+

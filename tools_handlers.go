@@ -259,7 +259,7 @@ func parseSend(a toolArgs) (outgoing, error) {
 	default:
 		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
-	return outgoing{contextID, name, text, priority, wake}, nil
+	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake}, nil
 }
 
 // sentObject is send_message's result.
