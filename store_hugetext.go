@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 
@@ -56,10 +57,11 @@ const searchTrigger = "CREATE TRIGGER messages_search_after_insert AFTER INSERT 
 const releaseTextSQL = "crosstalk_release_text"
 
 // boundTexts holds, by token, the argument that carries the text of each
-// huge insert now running, for releaseTextSQL.
+// huge insert now running, for releaseTextSQL. Tokens are random, so SQL
+// that is not insertHuge's (a trigger someone added to a group file) cannot
+// name one: for any other token the function does nothing.
 var boundTexts = struct {
 	sync.Mutex
-	next int64
 	args map[int64]*driver.NamedValue
 }{args: map[int64]*driver.NamedValue{}}
 
@@ -140,9 +142,8 @@ func (b sendBatch) insertReleasing(p routedSend) (int64, error) {
 	} else {
 		args[2].Value = p.msg.text
 	}
+	token := rand.Int64()
 	boundTexts.Lock()
-	boundTexts.next++
-	token := boundTexts.next
 	boundTexts.args[token] = &args[2]
 	boundTexts.Unlock()
 	defer func() {

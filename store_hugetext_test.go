@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql/driver"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -117,5 +118,40 @@ func TestHugeTextTakenOnce(t *testing.T) {
 	boundTexts.Unlock()
 	if left != 0 {
 		t.Errorf("registered texts after both sends: got %d; want 0", left)
+	}
+}
+
+// TestReleaseTextSQL calls crosstalk_release_text from SQL: it returns its
+// second argument, leaves a registered argument alone when the token is
+// another, and clears it (and unregisters it) for its own token.
+func TestReleaseTextSQL(t *testing.T) {
+	db := openTestDB(t, filepath.Join(t.TempDir(), "f.sqlite3"), "rwc")
+	arg := driver.NamedValue{Ordinal: 3, Value: "the text"}
+	const token = 0x5eed
+	boundTexts.Lock()
+	boundTexts.args[token] = &arg
+	boundTexts.Unlock()
+	defer func() {
+		boundTexts.Lock()
+		delete(boundTexts.args, token)
+		boundTexts.Unlock()
+	}()
+	for _, c := range []struct {
+		token int64
+		want  any // arg.Value afterwards
+	}{{token + 1, "the text"}, {token, nil}} {
+		var got string
+		if err := db.QueryRow("SELECT "+releaseTextSQL+"(?, 'value')", c.token).Scan(&got); err != nil || got != "value" {
+			t.Errorf("token %#x: got %q, %v; want \"value\"", c.token, got, err)
+		}
+		if arg.Value != c.want {
+			t.Errorf("token %#x: argument afterwards %v; want %v", c.token, arg.Value, c.want)
+		}
+	}
+	boundTexts.Lock()
+	_, still := boundTexts.args[token]
+	boundTexts.Unlock()
+	if still {
+		t.Error("the token is still registered after its call")
 	}
 }
