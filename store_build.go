@@ -22,9 +22,10 @@ const buildingPrefix = ".creating-"
 // that member's own leaf, and the commit appends every page it touched to
 // the WAL in full before the fsync: with 8 members 29 pages, 118 KiB, at
 // 4,096 bytes, and 40 pages, 41 KiB, at 1,024. One-at-a-time sends from 4
-// and 8 processes commit 1.1–1.3× as fast (BenchmarkSendLoad). The page size
-// belongs to the file, so a Python server reads and writes such a group as
-// any other; groups created before keep theirs, as WAL mode cannot change it.
+// and 8 processes ran about 1.2× as fast (medians of BenchmarkSendLoad,
+// interleaved with 4,096-byte pages). The page size belongs to the file,
+// so a Python server reads and writes such a group as any other; groups
+// created before keep theirs, as WAL mode cannot change it.
 const groupPageSize = 1024
 
 // buildingPath is where group id is built before it gets its final name.

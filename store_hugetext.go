@@ -65,6 +65,8 @@ var boundTexts = struct {
 	args map[int64]*driver.NamedValue
 }{args: map[int64]*driver.NamedValue{}}
 
+// init registers releaseTextSQL before any connection is opened: the driver
+// adds a registered function only to connections opened after it.
 func init() {
 	sqlite.MustRegisterScalarFunction(releaseTextSQL, 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		token, _ := args[0].(int64)
