@@ -191,3 +191,20 @@ func newTestStore(tb testing.TB, dir string) *store {
 	tb.Cleanup(st.close)
 	return st
 }
+
+// newTestGroup creates a group named name in st, created by the first of
+// members, and joins every member under its context id as its name. It
+// returns the group's id.
+func newTestGroup(tb testing.TB, st *store, name string, members ...string) string {
+	tb.Helper()
+	meta, err := st.createGroup(members[0], name, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, who := range members {
+		if err := st.joinGroup(meta.groupID, who, who); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return meta.groupID
+}

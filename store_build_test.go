@@ -38,21 +38,13 @@ print(sqlite3.sqlite_version, db.execute("PRAGMA page_size").fetchone()[0], chec
 // then reads and finds that message.
 func TestNewGroupPageSize(t *testing.T) {
 	st := newTestStore(t, t.TempDir())
-	meta, err := st.createGroup("alice", "pages", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, who := range []string{"alice", "bob"} {
-		if err := st.joinGroup(meta.groupID, who, who); err != nil {
-			t.Fatal(err)
-		}
-	}
+	gid := newTestGroup(t, st, "pages", "alice", "bob")
 	// A text several pages long, so that it lives on overflow pages.
 	long := strings.Repeat("Überlauf über mehrere Seiten; ", 200)
-	if _, err := st.sendMessage(meta.groupID, outgoing{contextID: "alice", name: "alice", text: long, priority: "normal"}); err != nil {
+	if _, err := st.sendMessage(gid, outgoing{contextID: "alice", name: "alice", text: long, priority: "normal"}); err != nil {
 		t.Fatal(err)
 	}
-	path := st.groupPath(meta.groupID)
+	path := st.groupPath(gid)
 	if got := queryRows(t, openTestDB(t, path, "ro"), "PRAGMA page_size"); len(got) != 1 || got[0] != "1024" {
 		t.Fatalf("page size of a new group: got %v; want [1024]", got)
 	}
@@ -71,14 +63,14 @@ func TestNewGroupPageSize(t *testing.T) {
 		t.Fatalf("python3 (SQLite version, page size, integrity, search index): got %q; want [VERSION 1024 ok ok]", out)
 	}
 	t.Logf("written by SQLite %s", fields[0])
-	unread, err := st.unreadMessages(meta.groupID, "alice", "alice")
+	unread, err := st.unreadMessages(gid, "alice", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(unread) != 1 || unread[0].text != text || unread[0].contextID != "bob" {
 		t.Fatalf("alice's unread after Python's send: got %d messages; want bob's one", len(unread))
 	}
-	found, err := st.searchMessages(meta.groupID, "bob", "bob", "from Python Überlauf")
+	found, err := st.searchMessages(gid, "bob", "bob", "from Python Überlauf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,32 +81,24 @@ func TestHugeMessageIndexedAside(t *testing.T) {
 // rather than storing an empty message.
 func TestHugeTextTakenOnce(t *testing.T) {
 	st := newTestStore(t, t.TempDir())
-	meta, err := st.createGroup("a", "huge", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, who := range []string{"a", "b"} {
-		if err := st.joinGroup(meta.groupID, who, who); err != nil {
-			t.Fatal(err)
-		}
-	}
+	gid := newTestGroup(t, st, "huge", "a", "b")
 	text := strings.Repeat("y", hugeLine) + " needle-in-a-box"
 	h := &hugeText{s: strings.Clone(text)}
-	out, err := st.sendMessage(meta.groupID, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	out, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
 	if h.s != "" || !h.taken {
 		t.Errorf("hugeText after the send: %d bytes left, taken %v; want 0, true", len(h.s), h.taken)
 	}
-	db := openTestDB(t, st.groupPath(meta.groupID), "ro")
+	db := openTestDB(t, st.groupPath(gid), "ro")
 	if got := queryInt(t, db, "SELECT count(*) FROM messages WHERE id = ? AND content = ?", out.messageID, text); got != 1 {
 		t.Errorf("stored text: got %d rows equal to the sent text; want 1", got)
 	}
 	if got := queryInt(t, db, "SELECT count(*) FROM message_search WHERE content LIKE '%needle-in-a-box%'"); got != 1 {
 		t.Errorf("search for the message: got %d hits; want 1", got)
 	}
-	_, err = st.sendMessage(meta.groupID, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	_, err = st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
 	if !errors.Is(err, errHugeTextTaken) {
 		t.Errorf("second send of a taken text: got %v; want errHugeTextTaken", err)
 	}

@@ -14,16 +14,8 @@ import (
 func seedSearchGroup(tb testing.TB, count int) (*store, string) {
 	tb.Helper()
 	st := newTestStore(tb, tb.TempDir())
-	meta, err := st.createGroup("sender", "search", "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, who := range []string{"sender", "reader"} {
-		if err := st.joinGroup(meta.groupID, who, who); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	db := openTestDB(tb, st.groupPath(meta.groupID), "rw")
+	gid := newTestGroup(tb, st, "search", "sender", "reader")
+	db := openTestDB(tb, st.groupPath(gid), "rw")
 	tx, err := db.Begin()
 	if err != nil {
 		tb.Fatal(err)
@@ -46,7 +38,7 @@ func seedSearchGroup(tb testing.TB, count int) (*store, string) {
 	if err := tx.Commit(); err != nil {
 		tb.Fatal(err)
 	}
-	return st, meta.groupID
+	return st, gid
 }
 
 // BenchmarkSearchMessages searches 100,000 messages as a member who has
