@@ -82,16 +82,30 @@ func TestHugeMessageIndexedAside(t *testing.T) {
 func TestHugeTextTakenOnce(t *testing.T) {
 	st := newTestStore(t, t.TempDir())
 	gid := newTestGroup(t, st, "huge", "a", "b")
-	text := strings.Repeat("y", hugeLine) + " needle-in-a-box"
+	text := "@b " + strings.Repeat("y", hugeLine) + " needle-in-a-box"
 	h := &hugeText{s: strings.Clone(text)}
-	out, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	out, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "high", huge: h})
 	if err != nil {
 		t.Fatalf("send: %v", err)
+	}
+	// The row's other columns are those of an ordinary send of the same
+	// routing, which insertRows writes.
+	small, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "high", text: "@b small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const columns = "SELECT sender_context_id, sender_name, priority, mentions, wakeup_targets, routing_reason, length(created_at) FROM messages WHERE id = ?"
+	db := openTestDB(t, st.groupPath(gid), "ro")
+	got, want := queryRows(t, db, columns, out.messageID), queryRows(t, db, columns, small.messageID)
+	if len(want) != 1 || !strings.Contains(want[0], `|["b"]|["b"]|mentioned|`) {
+		t.Fatalf("the ordinary send's row: got %v; want one routed to b by mention", want)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("huge row's columns: got %v; want %v, as an ordinary send's", got, want)
 	}
 	if h.s != "" || !h.taken {
 		t.Errorf("hugeText after the send: %d bytes left, taken %v; want 0, true", len(h.s), h.taken)
 	}
-	db := openTestDB(t, st.groupPath(gid), "ro")
 	if got := queryInt(t, db, "SELECT count(*) FROM messages WHERE id = ? AND content = ?", out.messageID, text); got != 1 {
 		t.Errorf("stored text: got %d rows equal to the sent text; want 1", got)
 	}
@@ -102,8 +116,8 @@ func TestHugeTextTakenOnce(t *testing.T) {
 	if !errors.Is(err, errHugeTextTaken) {
 		t.Errorf("second send of a taken text: got %v; want errHugeTextTaken", err)
 	}
-	if got := queryInt(t, db, "SELECT count(*) FROM messages"); got != 1 {
-		t.Errorf("messages after the refused send: got %d; want 1", got)
+	if got := queryInt(t, db, "SELECT count(*) FROM messages"); got != 2 {
+		t.Errorf("messages after the refused send: got %d; want 2", got)
 	}
 	boundTexts.Lock()
 	left := len(boundTexts.args)
