@@ -154,8 +154,7 @@ func (b sendBatch) insertReleasing(p routedSend) (int64, error) {
 		boundTexts.Unlock()
 	}()
 	args[8].Value = token
-	return b.tx.execDriver("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, "+
-		"wakeup_targets, routing_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
+	return b.tx.execDriver(insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
 }
 
 // execDriver runs q on the write connection with args exactly as given,

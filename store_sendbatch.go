@@ -159,6 +159,11 @@ func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
 	return b.insertRows(chunk)
 }
 
+// insertMessagesSQL starts the INSERT of messages rows, eight values each
+// in this order; insertRows and insertReleasing both write with it.
+const insertMessagesSQL = "INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, " +
+	"wakeup_targets, routing_reason) VALUES "
+
 // insertRows inserts the messages of chunk with one statement and returns
 // the id of the first. The ids are consecutive: the transaction holds the
 // write lock and messages.id is AUTOINCREMENT, so each row takes the id
@@ -169,8 +174,7 @@ func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 		args = append(args, p.msg.contextID, p.msg.name, p.msg.body(), p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
-	res, err := b.tx.Exec(valuesSQL("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, "+
-		"wakeup_targets, routing_reason) VALUES ", 8, len(chunk)), args...)
+	res, err := b.tx.Exec(valuesSQL(insertMessagesSQL, 8, len(chunk)), args...)
 	if err != nil {
 		return 0, err
 	}
