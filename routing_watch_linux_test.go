@@ -57,19 +57,27 @@ func (f *inotifyFixture) write(t *testing.T, group, suffix string) {
 	}
 }
 
-// await waits (generously) for an event naming name, skipping others.
-func (f *inotifyFixture) await(t *testing.T, name string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
+// seen reports whether an event naming name arrives within d, skipping
+// others.
+func (f *inotifyFixture) seen(name string, d time.Duration) bool {
+	deadline := time.After(d)
 	for {
 		select {
 		case got := <-f.events:
 			if got == name {
-				return
+				return true
 			}
 		case <-deadline:
-			t.Fatalf("no event for %s", name)
+			return false
 		}
+	}
+}
+
+// await waits (generously) for an event naming name.
+func (f *inotifyFixture) await(t *testing.T, name string) {
+	t.Helper()
+	if !f.seen(name, 10*time.Second) {
+		t.Fatalf("no event for %s", name)
 	}
 }
 
@@ -77,16 +85,8 @@ func (f *inotifyFixture) await(t *testing.T, name string) {
 // reader to have woken many times over.
 func (f *inotifyFixture) quiet(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.After(200 * time.Millisecond)
-	for {
-		select {
-		case got := <-f.events:
-			if got == name {
-				t.Fatalf("event for %s, which is not followed", name)
-			}
-		case <-deadline:
-			return
-		}
+	if f.seen(name, 200*time.Millisecond) {
+		t.Fatalf("event for %s, which is not followed", name)
 	}
 }
 
