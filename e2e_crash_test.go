@@ -98,12 +98,13 @@ func crashToolText(answer string) (string, bool) {
 }
 
 // TestE2ECrashSafety runs several server processes sending to one group and
-// one creating groups, and kills them with SIGKILL at random moments. Every
-// send that was answered must be stored with its text, message ids must be
-// contiguous, unread counters must match their rows, the databases must pass
-// SQLite's and FTS5's integrity checks, and no group file may be left
-// without its schema. `make test` runs a few rounds; CROSSTALK_SOAK=1 runs
-// for CROSSTALK_SOAK_SECONDS (default 300).
+// one creating groups, and kills them with SIGKILL at random moments, so
+// that leaders and followers of combined sends die mid-commit. Every send
+// that was answered must be stored with its text and none twice, message
+// ids must be contiguous, unread counters must match their rows, the
+// databases must pass SQLite's and FTS5's integrity checks, and no group
+// file may be left without its schema. `make test` runs a few rounds;
+// CROSSTALK_SOAK=1 runs for CROSSTALK_SOAK_SECONDS (default 300).
 func TestE2ECrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills many server processes")
@@ -217,6 +218,11 @@ func checkCrashedGroup(t *testing.T, dir, gid string, acked map[string]bool) {
 	db := openGroupDB(t, dir, gid)
 	stored := map[string]bool{}
 	for _, text := range queryRows(t, db, "SELECT content FROM messages") {
+		if stored[text] {
+			// Every text is sent once: a second row is a send stored twice,
+			// as a combined send could be if its exactly-once rules broke.
+			t.Errorf("stored twice: %.60q", text)
+		}
 		stored[text] = true
 	}
 	missing := 0
