@@ -42,6 +42,12 @@ type store struct {
 	// a wake event, so that a subscription held back from notifying again
 	// (wakeupRenotifyGap) sees that its member has read meanwhile.
 	acks atomic.Int64
+	// combined counts the sends of other calls, usually other processes',
+	// that this process's transactions stored (combineSend); lastCombined
+	// is when this process last led or followed a combined commit, in
+	// Unix nanoseconds.
+	combined     atomic.Int64
+	lastCombined atomic.Int64
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;

@@ -379,6 +379,9 @@ type outgoing struct {
 	contextID, name, text, priority string
 	wake                            []string
 	huge                            *hugeText
+	// at is the message's created_at when the sender stamped it before the
+	// transaction (a combined send, combineSend); empty, the batch stamps it.
+	at string
 }
 
 // body returns m's text, wherever it is held. It is empty once a huge text

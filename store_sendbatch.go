@@ -64,8 +64,15 @@ var valuesSQL = func() func(prefix string, width, n int) string {
 
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
-// one transaction.
+// one transaction, which other processes' sends may share (combineSend).
 func (s *store) sendMessage(id string, m outgoing) (sent, error) {
+	if c := s.combining(id, []outgoing{m}); c != nil {
+		outs, errs, err := c.send()
+		if err != nil {
+			return sent{}, err
+		}
+		return outs[0], errs[0]
+	}
 	var out sent
 	err := s.writeGroup(id, func(tx groupTx) error {
 		outs, errs, err := s.newSendBatch(tx, id).write([]outgoing{m})
@@ -84,6 +91,14 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 // (errs[i], a *domainError) writes nothing and leaves the others to commit;
 // any other failure rolls all of them back and is returned as err.
 func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
+	if c := s.combining(id, msgs); c != nil {
+		return c.send()
+	}
+	return s.sendPlain(id, msgs)
+}
+
+// sendPlain is sendMessages in a transaction of this call's own.
+func (s *store) sendPlain(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
 	err = s.writeGroup(id, func(tx groupTx) error {
 		outs, errs, err = s.newSendBatch(tx, id).write(msgs)
 		return err
@@ -127,7 +142,11 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 		for j, t := range r.targets {
 			ids[j] = t.contextID
 		}
-		pending = append(pending, routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()})
+		now := m.at
+		if now == "" {
+			now = b.now()
+		}
+		pending = append(pending, routedSend{msg: m, others: others, route: r, ids: ids, now: now})
 		index = append(index, i)
 	}
 	for start := 0; start < len(pending); start += maxBatchInsert {

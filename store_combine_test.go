@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// combineGroup is a group with members a, b and c in a fresh directory,
+// written by two stores, as by two server processes.
+func combineGroup(t *testing.T) (leader, follower *store, id string) {
+	t.Helper()
+	if !combineAvailable {
+		t.Skip("no rendezvous for combined sends on this platform")
+	}
+	dir := t.TempDir()
+	leader, follower = newTestStore(t, dir), newTestStore(t, dir)
+	return leader, follower, newTestGroup(t, leader, "combine", "a", "b", "c")
+}
+
+// sendsOf is one message from each of senders, with texts that name the
+// test so that rows can be counted by text.
+func sendsOf(tag string, senders ...string) []outgoing {
+	var msgs []outgoing
+	for i, who := range senders {
+		msgs = append(msgs, outgoing{contextID: who, name: who, text: fmt.Sprintf("%s %d from %s", tag, i, who), priority: "normal"})
+	}
+	return msgs
+}
+
+// storedTexts counts the stored messages by text.
+func storedTexts(t *testing.T, st *store, id string) map[string]int {
+	t.Helper()
+	rows, err := openTestDB(t, st.groupPath(id), "ro").Query("SELECT content FROM messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := map[string]int{}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		n[s]++
+	}
+	return n
+}
+
+// leaderOf stamps msgs for a combined send from st and binds its rendezvous,
+// as a sender that found no leader does.
+func leaderOf(t *testing.T, st *store, id string, msgs []outgoing) (*combineSend, *combineListener) {
+	t.Helper()
+	c := st.combining(id, msgs)
+	ln := listenCombiner(c.name)
+	if ln == nil {
+		t.Fatal("rendezvous already bound")
+	}
+	return c, ln
+}
+
+// followerConn connects to ln as a follower would and writes the request
+// for msgs, stamped by st.
+func followerConn(t *testing.T, st *store, id string, msgs []outgoing) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c := st.combining(id, msgs)
+	conn := dialCombiner(c.name)
+	if conn == nil {
+		t.Fatal("no leader to follow")
+	}
+	req := combineRequest{GroupID: id}
+	for _, m := range c.msgs {
+		req.Messages = append(req.Messages, combineMessage{ContextID: m.contextID, Name: m.name, Text: m.text, Priority: m.priority, At: m.at})
+	}
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// TestLeaderStoresWaitingFollowers has two followers wait on a leader's
+// rendezvous before it writes: the leader's one transaction stores its own
+// message first and then theirs, in order, and answers each follower its
+// results.
+func TestLeaderStoresWaitingFollowers(t *testing.T) {
+	leader, follower, id := combineGroup(t)
+	c, ln := leaderOf(t, leader, id, sendsOf("own", "a"))
+	conn1, r1 := followerConn(t, follower, id, sendsOf("first", "b", "c"))
+	conn2, r2 := followerConn(t, follower, id, sendsOf("second", "c"))
+	defer conn1.Close()
+	defer conn2.Close()
+	outs, errs, err := c.lead(ln)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("lead: %v %v", err, errs)
+	}
+	if outs[0].messageID != 1 {
+		t.Errorf("leader's message got id %d; want 1", outs[0].messageID)
+	}
+	for _, f := range []struct {
+		r   *bufio.Reader
+		ids []int64
+	}{{r1, []int64{2, 3}}, {r2, []int64{4}}} {
+		var reply combineReply
+		line, err := f.r.ReadBytes('\n')
+		if err != nil || json.Unmarshal(line, &reply) != nil {
+			t.Fatalf("read answer: %q %v", line, err)
+		}
+		if len(reply.Results) != len(f.ids) {
+			t.Fatalf("got %+v; want %d results", reply, len(f.ids))
+		}
+		for i, res := range reply.Results {
+			if res.MessageID != f.ids[i] || res.Error != "" {
+				t.Errorf("result %d: got %+v; want message %d", i, res, f.ids[i])
+			}
+		}
+	}
+	got := storedTexts(t, leader, id)
+	for _, text := range []string{"own 0 from a", "first 0 from b", "first 1 from c", "second 0 from c"} {
+		if got[text] != 1 {
+			t.Errorf("%q stored %d times; want once", text, got[text])
+		}
+	}
+	if ln := listenCombiner(c.name); ln == nil {
+		t.Error("leader kept the rendezvous after its commit")
+	} else {
+		ln.close()
+	}
+}
+
+// TestLeaderRefusesBadRequests checks that a leader stores nothing of a
+// request it cannot take (malformed, for another group, with a value the
+// tool would refuse, or from a follower that left) and answers it refused,
+// while its own message is stored.
+func TestLeaderRefusesBadRequests(t *testing.T) {
+	for _, tt := range []struct {
+		name, line string
+		leave      bool
+	}{
+		{"not JSON", "{\"group_id\": \n", false},
+		{"other group", `{"group_id": "grp_00000000000000000000000000000000", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "normal", "at": "2026-12-01T00:00:00+00:00"}]}` + "\n", false},
+		{"bad priority", `{"group_id": "%s", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "loud", "at": "2026-12-01T00:00:00+00:00"}]}` + "\n", false},
+		{"bad timestamp", `{"group_id": "%s", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "normal", "at": "yesterday"}]}` + "\n", false},
+		{"invalid UTF-8", "{\"group_id\": \"%s\", \"messages\": [{\"context_id\": \"b\", \"name\": \"b\", \"text\": \"bad \xff\", \"priority\": \"normal\", \"at\": \"2026-12-01T00:00:00+00:00\"}]}\n", false},
+		{"no messages", `{"group_id": "%s", "messages": []}` + "\n", false},
+		{"follower left", `{"group_id": "%s", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "normal", "at": "2026-12-01T00:00:00+00:00"}]}` + "\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			leader, _, id := combineGroup(t)
+			c := leader.combining(id, sendsOf("own", "a"))
+			ln := listenCombiner(c.name)
+			conn := dialCombiner(c.name)
+			if ln == nil || conn == nil {
+				t.Fatal("no rendezvous")
+			}
+			defer conn.Close()
+			line := tt.line
+			if strings.Contains(line, "%s") {
+				line = fmt.Sprintf(line, id)
+			}
+			conn.Write([]byte(line))
+			if tt.leave {
+				conn.Close()
+			}
+			if _, errs, err := c.lead(ln); err != nil || errs[0] != nil {
+				t.Fatalf("lead: %v %v", err, errs)
+			}
+			if !tt.leave {
+				if answer, _ := bufio.NewReader(conn).ReadBytes('\n'); string(answer) != "{\"refused\": true}\n" {
+					t.Errorf("got answer %q; want a refusal", answer)
+				}
+			}
+			got := storedTexts(t, leader, id)
+			if got["bad"] != 0 || got["bad \xff"] != 0 || got["own 0 from a"] != 1 {
+				t.Errorf("stored %v; want only the leader's message", got)
+			}
+		})
+	}
+}
+
+// TestFollowerOutcomes runs a follower against a leader played by the test,
+// which answers in each of the ways a leader can end, and checks that each
+// message is stored exactly once and answered with its row's id.
+func TestFollowerOutcomes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// lead plays the leader on conn, given the request, with st writing
+		// to the same group, and reports whether it stored the request.
+		lead func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool
+	}{
+		{"results", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+			res := combineReply{}
+			for _, o := range storeRequest(t, st, req) {
+				res.Results = append(res.Results, combineResult{MessageID: o.messageID, Priority: o.priority, RoutingReason: o.routingReason})
+			}
+			line, _ := json.Marshal(res)
+			conn.Write(append(line, '\n'))
+			return true
+		}},
+		{"refused", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+			conn.Write([]byte("{\"refused\": true}\n"))
+			return false
+		}},
+		{"died before storing", func(*testing.T, net.Conn, *store, combineRequest) bool { return false }},
+		{"died after storing", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+			storeRequest(t, st, req)
+			return true
+		}},
+		{"garbage", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+			storeRequest(t, st, req)
+			conn.Write([]byte("not json\n"))
+			return true
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			leader, follower, id := combineGroup(t)
+			msgs := append(sendsOf("twice", "b"), sendsOf("twice", "b")...) // equal texts, told apart by position
+			c, ln := leaderOf(t, follower, id, msgs)
+			stored := make(chan bool, 1)
+			go func() {
+				conn := acceptWaiting(ln)
+				ln.close() // the follower's next try finds no leader and leads
+				req, err := readRequest(conn)
+				if err != nil {
+					t.Error(err)
+				}
+				stored <- tt.lead(t, conn, leader, req)
+				conn.Close()
+			}()
+			outs, errs, err := c.send()
+			if err != nil || errs[0] != nil || errs[1] != nil {
+				t.Fatalf("send: %v %v", err, errs)
+			}
+			if outs[0].messageID == outs[1].messageID || outs[0].messageID == 0 {
+				t.Errorf("got ids %d and %d; want two messages", outs[0].messageID, outs[1].messageID)
+			}
+			<-stored
+			if got := storedTexts(t, leader, id)["twice 0 from b"]; got != 2 {
+				t.Errorf("stored %d times; want twice, once per send", got)
+			}
+			var n int
+			openTestDB(t, leader.groupPath(id), "ro").QueryRow("SELECT COUNT(*) FROM messages WHERE id IN (?, ?)", outs[0].messageID, outs[1].messageID).Scan(&n)
+			if n != 2 {
+				t.Errorf("answered ids %d and %d match %d rows; want 2", outs[0].messageID, outs[1].messageID, n)
+			}
+		})
+	}
+}
+
+// acceptWaiting waits for a connection on ln.
+func acceptWaiting(ln *combineListener) net.Conn {
+	for {
+		if conn := ln.accept(); conn != nil {
+			return conn
+		}
+	}
+}
+
+// readRequest reads a follower's request line.
+func readRequest(conn net.Conn) (combineRequest, error) {
+	var req combineRequest
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	return req, err
+}
+
+// storeRequest stores req as a leader would, with its stamps.
+func storeRequest(t *testing.T, st *store, req combineRequest) []sent {
+	t.Helper()
+	var msgs []outgoing
+	for _, m := range req.Messages {
+		msgs = append(msgs, outgoing{contextID: m.ContextID, name: m.Name, text: m.Text, priority: m.Priority, at: m.At})
+	}
+	outs, _, err := st.sendPlain(req.GroupID, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outs
+}
+
+// TestCombinedSendsConcurrent has four stores, as four processes, send
+// from three goroutines each at once. Every answered send is stored once
+// with the id it was answered with, and the counters match the rows.
+func TestCombinedSendsConcurrent(t *testing.T) {
+	leader, _, id := combineGroup(t)
+	stores := []*store{leader}
+	for range 3 {
+		stores = append(stores, newTestStore(t, leader.dir))
+	}
+	const perSender = 40
+	var mu sync.Mutex
+	answered := map[string]int64{}
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		for j, who := range []string{"a", "b", "c"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range perSender {
+					text := fmt.Sprintf("store %d sender %d message %d", i, j, k)
+					var out sent
+					err := retryBusy(func() (err error) {
+						out, err = st.sendMessage(id, outgoing{contextID: who, name: who, text: text, priority: "normal"})
+						return err
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					answered[text] = out.messageID
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	combined := int64(0)
+	for _, st := range stores {
+		combined += st.combined.Load()
+	}
+	if combined == 0 {
+		t.Error("no send was stored by another store's transaction; want some combined")
+	}
+	t.Logf("%d of %d sends combined", combined, len(stores)*3*perSender)
+	db := openTestDB(t, leader.groupPath(id), "rw")
+	rows, err := db.Query("SELECT id, content FROM messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]int64{}
+	for rows.Next() {
+		var mid int64
+		var text string
+		rows.Scan(&mid, &text)
+		if _, dup := stored[text]; dup {
+			t.Errorf("%q stored twice", text)
+		}
+		stored[text] = mid
+	}
+	rows.Close()
+	if len(stored) != len(stores)*3*perSender {
+		t.Errorf("stored %d messages; want %d", len(stored), len(stores)*3*perSender)
+	}
+	for text, mid := range answered {
+		if stored[text] != mid {
+			t.Errorf("%q answered as %d; stored as %d", text, mid, stored[text])
+		}
+	}
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM group_members WHERE unread_count != (SELECT COUNT(*) FROM member_unread_messages u WHERE u.context_id = group_members.context_id)",
+		"SELECT COUNT(*) FROM (SELECT 1 FROM pragma_integrity_check WHERE integrity_check != 'ok')",
+	} {
+		var bad int
+		if err := db.QueryRow(q).Scan(&bad); err != nil || bad != 0 {
+			t.Errorf("%s: got %d (%v); want 0", q, bad, err)
+		}
+	}
+	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
+		t.Errorf("search index: %v", err)
+	}
+}
+
+// TestFailedLeaderRefusesFollowers has a leader whose group was deleted
+// before it could write: it answers the follower waiting on it refused, so
+// that the follower sends again (and is told the group is gone) instead of
+// looking for a message that was never stored.
+func TestFailedLeaderRefusesFollowers(t *testing.T) {
+	leader, follower, id := combineGroup(t)
+	c, ln := leaderOf(t, leader, id, sendsOf("own", "a"))
+	conn, r := followerConn(t, follower, id, sendsOf("waiting", "b"))
+	defer conn.Close()
+	if err := leader.deleteGroup(id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.lead(ln); err == nil {
+		t.Fatal("lead into a deleted group: got no error")
+	}
+	if answer, _ := r.ReadBytes('\n'); string(answer) != "{\"refused\": true}\n" {
+		t.Errorf("got answer %q; want a refusal", answer)
+	}
+}
+
+// pythonOriginalSends is what the original does for argv[2] sends from bob
+// to alice, one transaction each, waiting for the lock as Python's sqlite3
+// does: the writer that knows nothing of combined sends.
+const pythonOriginalSends = `
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+for i in range(int(sys.argv[2])):
+    now = "2026-12-01T00:00:00.%06d+00:00" % i
+    db.execute("BEGIN IMMEDIATE")
+    mid = db.execute("INSERT INTO messages(sender_context_id, sender_name, content, created_at) VALUES ('bob', 'bob', ?, ?)", ("python %d" % i, now)).lastrowid
+    db.execute("INSERT INTO member_unread_messages(context_id, message_id) VALUES ('alice', ?)", (mid,))
+    db.execute("INSERT INTO wakeup_events(message_id, context_id, relevance, created_at) VALUES (?, 'alice', 'fallback', ?)", (mid, now))
+    db.execute("UPDATE group_members SET unread_count = unread_count + 1 WHERE context_id = 'alice'")
+    db.execute("UPDATE group_members SET latest_message_id = ? WHERE context_id = 'bob'", (mid,))
+    db.execute("UPDATE group_state SET message_revision = message_revision + 1, wakeup_revision = wakeup_revision + 1")
+    db.execute("COMMIT")
+`
+
+// TestCombinedSendsBesideOriginal has three stores combine their sends
+// while the original's runtime writes the same group: every send of both
+// is stored once, and the counters and both indexes stay consistent.
+func TestCombinedSendsBesideOriginal(t *testing.T) {
+	if !combineAvailable {
+		t.Skip("no rendezvous for combined sends on this platform")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	dir := t.TempDir()
+	first := newTestStore(t, dir)
+	id := newTestGroup(t, first, "beside", "alice", "bob")
+	const goSends, pySends = 60, 200
+	py := exec.Command(python, "-c", pythonOriginalSends, first.groupPath(id), fmt.Sprint(pySends))
+	var pyOut bytes.Buffer
+	py.Stdout, py.Stderr = &pyOut, &pyOut
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		st := first
+		if i > 0 {
+			st = newTestStore(t, dir)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range goSends {
+				if err := retryBusy(func() error {
+					_, err := st.sendMessage(id, outgoing{contextID: "alice", name: "alice", text: fmt.Sprintf("go %d %d", i, k), priority: "normal"})
+					return err
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := py.Wait(); err != nil {
+		t.Fatalf("python3: %v\n%s", err, pyOut.Bytes())
+	}
+	texts := storedTexts(t, first, id)
+	if len(texts) != 3*goSends+pySends {
+		t.Errorf("stored %d distinct texts; want %d", len(texts), 3*goSends+pySends)
+	}
+	for text, n := range texts {
+		if n != 1 {
+			t.Errorf("%q stored %d times", text, n)
+		}
+	}
+	db := openTestDB(t, first.groupPath(id), "rw")
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM group_members WHERE unread_count != (SELECT COUNT(*) FROM member_unread_messages u WHERE u.context_id = group_members.context_id)",
+		"SELECT COUNT(*) FROM (SELECT 1 FROM pragma_integrity_check WHERE integrity_check != 'ok')",
+	} {
+		var bad int
+		if err := db.QueryRow(q).Scan(&bad); err != nil || bad != 0 {
+			t.Errorf("%s: got %d (%v); want 0", q, bad, err)
+		}
+	}
+	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
+		t.Errorf("search index: %v", err)
+	}
+}
