@@ -97,15 +97,17 @@ type combineResult struct {
 }
 
 // Bounds of a combined commit. A request is small by construction (larger
-// sends go the plain way), so a leader reads it at once: it is written right
-// after connecting. combineReplyWait bounds a follower's wait for its
+// sends go the plain way) and written right after connecting, so a leader,
+// which holds the write lock meanwhile, waits at most combineRequestWait to
+// read one (and to write an answer): a follower that was slower is refused
+// and sends again. combineReplyWait bounds a follower's wait for its
 // results; the leader needs one transaction, so a longer wait means it
 // stalled, and the follower then writes for itself.
 const (
 	combineMaxBytes     = 256 << 10
 	combineMaxFollowers = 32
 	combineMaxMessages  = 256
-	combineRequestWait  = 50 * time.Millisecond
+	combineRequestWait  = 5 * time.Millisecond
 	combineReplyWait    = 10 * time.Second
 )
 
@@ -336,7 +338,8 @@ func refuse(conn net.Conn) {
 // own sends, and a malformed one must not get that far.
 func readFollower(conn net.Conn, id string) *combineFollower {
 	conn.SetReadDeadline(time.Now().Add(combineRequestWait))
-	line, err := bufio.NewReaderSize(&limitedReader{conn, 2 * combineMaxBytes}, 64<<10).ReadBytes('\n')
+	// JSON may escape a byte as six, hence the reader's bound.
+	line, err := bufio.NewReaderSize(&limitedReader{conn, 6*combineMaxBytes + 64<<10}, 64<<10).ReadBytes('\n')
 	var req combineRequest
 	// Invalid UTF-8 is refused, not replaced: a leader stores exactly what
 	// the follower's tool accepted, and the tool refuses it.

@@ -133,14 +133,15 @@ func TestLeaderStoresWaitingFollowers(t *testing.T) {
 
 // TestLeaderRefusesBadRequests checks that a leader stores nothing of a
 // request it cannot take (malformed, for another group, with a value the
-// tool would refuse, or from a follower that left) and answers it refused,
-// while its own message is stored.
+// tool would refuse, not sent in time, or from a follower that left) and
+// answers it refused, while its own message is stored.
 func TestLeaderRefusesBadRequests(t *testing.T) {
 	for _, tt := range []struct {
 		name, line string
 		leave      bool
 	}{
 		{"not JSON", "{\"group_id\": \n", false},
+		{"silent", "", false},
 		{"other group", `{"group_id": "grp_00000000000000000000000000000000", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "normal", "at": "2026-12-01T00:00:00+00:00"}]}` + "\n", false},
 		{"bad priority", `{"group_id": "%s", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "loud", "at": "2026-12-01T00:00:00+00:00"}]}` + "\n", false},
 		{"bad timestamp", `{"group_id": "%s", "messages": [{"context_id": "b", "name": "b", "text": "bad", "priority": "normal", "at": "yesterday"}]}` + "\n", false},
