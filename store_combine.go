@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -15,13 +16,15 @@ import (
 // combineSend is one call's sends to a group on their way to a commit that
 // other processes' sends may share: a group commit across processes.
 //
-// Every process sends in its own transaction otherwise, and one transaction
-// costs about as much for one message as for eight: with eight members a
+// Every process sends in its own transaction otherwise, and most of a
+// transaction's cost does not grow with its messages: with eight members a
 // send dirties some forty pages (each member's leaf of two indexes among
-// them) and pays one fsync. Eight agents sending one at a time then wait for
-// eight commits in turn, and each commit is slower for the contention (its
-// page cache was invalidated by the others). Combined, a commit carries the
-// sends of every process that was waiting, and a send waits for about one.
+// them) and pays one fsync, and eight senders' messages written together
+// take 3.5 ms where one takes 1.4 ms (a 2-core VM). Eight agents sending
+// one at a time waited for eight commits in turn, each slower for the
+// contention (its page cache invalidated by the others). Combined, a commit
+// carries the sends of every process that was waiting, and a send waits for
+// about two commits.
 //
 // The rendezvous is a Unix socket named after the group file (see
 // combineName), in Linux's abstract namespace, so there is no file to leave
@@ -338,8 +341,9 @@ func refuse(conn net.Conn) {
 // own sends, and a malformed one must not get that far.
 func readFollower(conn net.Conn, id string) *combineFollower {
 	conn.SetReadDeadline(time.Now().Add(combineRequestWait))
-	// JSON may escape a byte as six, hence the reader's bound.
-	line, err := bufio.NewReaderSize(&limitedReader{conn, 6*combineMaxBytes + 64<<10}, 64<<10).ReadBytes('\n')
+	// The bound keeps a request from growing without end in the leader's
+	// memory; JSON may escape a byte as six.
+	line, err := bufio.NewReaderSize(io.LimitReader(conn, 6*combineMaxBytes+64<<10), 64<<10).ReadBytes('\n')
 	var req combineRequest
 	// Invalid UTF-8 is refused, not replaced: a leader stores exactly what
 	// the follower's tool accepted, and the tool refuses it.
@@ -393,25 +397,6 @@ func (f *combineFollower) answer() {
 	}
 	f.conn.SetWriteDeadline(time.Now().Add(combineRequestWait))
 	f.conn.Write(append(line, '\n'))
-}
-
-// limitedReader fails a read past n bytes, so a request cannot grow without
-// bound in the leader's memory.
-type limitedReader struct {
-	r net.Conn
-	n int
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("combined request too large")
-	}
-	if len(p) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= n
-	return n, err
 }
 
 // sendGuarded stores msgs, stamped, after a hand-off whose outcome is
