@@ -41,7 +41,9 @@ func listenCombiner(name string) *combineListener {
 	return &combineListener{fd: fd}
 }
 
-// close gives the name up; connections not yet accepted are refused.
+// close gives the name up. A connection made but not yet accepted is
+// dropped, and its follower, which cannot tell that from a leader that
+// died, looks for its messages before writing them.
 func (l *combineListener) close() {
 	if l.fd >= 0 {
 		syscall.Close(l.fd)
