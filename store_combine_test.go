@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // combineGroup is a group with members a, b and c in a fresh directory,
@@ -472,4 +473,61 @@ func TestCombinedSendsBesideOriginal(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
 		t.Errorf("search index: %v", err)
 	}
+}
+
+// FuzzCombinedRequest hands a real leader arbitrary bytes as a follower's
+// request. Whatever they are, the leader stores its own message, and it
+// either refuses the request and stores nothing of it, or answers with
+// one result per message it stored. Run it with
+//
+//	go test -run '^$' -fuzz FuzzCombinedRequest -parallel 1 .
+func FuzzCombinedRequest(f *testing.F) {
+	if !combineAvailable {
+		f.Skip("no rendezvous for combined sends on this platform")
+	}
+	st := newTestStore(f, f.TempDir())
+	id := newTestGroup(f, st, "fuzz", "a", "b")
+	ok := fmt.Sprintf(`{"group_id": %q, "messages": [{"context_id": "b", "name": "b", "text": "fuzzed", "priority": "normal", "at": "2026-12-01T00:00:00.5+00:00"}]}`, id)
+	for _, seed := range []string{ok, ok[:40], `{"group_id": "` + id + `", "messages": null}`, strings.Replace(ok, `"b"`, `"nobody"`, 2), "\n", "[]\n"} {
+		f.Add([]byte(seed + "\n"))
+	}
+	own := 0
+	f.Fuzz(func(t *testing.T, request []byte) {
+		c, ln := leaderOf(t, st, id, sendsOf("own", "a"))
+		conn := dialCombiner(c.name)
+		if conn == nil {
+			t.Fatal("no rendezvous")
+		}
+		defer conn.Close()
+		// Written as a follower writes, beside the leader's reading: a
+		// request larger than the socket's buffer would block otherwise.
+		go conn.Write(request)
+		before := storedTexts(t, st, id)
+		if _, errs, err := c.lead(ln); err != nil || errs[0] != nil {
+			t.Fatalf("leader's own send: %v %v", err, errs)
+		}
+		own++
+		after := storedTexts(t, st, id)
+		if after["own 0 from a"] != own {
+			t.Fatalf("leader's message stored %d times; want %d", after["own 0 from a"], own)
+		}
+		added := 0
+		for text, n := range after {
+			added += n - before[text]
+		}
+		added-- // the leader's own
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(conn).ReadBytes('\n')
+		var reply combineReply
+		json.Unmarshal(line, &reply)
+		stored := 0
+		for _, res := range reply.Results {
+			if res.Error == "" {
+				stored++
+			}
+		}
+		if added != stored || (reply.Refused && added != 0) {
+			t.Fatalf("request %q: answered %q, and %d messages of it stored; want the answer to account for each", request, line, added)
+		}
+	})
 }
