@@ -66,23 +66,11 @@ var valuesSQL = func() func(prefix string, width, n int) string {
 // every other member and records one wake event per routed recipient, all in
 // one transaction, which other processes' sends may share (combineSend).
 func (s *store) sendMessage(id string, m outgoing) (sent, error) {
-	if c := s.combining(id, []outgoing{m}); c != nil {
-		outs, errs, err := c.send()
-		if err != nil {
-			return sent{}, err
-		}
-		return outs[0], errs[0]
+	outs, errs, err := s.sendMessages(id, []outgoing{m})
+	if err != nil {
+		return sent{}, err
 	}
-	var out sent
-	err := s.writeGroup(id, func(tx groupTx) error {
-		outs, errs, err := s.newSendBatch(tx, id).write([]outgoing{m})
-		if err != nil {
-			return err
-		}
-		out = outs[0]
-		return errs[0]
-	})
-	return out, err
+	return outs[0], errs[0]
 }
 
 // sendMessages stores several messages to group id in one transaction, in
