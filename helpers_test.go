@@ -208,3 +208,21 @@ func newTestGroup(tb testing.TB, st *store, name string, members ...string) stri
 	}
 	return meta.groupID
 }
+
+// checkGroupConsistent fails tb unless the group database db passes
+// SQLite's integrity check and FTS5's (rank 1 compares the index against
+// the messages it indexes), and every member's unread_count equals its
+// unread rows: what concurrent or killed writers must leave behind.
+func checkGroupConsistent(tb testing.TB, db *sql.DB) {
+	tb.Helper()
+	if bad := queryInt(tb, db, "SELECT COUNT(*) FROM group_members m WHERE unread_count != "+
+		"(SELECT COUNT(*) FROM member_unread_messages u WHERE u.context_id = m.context_id)"); bad != 0 {
+		tb.Errorf("members whose unread_count differs from their unread rows: %d", bad)
+	}
+	if got := queryRows(tb, db, "PRAGMA integrity_check"); len(got) != 1 || got[0] != "ok" {
+		tb.Errorf("PRAGMA integrity_check: got %v; want ok", got)
+	}
+	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
+		tb.Errorf("FTS5 integrity-check: %v", err)
+	}
+}

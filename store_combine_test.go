@@ -354,18 +354,7 @@ func TestCombinedSendsConcurrent(t *testing.T) {
 			t.Errorf("%q answered as %d; stored as %d", text, mid, stored[text])
 		}
 	}
-	for _, q := range []string{
-		"SELECT COUNT(*) FROM group_members WHERE unread_count != (SELECT COUNT(*) FROM member_unread_messages u WHERE u.context_id = group_members.context_id)",
-		"SELECT COUNT(*) FROM (SELECT 1 FROM pragma_integrity_check WHERE integrity_check != 'ok')",
-	} {
-		var bad int
-		if err := db.QueryRow(q).Scan(&bad); err != nil || bad != 0 {
-			t.Errorf("%s: got %d (%v); want 0", q, bad, err)
-		}
-	}
-	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
-		t.Errorf("search index: %v", err)
-	}
+	checkGroupConsistent(t, db)
 }
 
 // TestFailedLeaderRefusesFollowers has a leader whose group was deleted
@@ -460,19 +449,7 @@ func TestCombinedSendsBesideOriginal(t *testing.T) {
 			t.Errorf("%q stored %d times", text, n)
 		}
 	}
-	db := openTestDB(t, first.groupPath(id), "rw")
-	for _, q := range []string{
-		"SELECT COUNT(*) FROM group_members WHERE unread_count != (SELECT COUNT(*) FROM member_unread_messages u WHERE u.context_id = group_members.context_id)",
-		"SELECT COUNT(*) FROM (SELECT 1 FROM pragma_integrity_check WHERE integrity_check != 'ok')",
-	} {
-		var bad int
-		if err := db.QueryRow(q).Scan(&bad); err != nil || bad != 0 {
-			t.Errorf("%s: got %d (%v); want 0", q, bad, err)
-		}
-	}
-	if _, err := db.Exec("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)"); err != nil {
-		t.Errorf("search index: %v", err)
-	}
+	checkGroupConsistent(t, openTestDB(t, first.groupPath(id), "rw"))
 }
 
 // FuzzCombinedRequest hands a real leader arbitrary bytes as a follower's
