@@ -6,23 +6,29 @@ import (
 	"testing"
 )
 
-// pythonOriginalWrite is what the original does to a group file, run by
+// pythonOriginalSend defines send(db, text, now), what the original does
+// to a group file for one send from bob to alice: one transaction, run by
 // python3's own sqlite3 module (Python 3.11 bundles SQLite 3.40.1, the
-// original's runtime): one send from bob to alice in one transaction, then
+// original's runtime), which waits for the write lock as the original does.
+const pythonOriginalSend = `
+import sqlite3, sys
+def send(db, text, now):
+    db.execute("BEGIN IMMEDIATE")
+    mid = db.execute("INSERT INTO messages(sender_context_id, sender_name, content, created_at) VALUES ('bob', 'bob', ?, ?)", (text, now)).lastrowid
+    db.execute("INSERT INTO member_unread_messages(context_id, message_id) VALUES ('alice', ?)", (mid,))
+    db.execute("INSERT INTO wakeup_events(message_id, context_id, relevance, created_at) VALUES (?, 'alice', 'fallback', ?)", (mid, now))
+    db.execute("UPDATE group_members SET unread_count = unread_count + 1 WHERE context_id = 'alice'")
+    db.execute("UPDATE group_members SET latest_message_id = ? WHERE context_id = 'bob'", (mid,))
+    db.execute("UPDATE group_state SET message_revision = message_revision + 1, wakeup_revision = wakeup_revision + 1")
+    db.execute("COMMIT")
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+`
+
+// pythonOriginalWrite sends argv[2] as the original would, then runs
 // SQLite's and FTS5's integrity checks. It prints the SQLite version, the
 // page size and the two check results.
-const pythonOriginalWrite = `
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
-now = "2026-12-01T00:00:00.000001+00:00"
-db.execute("BEGIN IMMEDIATE")
-mid = db.execute("INSERT INTO messages(sender_context_id, sender_name, content, created_at) VALUES ('bob', 'bob', ?, ?)", (sys.argv[2], now)).lastrowid
-db.execute("INSERT INTO member_unread_messages(context_id, message_id) VALUES ('alice', ?)", (mid,))
-db.execute("INSERT INTO wakeup_events(message_id, context_id, relevance, created_at) VALUES (?, 'alice', 'fallback', ?)", (mid, now))
-db.execute("UPDATE group_members SET unread_count = unread_count + 1 WHERE context_id = 'alice'")
-db.execute("UPDATE group_members SET latest_message_id = ? WHERE context_id = 'bob'", (mid,))
-db.execute("UPDATE group_state SET message_revision = message_revision + 1, wakeup_revision = wakeup_revision + 1")
-db.execute("COMMIT")
+const pythonOriginalWrite = pythonOriginalSend + `
+send(db, sys.argv[2], "2026-12-01T00:00:00.000001+00:00")
 check = db.execute("PRAGMA integrity_check").fetchone()[0]
 try:
     db.execute("INSERT INTO message_search(message_search) VALUES ('integrity-check')")

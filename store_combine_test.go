@@ -377,22 +377,11 @@ func TestFailedLeaderRefusesFollowers(t *testing.T) {
 	}
 }
 
-// pythonOriginalSends is what the original does for argv[2] sends from bob
-// to alice, one transaction each, waiting for the lock as Python's sqlite3
-// does: the writer that knows nothing of combined sends.
-const pythonOriginalSends = `
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+// pythonOriginalSends makes argv[2] sends as the original would, one
+// transaction each: the writer that knows nothing of combined sends.
+const pythonOriginalSends = pythonOriginalSend + `
 for i in range(int(sys.argv[2])):
-    now = "2026-12-01T00:00:00.%06d+00:00" % i
-    db.execute("BEGIN IMMEDIATE")
-    mid = db.execute("INSERT INTO messages(sender_context_id, sender_name, content, created_at) VALUES ('bob', 'bob', ?, ?)", ("python %d" % i, now)).lastrowid
-    db.execute("INSERT INTO member_unread_messages(context_id, message_id) VALUES ('alice', ?)", (mid,))
-    db.execute("INSERT INTO wakeup_events(message_id, context_id, relevance, created_at) VALUES (?, 'alice', 'fallback', ?)", (mid, now))
-    db.execute("UPDATE group_members SET unread_count = unread_count + 1 WHERE context_id = 'alice'")
-    db.execute("UPDATE group_members SET latest_message_id = ? WHERE context_id = 'bob'", (mid,))
-    db.execute("UPDATE group_state SET message_revision = message_revision + 1, wakeup_revision = wakeup_revision + 1")
-    db.execute("COMMIT")
+    send(db, "python %d" % i, "2026-12-01T00:00:00.%06d+00:00" % i)
 `
 
 // TestCombinedSendsBesideOriginal has three stores combine their sends
