@@ -43,11 +43,15 @@ type store struct {
 	// (wakeupRenotifyGap) sees that its member has read meanwhile.
 	acks atomic.Int64
 	// combined counts the sends of other calls, usually other processes',
-	// that this process's transactions stored (combineSend); lastCombined
-	// is when this process last led or followed a combined commit, in
-	// Unix nanoseconds.
-	combined     atomic.Int64
-	lastCombined atomic.Int64
+	// that this process's transactions stored (combineSend).
+	combined atomic.Int64
+	// leaders counts the goroutines leading combined sends in the
+	// background (keepLeading); closing asks them to stop, and close waits
+	// for them. closing is set under leadersMu, which keepLeading holds to
+	// start one, so that none starts once close waits.
+	leaders   sync.WaitGroup
+	leadersMu sync.Mutex
+	closing   atomic.Bool
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;
@@ -159,8 +163,13 @@ func newStore(dir string) (*store, error) {
 	return &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}, nil
 }
 
-// close releases every cached database handle.
+// close stops the background leaders, which finish the round they are in,
+// and releases every cached database handle.
 func (s *store) close() {
+	s.leadersMu.Lock()
+	s.closing.Store(true)
+	s.leadersMu.Unlock()
+	s.leaders.Wait()
 	s.mu.Lock()
 	handles := s.handles
 	s.handles = map[string]*groupHandle{}

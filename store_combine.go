@@ -29,15 +29,20 @@ import (
 // The rendezvous is a Unix socket named after the group file (see
 // combineName), in Linux's abstract namespace, so there is no file to leave
 // behind and the kernel frees the name when its process dies. The process
-// holding the name is the group's next leader: it binds the name, takes the
-// write lock as any writer does (the write queue, then BEGIN IMMEDIATE),
-// and then accepts every connection waiting, reads each follower's request,
-// writes its own sends and theirs with one sendBatch, closes the name and
-// commits. After the commit it sends each follower its results. A sender
-// that finds the name bound connects and follows; one that finds it free
-// binds it and leads. Writers that do not combine (the original, other
-// tools, other kinds of write) are unaffected: they take SQLite's lock as
-// before, and a leader is an ordinary writer.
+// holding the name is the group's leader. A round of it takes the write
+// lock as any writer does (the write queue, then BEGIN IMMEDIATE), accepts
+// every connection waiting, reads each follower's request, writes its own
+// sends, if any, and theirs with one sendBatch, and commits; after the
+// commit it sends each follower its results. A sender that finds the name
+// bound connects and follows; one that finds it free binds it and leads.
+// A leader that served followers keeps the name and goes on leading in the
+// background (keepLeading), a round for whoever came during the last one,
+// until nobody has come for combineHold: the group's writes then stay on
+// one connection, whose page cache no other process's commit invalidates,
+// and no sender pays for binding, taking the lock and giving it back in
+// between. Writers that do not combine (the original, other tools, other
+// kinds of write) are unaffected: they take SQLite's lock as before, and a
+// leader's round is an ordinary write transaction.
 //
 // Each send is stored exactly once, whichever process dies or stalls:
 //   - A leader stores a request only if, holding the write lock, it finds
@@ -104,7 +109,7 @@ type combineResult struct {
 // which holds the write lock meanwhile, waits at most combineRequestWait to
 // read one (and to write an answer): a follower that was slower is refused
 // and sends again. combineReplyWait bounds a follower's wait for its
-// results; the leader needs one transaction, so a longer wait means it
+// results; the leader needs a round or two, so a longer wait means it
 // stalled, and the follower then writes for itself.
 const (
 	combineMaxBytes     = 256 << 10
@@ -114,17 +119,14 @@ const (
 	combineReplyWait    = 10 * time.Second
 )
 
-// A leader that finds nobody waiting, in a process that combined within the
-// last combineBusySpell, looks again for up to combineLinger before it
-// writes. In a busy group the senders answered by one commit come back
-// together, within a millisecond or two, and the first of them would
-// otherwise commit alone while the rest wait for it (a fifth of the
-// commits, with eight senders). A sender in a quiet group never combines
-// and never lingers, nor does one in a group whose senders take turns.
-const (
-	combineBusySpell = 5 * time.Millisecond
-	combineLinger    = 400 * time.Microsecond
-)
+// combineHold is how long a leader that served followers waits for the
+// next one before it gives the name up. Senders answered by one round come
+// back within a millisecond or two when their agents send without pause (a
+// busy group's senders, with eight of them on a 2-core VM), so they find
+// the leader still there; an agent that sends every few seconds finds it
+// gone, binds the name and leads itself, as in a quiet group. Holding costs
+// the leader's process one thread blocked in ppoll, and nothing else.
+const combineHold = 5 * time.Millisecond
 
 // followOutcome is what a follower learned from its leader.
 type followOutcome int
@@ -181,7 +183,6 @@ func (c *combineSend) send() ([]sent, []error, error) {
 			outs, errs, how := c.follow(conn)
 			switch how {
 			case followDone:
-				c.s.lastCombined.Store(time.Now().UnixNano())
 				return outs, errs, nil
 			case followUnknown:
 				return c.s.sendGuarded(c.id, c.msgs)
@@ -228,64 +229,85 @@ func (c *combineSend) follow(conn net.Conn) ([]sent, []error, followOutcome) {
 }
 
 // lead stores c's messages and those of the followers waiting on ln in one
-// transaction, and answers the followers once it has ended.
-func (c *combineSend) lead(ln *combineListener) (outs []sent, errs []error, err error) {
-	defer ln.close()
-	var served []*combineFollower
-	err = c.s.writeGroup(c.id, func(tx groupTx) error {
-		// writeGroup runs this again only after the first transaction
-		// failed, which stored nothing of the followers taken then.
-		for _, f := range served {
-			f.conn.Close()
-		}
-		served = nil
-		b, own, room := c.s.newSendBatch(tx, c.id), len(c.msgs), combineMaxMessages-len(c.msgs)
-		more := takeWaiting(ln, c.id, combineMaxFollowers, &room)
-		if len(more) == 0 && time.Since(time.Unix(0, c.s.lastCombined.Load())) < combineBusySpell {
-			for until := time.Now().Add(combineLinger); len(more) == 0 && time.Now().Before(until); {
-				time.Sleep(combineLinger / 8)
-				more = takeWaiting(ln, c.id, combineMaxFollowers, &room)
+// round. A leader that served followers, or finds more waiting, keeps
+// leading in the background; otherwise it gives the name up at once.
+func (c *combineSend) lead(ln *combineListener) ([]sent, []error, error) {
+	outs, errs, served, err := c.s.combineRound(ln, c.id, c.msgs)
+	if err == nil && (served > 0 || ln.waiting(0)) && c.s.keepLeading(ln, c.id) {
+		return outs, errs, nil
+	}
+	ln.release()
+	return outs, errs, err
+}
+
+// keepLeading serves the followers that come to ln, in rounds, from a
+// goroutine of its own, until nobody has come for combineHold, a round
+// fails (the group busy or gone: the followers waiting are refused, and
+// lead for themselves), or the store closes. It reports false, and leaves
+// ln to the caller, when the store is already closing.
+func (s *store) keepLeading(ln *combineListener, id string) bool {
+	s.leadersMu.Lock()
+	defer s.leadersMu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.leaders.Add(1)
+	go func() {
+		defer s.leaders.Done()
+		defer ln.release()
+		for !s.closing.Load() && ln.waiting(combineHold) {
+			if _, _, _, err := s.combineRound(ln, id, nil); err != nil {
+				return
 			}
 		}
-		batch := append(slices.Clone(c.msgs), followerMsgs(more)...)
-		for first := true; len(batch) > 0; first = false {
-			o, e, err := b.write(batch)
+	}()
+	return true
+}
+
+// combineRound writes own, a sender's stamped messages or none, and the
+// requests of the followers waiting on ln in one transaction, and answers
+// those followers after it has ended. It returns own's results and how
+// many followers it served. A round that fails refuses the followers still
+// waiting, so that they send again at once instead of looking for their
+// messages first; those it had taken find no answer and do look.
+func (s *store) combineRound(ln *combineListener, id string, own []outgoing) (outs []sent, errs []error, served int, err error) {
+	var taken []*combineFollower
+	err = s.withHandle(id, func(h *groupHandle) error {
+		return h.write(func(tx groupTx) error {
+			// withHandle runs this again only after the first transaction
+			// failed, which stored nothing of the followers taken then.
+			for _, f := range taken {
+				f.conn.close()
+			}
+			room := combineMaxMessages - len(own)
+			taken = takeWaiting(ln, id, combineMaxFollowers, &room)
+			o, e, err := s.newSendBatch(tx, id).write(append(slices.Clone(own), followerMsgs(taken)...))
 			if err != nil {
 				return err
 			}
-			if first {
-				outs, errs, o, e = o[:own], e[:own], o[own:], e[own:]
-			}
-			for _, f := range more {
+			outs, errs, o, e = o[:len(own)], e[:len(own)], o[len(own):], e[len(own):]
+			for _, f := range taken {
 				f.outs, f.errs, o, e = o[:len(f.msgs)], e[:len(f.msgs)], o[len(f.msgs):], e[len(f.msgs):]
 			}
-			served = append(served, more...)
-			// Followers that came during that write join with one more
-			// statement. The name is given up before the commit, whose
-			// fsync is the longest wait, so that whoever comes then leads
-			// the next commit and gathers its own followers meanwhile.
-			more = takeWaiting(ln, c.id, combineMaxFollowers-len(served), &room)
-			batch = followerMsgs(more)
-		}
-		ln.close()
-		return nil
+			return nil
+		})
 	})
-	// A leader that failed before taking them (the group busy or gone)
-	// refuses the followers still waiting, so that they send again at once
-	// instead of looking for their messages first.
-	for conn := ln.accept(); conn != nil; conn = ln.accept() {
-		refuse(conn)
+	if err != nil {
+		for conn := ln.accept(); conn != nil; conn = ln.accept() {
+			refuse(conn)
+		}
 	}
-	for _, f := range served {
+	for _, f := range taken {
 		if err == nil {
-			c.s.combined.Add(int64(len(f.msgs)))
-			c.s.lastCombined.Store(time.Now().UnixNano())
+			s.combined.Add(int64(len(f.msgs)))
 			f.answer()
 		}
-		// Without an answer the follower looks for its messages itself.
-		f.conn.Close()
+		f.conn.close()
 	}
-	return outs, errs, err
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return outs, errs, len(taken), nil
 }
 
 // followerMsgs lists the messages of fs in order.
@@ -299,7 +321,7 @@ func followerMsgs(fs []*combineFollower) []outgoing {
 
 // combineFollower is a request a leader took.
 type combineFollower struct {
-	conn net.Conn
+	conn *followerConn
 	msgs []outgoing
 	outs []sent
 	errs []error
@@ -319,31 +341,31 @@ func takeWaiting(ln *combineListener, id string, n int, room *int) []*combineFol
 		switch {
 		case f == nil || len(f.msgs) > *room:
 			refuse(conn)
-		case stillOpen(conn):
+		case conn.stillOpen():
 			taken = append(taken, f)
 			*room -= len(f.msgs)
 		default:
-			conn.Close() // the follower gave up and writes for itself
+			conn.close() // the follower gave up and writes for itself
 		}
 	}
 	return taken
 }
 
 // refuse tells a follower that its request was not stored, and closes it.
-func refuse(conn net.Conn) {
-	conn.SetWriteDeadline(time.Now().Add(combineRequestWait))
+func refuse(conn *followerConn) {
+	conn.deadline = time.Now().Add(combineRequestWait)
 	conn.Write([]byte("{\"refused\": true}\n"))
-	conn.Close()
+	conn.close()
 }
 
 // readFollower reads and checks the request on conn, or returns nil. A
 // request is checked as the tool checked it: the leader stores it as its
 // own sends, and a malformed one must not get that far.
-func readFollower(conn net.Conn, id string) *combineFollower {
-	conn.SetReadDeadline(time.Now().Add(combineRequestWait))
+func readFollower(conn *followerConn, id string) *combineFollower {
+	conn.deadline = time.Now().Add(combineRequestWait)
 	// The bound keeps a request from growing without end in the leader's
 	// memory; JSON may escape a byte as six.
-	line, err := bufio.NewReaderSize(io.LimitReader(conn, 6*combineMaxBytes+64<<10), 64<<10).ReadBytes('\n')
+	line, err := bufio.NewReader(io.LimitReader(conn, 6*combineMaxBytes+64<<10)).ReadBytes('\n')
 	var req combineRequest
 	// Invalid UTF-8 is refused, not replaced: a leader stores exactly what
 	// the follower's tool accepted, and the tool refuses it.
@@ -395,7 +417,7 @@ func (f *combineFollower) answer() {
 	if err != nil {
 		return
 	}
-	f.conn.SetWriteDeadline(time.Now().Add(combineRequestWait))
+	f.conn.deadline = time.Now().Add(combineRequestWait)
 	f.conn.Write(append(line, '\n'))
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -64,9 +65,9 @@ func leaderOf(t *testing.T, st *store, id string, msgs []outgoing) (*combineSend
 	return c, ln
 }
 
-// followerConn connects to ln as a follower would and writes the request
+// dialFollower connects to ln as a follower would and writes the request
 // for msgs, stamped by st.
-func followerConn(t *testing.T, st *store, id string, msgs []outgoing) (net.Conn, *bufio.Reader) {
+func dialFollower(t *testing.T, st *store, id string, msgs []outgoing) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c := st.combining(id, msgs)
 	conn := dialCombiner(c.name)
@@ -90,8 +91,8 @@ func followerConn(t *testing.T, st *store, id string, msgs []outgoing) (net.Conn
 func TestLeaderStoresWaitingFollowers(t *testing.T) {
 	leader, follower, id := combineGroup(t)
 	c, ln := leaderOf(t, leader, id, sendsOf("own", "a"))
-	conn1, r1 := followerConn(t, follower, id, sendsOf("first", "b", "c"))
-	conn2, r2 := followerConn(t, follower, id, sendsOf("second", "c"))
+	conn1, r1 := dialFollower(t, follower, id, sendsOf("first", "b", "c"))
+	conn2, r2 := dialFollower(t, follower, id, sendsOf("second", "c"))
 	defer conn1.Close()
 	defer conn2.Close()
 	outs, errs, err := c.lead(ln)
@@ -105,11 +106,7 @@ func TestLeaderStoresWaitingFollowers(t *testing.T) {
 		r   *bufio.Reader
 		ids []int64
 	}{{r1, []int64{2, 3}}, {r2, []int64{4}}} {
-		var reply combineReply
-		line, err := f.r.ReadBytes('\n')
-		if err != nil || json.Unmarshal(line, &reply) != nil {
-			t.Fatalf("read answer: %q %v", line, err)
-		}
+		reply := readReply(t, f.r)
 		if len(reply.Results) != len(f.ids) {
 			t.Fatalf("got %+v; want %d results", reply, len(f.ids))
 		}
@@ -125,10 +122,85 @@ func TestLeaderStoresWaitingFollowers(t *testing.T) {
 			t.Errorf("%q stored %d times; want once", text, got[text])
 		}
 	}
-	if ln := listenCombiner(c.name); ln == nil {
-		t.Error("leader kept the rendezvous after its commit")
-	} else {
-		ln.close()
+	waitReleased(t, c.name)
+}
+
+// waitReleased waits for the leader holding name to give it up, which one
+// that served followers does once nobody has come for combineHold.
+func waitReleased(t testing.TB, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ln := listenCombiner(name); ln != nil {
+			ln.close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader kept the rendezvous for 10 s with nobody coming")
+		}
+	}
+}
+
+// readReply reads a leader's answer line.
+func readReply(t *testing.T, r *bufio.Reader) combineReply {
+	t.Helper()
+	var reply combineReply
+	line, err := r.ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &reply) != nil {
+		t.Fatalf("read answer: %q %v", line, err)
+	}
+	return reply
+}
+
+// TestLeaderKeepsLeading has more followers wait than one round takes. The
+// leader answers its own call after the first round and serves the rest in
+// the background; closing its store ends that, and whoever was still
+// waiting is refused rather than left without an answer.
+func TestLeaderKeepsLeading(t *testing.T) {
+	for _, closeAtOnce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("close at once %v", closeAtOnce), func(t *testing.T) {
+			leader, follower, id := combineGroup(t)
+			c, ln := leaderOf(t, leader, id, sendsOf("own", "a"))
+			readers := make([]*bufio.Reader, combineMaxFollowers+1)
+			for i := range readers {
+				conn, r := dialFollower(t, follower, id, sendsOf(fmt.Sprintf("follower %d", i), "b"))
+				defer conn.Close()
+				readers[i] = r
+			}
+			if _, errs, err := c.lead(ln); err != nil || errs[0] != nil {
+				t.Fatalf("lead: %v %v", err, errs)
+			}
+			if closeAtOnce {
+				leader.close()
+				if ln := listenCombiner(c.name); ln == nil {
+					t.Fatal("closed store still holds the rendezvous")
+				} else {
+					ln.close()
+				}
+			}
+			stored := storedTexts(t, leader, id)
+			for i, r := range readers {
+				reply := readReply(t, r)
+				text := fmt.Sprintf("follower %d 0 from b", i)
+				switch {
+				case len(reply.Results) == 1 && reply.Results[0].Error == "":
+					if !closeAtOnce {
+						stored = storedTexts(t, leader, id)
+					}
+					if stored[text] != 1 {
+						t.Errorf("follower %d answered results, and its message is stored %d times", i, stored[text])
+					}
+				case reply.Refused && (closeAtOnce && i == combineMaxFollowers):
+					if stored[text] != 0 {
+						t.Errorf("follower %d refused, and its message is stored %d times", i, stored[text])
+					}
+				default:
+					t.Errorf("follower %d: got %+v; want its result", i, reply)
+				}
+			}
+			if !closeAtOnce {
+				waitReleased(t, c.name)
+			}
+		})
 	}
 }
 
@@ -191,9 +263,9 @@ func TestFollowerOutcomes(t *testing.T) {
 		name string
 		// lead plays the leader on conn, given the request, with st writing
 		// to the same group, and reports whether it stored the request.
-		lead func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool
+		lead func(t *testing.T, conn *followerConn, st *store, req combineRequest) bool
 	}{
-		{"results", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+		{"results", func(t *testing.T, conn *followerConn, st *store, req combineRequest) bool {
 			res := combineReply{}
 			for _, o := range storeRequest(t, st, req) {
 				res.Results = append(res.Results, combineResult{MessageID: o.messageID, Priority: o.priority, RoutingReason: o.routingReason})
@@ -202,16 +274,16 @@ func TestFollowerOutcomes(t *testing.T) {
 			conn.Write(append(line, '\n'))
 			return true
 		}},
-		{"refused", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+		{"refused", func(t *testing.T, conn *followerConn, st *store, req combineRequest) bool {
 			conn.Write([]byte("{\"refused\": true}\n"))
 			return false
 		}},
-		{"died before storing", func(*testing.T, net.Conn, *store, combineRequest) bool { return false }},
-		{"died after storing", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+		{"died before storing", func(*testing.T, *followerConn, *store, combineRequest) bool { return false }},
+		{"died after storing", func(t *testing.T, conn *followerConn, st *store, req combineRequest) bool {
 			storeRequest(t, st, req)
 			return true
 		}},
-		{"garbage", func(t *testing.T, conn net.Conn, st *store, req combineRequest) bool {
+		{"garbage", func(t *testing.T, conn *followerConn, st *store, req combineRequest) bool {
 			storeRequest(t, st, req)
 			conn.Write([]byte("not json\n"))
 			return true
@@ -230,7 +302,7 @@ func TestFollowerOutcomes(t *testing.T) {
 					t.Error(err)
 				}
 				stored <- tt.lead(t, conn, leader, req)
-				conn.Close()
+				conn.close()
 			}()
 			outs, errs, err := c.send()
 			if err != nil || errs[0] != nil || errs[1] != nil {
@@ -253,16 +325,17 @@ func TestFollowerOutcomes(t *testing.T) {
 }
 
 // acceptWaiting waits for a connection on ln.
-func acceptWaiting(ln *combineListener) net.Conn {
+func acceptWaiting(ln *combineListener) *followerConn {
 	for {
 		if conn := ln.accept(); conn != nil {
+			conn.deadline = time.Now().Add(5 * time.Second)
 			return conn
 		}
 	}
 }
 
 // readRequest reads a follower's request line.
-func readRequest(conn net.Conn) (combineRequest, error) {
+func readRequest(conn io.Reader) (combineRequest, error) {
 	var req combineRequest
 	line, err := bufio.NewReader(conn).ReadBytes('\n')
 	if err == nil {
@@ -364,7 +437,7 @@ func TestCombinedSendsConcurrent(t *testing.T) {
 func TestFailedLeaderRefusesFollowers(t *testing.T) {
 	leader, follower, id := combineGroup(t)
 	c, ln := leaderOf(t, leader, id, sendsOf("own", "a"))
-	conn, r := followerConn(t, follower, id, sendsOf("waiting", "b"))
+	conn, r := dialFollower(t, follower, id, sendsOf("waiting", "b"))
 	defer conn.Close()
 	if err := leader.deleteGroup(id, "a"); err != nil {
 		t.Fatal(err)
@@ -495,5 +568,6 @@ func FuzzCombinedRequest(f *testing.F) {
 		if added != stored || (reply.Refused && added != 0) {
 			t.Fatalf("request %q: answered %q, and %d messages of it stored; want the answer to account for each", request, line, added)
 		}
+		waitReleased(t, c.name)
 	})
 }
