@@ -52,6 +52,10 @@ type store struct {
 	leaders   sync.WaitGroup
 	leadersMu sync.Mutex
 	closing   atomic.Bool
+	// stalled holds, until when, the rendezvous whose leader left a
+	// follower unanswered (rememberStall); guarded by stalledMu.
+	stalledMu sync.Mutex
+	stalled   map[string]time.Time
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;

@@ -109,14 +109,20 @@ type combineResult struct {
 // which holds the write lock meanwhile, waits at most combineRequestWait to
 // read one (and to write an answer): a follower that was slower is refused
 // and sends again. combineReplyWait bounds a follower's wait for its
-// results; the leader needs a round or two, so a longer wait means it
-// stalled, and the follower then writes for itself.
+// results. The leader needs a round or two, each bounded by the write
+// queue's and SQLite's waits (a few hundred milliseconds at worst), so a
+// longer wait means it stalled, and the follower then writes for itself.
+// It also sends the plain way for combineStallMemo: a leader whose process
+// was stopped (an agent suspended with Ctrl-Z) keeps its name bound, and
+// the kernel still queues connections to it, so every send of the group
+// would wait as long again.
 const (
 	combineMaxBytes     = 256 << 10
 	combineMaxFollowers = 32
 	combineMaxMessages  = 256
 	combineRequestWait  = 5 * time.Millisecond
-	combineReplyWait    = 10 * time.Second
+	combineReplyWait    = 2 * time.Second
+	combineStallMemo    = 30 * time.Second
 )
 
 // combineHold is how long a leader that served followers waits for the
@@ -159,7 +165,7 @@ func (s *store) combining(id string, msgs []outgoing) *combineSend {
 		return nil
 	}
 	name := combineName(id, info)
-	if name == "" {
+	if name == "" || s.stalledRecently(name) {
 		return nil
 	}
 	stamped := make([]outgoing, len(msgs))
@@ -207,6 +213,9 @@ func (c *combineSend) follow(conn net.Conn) ([]sent, []error, followOutcome) {
 	json.NewEncoder(conn).Encode(req)
 	var reply combineReply
 	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.rememberStall(c.name)
+	}
 	if err != nil || json.Unmarshal(line, &reply) != nil {
 		return nil, nil, followUnknown
 	}
@@ -308,6 +317,30 @@ func (s *store) combineRound(ln *combineListener, id string, own []outgoing) (ou
 		return nil, nil, 0, err
 	}
 	return outs, errs, len(taken), nil
+}
+
+// rememberStall notes that the leader holding name left a follower of
+// this process unanswered for combineReplyWait.
+func (s *store) rememberStall(name string) {
+	s.stalledMu.Lock()
+	defer s.stalledMu.Unlock()
+	if s.stalled == nil {
+		s.stalled = map[string]time.Time{}
+	}
+	for n, until := range s.stalled {
+		if time.Now().After(until) {
+			delete(s.stalled, n)
+		}
+	}
+	s.stalled[name] = time.Now().Add(combineStallMemo)
+}
+
+// stalledRecently reports whether the leader holding name stalled within the
+// last combineStallMemo.
+func (s *store) stalledRecently(name string) bool {
+	s.stalledMu.Lock()
+	defer s.stalledMu.Unlock()
+	return time.Now().Before(s.stalled[name])
 }
 
 // followerMsgs lists the messages of fs in order.

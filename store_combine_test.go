@@ -324,6 +324,31 @@ func TestFollowerOutcomes(t *testing.T) {
 	}
 }
 
+// TestFollowerSkipsStalledLeader has a leader that takes no request at
+// all, as one whose process was stopped: the kernel queues the follower's
+// connection, and nobody answers. The follower gives up after
+// combineReplyWait, writes its message itself, and sends the plain way
+// while the stalled leader still holds the name.
+func TestFollowerSkipsStalledLeader(t *testing.T) {
+	_, follower, id := combineGroup(t)
+	c, ln := leaderOf(t, follower, id, sendsOf("stalled", "b"))
+	defer ln.close()
+	outs, errs, err := c.send()
+	if err != nil || errs[0] != nil || outs[0].messageID == 0 {
+		t.Fatalf("send beside a stalled leader: %v %v %+v", err, errs, outs)
+	}
+	if follower.combining(id, sendsOf("next", "b")) != nil {
+		t.Error("the next send would follow the stalled leader again; want the plain way")
+	}
+	if _, _, err := follower.sendMessages(id, sendsOf("next", "b")); err != nil {
+		t.Fatal(err)
+	}
+	got := storedTexts(t, follower, id)
+	if got["stalled 0 from b"] != 1 || got["next 0 from b"] != 1 {
+		t.Errorf("stored %v; want each message once", got)
+	}
+}
+
 // acceptWaiting waits for a connection on ln.
 func acceptWaiting(ln *combineListener) *followerConn {
 	for {
