@@ -82,7 +82,7 @@ func (l *combineListener) accept() *followerConn {
 		if err != nil {
 			return nil // EAGAIN: nobody is waiting
 		}
-		if cred, err := syscall.GetsockoptUcred(nfd, syscall.SOL_SOCKET, syscall.SO_PEERCRED); err == nil && cred.Uid == uint32(os.Geteuid()) {
+		if peerIsUser(nfd) {
 			return &followerConn{fd: nfd}
 		}
 		syscall.Close(nfd)
@@ -182,12 +182,15 @@ func dialCombiner(name string) net.Conn {
 // the check: a leader stores what its followers send, and a follower
 // believes what its leader answers.
 func sameUser(conn net.Conn) bool {
-	var cred *syscall.Ucred
-	var err error
-	ok := controlConn(conn, func(fd int) {
-		cred, err = syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	})
-	return ok && err == nil && cred.Uid == uint32(os.Geteuid())
+	same := false
+	ok := controlConn(conn, func(fd int) { same = peerIsUser(fd) })
+	return ok && same
+}
+
+// peerIsUser is sameUser on the descriptor of a Unix socket.
+func peerIsUser(fd int) bool {
+	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	return err == nil && cred.Uid == uint32(os.Geteuid())
 }
 
 // controlConn runs fn on the descriptor of conn, a Unix socket, and reports
