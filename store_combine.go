@@ -276,9 +276,10 @@ func (s *store) keepLeading(ln *combineListener, id string) bool {
 // combineRound writes own, a sender's stamped messages or none, and the
 // requests of the followers waiting on ln in one transaction, and answers
 // those followers after it has ended. It returns own's results and how
-// many followers it served. A round that fails refuses the followers still
-// waiting, so that they send again at once instead of looking for their
-// messages first; those it had taken find no answer and do look.
+// many followers it served. After a failed round its caller releases ln,
+// which refuses the followers still waiting, so that they send again at
+// once instead of looking for their messages first; those the round had
+// taken find no answer and do look.
 func (s *store) combineRound(ln *combineListener, id string, own []outgoing) (outs []sent, errs []error, served int, err error) {
 	var taken []*combineFollower
 	err = s.withHandle(id, func(h *groupHandle) error {
@@ -301,11 +302,6 @@ func (s *store) combineRound(ln *combineListener, id string, own []outgoing) (ou
 			return nil
 		})
 	})
-	if err != nil {
-		for conn := ln.accept(); conn != nil; conn = ln.accept() {
-			refuse(conn)
-		}
-	}
 	for _, f := range taken {
 		if err == nil {
 			s.combined.Add(int64(len(f.msgs)))
