@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // pipeSession is a server running in this process behind OS pipes, so a
@@ -271,38 +272,80 @@ func BenchmarkGetUnread1000(b *testing.B) {
 }
 
 // BenchmarkStartup measures from starting the built binary to reading its
-// initialize answer, on a groups directory that already has its catalog.
+// initialize answer, on a groups directory that already has its catalog,
+// and reports the median of the starts (p50_ms) beside their mean (ms/op,
+// also as ns/op); exit_p50_ms is from the start to the process's exit once
+// stdin closes. With CROSSTALK_BENCH_BEFORE naming another build of the
+// server, every iteration also starts that build, so the two are compared
+// under the same load from the rest of the machine (before_ms/op,
+// before_p50_ms, before_exit_p50_ms).
+//
+//	go test -run '^$' -bench 'Startup$' -benchtime=25x .
 func BenchmarkStartup(b *testing.B) {
 	bin := builtBinary(b)
+	before := os.Getenv("CROSSTALK_BENCH_BEFORE")
 	dir := b.TempDir()
-	initLine := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n")
-	run := func() {
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		stdin.Write(initLine)
-		line, err := bufio.NewReader(stdout).ReadBytes('\n')
-		b.StopTimer()
-		if err != nil || !bytes.Contains(line, []byte(`"serverInfo"`)) {
-			b.Fatalf("initialize: got %q (%v); want its answer", line, err)
-		}
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Fatalf("exit: %v", err)
-		}
-		b.StartTimer()
-	}
-	b.StopTimer()
-	run() // creates the catalog, as any earlier session would have
-	b.StartTimer()
+	startServer(b, bin, dir) // creates the catalog, as any earlier session would have
+	var toInit, toExit, beforeInit, beforeExit []float64
 	b.ResetTimer()
 	for range b.N {
-		run()
+		i, e := startServer(b, bin, dir)
+		toInit, toExit = append(toInit, i), append(toExit, e)
+		if before != "" {
+			i, e := startServer(b, before, dir)
+			beforeInit, beforeExit = append(beforeInit, i), append(beforeExit, e)
+		}
 	}
+	b.StopTimer()
+	mean := func(v []float64) (m float64) {
+		for _, x := range v {
+			m += x / float64(len(v))
+		}
+		return m
+	}
+	b.ReportMetric(mean(toInit)*1e6, "ns/op")
+	b.ReportMetric(mean(toInit), "ms/op")
+	b.ReportMetric(median(toInit), "p50_ms")
+	b.ReportMetric(median(toExit), "exit_p50_ms")
+	b.Logf("ranges: initialize ms %s, exit ms %s", span(toInit), span(toExit))
+	if before != "" {
+		b.ReportMetric(mean(beforeInit), "before_ms/op")
+		b.ReportMetric(median(beforeInit), "before_p50_ms")
+		b.ReportMetric(median(beforeExit), "before_exit_p50_ms")
+		b.Logf("before ranges: initialize ms %s, exit ms %s", span(beforeInit), span(beforeExit))
+	}
+}
+
+// startServer starts bin on dir, sends initialize and closes stdin once
+// the answer is read. It returns the milliseconds from the start to the
+// answer and to the process's exit.
+func startServer(b *testing.B, bin, dir string) (toInit, toExit float64) {
+	b.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}` + "\n"))
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	answered := time.Since(t0)
+	if err != nil || !bytes.Contains(line, []byte(`"serverInfo"`)) {
+		b.Fatalf("initialize: got %q (%v); want its answer", line, err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("exit: %v", err)
+	}
+	return float64(answered) / 1e6, float64(time.Since(t0)) / 1e6
 }
 
 // BenchmarkStartupVersion runs the built binary with --version to its exit:
