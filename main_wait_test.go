@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -92,16 +93,16 @@ func TestWaitCLI(t *testing.T) {
 	f.sendAs(t, "@bob ping")
 	var stderr bytes.Buffer
 	payload := strings.NewReader(`{"session_id": "sess-1", "hook_event_name": "Stop"}`)
-	if code := runWait([]string{"--timeout", "20s"}, payload, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
+	if code := runWait([]string{"--timeout", "20s"}, payload, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
 		!strings.Contains(stderr.String(), "get_unread_messages") {
 		t.Fatalf("exit %d, stderr %q; want 2 and the message", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "100ms"}, strings.NewReader(""), &stderr); code != 0 || stderr.Len() != 0 {
+	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "100ms"}, strings.NewReader(""), io.Discard, &stderr); code != 0 || stderr.Len() != 0 {
 		t.Errorf("after delivery: exit %d, stderr %q; want 0 and silence", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := runWait([]string{"--timeout", "100ms"}, strings.NewReader("{}"), &stderr); code != 0 || !strings.Contains(stderr.String(), "cannot tell which member") {
+	if code := runWait([]string{"--timeout", "100ms"}, strings.NewReader("{}"), io.Discard, &stderr); code != 0 || !strings.Contains(stderr.String(), "cannot tell which member") {
 		t.Errorf("no identity: exit %d, stderr %q; want 0 and why", code, stderr.String())
 	}
 }
@@ -110,7 +111,7 @@ func TestWaitCLI(t *testing.T) {
 func TestStatusShowsDeliveryStates(t *testing.T) {
 	f := newHookFixture(t, "sess-1")
 	f.sendAs(t, "@bob first")
-	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "10s"}, strings.NewReader(""), &bytes.Buffer{}); code != 2 {
+	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "10s"}, strings.NewReader(""), io.Discard, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("wait exit %d; want 2", code)
 	}
 	f.sendAs(t, "@bob second")
