@@ -28,6 +28,11 @@ func TestCommandLine(t *testing.T) {
 			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
 			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1); run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
+		{[]string{"hooks", "install", "--client", "codex", "--scope", "foo"}, 2, "",
+			"crosstalk-mcp hooks install: --scope must be user or project, not \"foo\"; run 'crosstalk-mcp hooks install --help'\n", false},
+		{[]string{"hooks", "uninstall", "--client", "vscode"}, 2, "", "crosstalk-mcp hooks uninstall: vscode hooks have no user scope; " +
+			"VS Code also reads ~/.claude/settings.json, so use --client claude-code for every workspace; run 'crosstalk-mcp hooks uninstall --help'\n", false},
+		{[]string{"hooks", "remove"}, 2, "", "crosstalk-mcp hooks: expected install or uninstall; run 'crosstalk-mcp hooks --help'\n", false},
 		{[]string{"status", "--events", "x", "--context-id", "c"}, 2, "",
 			"crosstalk-mcp status: invalid value \"x\" for flag --events: parse error; run 'crosstalk-mcp status --help'\n", false},
 		{[]string{"doctor", "extra"}, 2, "", "crosstalk-mcp doctor: unexpected argument \"extra\"; run 'crosstalk-mcp doctor --help'\n", false},
@@ -60,7 +65,8 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		command   string
 		badStatus int
 	}{
-		{"", 2}, {"serve", 2}, {"observe", 2}, {"hook", 0}, {"wait", 0}, {"status", 2}, {"doctor", 2},
+		{"", 2}, {"serve", 2}, {"observe", 2}, {"hook", 0}, {"wait", 0}, {"hooks", 2},
+		{"hooks install", 2}, {"hooks uninstall", 2}, {"status", 2}, {"doctor", 2},
 	} {
 		words := strings.Fields(tc.command)
 		for _, help := range []string{"--help", "-h"} {
@@ -97,7 +103,7 @@ func TestUsageNamesEveryFlagInUse(t *testing.T) {
 			lines = append(lines, "crosstalk-mcp "+e.args)
 		}
 	}
-	commandLine := regexp.MustCompile("crosstalk-mcp (serve|observe|hook|wait|status|doctor)\\b([^`|\n]*)")
+	commandLine := regexp.MustCompile("crosstalk-mcp (hooks (?:un)?install|serve|observe|hook|wait|status|doctor)\\b([^`|\n]*)")
 	used := map[string]map[string]bool{}
 	for _, m := range commandLine.FindAllStringSubmatch(strings.Join(lines, "\n"), -1) {
 		for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(m[2], -1) {
@@ -107,7 +113,7 @@ func TestUsageNamesEveryFlagInUse(t *testing.T) {
 			used[m[1]][f] = true
 		}
 	}
-	for _, command := range []string{"wait", "hook", "status"} {
+	for _, command := range []string{"wait", "hook", "status", "hooks install"} {
 		if len(used[command]) == 0 {
 			t.Errorf("found no flags passed to %s; want the hooks' and README's", command)
 		}
