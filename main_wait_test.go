@@ -91,11 +91,11 @@ func TestWaitClaimsOnce(t *testing.T) {
 func TestWaitCLI(t *testing.T) {
 	f := newHookFixture(t, "sess-1")
 	f.sendAs(t, "@bob ping")
-	var stderr bytes.Buffer
+	var stdout, stderr bytes.Buffer
 	payload := strings.NewReader(`{"session_id": "sess-1", "hook_event_name": "Stop"}`)
-	if code := runWait([]string{"--timeout", "20s"}, payload, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
-		!strings.Contains(stderr.String(), "get_unread_messages") {
-		t.Fatalf("exit %d, stderr %q; want 2 and the message", code, stderr.String())
+	if code := runWait([]string{"--timeout", "20s"}, payload, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
+		!strings.Contains(stderr.String(), "get_unread_messages") || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing and the message", code, stdout.String(), stderr.String())
 	}
 	stderr.Reset()
 	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "100ms"}, strings.NewReader(""), io.Discard, &stderr); code != 0 || stderr.Len() != 0 {
