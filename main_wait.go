@@ -185,7 +185,7 @@ func claimWakeupWatching(st *store, contextID string, sub *watchSubscription) (*
 		ids = append(ids, g.groupID)
 	}
 	sub.watchGroups(ids)
-	n, err := claimFirstWakeup(st, contextID, groups, nil)
+	n, err := claimFirstWakeup(st, contextID, groups)
 	return n, member, err
 }
 
@@ -201,14 +201,14 @@ func claimNamedWakeup(st *store, contextID string, member map[string]membership,
 		}
 	}
 	slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
-	return claimFirstWakeup(st, contextID, groups, nil)
+	return claimFirstWakeup(st, contextID, groups)
 }
 
-// claimFirstWakeup claims the first claimable wake event in groups (those
-// named by only, unless only is nil), skipping groups with no wake event.
-func claimFirstWakeup(st *store, contextID string, groups []membership, only map[string]bool) (*wakeNotice, error) {
+// claimFirstWakeup claims the first claimable wake event in groups,
+// skipping groups with no wake event.
+func claimFirstWakeup(st *store, contextID string, groups []membership) (*wakeNotice, error) {
 	for _, g := range groups {
-		if g.wakeups == 0 || (only != nil && !only[g.groupID]) {
+		if g.wakeups == 0 {
 			continue
 		}
 		var n *wakeNotice

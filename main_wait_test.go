@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -139,5 +140,8 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if err != nil {
 		return nil, err
 	}
-	return claimFirstWakeup(st, contextID, groups, only)
+	if only != nil {
+		groups = slices.DeleteFunc(groups, func(g membership) bool { return !only[g.groupID] })
+	}
+	return claimFirstWakeup(st, contextID, groups)
 }
