@@ -11,8 +11,11 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 win
 
 # fail prints which step broke; used as `command || $(call fail,step)`.
 fail = { echo "FAIL: $(1)" >&2; exit 1; }
+# need stops the run when program $(1) is missing, saying what to install.
+need = command -v $(1) >/dev/null || $(call fail,$(1) is not installed: $(2))
+NODE_HINT := install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)
 
-.PHONY: build test vet fmt lint deps race cross conformance conformance-http bench clean
+.PHONY: build test vet fmt lint tools race cross conformance conformance-http bench clean
 # The test steps must run in order: later ones are slower and assume earlier ones passed.
 .NOTPARALLEL:
 
@@ -24,6 +27,7 @@ test: vet fmt lint race cross conformance conformance-http
 	@echo "PASS: make test (vet, gofmt, lint, race tests, cross build, conformance, HTTP conformance)"
 
 vet:
+	@$(call need,go,install Go $$(sed -n 's/^go //p' go.mod) or later from https://go.dev/dl)
 	@echo "==> go vet ./..."
 	@go vet ./... || $(call fail,go vet ./...)
 
@@ -35,17 +39,17 @@ fmt:
 		echo "$$unformatted" >&2; exit 1; \
 	fi
 
-# lint runs staticcheck and deadcode, which .ci/run installs at pinned
-# versions (they never enter go.mod). deadcode looks from main without the
-# tests, so a function only tests call is reported: production code should
-# not carry test helpers.
+# lint runs staticcheck and deadcode at pinned versions with `go run`, which
+# fetches them into the module cache on first use and keeps them out of
+# go.mod. deadcode looks from main without the tests, so a function only
+# tests call is reported: production code should not carry test helpers.
+STATICCHECK := go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE := go run golang.org/x/tools/cmd/deadcode@v0.52.0
 lint:
 	@echo "==> staticcheck ./..."
-	@command -v staticcheck >/dev/null || $(call fail,staticcheck is not installed (see .ci/run))
-	@staticcheck ./... || $(call fail,staticcheck ./...)
+	@$(STATICCHECK) ./... || $(call fail,staticcheck ./...)
 	@echo "==> deadcode ."
-	@command -v deadcode >/dev/null || $(call fail,deadcode is not installed (see .ci/run))
-	@dead=$$(deadcode .) || $(call fail,deadcode .); \
+	@dead=$$($(DEADCODE) .) || $(call fail,deadcode .); \
 	if [ -n "$$dead" ]; then \
 		echo "FAIL: deadcode: these functions are unreachable from main:" >&2; \
 		echo "$$dead" >&2; exit 1; \
@@ -55,6 +59,9 @@ lint:
 # same size; go test's default 10-minute timeout would kill it on a slower
 # one, so it gets 25 minutes (CI's whole run has 90).
 race: conformance/axe/node_modules/.package-lock.json
+	@$(call need,$$(go env CC),go test -race needs cgo and a C compiler; install gcc (Debian: apt-get install gcc libc6-dev))
+	@[ "$$CROSSTALK_BROWSER_TEST" != 1 ] || { command -v chromium || command -v chromium-browser || command -v google-chrome \
+		|| command -v google-chrome-stable; } >/dev/null || $(call fail,CROSSTALK_BROWSER_TEST=1 needs Chromium; install chromium (Debian: apt-get install chromium) or unset it)
 	@echo "==> CGO_ENABLED=1 go test -race -count=1 -timeout 25m ./..."
 	@CGO_ENABLED=1 go test -race -count=1 -timeout 25m ./... || $(call fail,go test -race ./...)
 
@@ -72,11 +79,16 @@ cross:
 # npm ci rewrites node_modules/.package-lock.json, so this reinstalls only
 # when the lock file changes.
 conformance/node_modules/.package-lock.json: conformance/package-lock.json
+	@$(call need,node,$(NODE_HINT))
+	@$(call need,npm,$(NODE_HINT))
+	@node -e 'process.exit(process.versions.node.split(".")[0] >= 20 ? 0 : 1)' \
+		|| $(call fail,Node.js 20 or later is needed; node --version says $$(node --version))
 	@echo "==> npm ci --prefix conformance"
 	@npm ci --prefix conformance --no-audit --no-fund || $(call fail,npm ci --prefix conformance)
 
 # axe-core, served to the page under test by the dashboard browser test.
 conformance/axe/node_modules/.package-lock.json: conformance/axe/package-lock.json
+	@$(call need,npm,$(NODE_HINT))
 	@echo "==> npm ci --prefix conformance/axe"
 	@npm ci --prefix conformance/axe --no-audit --no-fund || $(call fail,npm ci --prefix conformance/axe)
 
@@ -91,6 +103,7 @@ conformance: build conformance/node_modules/.package-lock.json
 # The official conformance suite needs Node 22; conformance/http pins it as
 # the `node` npm package, so the machine's own Node version does not matter.
 conformance/http/node_modules/.package-lock.json: conformance/http/package-lock.json
+	@$(call need,npm,$(NODE_HINT))
 	@echo "==> npm ci --prefix conformance/http"
 	@npm ci --prefix conformance/http --no-audit --no-fund || $(call fail,npm ci --prefix conformance/http)
 
@@ -104,6 +117,11 @@ conformance-http: build conformance/node_modules/.package-lock.json conformance/
 	@echo "==> Go SDK clients, the recipient over HTTP (2026-07-28)"
 	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http go run . \
 		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http conformance/go))
+
+# tools fetches the pinned linters lint runs, without running them.
+tools:
+	@$(STATICCHECK) -version >/dev/null || $(call fail,go run staticcheck)
+	@$(DEADCODE) -h 2>/dev/null || $(call fail,go run deadcode)
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -22,7 +22,7 @@ func TestE2ECommandLine(t *testing.T) {
 		wantStderr string
 	}{
 		{"version", []string{"--version"}, 0, e2eVersion + "\n", ""},
-		{"unknown command", []string{"x"}, 2, "", "Unknown command: x\n"},
+		{"unknown command", []string{"x"}, 2, "", "Unknown command: x; run 'crosstalk-mcp --help'\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -7,10 +7,14 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 )
 
 // version is the release reported by --version and serverInfo.version. It is
@@ -40,13 +44,14 @@ Commands:
   hook --client NAME [--event EVENT] [--context-id ID]
                                Answer an agent client's hook (claude-code, codex,
                                gemini, vscode, cursor) with the member's new mail.
-  wait [--timeout D] [--context-id ID]
+  wait [--client NAME] [--timeout D] [--context-id ID]
                                Block until the member has a wakeup; print it on
                                stderr and exit 2 (Claude Code asyncRewake).
   hooks install|uninstall --client NAME [--scope user|project] [--dry-run]
                                Add Crosstalk's hooks to (or remove them from) a
                                client's settings file, keeping everything else.
-  status [--context-id ID]     Summarize a member's groups, unread mail and
+  status [--context-id ID] [--events N]
+                               Summarize a member's groups, unread mail and
                                wakeup delivery states.
   doctor [--repair] [--groups-dir PATH]
                                List group files no server can use; --repair
@@ -56,7 +61,7 @@ Options:
   -h, --help                   Show this help message.
   --version                    Show the installed Crosstalk version.
 
-Run 'crosstalk-mcp serve --help' or 'crosstalk-mcp observe --help' for option details.
+Run 'crosstalk-mcp COMMAND --help' for a command's options.
 `
 
 func main() {
@@ -85,13 +90,47 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "hook":
 		return runHook(args[1:], stdin, stdout, stderr)
 	case "wait":
-		return runWait(args[1:], stdin, stderr)
+		return runWait(args[1:], stdin, stdout, stderr)
 	case "status":
 		return runStatus(args[1:], stdout, stderr)
 	case "hooks":
 		return runHooksInstall(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "Unknown command: %s\n", args[0])
+	fmt.Fprintf(stderr, "Unknown command: %s; run 'crosstalk-mcp --help'\n", args[0])
+	return 2
+}
+
+// parseFlags parses a command's arguments, which are all flags, with the
+// flag package: every command takes -name and --name alike, and answers -h
+// and --help with flag.ErrHelp. Other errors name flags in the usage
+// texts' double-dash style; commandExit reports both kinds.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case err != nil:
+		msg := strings.Replace(err.Error(), "flag provided but not defined", "unrecognized option", 1)
+		return errors.New(singleDashFlag.ReplaceAllString(msg, "$1--$2"))
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// singleDashFlag finds the flag names in the flag package's error messages.
+var singleDashFlag = regexp.MustCompile(`(: | flag | for )-(\w)`)
+
+// commandExit ends a command whose command line was refused: for
+// flag.ErrHelp with help on stdout and status 0, for any other error with
+// one line on stderr that points at the command's --help, and status 2.
+func commandExit(command, help string, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		return 0
+	}
+	fmt.Fprintf(stderr, "crosstalk-mcp %s: %v; run 'crosstalk-mcp %s --help'\n", command, err, command)
 	return 2
 }
 

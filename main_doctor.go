@@ -7,33 +7,38 @@ import (
 	"time"
 )
 
-// runDoctor is `crosstalk-mcp doctor [--repair] [--groups-dir PATH]`: it
-// lists the files in the groups directory that no server can use and, with
-// --repair, moves them into damaged/. Exit status: 0 when nothing unusable
-// remains, 1 when something does (or a move failed), 2 for a usage error.
+const doctorHelp = `usage: crosstalk-mcp doctor [--repair] [--groups-dir PATH]
+
+List the group files in the groups directory that no server can use.
+
+options:
+  --repair            move them into the damaged/ folder of the groups directory
+  --groups-dir PATH   the groups directory (default: $CROSSTALK_GROUPS_DIR, else
+                      ~/.cache/crosstalk)
+`
+
+// runDoctor is `crosstalk-mcp doctor`: it lists the files in the groups
+// directory that no server can use and, with --repair, moves them into
+// damaged/. Exit status: 0 when nothing unusable remains, 1 when something
+// does (or a move failed), 2 for a usage error.
 func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	repair := fs.Bool("repair", false, "move unusable files into the damaged/ folder of the groups directory")
-	groupsDir := fs.String("groups-dir", "", "groups directory (default: CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fmt.Fprintf(stderr, "doctor: unexpected argument %q\n", fs.Arg(0))
-		}
-		return 2
+	repair := fs.Bool("repair", false, "")
+	dir := fs.String("groups-dir", "", "")
+	if err := parseFlags(fs, args); err != nil {
+		return commandExit("doctor", doctorHelp, err, stdout, stderr)
 	}
-	dir := *groupsDir
-	if dir == "" {
+	if *dir == "" {
 		d, err := groupsDirFromEnv()
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
+			fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
+			return 1
 		}
-		dir = d
+		*dir = d
 	}
-	findings, checked, err := doctorScan(dir, time.Now())
+	findings, checked, err := doctorScan(*dir, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "doctor: %v\n", err)
+		fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
 		return 1
 	}
 	remaining := 0
@@ -46,7 +51,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "damaged %s: %s; left in place, changed less than %v ago (it may still be being created)\n", f.name, f.problem, doctorGracePeriod)
 			remaining++
 		default:
-			dest, err := moveAside(dir, f.name)
+			dest, err := moveAside(*dir, f.name)
 			if err != nil {
 				fmt.Fprintf(stdout, "damaged %s: %s; could not move it aside: %v\n", f.name, f.problem, err)
 				remaining++
@@ -55,7 +60,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
 		}
 	}
-	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, dir, len(findings), remaining)
+	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, *dir, len(findings), remaining)
 	if remaining > 0 {
 		return 1
 	}

@@ -26,16 +26,37 @@ type hookRequest struct {
 // than printing none.
 var errNoIdentity = errors.New("cannot tell which member this session is")
 
+const hookHelp = `usage: crosstalk-mcp hook --client NAME [--event EVENT] [--context-id ID]
+
+Answer one agent client hook with the member's new mail, in the client's own
+output shape, reading the hook payload on stdin. Like any other failure, a
+usage error exits 0 with one line on stderr: a hook never breaks its client.
+
+options:
+  --client NAME     claude-code, codex, gemini, vscode or cursor
+  --event EVENT     the hook event (default: the payload's event name)
+  --context-id ID   the member, when the payload has no session id (default:
+                    $CROSSTALK_CONTEXT_ID)
+`
+
 // runHook answers one client hook: it prints the member's pending mail in
 // the client's documented output shape for the event and marks what it
 // printed read. A hook must never break the client, so every failure exits
-// 0 with nothing on stdout and one line on stderr.
+// 0 with nothing on stdout and one line on stderr, a usage error included.
 func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp hook: %v\n", err)
 		return 0
 	}
-	req, err := parseHookRequest(args, stdin)
+	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
+	client := fs.String("client", "", "")
+	event := fs.String("event", "", "")
+	contextID := fs.String("context-id", "", "")
+	if err := parseFlags(fs, args); err != nil {
+		commandExit("hook", hookHelp, err, stdout, stderr)
+		return 0
+	}
+	req, err := parseHookRequest(*client, *event, *contextID, stdin)
 	if err != nil {
 		return fail(err)
 	}
@@ -57,18 +78,11 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseHookRequest reads the command line and the payload. It returns nil
-// without error for an event the client has but that is not used here.
-func parseHookRequest(args []string, stdin io.Reader) (*hookRequest, error) {
-	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	client := fs.String("client", "", "")
-	event := fs.String("event", "", "")
-	contextID := fs.String("context-id", "", "")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	c, err := hookClientNamed(*client)
+// parseHookRequest reads the payload for the command line's client, event
+// and context id. It returns nil without error for an event the client has
+// but that is not used here.
+func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRequest, error) {
+	c, err := hookClientNamed(client)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +96,7 @@ func parseHookRequest(args []string, stdin io.Reader) (*hookRequest, error) {
 			return nil, fmt.Errorf("read %s payload: %w", c.name, err)
 		}
 	}
-	name := *event
+	name := event
 	if name == "" {
 		name = payload.str(c.eventKeys...)
 	}
@@ -90,7 +104,7 @@ func parseHookRequest(args []string, stdin io.Reader) (*hookRequest, error) {
 	if !ok {
 		return nil, nil
 	}
-	id := resolveContextID(payload.str(c.sessionKeys...), *contextID)
+	id := resolveContextID(payload.str(c.sessionKeys...), contextID)
 	if id == "" {
 		return nil, fmt.Errorf("%w: no %s in the %s payload, no --context-id and no CROSSTALK_CONTEXT_ID; printing nothing",
 			errNoIdentity, strings.Join(c.sessionKeys, " or "), c.name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -25,9 +26,8 @@ type serveOptions struct {
 	allowedOrigins []string
 }
 
-const serveUsage = "usage: crosstalk-mcp serve [--http ADDR] [--token-file PATH] [--tls-cert PATH --tls-key PATH] [--allow-origin ORIGIN]...\n"
+const serveHelp = `usage: crosstalk-mcp serve [--http ADDR] [--token-file PATH] [--tls-cert PATH --tls-key PATH] [--allow-origin ORIGIN]...
 
-const serveHelp = serveUsage + `
 Serve MCP over stdio (the default) or, with --http, over the Streamable HTTP
 transport so that agents on other machines can reach this machine's groups.
 
@@ -45,51 +45,32 @@ options:
 // --token-file, else from CROSSTALK_HTTP_TOKEN.
 func parseServeOptions(args []string, getenv func(string) string) (serveOptions, error) {
 	var opts serveOptions
-	var tokenFile string
-	for i := 0; i < len(args); i++ {
-		name, value, hasValue := strings.Cut(args[i], "=")
-		switch name {
-		case "-h", "--help":
-			return opts, errObserveHelp
-		case "--http", "--token-file", "--tls-cert", "--tls-key", "--allow-origin":
-		default:
-			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				return opts, fmt.Errorf("argument %s: expected one argument", name)
-			}
-			i++
-			value = args[i]
-		}
-		switch name {
-		case "--http":
-			addr, err := normalizeHTTPAddr(value)
-			if err != nil {
-				return opts, err
-			}
-			opts.httpAddr = addr
-		case "--token-file":
-			tokenFile = value
-		case "--tls-cert":
-			opts.tlsCert = value
-		case "--tls-key":
-			opts.tlsKey = value
-		case "--allow-origin":
-			opts.allowedOrigins = append(opts.allowedOrigins, value)
-		}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Func("http", "", func(v string) (err error) {
+		opts.httpAddr, err = normalizeHTTPAddr(v)
+		return err
+	})
+	tokenFile := fs.String("token-file", "", "")
+	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
+	fs.Func("allow-origin", "", func(v string) error {
+		opts.allowedOrigins = append(opts.allowedOrigins, v)
+		return nil
+	})
+	if err := parseFlags(fs, args); err != nil {
+		return opts, err
 	}
 	if (opts.tlsCert == "") != (opts.tlsKey == "") {
 		return opts, errors.New("--tls-cert and --tls-key must be given together")
 	}
 	opts.token = strings.TrimSpace(getenv("CROSSTALK_HTTP_TOKEN"))
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
 			return opts, fmt.Errorf("read token file: %w", err)
 		}
 		if opts.token = strings.TrimSpace(string(b)); opts.token == "" {
-			return opts, fmt.Errorf("token file %s is empty", tokenFile)
+			return opts, fmt.Errorf("token file %s is empty", *tokenFile)
 		}
 	}
 	if opts.httpAddr == "" {
@@ -106,14 +87,8 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 // runServe runs "crosstalk-mcp serve": stdio without --http.
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts, err := parseServeOptions(args, os.Getenv)
-	if errors.Is(err, errObserveHelp) {
-		fmt.Fprint(stdout, serveHelp)
-		return 0
-	}
 	if err != nil {
-		fmt.Fprint(stderr, serveUsage)
-		fmt.Fprintf(stderr, "crosstalk-mcp serve: error: %v\n", err)
-		return 2
+		return commandExit("serve", serveHelp, err, stdout, stderr)
 	}
 	if opts.httpAddr == "" {
 		return runStdio(stdin, stdout, stderr)

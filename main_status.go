@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,21 +14,29 @@ type statusOptions struct {
 	events    int // wake events listed per group, newest
 }
 
+const statusHelp = `usage: crosstalk-mcp status [--context-id ID] [--events N]
+
+Summarize a member's groups, unread mail and wakeup delivery states.
+
+options:
+  --context-id ID   the member's context_id (default: $CROSSTALK_CONTEXT_ID)
+  --events N        wake events shown per group, newest first (default: 5)
+`
+
 // runStatus prints a short text summary of one member: its groups, unread
 // counts and pending wakeups, and how far each recent wake event got
 // (created → notified → delivered by hook, wait or tool → read).
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	contextID := fs.String("context-id", "", "the member's context_id (default $CROSSTALK_CONTEXT_ID)")
-	events := fs.Int("events", 5, "wake events shown per group, newest")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+	contextID := fs.String("context-id", "", "")
+	events := fs.Int("events", 5, "")
+	err := parseFlags(fs, args)
 	opts := statusOptions{contextID: resolveContextID("", *contextID), events: *events}
-	if opts.contextID == "" {
-		fmt.Fprintln(stderr, "crosstalk-mcp status: --context-id is required (or CROSSTALK_CONTEXT_ID)")
-		return 2
+	if err == nil && opts.contextID == "" {
+		err = errors.New("--context-id is required (or CROSSTALK_CONTEXT_ID)")
+	}
+	if err != nil {
+		return commandExit("status", statusHelp, err, stdout, stderr)
 	}
 	st, _, err := openGroupsStore()
 	if err != nil {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,13 +23,21 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--help"}, 0, usage, "", false},
 		{[]string{"-h"}, 0, usage, "", false},
 		{[]string{"--version"}, 0, version + "\n", "", true},
-		{[]string{"serve", "--nope", "x"}, 2, "", serveUsage + "crosstalk-mcp serve: error: unrecognized arguments: --nope x\n", false},
-		{[]string{"serve", "--http", ":0"}, 2, "", serveUsage + "crosstalk-mcp serve: error: refusing to listen on :0 without a token: " +
+		{[]string{"serve", "--nope", "x"}, 2, "", "crosstalk-mcp serve: unrecognized option: --nope; run 'crosstalk-mcp serve --help'\n", false},
+		{[]string{"serve", "--http", ":0"}, 2, "", "crosstalk-mcp serve: refusing to listen on :0 without a token: " +
 			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
-			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1)\n", false},
+			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1); run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
-		{[]string{"sever"}, 2, "", "Unknown command: sever\n", false},
-		{[]string{"--port"}, 2, "", "Unknown command: --port\n", false},
+		{[]string{"hooks", "install", "--client", "codex", "--scope", "foo"}, 2, "",
+			"crosstalk-mcp hooks install: --scope must be user or project, not \"foo\"; run 'crosstalk-mcp hooks install --help'\n", false},
+		{[]string{"hooks", "uninstall", "--client", "vscode"}, 2, "", "crosstalk-mcp hooks uninstall: vscode hooks have no user scope; " +
+			"VS Code also reads ~/.claude/settings.json, so use --client claude-code for every workspace; run 'crosstalk-mcp hooks uninstall --help'\n", false},
+		{[]string{"hooks", "remove"}, 2, "", "crosstalk-mcp hooks: expected install or uninstall; run 'crosstalk-mcp hooks --help'\n", false},
+		{[]string{"status", "--events", "x", "--context-id", "c"}, 2, "",
+			"crosstalk-mcp status: invalid value \"x\" for flag --events: parse error; run 'crosstalk-mcp status --help'\n", false},
+		{[]string{"doctor", "extra"}, 2, "", "crosstalk-mcp doctor: unexpected argument \"extra\"; run 'crosstalk-mcp doctor --help'\n", false},
+		{[]string{"sever"}, 2, "", "Unknown command: sever; run 'crosstalk-mcp --help'\n", false},
+		{[]string{"--port"}, 2, "", "Unknown command: --port; run 'crosstalk-mcp --help'\n", false},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -41,6 +51,81 @@ func TestCommandLine(t *testing.T) {
 				t.Errorf("got version %q in stdout %v; want %v", version, got, tt.stdoutHasVersion)
 			}
 		})
+	}
+}
+
+// TestEveryCommandAnswersHelp holds the one command-line convention: every
+// command answers -h and --help with its usage on stdout and exit 0, and a
+// bad flag with one line on stderr that points at its --help and exit 2;
+// hook and wait exit 0 even then, since they never fail their client (and
+// wait's 2 means a wakeup).
+func TestEveryCommandAnswersHelp(t *testing.T) {
+	t.Setenv("CROSSTALK_GROUPS_DIR", t.TempDir())
+	for _, tc := range []struct {
+		command   string
+		badStatus int
+	}{
+		{"", 2}, {"serve", 2}, {"observe", 2}, {"hook", 0}, {"wait", 0}, {"hooks", 2},
+		{"hooks install", 2}, {"hooks uninstall", 2}, {"status", 2}, {"doctor", 2},
+	} {
+		words := strings.Fields(tc.command)
+		for _, help := range []string{"--help", "-h"} {
+			t.Run(tc.command+" "+help, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := run(append(words, help), strings.NewReader(""), &stdout, &stderr)
+				want := strings.TrimSpace("usage: crosstalk-mcp " + strings.Join(words[:min(len(words), 1)], ""))
+				if code != 0 || !strings.HasPrefix(strings.ToLower(stdout.String()), want) || stderr.Len() != 0 {
+					t.Errorf("got exit %d, stdout %.60q, stderr %q; want 0, %q..., nothing", code, stdout.String(), stderr.String(), want)
+				}
+			})
+		}
+		t.Run(tc.command+" --bogus", func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append(words, "--bogus"), strings.NewReader(""), &stdout, &stderr)
+			want := "; run '" + strings.Join(append([]string{"crosstalk-mcp"}, words...), " ") + " --help'\n"
+			if code != tc.badStatus || stdout.Len() != 0 || !strings.HasSuffix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("got exit %d, stdout %q, stderr %q; want %d, nothing, one line ending %q", code, stdout.String(), stderr.String(), tc.badStatus, want)
+			}
+		})
+	}
+}
+
+// TestUsageNamesEveryFlagInUse checks that a command's --help names every
+// flag that the hooks `hooks install` writes, or README, pass to it.
+func TestUsageNamesEveryFlagInUse(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{string(readme)}
+	for _, h := range hookInstallTargets {
+		for _, e := range h.entries {
+			lines = append(lines, "crosstalk-mcp "+e.args)
+		}
+	}
+	commandLine := regexp.MustCompile("crosstalk-mcp (hooks (?:un)?install|serve|observe|hook|wait|status|doctor)\\b([^`|\n]*)")
+	used := map[string]map[string]bool{}
+	for _, m := range commandLine.FindAllStringSubmatch(strings.Join(lines, "\n"), -1) {
+		for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(m[2], -1) {
+			if used[m[1]] == nil {
+				used[m[1]] = map[string]bool{}
+			}
+			used[m[1]][f] = true
+		}
+	}
+	for _, command := range []string{"wait", "hook", "status", "hooks install"} {
+		if len(used[command]) == 0 {
+			t.Errorf("found no flags passed to %s; want the hooks' and README's", command)
+		}
+	}
+	for command, flags := range used {
+		var help bytes.Buffer
+		run(append(strings.Fields(command), "--help"), strings.NewReader(""), &help, io.Discard)
+		for f := range flags {
+			if !strings.Contains(help.String(), " "+f+" ") {
+				t.Errorf("crosstalk-mcp %s --help does not name %s, which is in use", command, f)
+			}
+		}
 	}
 }
 

@@ -32,17 +32,39 @@ const (
 // starts a new one.
 const defaultWaitTimeout = 55 * time.Minute
 
+const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID]
+
+Block until the member has a wake event no waiter has delivered yet, then print
+it on stderr and exit 2 (Claude Code's asyncRewake hook); exit 0 silently at
+the timeout. Any failure, a usage error included, exits 0 with one line on
+stderr, since exit 2 would wake the agent.
+
+options:
+  --client NAME     whose hook payload stdin holds (default: claude-code)
+  --timeout D       give up after this long, as a Go duration (default: 55m)
+  --context-id ID   the member, instead of the payload's session id (default:
+                    $CROSSTALK_CONTEXT_ID)
+`
+
 // runWait blocks until the member has a wake event no waiter has delivered
 // yet, then prints it on stderr and exits 2, having recorded it delivered
 // by wait; at the timeout it exits 0 silently. It runs as a background
 // (asyncRewake) hook, so it reads the hook payload for the session id, and
 // like a hook it never fails loudly: errors exit 0 with one stderr line.
-func runWait(args []string, stdin io.Reader, stderr io.Writer) int {
+func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp wait: %v\n", err)
 		return 0
 	}
-	opts, err := parseWaitOptions(args, stdin)
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	client := fs.String("client", "claude-code", "")
+	contextID := fs.String("context-id", "", "")
+	timeout := fs.Duration("timeout", defaultWaitTimeout, "")
+	if err := parseFlags(fs, args); err != nil {
+		commandExit("wait", waitHelp, err, stdout, stderr)
+		return waitTimedOut
+	}
+	opts, err := parseWaitOptions(*client, *contextID, *timeout, stdin)
 	if err != nil {
 		return fail(err)
 	}
@@ -64,23 +86,15 @@ func runWait(args []string, stdin io.Reader, stderr io.Writer) int {
 	return waitWoke
 }
 
-// parseWaitOptions reads the flags and, without --context-id, the hook
-// payload on stdin for the client's session id.
-func parseWaitOptions(args []string, stdin io.Reader) (waitOptions, error) {
-	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	client := fs.String("client", "claude-code", "")
-	contextID := fs.String("context-id", "", "")
-	timeout := fs.Duration("timeout", defaultWaitTimeout, "")
-	if err := fs.Parse(args); err != nil {
-		return waitOptions{}, err
-	}
-	c, err := hookClientNamed(*client)
+// parseWaitOptions reads, without a context id from the command line, the
+// client's hook payload on stdin for its session id.
+func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.Reader) (waitOptions, error) {
+	c, err := hookClientNamed(client)
 	if err != nil {
 		return waitOptions{}, err
 	}
 	fromPayload := ""
-	if *contextID == "" && !isTerminal(stdin) {
+	if contextID == "" && !isTerminal(stdin) {
 		raw, err := io.ReadAll(stdin)
 		if err != nil {
 			return waitOptions{}, fmt.Errorf("read %s payload: %w", c.name, err)
@@ -90,11 +104,11 @@ func parseWaitOptions(args []string, stdin io.Reader) (waitOptions, error) {
 			fromPayload = p.str(c.sessionKeys...)
 		}
 	}
-	id := resolveContextID(fromPayload, *contextID)
+	id := resolveContextID(fromPayload, contextID)
 	if id == "" {
 		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
 	}
-	return waitOptions{contextID: id, timeout: *timeout, safetyPoll: 2 * time.Second}, nil
+	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second}, nil
 }
 
 // isTerminal reports whether r is an interactive terminal, which `wait`
@@ -171,7 +185,7 @@ func claimWakeupWatching(st *store, contextID string, sub *watchSubscription) (*
 		ids = append(ids, g.groupID)
 	}
 	sub.watchGroups(ids)
-	n, err := claimFirstWakeup(st, contextID, groups, nil)
+	n, err := claimFirstWakeup(st, contextID, groups)
 	return n, member, err
 }
 
@@ -187,14 +201,14 @@ func claimNamedWakeup(st *store, contextID string, member map[string]membership,
 		}
 	}
 	slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
-	return claimFirstWakeup(st, contextID, groups, nil)
+	return claimFirstWakeup(st, contextID, groups)
 }
 
-// claimFirstWakeup claims the first claimable wake event in groups (those
-// named by only, unless only is nil), skipping groups with no wake event.
-func claimFirstWakeup(st *store, contextID string, groups []membership, only map[string]bool) (*wakeNotice, error) {
+// claimFirstWakeup claims the first claimable wake event in groups,
+// skipping groups with no wake event.
+func claimFirstWakeup(st *store, contextID string, groups []membership) (*wakeNotice, error) {
 	for _, g := range groups {
-		if g.wakeups == 0 || (only != nil && !only[g.groupID]) {
+		if g.wakeups == 0 {
 			continue
 		}
 		var n *wakeNotice

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,18 +92,18 @@ func TestWaitClaimsOnce(t *testing.T) {
 func TestWaitCLI(t *testing.T) {
 	f := newHookFixture(t, "sess-1")
 	f.sendAs(t, "@bob ping")
-	var stderr bytes.Buffer
+	var stdout, stderr bytes.Buffer
 	payload := strings.NewReader(`{"session_id": "sess-1", "hook_event_name": "Stop"}`)
-	if code := runWait([]string{"--timeout", "20s"}, payload, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
-		!strings.Contains(stderr.String(), "get_unread_messages") {
-		t.Fatalf("exit %d, stderr %q; want 2 and the message", code, stderr.String())
+	if code := runWait([]string{"--timeout", "20s"}, payload, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "@bob ping") ||
+		!strings.Contains(stderr.String(), "get_unread_messages") || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing and the message", code, stdout.String(), stderr.String())
 	}
 	stderr.Reset()
-	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "100ms"}, strings.NewReader(""), &stderr); code != 0 || stderr.Len() != 0 {
+	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "100ms"}, strings.NewReader(""), io.Discard, &stderr); code != 0 || stderr.Len() != 0 {
 		t.Errorf("after delivery: exit %d, stderr %q; want 0 and silence", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := runWait([]string{"--timeout", "100ms"}, strings.NewReader("{}"), &stderr); code != 0 || !strings.Contains(stderr.String(), "cannot tell which member") {
+	if code := runWait([]string{"--timeout", "100ms"}, strings.NewReader("{}"), io.Discard, &stderr); code != 0 || !strings.Contains(stderr.String(), "cannot tell which member") {
 		t.Errorf("no identity: exit %d, stderr %q; want 0 and why", code, stderr.String())
 	}
 }
@@ -110,7 +112,7 @@ func TestWaitCLI(t *testing.T) {
 func TestStatusShowsDeliveryStates(t *testing.T) {
 	f := newHookFixture(t, "sess-1")
 	f.sendAs(t, "@bob first")
-	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "10s"}, strings.NewReader(""), &bytes.Buffer{}); code != 2 {
+	if code := runWait([]string{"--context-id", "sess-1", "--timeout", "10s"}, strings.NewReader(""), io.Discard, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("wait exit %d; want 2", code)
 	}
 	f.sendAs(t, "@bob second")
@@ -138,5 +140,8 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if err != nil {
 		return nil, err
 	}
-	return claimFirstWakeup(st, contextID, groups, only)
+	if only != nil {
+		groups = slices.DeleteFunc(groups, func(g membership) bool { return !only[g.groupID] })
+	}
+	return claimFirstWakeup(st, contextID, groups)
 }

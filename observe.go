@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -76,13 +77,11 @@ type observeOptions struct {
 	keep         bool // with demo: leave the demo directory behind
 }
 
-const observeUsage = "usage: crosstalk-mcp observe [-h] [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]\n"
+const observeHelp = `usage: crosstalk-mcp observe [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]
 
-const observeHelp = observeUsage + `
 Open Crosstalk's local observability dashboard.
 
 options:
-  -h, --help            show this help message and exit
   --silent              do not open a browser automatically
   --port PORT           bind exactly this loopback port
   --poll-interval SECONDS
@@ -93,75 +92,34 @@ options:
   --keep                with --demo, keep the demo directory on exit
 `
 
-// errObserveHelp reports that --help was requested and printed.
-var errObserveHelp = errors.New("help requested")
-
-// parseObserveOptions parses the observer's options the way the original's
-// argparse parser does, including "--opt=value" forms.
+// parseObserveOptions parses the observer's options with parseFlags, like
+// every other command's.
 func parseObserveOptions(args []string) (observeOptions, error) {
 	opts := observeOptions{pollInterval: defaultPollInterval}
-	for i := 0; i < len(args); i++ {
-		name, value, hasValue := args[i], "", false
-		if strings.HasPrefix(name, "--") {
-			name, value, hasValue = strings.Cut(name, "=")
-		}
-		switch name {
-		case "-h", "--help":
-			return opts, errObserveHelp
-		case "--silent", "--demo", "--keep":
-			if hasValue {
-				return opts, fmt.Errorf("argument %s: ignored explicit argument '%s'", name, value)
-			}
-			switch name {
-			case "--silent":
-				opts.silent = true
-			case "--demo":
-				opts.demo = true
-			default:
-				opts.keep = true
-			}
-			continue
-		}
-		set, ok := observeValueOptions[name]
-		if !ok {
-			return opts, fmt.Errorf("unrecognized arguments: %s", strings.Join(args[i:], " "))
-		}
-		if !hasValue {
-			next := i + 1
-			if next >= len(args) || (strings.HasPrefix(args[next], "-") && len(args[next]) > 1 && !isNumber(args[next])) {
-				return opts, fmt.Errorf("argument %s: expected one argument", name)
-			}
-			i, value = next, args[next]
-		}
-		if err := set(&opts, value); err != nil {
-			return opts, err
-		}
+	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
+	fs.BoolVar(&opts.silent, "silent", false, "")
+	fs.Func("port", "", func(v string) error { return setObservePort(&opts, v) })
+	fs.Func("poll-interval", "", func(v string) error { return setObservePollInterval(&opts, v) })
+	fs.StringVar(&opts.groupsDir, "groups-dir", "", "")
+	fs.BoolVar(&opts.demo, "demo", false, "")
+	fs.BoolVar(&opts.keep, "keep", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return opts, err
 	}
 	if opts.keep && !opts.demo {
-		return opts, errors.New("argument --keep: only with --demo")
+		return opts, errors.New("--keep: only with --demo")
 	}
 	if opts.demo && opts.groupsDir != "" {
-		return opts, errors.New("argument --demo: not allowed with --groups-dir (the demo makes its own directory)")
+		return opts, errors.New("--demo: not allowed with --groups-dir (the demo makes its own directory)")
 	}
 	return opts, nil
-}
-
-// observeValueOptions are the options that take a value, each with the
-// function that checks and stores it.
-var observeValueOptions = map[string]func(*observeOptions, string) error{
-	"--port":          setObservePort,
-	"--poll-interval": setObservePollInterval,
-	"--groups-dir": func(opts *observeOptions, v string) error {
-		opts.groupsDir = v
-		return nil
-	},
 }
 
 // setObservePort accepts a port number from 1 to 65535.
 func setObservePort(opts *observeOptions, v string) error {
 	port, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || port < 1 || port > 65535 {
-		return errors.New("argument --port: port must be an integer between 1 and 65535")
+		return errors.New("port must be an integer between 1 and 65535")
 	}
 	opts.port = port
 	return nil
@@ -171,7 +129,7 @@ func setObservePort(opts *observeOptions, v string) error {
 func setObservePollInterval(opts *observeOptions, v string) error {
 	seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
-		return errors.New("argument --poll-interval: poll interval must be a finite positive number of seconds")
+		return errors.New("poll interval must be a finite positive number of seconds")
 	}
 	// The ticker needs a representable, non-zero duration.
 	switch nanos := seconds * float64(time.Second); {
@@ -183,13 +141,6 @@ func setObservePollInterval(opts *observeOptions, v string) error {
 		opts.pollInterval = time.Duration(nanos)
 	}
 	return nil
-}
-
-// isNumber reports whether s parses as a number, so "--port -1" reads -1 as
-// the value (and rejects it) rather than as a missing argument.
-func isNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
 }
 
 // resolveObserveGroupsDir picks the groups directory from the flag, then the
@@ -226,14 +177,8 @@ var observeSignals = func(ctx context.Context) (context.Context, context.CancelF
 // exit status.
 func runObserve(args []string, stdout, stderr io.Writer) int {
 	opts, err := parseObserveOptions(args)
-	if errors.Is(err, errObserveHelp) {
-		fmt.Fprint(stdout, observeHelp)
-		return 0
-	}
 	if err != nil {
-		fmt.Fprint(stderr, observeUsage)
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: error: %v\n", err)
-		return 2
+		return commandExit("observe", observeHelp, err, stdout, stderr)
 	}
 	dir, done, err := observeGroupsDir(opts, stderr)
 	if err != nil {

@@ -89,11 +89,11 @@ func TestRunObserveRejectsBadOptions(t *testing.T) {
 		{[]string{"--poll-interval", "nan"}, "poll interval must be a finite positive number of seconds"},
 		{[]string{"--poll-interval", "inf"}, "poll interval must be a finite positive number of seconds"},
 		{[]string{"--poll-interval", "not-a-number"}, "poll interval must be a finite positive number of seconds"},
-		{[]string{"--port"}, "expected one argument"},
-		{[]string{"--bogus"}, "unrecognized arguments: --bogus"},
-		{[]string{"--keep"}, "argument --keep: only with --demo"},
-		{[]string{"--demo", "--groups-dir", "x"}, "argument --demo: not allowed with --groups-dir"},
-		{[]string{"--demo=yes"}, "argument --demo: ignored explicit argument 'yes'"},
+		{[]string{"--port"}, "flag needs an argument: --port"},
+		{[]string{"--bogus"}, "unrecognized option: --bogus"},
+		{[]string{"--keep"}, "--keep: only with --demo"},
+		{[]string{"--demo", "--groups-dir", "x"}, "--demo: not allowed with --groups-dir"},
+		{[]string{"--demo=yes"}, `invalid boolean value "yes" for --demo`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -102,8 +102,8 @@ func TestRunObserveRejectsBadOptions(t *testing.T) {
 			if code != 2 {
 				t.Errorf("got exit %d; want 2", code)
 			}
-			if !strings.Contains(stderr.String(), tt.want) || !strings.HasPrefix(stderr.String(), "usage: crosstalk-mcp observe") {
-				t.Errorf("got stderr %q; want usage and %q", stderr.String(), tt.want)
+			if !strings.Contains(stderr.String(), tt.want) || !strings.HasPrefix(stderr.String(), "crosstalk-mcp observe: ") {
+				t.Errorf("got stderr %q; want crosstalk-mcp observe: and %q", stderr.String(), tt.want)
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("got stdout %q; want nothing", stdout.String())

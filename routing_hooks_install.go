@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -62,18 +63,23 @@ var hookInstallTargets = map[string]hookSettings{
 		entries: hookEntries("cursor", 0, "sessionStart", "stop")},
 }
 
-// settingsPath resolves the settings file of a scope.
-func (h hookSettings) settingsPath(scope, home, projectDir string) (string, error) {
-	rel, base := h.user, home
+// settingsFile is the settings file of a scope, relative to the home
+// directory for "user" and to the project directory for "project"; ""
+// means the client has no such scope.
+func (h hookSettings) settingsFile(scope string) string {
 	if scope == "project" {
-		rel, base = h.project, projectDir
-	} else if scope != "user" {
-		return "", fmt.Errorf("--scope must be user or project, not %q", scope)
+		return h.project
 	}
-	if rel == "" {
-		return "", fmt.Errorf("%s hooks have no %s scope; VS Code also reads ~/.claude/settings.json, so use --client claude-code for every workspace", h.client, scope)
+	return h.user
+}
+
+// settingsPath resolves the settings file of a scope settingsFile allows.
+func (h hookSettings) settingsPath(scope, home, projectDir string) string {
+	base := home
+	if scope == "project" {
+		base = projectDir
 	}
-	return filepath.Join(base, filepath.FromSlash(rel)), nil
+	return filepath.Join(base, filepath.FromSlash(h.settingsFile(scope)))
 }
 
 // handler is the JSON of one hook handler.
@@ -129,16 +135,13 @@ func renderJSON(v any, depth int, unit string) string {
 // stale ones (another path) replaced; every other byte stays as it was.
 func installHooks(h hookSettings, text, exe string) (string, error) {
 	if strings.TrimSpace(text) == "" {
-		text = "{}\n"
-		if h.cursor {
-			text = "{\n  \"version\": 1\n}\n"
-		}
+		text = h.emptySettings()
 	}
 	want := map[string]bool{}
 	for _, e := range h.entries {
 		want[h.handler(e, exe)["command"].(string)] = true
 	}
-	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] })
+	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] }, false)
 	if err != nil {
 		return "", err
 	}
@@ -156,17 +159,23 @@ func installHooks(h hookSettings, text, exe string) (string, error) {
 	}
 	missing, order := missingHooks(h, hooks, exe)
 	if hooks == nil {
-		obj := orderedJSON{keys: order, vals: map[string]any{}}
-		for k, v := range missing {
-			obj.vals[k] = v
-		}
-		return applyEdits(text, []jsonEdit{appendRaw(root, `"hooks": `+renderJSON(obj, root.depth+1, unit), unit)}), nil
+		inner := "\n" + strings.Repeat(unit, root.depth+2)
+		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
+		return applyEdits(text, []jsonEdit{appendRaw(root, `"hooks": `+obj, unit)}), nil
 	}
 	edits, err := addHookEdits(hooks, missing, order, unit)
 	if err != nil {
 		return "", err
 	}
 	return applyEdits(text, edits), nil
+}
+
+// emptySettings is the file installHooks starts from when there is none.
+func (h hookSettings) emptySettings() string {
+	if h.cursor {
+		return "{\n  \"version\": 1\n}\n"
+	}
+	return "{}\n"
 }
 
 // missingHooks returns h's entries for exe that hooks (the settings'
@@ -196,12 +205,11 @@ func missingHooks(h hookSettings, hooks *jsonSpan, exe string) (map[string][]any
 // new members, in one edit, where it has none.
 func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
 	var edits []jsonEdit
-	newEvents := orderedJSON{vals: map[string]any{}}
+	var newEvents []string
 	for _, ev := range order {
 		arr := hooks.member(ev)
 		if arr == nil {
-			newEvents.keys = append(newEvents.keys, ev)
-			newEvents.vals[ev] = missing[ev]
+			newEvents = append(newEvents, ev)
 			continue
 		}
 		if arr.kind != '[' {
@@ -213,15 +221,21 @@ func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, uni
 		}
 		edits = append(edits, appendRaw(arr, strings.Join(items, ",\n"+strings.Repeat(unit, arr.depth+1)), unit))
 	}
-	if len(newEvents.keys) > 0 {
+	if len(newEvents) > 0 {
 		// Members added to one object go in one edit at one position.
-		var members []string
-		for _, ev := range newEvents.keys {
-			members = append(members, fmt.Sprintf("%q: %s", ev, renderJSON(newEvents.vals[ev], hooks.depth+1, unit)))
-		}
-		edits = append(edits, appendRaw(hooks, strings.Join(members, ",\n"+strings.Repeat(unit, hooks.depth+1)), unit))
+		edits = append(edits, appendRaw(hooks, renderMembers(newEvents, missing, hooks.depth+1, unit), unit))
 	}
 	return edits, nil
+}
+
+// renderMembers renders the events' arrays as members of an object at
+// depth-1, one per line, for appendRaw.
+func renderMembers(events []string, missing map[string][]any, depth int, unit string) string {
+	var members []string
+	for _, ev := range events {
+		members = append(members, fmt.Sprintf("%q: %s", ev, renderJSON(missing[ev], depth, unit)))
+	}
+	return strings.Join(members, ",\n"+strings.Repeat(unit, depth))
 }
 
 // hasCommand reports whether an event array already holds command cmd.
@@ -247,16 +261,44 @@ func handlersOf(h hookSettings, item *jsonSpan) []*jsonSpan {
 	return []*jsonSpan{item}
 }
 
+// uninstallHooks returns text without Crosstalk's hooks for h, and whether
+// the file is to be removed. When backup (nil for none) holds the bytes an
+// install started from, none of our hooks and otherwise what text holds,
+// nothing else has changed since and those bytes are returned as they were.
+// Otherwise only our hooks go, with the groups, event arrays and "hooks"
+// object they leave empty; a file left as installHooks would start it from
+// nothing is to be removed, since install created it.
+func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, error) {
+	stripped, err := removeHooks(h, text, dropAll, true)
+	if err != nil || stripped == text {
+		return text, false, err
+	}
+	if backup != nil {
+		// Any binary path will do: its hooks are stripped again.
+		installed, err := installHooks(h, *backup, "crosstalk-mcp")
+		again, _ := removeHooks(h, installed, dropAll, true)
+		clean, _ := removeHooks(h, *backup, dropAll, true)
+		if err == nil && again == stripped && clean == *backup {
+			return *backup, false, nil
+		}
+	}
+	return stripped, stripped == h.emptySettings(), nil
+}
+
+// dropAll is removeHooks' drop for uninstall: every one of our hooks goes.
+func dropAll(string) bool { return true }
+
 // removeHooks removes Crosstalk's handlers for h whose command drop
 // accepts, one at a time (so that no two edits touch), and the groups left
-// empty by it.
-func removeHooks(h hookSettings, text string, drop func(cmd string) bool) (string, error) {
+// empty by it; with prune also the event arrays and the "hooks" object
+// left empty, which install keeps so as to put its new entries in place.
+func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune bool) (string, error) {
 	for {
 		root, err := parseJSONSpans(text)
 		if err != nil {
 			return "", fmt.Errorf("read settings: %w", err)
 		}
-		edit, found := findCrosstalkHandler(h, root.member("hooks"), drop)
+		edit, found := findCrosstalkHandler(h, root, drop, prune)
 		if !found {
 			return text, nil
 		}
@@ -265,12 +307,14 @@ func removeHooks(h hookSettings, text string, drop func(cmd string) bool) (strin
 }
 
 // findCrosstalkHandler returns the edit that removes the first matching
-// handler: its whole group when it is the group's only handler.
-func findCrosstalkHandler(h hookSettings, hooks *jsonSpan, drop func(string) bool) (jsonEdit, bool) {
+// handler: with its group when it is the group's only handler, and with
+// prune the emptied event array and "hooks" object too.
+func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool, prune bool) (jsonEdit, bool) {
+	hooks := root.member("hooks")
 	if hooks == nil || hooks.kind != '{' {
 		return jsonEdit{}, false
 	}
-	for _, arr := range hooks.vals {
+	for k, arr := range hooks.vals {
 		if arr.kind != '[' {
 			continue
 		}
@@ -281,60 +325,74 @@ func findCrosstalkHandler(h hookSettings, hooks *jsonSpan, drop func(string) boo
 				if c == nil || !h.isCrosstalkCommand(c.str) || !drop(c.str) {
 					continue
 				}
-				if !h.grouped || len(handlers) == 1 {
+				switch {
+				case h.grouped && len(handlers) > 1:
+					return removeItem(item.member("hooks"), j), true
+				case len(arr.vals) > 1 || !prune:
 					return removeItem(arr, i), true
+				case len(hooks.vals) > 1:
+					return removeItem(hooks, k), true
 				}
-				return removeItem(item.member("hooks"), j), true
+				return removeItem(root, slices.Index(root.vals, hooks)), true
 			}
 		}
 	}
 	return jsonEdit{}, false
 }
 
-// orderedJSON is a JSON object whose keys keep their order.
-type orderedJSON struct {
-	keys []string
-	vals map[string]any
+// backupSuffix names the copy of a settings file's previous bytes that
+// every write of it keeps beside it.
+const backupSuffix = ".crosstalk-backup"
+
+// settingsTarget returns the file a write of the settings file path
+// changes, and the mode to keep: path itself, or the file that path, a
+// symbolic link the user made, points to, which is then written in place
+// so that the link stays. It refuses a link to nothing, anything but a
+// regular file, and a file that is read-only (its owner's write bit is
+// off, or this process cannot open it for writing): that is the user's
+// choice, not ours to replace.
+func settingsTarget(path string) (string, fs.FileMode, error) {
+	target, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(path); err == nil {
+			return "", 0, fmt.Errorf("%s is a symbolic link to a missing file; create that file or remove the link", path)
+		}
+		return path, 0o644, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	info, err := os.Stat(target)
+	if err != nil {
+		return "", 0, err
+	}
+	if !info.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s is not a regular file", target)
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil || info.Mode().Perm()&0o200 == 0 {
+		return "", 0, fmt.Errorf("%s is read-only; make it writable (chmod u+w) to change its hooks", target)
+	}
+	return target, info.Mode().Perm(), nil
 }
 
-// MarshalJSON renders the members in order.
-func (o orderedJSON) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range o.keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		key, _ := json.Marshal(k)
-		val, err := json.Marshal(o.vals[k])
-		if err != nil {
-			return nil, err
-		}
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(val)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
-
-// writeSettings replaces path's content atomically, after copying the old
-// content to path.crosstalk-backup; the file's mode is kept.
-func writeSettings(path string, old []byte, existed bool, text string) (backup string, err error) {
-	mode := fs.FileMode(0o644)
-	if info, err := os.Stat(path); err == nil {
-		mode = info.Mode().Perm()
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// writeSettings replaces the content of target (settingsTarget's answer
+// for path) atomically with text, after copying the old content to
+// path's backup when there was one; mode is kept.
+func writeSettings(path, target string, mode fs.FileMode, old []byte, existed bool, text string) (backup string, err error) {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return "", err
 	}
 	if existed {
-		backup = path + ".crosstalk-backup"
-		if err := os.WriteFile(backup, old, mode); err != nil {
+		backup = path + backupSuffix
+		if err := writeBackup(backup, old, mode); err != nil {
 			return "", fmt.Errorf("write backup: %w", err)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".crosstalk-*.tmp")
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".crosstalk-*.tmp")
 	if err != nil {
 		return "", err
 	}
@@ -349,5 +407,22 @@ func writeSettings(path string, old []byte, existed bool, text string) (backup s
 	if err := os.Chmod(tmp.Name(), mode); err != nil {
 		return "", err
 	}
-	return backup, os.Rename(tmp.Name(), path)
+	return backup, os.Rename(tmp.Name(), target)
+}
+
+// writeBackup writes data to a new file at name, replacing the old backup.
+// The new one is created with O_EXCL, which never follows a symbolic link
+// (POSIX; CREATE_NEW on Windows): a link planted at that name, say in a
+// cloned project, is removed, never written through, and one planted again
+// in between makes the create fail.
+func writeBackup(name string, data []byte, mode fs.FileMode) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

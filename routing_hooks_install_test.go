@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +35,7 @@ func crosstalkCommands(t *testing.T, h hookSettings, text string) []string {
 			for _, item := range arr.vals {
 				for _, handler := range handlersOf(h, item) {
 					if c := handler.member("command"); c != nil && h.isCrosstalkCommand(c.str) {
-						cmds = append(cmds, hooks.keys[i]+" "+c.str)
+						cmds = append(cmds, hooks.keys[i].str+" "+c.str)
 					}
 				}
 			}
@@ -74,7 +76,7 @@ func TestHooksInstallEveryClient(t *testing.T) {
 			if len(got) != len(h.entries) || strings.Contains(moved, "/opt/bin") {
 				t.Errorf("after a move: %v; want %d commands, all at the new path", got, len(h.entries))
 			}
-			removed, err := removeHooks(h, moved, func(string) bool { return true })
+			removed, err := removeHooks(h, moved, dropAll, true)
 			if err != nil || len(crosstalkCommands(t, h, removed)) != 0 {
 				t.Errorf("uninstall left %v (%v)", crosstalkCommands(t, h, removed), err)
 			}
@@ -111,7 +113,7 @@ func TestHooksInstallKeepsUserSettings(t *testing.T) {
 	if n := len(crosstalkCommands(t, h, text)); n != len(h.entries) {
 		t.Errorf("%d commands installed; want %d", n, len(h.entries))
 	}
-	removed, err := removeHooks(h, text, func(string) bool { return true })
+	removed, err := removeHooks(h, text, dropAll, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,161 @@ func TestHooksCommandLine(t *testing.T) {
 	if after, _ := os.ReadFile(path); strings.Contains(string(after), "crosstalk") || !strings.Contains(string(after), "fmt.sh") {
 		t.Errorf("after uninstall: %s", after)
 	}
-	if code := run([]string{"hooks", "install", "--client", "vscode", "--scope", "user"}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no user scope") {
+	if code := run([]string{"hooks", "install", "--client", "vscode", "--scope", "user"}, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no user scope") {
 		t.Errorf("vscode user scope: exit %d, %q; want a refusal", code, errOut.String())
 	}
+}
+
+// hooksCLI runs `crosstalk-mcp hooks VERB --client CLIENT --scope project`
+// in the current directory and returns its exit status and output.
+func hooksCLI(verb, client string) (int, string) {
+	var out strings.Builder
+	code := run([]string{"hooks", verb, "--client", client, "--scope", "project"}, nil, &out, &out)
+	return code, out.String()
+}
+
+// readOrMissing returns a file's content, or "(missing)" when it does not exist.
+func readOrMissing(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "(missing)"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// oddSettings is a settings file with a byte order mark, tabs, comments,
+// trailing commas, escapes Go's strconv cannot read, one hook of the user's
+// at the event h's last entry uses and an empty array of another event.
+func oddSettings(h hookSettings) string {
+	handler := `{"type": "command", "command": "say \"done\" \/ \ud83d\ude00"}`
+	if h.cursor {
+		handler = `{"command": "say \"done\" \/ \ud83d\ude00"}`
+	}
+	if h.grouped {
+		handler = `{"matcher": "", "hooks": [` + handler + `]}`
+	}
+	return "\ufeff{\n\t// mine\n\t\"model\" : \"opus\",\n\t\"hooks\": {\n\t\t\"Other\": [ ],\n\t\t\"" +
+		h.entries[len(h.entries)-1].event + "\": [\n\t\t\t" + handler + ",\n\t\t],\n\t},\n}\n"
+}
+
+// TestHooksUninstallRestoresBytes checks, for every client, that install
+// then uninstall leaves the settings file byte for byte as it was (or
+// missing again), and that a change the user made in between survives an
+// uninstall that removes only Crosstalk's entries.
+func TestHooksUninstallRestoresBytes(t *testing.T) {
+	for _, name := range hookClientNames() {
+		h := hookInstallTargets[name]
+		for _, tc := range []struct{ name, original string }{
+			{"missing", "(missing)"}, {"empty object", "{}"}, {"empty object and newline", "{ }\n"}, {"odd", oddSettings(h)},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				t.Chdir(t.TempDir())
+				path := filepath.FromSlash(h.project)
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if tc.original != "(missing)" {
+					os.WriteFile(path, []byte(tc.original), 0o644)
+				}
+				if code, out := hooksCLI("install", name); code != 0 || len(crosstalkCommands(t, h, readOrMissing(t, path))) != len(h.entries) {
+					t.Fatalf("install: exit %d (%s):\n%s", code, out, readOrMissing(t, path))
+				}
+				if code, out := hooksCLI("uninstall", name); code != 0 || readOrMissing(t, path) != tc.original {
+					t.Errorf("uninstall: exit %d (%s); got\n%q\nwant\n%q", code, out, readOrMissing(t, path), tc.original)
+				}
+				if tc.original == "(missing)" {
+					return
+				}
+				// The user changes something else between install and uninstall.
+				hooksCLI("install", name)
+				installed := readOrMissing(t, path)
+				open := strings.IndexByte(installed, '{') + 1
+				changed := installed[:open] + `"theme": "dark",` + installed[open:]
+				os.WriteFile(path, []byte(changed), 0o644)
+				code, out := hooksCLI("uninstall", name)
+				got := readOrMissing(t, path)
+				if code != 0 || len(crosstalkCommands(t, h, got)) != 0 || !strings.Contains(got, `"theme": "dark"`) ||
+					!isSubsequence(got, changed) || !isSubsequence(tc.original, got) {
+					t.Errorf("uninstall after a change: exit %d (%s); got\n%q; want %q with only our entries gone", code, out, got, changed)
+				}
+				if want := tc.original[:open] + `"theme": "dark",` + tc.original[open:]; tc.name == "odd" && got != want {
+					t.Errorf("uninstall after a change: got\n%q\nwant\n%q", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestParseJSONSpansEscapes checks that the editor reads every JSON string
+// escape and a byte order mark.
+func TestParseJSONSpansEscapes(t *testing.T) {
+	root, err := parseJSONSpans("\ufeff{\"a\\/b\": \"\\ud83d\\ude00 \\u00e9\\b\\f\\n\\r\\t\\\"\\\\\"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := root.member("a/b"); got == nil || got.str != "😀 é\b\f\n\r\t\"\\" {
+		t.Errorf("got %+v; want the member a/b decoded", got)
+	}
+}
+
+// TestHooksInstallWritesNoLinkItDidNotChoose checks the symbolic-link and
+// permission rules: a link planted at the backup's name is replaced, never
+// followed; a settings file that is a link is written at its target, which
+// uninstall restores; a link to nothing and a read-only file are refused.
+func TestHooksInstallWritesNoLinkItDidNotChoose(t *testing.T) {
+	const original = "{\"model\": \"opus\"}\n"
+	setup := func(t *testing.T) (path, elsewhere string) {
+		dir := t.TempDir()
+		t.Chdir(dir)
+		path = filepath.Join(dir, ".claude", "settings.json")
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		elsewhere = filepath.Join(t.TempDir(), "elsewhere.json")
+		os.WriteFile(elsewhere, []byte(original), 0o644)
+		return path, elsewhere
+	}
+	t.Run("planted backup link", func(t *testing.T) {
+		path, victim := setup(t)
+		os.WriteFile(path, []byte(original), 0o644)
+		os.Symlink(victim, path+backupSuffix)
+		if code, out := hooksCLI("install", "claude-code"); code != 0 {
+			t.Fatalf("install: exit %d: %s", code, out)
+		}
+		info, err := os.Lstat(path + backupSuffix)
+		if readOrMissing(t, victim) != original || err != nil || !info.Mode().IsRegular() || readOrMissing(t, path+backupSuffix) != original {
+			t.Errorf("link target %q, backup %v (%v); want the target untouched and a regular backup", readOrMissing(t, victim), info, err)
+		}
+	})
+	t.Run("settings file is a link", func(t *testing.T) {
+		path, target := setup(t)
+		os.Symlink(target, path)
+		if code, out := hooksCLI("install", "claude-code"); code != 0 || !strings.Contains(readOrMissing(t, target), "hook --client claude-code") {
+			t.Fatalf("install: exit %d: %s; target %s", code, out, readOrMissing(t, target))
+		}
+		if code, out := hooksCLI("uninstall", "claude-code"); code != 0 || readOrMissing(t, target) != original {
+			t.Errorf("uninstall: exit %d: %s; target %q; want %q", code, out, readOrMissing(t, target), original)
+		}
+		if info, err := os.Lstat(path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("the link is gone or replaced: %v, %v", info, err)
+		}
+	})
+	t.Run("link to nothing", func(t *testing.T) {
+		path, _ := setup(t)
+		missing := filepath.Join(t.TempDir(), "missing.json")
+		os.Symlink(missing, path)
+		if code, out := hooksCLI("install", "claude-code"); code != 1 || !strings.Contains(out, "symbolic link to a missing file") ||
+			readOrMissing(t, missing) != "(missing)" {
+			t.Errorf("install: exit %d: %s; want a refusal", code, out)
+		}
+	})
+	t.Run("read-only file", func(t *testing.T) {
+		path, _ := setup(t)
+		os.WriteFile(path, []byte(original), 0o444)
+		code, out := hooksCLI("install", "claude-code")
+		info, _ := os.Stat(path)
+		if code != 1 || !strings.Contains(out, "read-only") || readOrMissing(t, path) != original || info.Mode().Perm() != 0o444 {
+			t.Errorf("install: exit %d: %s; file %q mode %v; want a refusal and the file untouched", code, out, readOrMissing(t, path), info.Mode())
+		}
+	})
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -14,7 +14,7 @@ type jsonSpan struct {
 	start, end int  // the value's bytes are text[start:end]
 	depth      int  // nesting level; the root is 0
 	str        string
-	keys       []string
+	keys       []*jsonSpan // an object's member names, in order
 	vals       []*jsonSpan // object members (in keys order) or array items
 }
 
@@ -24,7 +24,7 @@ func (s *jsonSpan) member(key string) *jsonSpan {
 		return nil
 	}
 	for i, k := range s.keys {
-		if k == key {
+		if k.str == key {
 			return s.vals[i]
 		}
 	}
@@ -38,10 +38,14 @@ type jsonParser struct {
 	pos  int
 }
 
-// parseJSONSpans parses a whole settings file; nothing but comments and
-// space may follow its one value.
+// parseJSONSpans parses a whole settings file, after a UTF-8 byte order
+// mark if it starts with one; nothing but comments and space may follow its
+// one value.
 func parseJSONSpans(text string) (*jsonSpan, error) {
 	p := &jsonParser{text: text}
+	if strings.HasPrefix(text, "\ufeff") {
+		p.pos = len("\ufeff")
+	}
 	v, err := p.value(0)
 	if err != nil {
 		return nil, err
@@ -144,7 +148,7 @@ func (p *jsonParser) members(v *jsonSpan) error {
 				return fmt.Errorf("expected : at byte %d", p.pos)
 			}
 			p.pos++
-			v.keys = append(v.keys, k.str)
+			v.keys = append(v.keys, k)
 		}
 		item, err := p.value(v.depth + 1)
 		if err != nil {
@@ -154,7 +158,9 @@ func (p *jsonParser) members(v *jsonSpan) error {
 	}
 }
 
-// quoted parses the string v starts at p.pos into v.str.
+// quoted parses the string v starts at p.pos into v.str, decoding every
+// escape JSON allows (\/ and surrogate pairs included); the text itself is
+// never rewritten, so the escapes keep their bytes.
 func (p *jsonParser) quoted(v *jsonSpan) error {
 	end := p.pos + 1
 	for end < len(p.text) && p.text[end] != '"' {
@@ -166,8 +172,8 @@ func (p *jsonParser) quoted(v *jsonSpan) error {
 	if end >= len(p.text) {
 		return fmt.Errorf("unterminated string at byte %d", p.pos)
 	}
-	s, err := strconv.Unquote(p.text[p.pos : end+1])
-	if err != nil {
+	var s string
+	if err := json.Unmarshal([]byte(p.text[p.pos:end+1]), &s); err != nil {
 		return fmt.Errorf("bad string at byte %d: %w", p.pos, err)
 	}
 	v.str, p.pos = s, end+1
@@ -226,16 +232,23 @@ func appendRaw(container *jsonSpan, item, unit string) jsonEdit {
 	return jsonEdit{last.end, last.end, ",\n" + inner + item}
 }
 
-// removeItem deletes item i of an array with the separator before it (or
-// after it, for the first item).
-func removeItem(arr *jsonSpan, i int) jsonEdit {
-	item := arr.vals[i]
+// removeItem deletes item i of an array or object (an object's member
+// with its name) with the separator before it, or after it for the first
+// item; the only item goes with whatever lies between the brackets.
+func removeItem(container *jsonSpan, i int) jsonEdit {
+	start := func(i int) int {
+		if container.kind == '{' {
+			return container.keys[i].start
+		}
+		return container.vals[i].start
+	}
+	item := container.vals[i]
 	switch {
-	case len(arr.vals) == 1:
-		return jsonEdit{arr.start + 1, arr.end - 1, ""}
+	case len(container.vals) == 1:
+		return jsonEdit{container.start + 1, container.end - 1, ""}
 	case i > 0:
-		return jsonEdit{arr.vals[i-1].end, item.end, ""}
+		return jsonEdit{container.vals[i-1].end, item.end, ""}
 	default:
-		return jsonEdit{item.start, arr.vals[1].start, ""}
+		return jsonEdit{start(0), start(1), ""}
 	}
 }
