@@ -209,7 +209,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	s := newServer(sv.store, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	s := newServer(sv.store, stdout, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))))
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		s.changes = newChangeWatcher(sv.dir)
@@ -250,7 +250,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	}
 	defer sv.close()
 	sv.audit.attach(&server{store: sv.store})
-	t := newHTTPTransport(sv.store, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), sv.audit, httpLimits{})
+	t := newHTTPTransport(sv.store, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))), sv.audit, defaultHTTPLimits)
 	defer t.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		t.changes = newChangeWatcher(sv.dir)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -68,6 +70,21 @@ type subscription struct {
 // the events not notified meanwhile wait for the next notification or the
 // 300 s reminder, as the original's one-event-per-poll did.
 const wakeupRenotifyGap = time.Second
+
+// defaultPollInterval matches the original's refresh interval. The server's
+// subscription poller and the dashboard (observe.go) both start from it.
+const defaultPollInterval = 500 * time.Millisecond
+
+// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
+// non-positive or non-finite value means the default 0.5 s.
+func pollInterval(value string) time.Duration {
+	v, err := strconv.ParseFloat(pyStrip(value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return defaultPollInterval
+	}
+	// Clamp where a time.Duration would overflow (about 292 years).
+	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
+}
 
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
