@@ -294,26 +294,20 @@ func TestNetworkFSWarning(t *testing.T) {
 	if w := networkFSWarning(dir, func(string) string { return "" }); w != "" {
 		t.Errorf("local temp dir: got warning %q; want none", w)
 	}
-	fsKindOf = func(string) string { return "FUSE" }
-	t.Cleanup(func() { fsKindOf = networkFSKind })
-	w := networkFSWarning(dir, func(string) string { return "" })
+	w := networkFSWarningOn(dir, "FUSE", false)
 	if !strings.Contains(w, "FUSE") || !strings.Contains(w, "serve --http") || !strings.Contains(w, "CROSSTALK_ALLOW_NETWORK_FS=1") {
 		t.Errorf("FUSE dir: got warning %q; want one naming FUSE, serve --http and the switch", w)
 	}
-	allow := func(k string) string {
-		if k == "CROSSTALK_ALLOW_NETWORK_FS" {
-			return "1"
-		}
-		return ""
-	}
-	if w := networkFSWarning(dir, allow); w != "" {
+	if w := networkFSWarningOn(dir, "FUSE", true); w != "" {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
 	}
-	// The dashboard shows the same warning on its overview.
+	// The dashboard shows the same warning on its overview (newObserver
+	// computes it with networkFSWarning, "" on this local disk).
 	o, err := newObserver(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.fsWarning = w
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/fragments/overview", nil)
 	req.Host = "127.0.0.1"

@@ -43,8 +43,6 @@ type inotifyWatch struct {
 	dir   string
 	emit  func(name string)
 	done  chan struct{}
-	// addWatch is syscall.InotifyAddWatch; tests make it fail.
-	addWatch func(fd int, path string, mask uint32) (int, error)
 
 	// mu guards the fields below, which follow and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
@@ -102,7 +100,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), addWatch: syscall.InotifyAddWatch,
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
 		files: map[int32]string{}, disarmed: map[string]bool{}}
 	go func() {
 		defer close(iw.done)
@@ -193,7 +191,7 @@ func (iw *inotifyWatch) setDirMask(mask uint32) {
 // appears. ok is false when the watch could not be added for another
 // reason, having gone back to following every group (followAll).
 func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
-	wd, err := iw.addWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
+	wd, err := syscall.InotifyAddWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		return false, true
