@@ -113,7 +113,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	srv := newServerWriting(t.store, router, t.cfg)
 	if t.changes != nil {
 		srv.changes = t.changes
-		srv.subs.follow(t.changes)
+		srv.subs.followWatch(t.changes)
 	}
 	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)

@@ -198,7 +198,7 @@ func stopSignals() <-chan os.Signal {
 //     (a read from stdin cannot be interrupted).
 //   - the subscription poller (subscriptions.run): stopped by the deferred
 //     s.subs.close, which waits for it at most one second.
-//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//   - the audit writer (auditLog.writeRows), when the audit log is on: stopped
 //     and joined by the deferred sv.close, after the poller.
 func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that stops the server with SIGINT or SIGTERM gets the same
@@ -214,7 +214,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		s.changes = newChangeWatcher(sv.dir)
 		defer s.changes.close()
-		s.subs.follow(s.changes)
+		s.subs.followWatch(s.changes)
 	}
 	sv.audit.attach(s)
 	// A read from a blocking stdin cannot be interrupted, so serving runs

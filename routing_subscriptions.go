@@ -21,7 +21,7 @@ type subscriptions struct {
 	order      []string // subscribed URIs in subscription order
 	authorized map[string]bool
 
-	// attach hands the running poller a change watcher (follow).
+	// attach hands the running poller a change watcher (followWatch).
 	attach chan *changeWatcher
 	// regroup tells the poller that the set of subscribed groups changed,
 	// so that it starts, narrows or ends its subscription to the watcher.
@@ -228,12 +228,12 @@ func (m *subscriptions) close() {
 // and a 300 s wakeup reminder falls due without any write.
 const watchSafetyPoll = 2 * time.Second
 
-// follow makes the poller check a group as soon as w reports it changed,
+// followWatch makes the poller check a group as soon as w reports it changed,
 // besides its tick, which then slows to at least watchSafetyPoll. The
 // poller subscribes to w only while it has subscriptions, and only to
 // their groups, so a session that subscribes to nothing keeps no watch
-// running. Without native events follow changes nothing.
-func (m *subscriptions) follow(w *changeWatcher) {
+// running. Without native events followWatch changes nothing.
+func (m *subscriptions) followWatch(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
 	}
@@ -292,7 +292,7 @@ func (m *subscriptions) run() {
 // goroutine.
 type watchFollower struct {
 	m      *subscriptions
-	w      *changeWatcher // nil until follow
+	w      *changeWatcher // nil until followWatch
 	sub    *watchSubscription
 	events <-chan struct{} // sub.C, or nil (never ready) without sub
 	groups map[string]bool // the groups sub watches

@@ -44,7 +44,7 @@ type inotifyWatch struct {
 	emit  func(name string)
 	done  chan struct{}
 
-	// mu guards the fields below, which follow and the reader share. The
+	// mu guards the fields below, which followGroups and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
 	// watcher is ever taken under it.
 	mu sync.Mutex
@@ -117,11 +117,11 @@ func (iw *inotifyWatch) stop() {
 	<-iw.done
 }
 
-// follow reports writes of the groups named from now on, or of every group
+// followGroups reports writes of the groups named from now on, or of every group
 // when groups is nil or longer than inotifyMaxFollowed. A group's file
 // watches are armed before the directory watch stops taking IN_MODIFY, so
 // no write falls between the two.
-func (iw *inotifyWatch) follow(groups []string) {
+func (iw *inotifyWatch) followGroups(groups []string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	if groups == nil || len(groups) > inotifyMaxFollowed {

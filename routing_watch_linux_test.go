@@ -131,7 +131,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 	f.write(t, otherGroup, "-wal")
 	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
 
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	masks := f.watchMasks(t)
 	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Errorf("directory watch mask %#x still takes IN_MODIFY", m)
@@ -169,7 +169,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 	f.write(t, followedGroup, "-wal")
 	f.await(t, wal)
 
-	f.iw.follow(nil)
+	f.iw.followGroups(nil)
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
 		t.Errorf("directory watch mask %#x after follow(nil); want IN_MODIFY", m)
 	}
@@ -182,7 +182,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 // belongs to: list_groups and resource lists change with them.
 func TestInotifyReportsGroupsAppearing(t *testing.T) {
 	f := newInotifyFixture(t)
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	const created = "grp_0000000000000000000000000000000c"
 	tmp := filepath.Join(f.dir, ".building")
 	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
@@ -242,7 +242,7 @@ func TestWatcherFollowsItsSubscriptions(t *testing.T) {
 // the next writes, to either group, are still reported.
 func TestInotifyFallsBackToTheDirectory(t *testing.T) {
 	f := newInotifyFixture(t)
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Fatalf("directory watch mask %#x while following one group", m)
 	}
@@ -271,11 +271,11 @@ func TestInotifyFollowsManyGroupsByTheDirectory(t *testing.T) {
 	for i := range inotifyMaxFollowed {
 		groups = append(groups, fmt.Sprintf("grp_%032x", 0x100+i))
 	}
-	f.iw.follow(groups[:inotifyMaxFollowed])
+	f.iw.followGroups(groups[:inotifyMaxFollowed])
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Fatalf("directory watch mask %#x while following %d groups; want no IN_MODIFY", m, inotifyMaxFollowed)
 	}
-	f.iw.follow(groups)
+	f.iw.followGroups(groups)
 	masks := f.watchMasks(t)
 	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
 		t.Errorf("directory watch mask %#x while following %d groups; want IN_MODIFY", m, len(groups))

@@ -81,14 +81,14 @@ func pyJSON(v any) string { return pyDumps.encode(v) }
 // encode returns v as st renders it.
 func (st jsonStyle) encode(v any) string {
 	var b strings.Builder
-	st.write(&b, v)
+	st.writeValue(&b, v)
 	return b.String()
 }
 
-// write appends v as st renders it. It is one type switch over every type
+// writeValue appends v as st renders it. It is one type switch over every type
 // the encoder accepts, kept whole (past 60 lines) so that the list can be
 // read in one place; any other type is a programming error and panics.
-func (st jsonStyle) write(b *strings.Builder, v any) {
+func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -127,7 +127,7 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(st.itemSep)
 			}
-			st.write(b, item)
+			st.writeValue(b, item)
 		}
 		b.WriteByte(']')
 	case object:
@@ -138,7 +138,7 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			}
 			st.writeString(b, f.key)
 			b.WriteString(st.keySep)
-			st.write(b, f.value)
+			st.writeValue(b, f.value)
 		}
 		b.WriteByte('}')
 	case pyJSONWriter:
