@@ -12,7 +12,8 @@ import (
 // notifications/cancelled ends one (cancel), and after that nothing more is
 // written for it: 2026-07-28 says a server MUST NOT send further messages
 // for a cancelled request, and older revisions say it SHOULD NOT answer.
-// See /work/notes/inflight.md for how a handler uses it.
+// A handler runs through start; it reports progress with r.progress and
+// stops when r.done() is closed.
 type inflight struct {
 	write func(any) error
 

@@ -101,8 +101,8 @@ const watchQuietPeriod = 3 * time.Millisecond
 // (the reader's pause allows about 12).
 // Every consumer answers an announcement with a read of the group, and
 // under a steady stream of commits from other processes those reads
-// competed with the commits themselves (issue 10: four busy senders lost
-// two thirds of their throughput). A commit after a quiet spell, or one of
+// competed with the commits themselves (four busy senders lost two
+// thirds of their throughput). A commit after a quiet spell, or one of
 // a few in a row (a send, its reader's mark-read, the next send), is still
 // announced watchQuietPeriod after its first event; one in a busy stream
 // waits at most watchBusySpacing.

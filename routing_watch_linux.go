@@ -30,8 +30,8 @@ import (
 // queues an inotify event for every watching process at every write(2): a
 // commit writes its -wal file dozens of times, and with eight member
 // processes watching one busy group that cost each commit about 0.4 ms in
-// the kernel, under the group's write lock, which is 15% of the sends
-// (issue 12). A one-shot watch costs a commit one event per watcher per
+// the kernel, under the group's write lock, which is 15% of the sends. A
+// one-shot watch costs a commit one event per watcher per
 // pause, however many writes it makes. Writes while a watch is disarmed are
 // covered by reporting the file again when it is re-armed.
 //

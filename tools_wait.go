@@ -8,7 +8,7 @@ import (
 )
 
 // mailWait is one wait_for_messages call: a member of one group waiting for
-// unread mail there. It is the blocking tool of issue 10, for agents whose
+// unread mail there. It is the blocking tool for agents whose
 // client turns no notification into a model turn: the agent calls it when
 // it has nothing else to do, and it returns as soon as mail is unread.
 type mailWait struct {
