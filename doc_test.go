@@ -200,8 +200,15 @@ func (im *exportImporter) list() error {
 	return nil
 }
 
-// TestLayers holds the package to layerRules, with no exceptions.
+// TestLayers holds the package to layerRules, with no exceptions, and every
+// production file to a spine, so that none escapes the rules.
 func TestLayers(t *testing.T) {
+	names, _ := filepath.Glob("*.go")
+	for _, name := range names {
+		if !strings.HasSuffix(name, "_test.go") && name != "doc.go" && layerPrefix(name) == "" {
+			t.Errorf("%s: got no spine prefix; want main, jsonrpc, tools, store, routing, observe or audit", name)
+		}
+	}
 	lines, err := layerViolations(".", layerRules)
 	if err != nil {
 		t.Fatal(err)
