@@ -147,7 +147,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 		}
 	}
 	a.mu.Unlock()
-	go a.write()
+	go a.writeRows()
 	return a, nil
 }
 
@@ -201,12 +201,12 @@ func (a *auditLog) close() error {
 	return a.db.Close()
 }
 
-// write is the writer goroutine. It records waiting events in batches of up
+// writeRows is the writer goroutine. It records waiting events in batches of up
 // to auditMaxBatch, one attempt per batch in one transaction: a batch costs
 // little more than a single event, because the same rollup and index pages
 // are written once. After a quiet spell the first event is written at once;
 // while calls keep coming, it lingers up to auditLinger to gather a batch.
-func (a *auditLog) write() {
+func (a *auditLog) writeRows() {
 	defer close(a.written)
 	var lastWrite time.Time
 	for e := range a.queue {

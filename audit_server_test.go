@@ -22,7 +22,7 @@ func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLo
 	t.Helper()
 	dir := t.TempDir()
 	st := newTestStore(t, dir)
-	s := newServer(st, io.Discard, time.Hour)
+	s := newServer(st, io.Discard, newServerConfig(version, time.Hour))
 	a, err := openAuditLog(dir, config, io.Discard)
 	if err != nil {
 		t.Fatal(err)

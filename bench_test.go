@@ -46,7 +46,7 @@ func newPipeSession(tb testing.TB) *pipeSession {
 	if err != nil {
 		tb.Fatalf("pipe: %v", err)
 	}
-	srv := newServer(st, outW, pollInterval(""))
+	srv := newServer(st, outW, newServerConfig(version, pollInterval("")))
 	ps := &pipeSession{tb: tb, dir: dir, store: st, srv: srv, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
 	go func() {
 		err := srv.serve(inR)

@@ -19,13 +19,13 @@ var (
 
 // modernResult completes a 2026-07-28 result: resultType, the cache hint of
 // a cacheable result, and serverInfo in _meta.
-func modernResult(result object, cache *cacheHint) object {
+func (s *server) modernResult(result object, cache *cacheHint) object {
 	out := append(object{}, result...)
 	out = append(out, field{"resultType", "complete"})
 	if cache != nil {
 		out = append(out, field{"ttlMs", cache.ttlMs}, field{"cacheScope", cache.scope})
 	}
-	return append(out, field{"_meta", object{{metaServerInfo, serverInfo(revModern)}}})
+	return append(out, field{"_meta", object{{metaServerInfo, s.serverInfo(revModern)}}})
 }
 
 // serverCapabilities is what the server offers in rev.
@@ -54,29 +54,29 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 	var rerr *rpcError
 	switch req.method {
 	case "server/discover":
-		result = modernResult(object{{"supportedVersions", allProtocolVersions}, {"capabilities", serverCapabilities(revModern)},
+		result = s.modernResult(object{{"supportedVersions", allProtocolVersions}, {"capabilities", serverCapabilities(revModern)},
 			{"instructions", "Create or join a group, then send and read messages; listen on your wakeup URI to be woken."}}, staticCache)
 	case "tools/list":
-		result = modernResult(typedToolList, staticCache)
+		result = s.modernResult(typedToolList, staticCache)
 	case "tools/call":
 		var r any
 		if r, rerr = s.toolsCall(req); rerr == nil {
 			if r == nil {
 				return nil // a waiting tool answers from the in-flight table
 			}
-			result = modernResult(r.(object), nil)
+			result = s.modernResult(r.(object), nil)
 		}
 	case "resources/list":
 		var r any
 		if r, rerr = s.resourcesList(); rerr == nil {
-			result = modernResult(typedResources(r.(object)), liveCache)
+			result = s.modernResult(typedResources(r.(object)), liveCache)
 		}
 	case "resources/templates/list":
-		result = modernResult(resourceTemplates, staticCache)
+		result = s.modernResult(resourceTemplates, staticCache)
 	case "resources/read":
 		var r any
 		if r, rerr = s.resourcesRead(req); rerr == nil {
-			result = modernResult(r.(object), liveCache)
+			result = s.modernResult(r.(object), liveCache)
 		}
 	case "subscriptions/listen":
 		if rerr = s.listen(req, meta); rerr == nil {

@@ -44,7 +44,7 @@ func FuzzServeLine(f *testing.F) {
 		f.Fatal(err)
 	}
 	var out bytes.Buffer
-	s := newServer(st, &out, time.Hour)
+	s := newServer(st, &out, newServerConfig(version, time.Hour))
 	f.Cleanup(func() { s.subs.close(); st.close() })
 	if err := s.serve(strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")); err != nil {

@@ -26,10 +26,10 @@ import (
 // answered as a stream. Every session shares one store, so HTTP and stdio
 // clients of one groups directory see each other's messages.
 type httpTransport struct {
-	store    *store
-	interval time.Duration
-	audit    *auditLog // nil when auditing is off
-	limits   httpLimits
+	store  *store
+	cfg    serverConfig
+	audit  *auditLog // nil when auditing is off
+	limits httpLimits
 	// changes, when set, is the process's one change watcher, shared by
 	// every session so that subscriptions and wait_for_messages over HTTP
 	// wake on file events as they do over stdio instead of at the poll.
@@ -53,12 +53,11 @@ type httpTransport struct {
 const httpEndpoint = "/mcp"
 
 // newHTTPTransport starts the idle-session janitor; close stops it.
-func newHTTPTransport(st *store, interval time.Duration, audit *auditLog, limits httpLimits) *httpTransport {
-	limits = limits.withDefaults()
+func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
-		store: st, interval: interval, audit: audit, limits: limits,
-		sessionQuota: newHTTPQuota(limits.maxSessions, limits.maxSessionsPerClient),
-		streamQuota:  newHTTPQuota(limits.maxStreams, limits.maxStreamsPerClient),
+		store: st, cfg: cfg, audit: audit, limits: limits,
+		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient),
+		streamQuota:  newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient),
 		sessions:     map[string]*httpSession{},
 		stop:         make(chan struct{}),
 	}
@@ -111,10 +110,10 @@ func (t *httpTransport) expireIdle() {
 // newSession makes a session whose server writes to a router.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter(t.limits.queue)
-	srv := newServerWriting(t.store, router, t.interval)
+	srv := newServerWriting(t.store, router, t.cfg)
 	if t.changes != nil {
 		srv.changes = t.changes
-		srv.subs.follow(t.changes)
+		srv.subs.followWatch(t.changes)
 	}
 	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)
@@ -214,6 +213,12 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	}
 	if !accepts(r, "application/json") && !accepts(r, "text/event-stream") {
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept application/json and text/event-stream.")
+		return
+	}
+	// A declared length over the limit is refused before a byte is read;
+	// an undeclared one is cut off where it passes the limit.
+	if r.ContentLength > t.limits.maxBody {
+		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
 		return
 	}
 	// A client has writeTimeout to send its body: a trickle holding the

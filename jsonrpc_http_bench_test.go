@@ -130,7 +130,7 @@ type benchStdio struct {
 func newBenchStdio(b *testing.B, st *store) *benchStdio {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	srv := newServer(st, outW, time.Hour)
+	srv := newServer(st, outW, newServerConfig(version, time.Hour))
 	go srv.serve(inR)
 	b.Cleanup(func() {
 		inW.Close()

@@ -23,15 +23,36 @@ type httpTestServer struct {
 	url string
 }
 
-// newHTTPTestServer serves a loopback transport; token "" means none.
+// withDefaultLimits fills l's zero fields from defaultHTTPLimits, so that a
+// test names only the limit it shrinks.
+func withDefaultLimits(l httpLimits) httpLimits {
+	d := defaultHTTPLimits
+	return httpLimits{
+		maxBody: positiveOr(l.maxBody, d.maxBody), maxSessionsPerClient: positiveOr(l.maxSessionsPerClient, d.maxSessionsPerClient),
+		sessionIdle: positiveOr(l.sessionIdle, d.sessionIdle), writeTimeout: positiveOr(l.writeTimeout, d.writeTimeout),
+		queue: positiveOr(l.queue, d.queue), keepAlive: positiveOr(l.keepAlive, d.keepAlive),
+	}
+}
+
+// positiveOr returns v when it is set (positive), else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// newHTTPTestServer serves a loopback transport; token "" means none. A zero
+// field of limits is defaultHTTPLimits'.
 func newHTTPTestServer(tb testing.TB, token string, limits httpLimits) *httpTestServer {
 	tb.Helper()
+	limits = withDefaultLimits(limits)
 	dir := tb.TempDir()
 	st, err := newStore(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t := newHTTPTransport(st, 20*time.Millisecond, nil, limits)
+	t := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, limits)
 	srv := httptest.NewServer(newHTTPGuard(true, token, nil, t))
 	tb.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -13,63 +13,43 @@ import (
 	"time"
 )
 
-// httpLimits bounds what remote clients may hold of the HTTP transport, so
-// that one client (or many) cannot exhaust memory, file descriptors or the
-// store's connection cache. A zero field means its default.
+// The HTTP transport's tunables, in one place, bound what remote clients
+// may hold of it, so that one client (or many) cannot exhaust memory, file
+// descriptors or the store's connection cache. They are generous for a team
+// of agents and small for an attacker. The body limit admits the largest
+// message the stdio transport is ever sent in practice (16 MiB) with room
+// for JSON escaping. A write may take 30 s because a client on a slow link
+// still drains a large answer's next socket buffer within that; one that
+// does not has stopped reading. 256 queued messages absorb any burst of
+// wakeups a busy group makes while bounding what a client that reads
+// nothing can pin (a few hundred small notifications), and keeping more
+// would only delay the same cut-off: the stream is not resumable, so its
+// client re-reads state.
+const (
+	httpMaxSessions         = 1024 // 2025-era sessions in total
+	httpMaxStreams          = 512  // open SSE streams in total
+	httpMaxStreamsPerClient = 64   // open SSE streams from one remote IP
+)
+
+// httpLimits holds the tunables that tests shrink to reach a limit in
+// milliseconds; production passes defaultHTTPLimits.
 type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
-	maxSessions          int           // 2025-era sessions in total
 	maxSessionsPerClient int           // sessions from one remote IP
-	maxStreams           int           // open SSE streams in total
-	maxStreamsPerClient  int           // open SSE streams from one remote IP
 	sessionIdle          time.Duration // a session unused this long is ended
 	writeTimeout         time.Duration // one write to a client; slower is cut off
 	queue                int           // messages waiting for one response; more cut it off
 	keepAlive            time.Duration // SSE comment interval on quiet streams
 }
 
-// defaultHTTPLimits are generous for a team of agents and small for an
-// attacker: the body limit admits the largest message the stdio transport
-// is ever sent in practice (16 MiB) with room for JSON escaping. A write
-// may take 30 s because a client on a slow link still drains a large
-// answer's next socket buffer within that; one that does not has stopped
-// reading. 256 queued messages absorb any burst of wakeups a busy group
-// makes while bounding what a client that reads nothing can pin (a few
-// hundred small notifications), and keeping it would only delay the same
-// cut-off: the stream is not resumable, so its client re-reads state.
+// defaultHTTPLimits are the limits every server runs with.
 var defaultHTTPLimits = httpLimits{
 	maxBody:              20 << 20,
-	maxSessions:          1024,
 	maxSessionsPerClient: 128,
-	maxStreams:           512,
-	maxStreamsPerClient:  64,
 	sessionIdle:          30 * time.Minute,
 	writeTimeout:         30 * time.Second,
 	queue:                256,
 	keepAlive:            15 * time.Second,
-}
-
-// withDefaults fills every zero field from defaultHTTPLimits.
-func (l httpLimits) withDefaults() httpLimits {
-	d := defaultHTTPLimits
-	d.maxBody = positiveOr(l.maxBody, d.maxBody)
-	d.maxSessions = positiveOr(l.maxSessions, d.maxSessions)
-	d.maxSessionsPerClient = positiveOr(l.maxSessionsPerClient, d.maxSessionsPerClient)
-	d.maxStreams = positiveOr(l.maxStreams, d.maxStreams)
-	d.maxStreamsPerClient = positiveOr(l.maxStreamsPerClient, d.maxStreamsPerClient)
-	d.sessionIdle = positiveOr(l.sessionIdle, d.sessionIdle)
-	d.writeTimeout = positiveOr(l.writeTimeout, d.writeTimeout)
-	d.queue = positiveOr(l.queue, d.queue)
-	d.keepAlive = positiveOr(l.keepAlive, d.keepAlive)
-	return d
-}
-
-// positiveOr returns v when it is set (positive), else def.
-func positiveOr[T int | int64 | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its

@@ -59,16 +59,18 @@ func (st *httpStream) cutOff() {
 	st.rc.SetWriteDeadline(time.Now())
 }
 
-// send writes one message as an SSE event.
-func (st *httpStream) send(msg []byte) error {
-	return st.write(fmt.Sprintf("event: message\ndata: %s\n\n", msg))
+// sendEvent writes one message as an SSE event.
+func (st *httpStream) sendEvent(msg []byte) error {
+	return st.writeFrame(fmt.Sprintf("event: message\ndata: %s\n\n", msg))
 }
 
 // keepAlive writes an SSE comment, which clients ignore and which tells
 // intermediaries and the server the connection is still alive.
-func (st *httpStream) keepAlive() error { return st.write(":\n\n") }
+func (st *httpStream) keepAlive() error { return st.writeFrame(":\n\n") }
 
-func (st *httpStream) write(text string) error {
+// writeFrame writes and flushes text within the write timeout, or returns
+// errStreamCut once the stream has been cut off.
+func (st *httpStream) writeFrame(text string) error {
 	st.mu.Lock()
 	if st.cut {
 		st.mu.Unlock()
@@ -112,7 +114,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		if st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone); err == nil {
 			defer st.finish()
 			for _, m := range append(early, []byte(pyJSON(reply))) {
-				if st.send(m) != nil {
+				if st.sendEvent(m) != nil {
 					return
 				}
 			}
@@ -171,7 +173,7 @@ func (t *httpTransport) streamUntilAnswer(w http.ResponseWriter, r *http.Request
 	for {
 		select {
 		case msg := <-ex.ch:
-			if st.send(msg) != nil {
+			if st.sendEvent(msg) != nil {
 				return false
 			}
 			if isAnswer(msg) {
@@ -232,7 +234,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case msg := <-ex.ch:
-			if st.send(msg) != nil {
+			if st.sendEvent(msg) != nil {
 				return
 			}
 		case <-tick.C:

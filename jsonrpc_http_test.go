@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,6 +62,30 @@ func TestHTTPSessionRunsTools(t *testing.T) {
 	}
 	if held := s.t.sessionQuota.held(); held != 0 {
 		t.Errorf("sessions held after DELETE: got %d; want 0", held)
+	}
+}
+
+// TestHTTPRefusesDeclaredOversizedBody shows that a POST declaring a body
+// over the limit is answered 413 before the server reads a byte of it: the
+// client here never sends the body, so a server that waited for it would
+// answer only at its 30 s read deadline.
+func TestHTTPRefusesDeclaredOversizedBody(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{maxBody: 1024})
+	conn, err := net.Dial("tcp", s.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1048576\r\n\r\n", httpEndpoint, s.srv.Listener.Addr())
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("got %v; want a 413 answer without the body sent", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("got status %d; want %d", resp.StatusCode, http.StatusRequestEntityTooLarge)
 	}
 }
 
@@ -267,26 +294,20 @@ func TestNetworkFSWarning(t *testing.T) {
 	if w := networkFSWarning(dir, func(string) string { return "" }); w != "" {
 		t.Errorf("local temp dir: got warning %q; want none", w)
 	}
-	fsKindOf = func(string) string { return "FUSE" }
-	t.Cleanup(func() { fsKindOf = networkFSKind })
-	w := networkFSWarning(dir, func(string) string { return "" })
+	w := networkFSWarningOn(dir, "FUSE", false)
 	if !strings.Contains(w, "FUSE") || !strings.Contains(w, "serve --http") || !strings.Contains(w, "CROSSTALK_ALLOW_NETWORK_FS=1") {
 		t.Errorf("FUSE dir: got warning %q; want one naming FUSE, serve --http and the switch", w)
 	}
-	allow := func(k string) string {
-		if k == "CROSSTALK_ALLOW_NETWORK_FS" {
-			return "1"
-		}
-		return ""
-	}
-	if w := networkFSWarning(dir, allow); w != "" {
+	if w := networkFSWarningOn(dir, "FUSE", true); w != "" {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
 	}
-	// The dashboard shows the same warning on its overview.
+	// The dashboard shows the same warning on its overview (newObserver
+	// computes it with networkFSWarning, "" on this local disk).
 	o, err := newObserver(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.fsWarning = w
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/fragments/overview", nil)
 	req.Host = "127.0.0.1"
@@ -309,7 +330,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.attach(&server{store: st})
-	tr := newHTTPTransport(st, time.Hour, a, httpLimits{})
+	tr := newHTTPTransport(st, newServerConfig(version, time.Hour), a, defaultHTTPLimits)
 	srv := httptest.NewServer(newHTTPGuard(true, "", nil, tr))
 	defer func() {
 		srv.Close()
@@ -336,7 +357,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 // sends, instead of an empty result at its timeout.
 func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
 	s := newHTTPTestServer(t, "", httpLimits{})
-	s.t.interval = time.Hour
+	s.t.cfg.interval = time.Hour
 	s.t.changes = newChangeWatcher(s.dir)
 	t.Cleanup(s.t.changes.close)
 	if !s.t.changes.native {

@@ -12,7 +12,8 @@ import (
 // notifications/cancelled ends one (cancel), and after that nothing more is
 // written for it: 2026-07-28 says a server MUST NOT send further messages
 // for a cancelled request, and older revisions say it SHOULD NOT answer.
-// See /work/notes/inflight.md for how a handler uses it.
+// A handler runs through start; it reports progress with r.progress and
+// stops when r.done() is closed.
 type inflight struct {
 	write func(any) error
 
@@ -81,15 +82,15 @@ func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *
 		} else {
 			answer = object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"result", result}}
 		}
-		if werr := r.send(answer); werr != nil {
+		if werr := r.deliver(answer); werr != nil {
 			logf("write answer to request %s: %v", id, werr)
 		}
 	}()
 	return nil
 }
 
-// send writes one message for r unless the client has cancelled it.
-func (r *inflightRequest) send(message any) error {
+// deliver writes one message for r unless the client has cancelled it.
+func (r *inflightRequest) deliver(message any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cancelled {
@@ -131,7 +132,7 @@ func (t *inflight) close() {
 // notifications/resources/updated of a subscriptions/listen stream), unless
 // the client has cancelled r.
 func (r *inflightRequest) notify(method string, params object) error {
-	return r.send(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
+	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
 }
 
 // done is closed when the client cancels r or the session closes.

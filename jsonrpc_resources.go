@@ -2,56 +2,7 @@ package main
 
 import (
 	"errors"
-	"strings"
 )
-
-// The resources: each group has a change-signal resource,
-// crosstalk://groups/<group_id>/messages, and each member a wakeup resource,
-// crosstalk://groups/<group_id>/wakeups/<percent-encoded context_id>, which
-// only a session that joined as that member may read or subscribe to. The
-// subscription poller (routing_subscriptions.go) sends their updates.
-const (
-	uriPrefix     = "crosstalk://groups/"
-	uriSuffix     = "/messages"
-	wakeupSegment = "/wakeups/"
-)
-
-// groupURI is a group's change-signal resource.
-func groupURI(groupID string) string { return uriPrefix + groupID + uriSuffix }
-
-// wakeupURI is one member's wakeup resource; the context id is
-// percent-encoded like Python's quote(context_id, safe="").
-func wakeupURI(groupID, contextID string) string {
-	return uriPrefix + groupID + wakeupSegment + percentEncode(contextID)
-}
-
-// parseGroupURI returns the group id of a group resource URI.
-func parseGroupURI(uri string) (string, error) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.HasSuffix(uri, uriSuffix) || len(uri) < len(uriPrefix)+len(uriSuffix) {
-		return "", validationErrorf("Invalid Crosstalk subscription URI.")
-	}
-	id := uri[len(uriPrefix) : len(uri)-len(uriSuffix)]
-	return id, validateGroupID(id)
-}
-
-// parseWakeupURI returns the group and context ids of a wakeup resource URI.
-func parseWakeupURI(uri string) (groupID, contextID string, err error) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, wakeupSegment) {
-		return "", "", validationErrorf("Invalid Crosstalk wakeup subscription URI.")
-	}
-	groupID, encoded, _ := strings.Cut(uri[len(uriPrefix):], wakeupSegment)
-	if err := validateGroupID(groupID); err != nil {
-		return "", "", err
-	}
-	contextID = percentDecode(encoded)
-	if isBlank(contextID) {
-		return "", "", validationErrorf("Invalid wakeup context ID.")
-	}
-	return groupID, contextID, nil
-}
-
-// isWakeupURI reports whether uri names a wakeup resource rather than a group.
-func isWakeupURI(uri string) bool { return strings.Contains(uri, wakeupSegment) }
 
 // resourcesList lists every group's change-signal resource.
 func (s *server) resourcesList() (any, *rpcError) {

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -30,6 +27,7 @@ type server struct {
 	store *store
 	subs  *subscriptions
 	out   messageWriter
+	cfg   serverConfig
 
 	// life guards initialized, ready and version: initialize and
 	// notifications/initialized write them while, on a concurrent
@@ -43,10 +41,6 @@ type server struct {
 
 	// inflight runs long-running requests such as subscriptions/listen.
 	inflight *inflight
-
-	// waitKeepalive is how often a waiting tool call reports progress;
-	// zero means defaultWaitKeepalive (tools_wait.go).
-	waitKeepalive time.Duration
 
 	// changes reports groups that file events say may have changed, for
 	// the pollers and waiting tool calls; nil when file events are off.
@@ -84,17 +78,32 @@ type toolCall struct {
 	remote string
 }
 
+// serverConfig is what every session of a process is built with besides its
+// store and output; main fills it, so the wire layer names nothing above it.
+type serverConfig struct {
+	release       string        // the version serverInfo reports
+	interval      time.Duration // the subscription poller's period
+	waitKeepalive time.Duration // how often a waiting tool call reports progress
+}
+
+// newServerConfig is the configuration of a process released as release
+// that polls every interval: waiting calls report progress every
+// defaultWaitKeepalive.
+func newServerConfig(release string, interval time.Duration) serverConfig {
+	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive}
+}
+
 // newServer returns a session that writes to stdout one message per line and
 // starts its subscription poller, which runs until s.subs.close.
-func newServer(st *store, stdout io.Writer, interval time.Duration) *server {
-	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, interval)
+func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
+	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, cfg)
 }
 
 // newServerWriting returns a session whose messages leave through out, as
 // the HTTP transport's do, and starts its subscription poller.
-func newServerWriting(st *store, out messageWriter, interval time.Duration) *server {
-	s := &server{store: st, out: out, sendRunLimit: maxSendRun}
-	s.subs = newSubscriptions(st, interval, s.notify)
+func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
+	s := &server{store: st, out: out, cfg: cfg, sendRunLimit: maxSendRun}
+	s.subs = newSubscriptions(st, cfg.interval, s.notify)
 	s.inflight = newInflight(s.out.write)
 	return s
 }
@@ -106,25 +115,6 @@ func (s *server) stop() {
 	s.stopping = true
 	s.serving.Unlock()
 }
-
-// defaultPollInterval matches the original's refresh interval. The server's
-// subscription poller and the dashboard (observe.go) both start from it.
-const defaultPollInterval = 500 * time.Millisecond
-
-// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
-// non-positive or non-finite value means the default 0.5 s.
-func pollInterval(value string) time.Duration {
-	v, err := strconv.ParseFloat(pyStrip(value), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return defaultPollInterval
-	}
-	// Clamp where a time.Duration would overflow (about 292 years).
-	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
-}
-
-// logf reports a failure that has no caller to return it to on stderr, the
-// only place the stdio transport may write besides its answers.
-func logf(format string, args ...any) { log.Printf(format, args...) }
 
 // serve is the stdio transport: it reads messages until EOF and writes each
 // answer as one line. Lines have no length limit: a 16 MiB message is one
@@ -278,7 +268,7 @@ func (s *server) initialize(req request) (any, *rpcError) {
 	return object{
 		{"protocolVersion", answer},
 		{"capabilities", serverCapabilities(answer)},
-		{"serverInfo", serverInfo(answer)},
+		{"serverInfo", s.serverInfo(answer)},
 	}, nil
 }
 

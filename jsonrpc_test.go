@@ -15,7 +15,7 @@ func newTestServer(t *testing.T) (*server, *bytes.Buffer) {
 	t.Helper()
 	st := newTestStore(t, t.TempDir())
 	var out bytes.Buffer
-	s := newServer(st, &out, time.Hour)
+	s := newServer(st, &out, newServerConfig(version, time.Hour))
 	t.Cleanup(func() { s.subs.close() }) // before the store's, which was registered first
 	return s, &out
 }
@@ -89,7 +89,7 @@ func TestServeFraming(t *testing.T) {
 		st := newTestStore(t, t.TempDir())
 		r, w := io.Pipe()
 		r.Close()
-		s := newServer(st, w, time.Hour)
+		s := newServer(st, w, newServerConfig(version, time.Hour))
 		defer s.subs.close()
 		if err := s.serve(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")); err == nil {
 			t.Error("got nil error writing to a closed pipe; want an error")

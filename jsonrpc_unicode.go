@@ -76,16 +76,24 @@ func errNotUnicode(key string) *domainError {
 	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
 }
 
-// writeRawString writes the JSON string literal lit (quotes included) as the
-// original's ensure_ascii json.dumps writes the string it decodes to, without
-// decoding it: \u escapes are kept code unit for code unit, so a lone
-// surrogate in a request id is echoed as sent rather than as U+FFFD. A byte
-// that is not UTF-8 is written as Python's surrogateescape decoder reads it,
-// \udcXX, so that the answer stays valid JSON and still names the byte.
-func writeRawString(b *strings.Builder, lit []byte) {
-	b.Grow(len(lit))
+// rawJSON is JSON text written as it came, such as a request id.
+type rawJSON json.RawMessage
+
+// writePyJSON writes r as it came, except that a string literal is
+// re-escaped as the original's ensure_ascii json.dumps writes the string it
+// decodes to, without decoding it: \u escapes are kept code unit for code
+// unit, so a lone surrogate in a request id is echoed as sent rather than as
+// U+FFFD. A byte that is not UTF-8 is written as Python's surrogateescape
+// decoder reads it, \udcXX, so that the answer stays valid JSON and still
+// names the byte.
+func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
+	if len(r) < 2 || r[0] != '"' {
+		b.Write(r)
+		return
+	}
+	b.Grow(len(r))
 	b.WriteByte('"')
-	body := lit[1 : len(lit)-1]
+	body := r[1 : len(r)-1]
 	for i := 0; i < len(body); {
 		c := body[i]
 		switch {

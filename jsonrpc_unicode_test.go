@@ -34,7 +34,7 @@ func TestUnicodeJSON(t *testing.T) {
 	}
 }
 
-func TestWriteRawString(t *testing.T) {
+func TestRawJSONWritePyJSON(t *testing.T) {
 	tests := []struct{ lit, want string }{
 		{`"abc"`, `"abc"`},
 		{`"\udc00"`, `"\udc00"`},
@@ -46,9 +46,9 @@ func TestWriteRawString(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var b strings.Builder
-		writeRawString(&b, []byte(tt.lit))
+		rawJSON(tt.lit).writePyJSON(&b, pyDumps)
 		if got := b.String(); got != tt.want {
-			t.Errorf("writeRawString(%q): got %s; want %s", tt.lit, got, tt.want)
+			t.Errorf("rawJSON(%q).writePyJSON: got %s; want %s", tt.lit, got, tt.want)
 		}
 	}
 }

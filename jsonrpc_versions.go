@@ -40,15 +40,15 @@ const (
 	wakeupDescription = "Wakeup events for one joined context: subscribe to be told when a message targets it."
 )
 
-// serverInfo is the Implementation object for rev: name and version before
-// 2025-06-18, a title from then on, and a description and website from
-// 2025-11-25.
-func serverInfo(rev protocolRevision) object {
+// serverInfo is the Implementation object for rev: name and version (the
+// release main was built as) before 2025-06-18, a title from then on, and a
+// description and website from 2025-11-25.
+func (s *server) serverInfo(rev protocolRevision) object {
 	info := object{{"name", "crosstalk"}}
 	if rev >= revTyped {
 		info = append(info, field{"title", serverTitle})
 	}
-	info = append(info, field{"version", version})
+	info = append(info, field{"version", s.cfg.release})
 	if rev >= revSEP {
 		info = append(info, field{"description", serverDescription}, field{"websiteUrl", serverWebsite})
 	}

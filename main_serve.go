@@ -173,7 +173,7 @@ func stopSignals() <-chan os.Signal {
 //     (a read from stdin cannot be interrupted).
 //   - the subscription poller (subscriptions.run): stopped by the deferred
 //     s.subs.close, which waits for it at most one second.
-//   - the audit writer (auditLog.write), when the audit log is on: stopped
+//   - the audit writer (auditLog.writeRows), when the audit log is on: stopped
 //     and joined by the deferred sv.close, after the poller.
 func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	// A client that stops the server with SIGINT or SIGTERM gets the same
@@ -184,12 +184,12 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	s := newServer(sv.store, stdout, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	s := newServer(sv.store, stdout, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))))
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		s.changes = newChangeWatcher(sv.dir)
 		defer s.changes.close()
-		s.subs.follow(s.changes)
+		s.subs.followWatch(s.changes)
 	}
 	sv.audit.attach(s)
 	// A read from a blocking stdin cannot be interrupted, so serving runs
@@ -225,7 +225,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	}
 	defer sv.close()
 	sv.audit.attach(&server{store: sv.store})
-	t := newHTTPTransport(sv.store, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")), sv.audit, httpLimits{})
+	t := newHTTPTransport(sv.store, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))), sv.audit, defaultHTTPLimits)
 	defer t.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		t.changes = newChangeWatcher(sv.dir)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -19,7 +21,7 @@ type subscriptions struct {
 	order      []string // subscribed URIs in subscription order
 	authorized map[string]bool
 
-	// attach hands the running poller a change watcher (follow).
+	// attach hands the running poller a change watcher (followWatch).
 	attach chan *changeWatcher
 	// regroup tells the poller that the set of subscribed groups changed,
 	// so that it starts, narrows or ends its subscription to the watcher.
@@ -68,6 +70,21 @@ type subscription struct {
 // the events not notified meanwhile wait for the next notification or the
 // 300 s reminder, as the original's one-event-per-poll did.
 const wakeupRenotifyGap = time.Second
+
+// defaultPollInterval matches the original's refresh interval. The server's
+// subscription poller and the dashboard (observe.go) both start from it.
+const defaultPollInterval = 500 * time.Millisecond
+
+// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
+// non-positive or non-finite value means the default 0.5 s.
+func pollInterval(value string) time.Duration {
+	v, err := strconv.ParseFloat(pyStrip(value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return defaultPollInterval
+	}
+	// Clamp where a time.Duration would overflow (about 292 years).
+	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
+}
 
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
@@ -211,12 +228,12 @@ func (m *subscriptions) close() {
 // and a 300 s wakeup reminder falls due without any write.
 const watchSafetyPoll = 2 * time.Second
 
-// follow makes the poller check a group as soon as w reports it changed,
+// followWatch makes the poller check a group as soon as w reports it changed,
 // besides its tick, which then slows to at least watchSafetyPoll. The
 // poller subscribes to w only while it has subscriptions, and only to
 // their groups, so a session that subscribes to nothing keeps no watch
-// running. Without native events follow changes nothing.
-func (m *subscriptions) follow(w *changeWatcher) {
+// running. Without native events followWatch changes nothing.
+func (m *subscriptions) followWatch(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
 	}
@@ -275,7 +292,7 @@ func (m *subscriptions) run() {
 // goroutine.
 type watchFollower struct {
 	m      *subscriptions
-	w      *changeWatcher // nil until follow
+	w      *changeWatcher // nil until followWatch
 	sub    *watchSubscription
 	events <-chan struct{} // sub.C, or nil (never ready) without sub
 	groups map[string]bool // the groups sub watches

@@ -263,7 +263,7 @@ func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
 	w := nativeWatcher(t, f.st.dir)
 	m := newSubscriptions(newTestStore(t, f.st.dir), time.Hour, (&recorder{}).notify)
 	defer m.close()
-	m.follow(w)
+	m.followWatch(w)
 	// Give the poller time to take the watcher: it must not start a watch
 	// for an empty set of subscriptions.
 	time.Sleep(50 * time.Millisecond)

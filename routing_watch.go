@@ -23,7 +23,7 @@ import (
 // server that waits on nothing (most of a busy group's senders) must not
 // watch. Events of groups no subscription asked for go no further than the
 // event read, and on Linux, where the watch follows the subscriptions'
-// groups (fileWatch.follow), they are not raised at all.
+// groups (fileWatch.followGroups), they are not raised at all.
 type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
@@ -45,10 +45,10 @@ type changeWatcher struct {
 // fileWatch is a running file-system watch of a groups directory
 // (inotifyWatch, kqueueWatch).
 type fileWatch interface {
-	// follow says whose writes to report: the groups named, or every group
+	// followGroups says whose writes to report: the groups named, or every group
 	// when groups is nil. Files appearing or going away are reported for
 	// every group either way.
-	follow(groups []string)
+	followGroups(groups []string)
 	// stop ends the watch and waits for its goroutine.
 	stop()
 }
@@ -101,8 +101,8 @@ const watchQuietPeriod = 3 * time.Millisecond
 // (the reader's pause allows about 12).
 // Every consumer answers an announcement with a read of the group, and
 // under a steady stream of commits from other processes those reads
-// competed with the commits themselves (issue 10: four busy senders lost
-// two thirds of their throughput). A commit after a quiet spell, or one of
+// competed with the commits themselves (four busy senders lost two
+// thirds of their throughput). A commit after a quiet spell, or one of
 // a few in a row (a send, its reader's mark-read, the next send), is still
 // announced watchQuietPeriod after its first event; one in a busy stream
 // waits at most watchBusySpacing.
@@ -262,7 +262,7 @@ func (w *changeWatcher) followLocked() {
 			groups = append(groups, g)
 		}
 	}
-	w.watch.follow(groups)
+	w.watch.followGroups(groups)
 }
 
 // groupSet is the set of groups, nil when groups is nil (every group).

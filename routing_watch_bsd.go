@@ -86,10 +86,10 @@ func (k *kqueueWatch) stop() {
 	<-k.done
 }
 
-// follow does nothing: a kqueue watch reports the writes of every group,
+// followGroups does nothing: a kqueue watch reports the writes of every group,
 // one event per -wal file and pause however many writes it took, so there
 // is nothing to save by narrowing it.
-func (k *kqueueWatch) follow([]string) {}
+func (k *kqueueWatch) followGroups([]string) {}
 
 // add registers fd with the kqueue.
 func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {

@@ -30,8 +30,8 @@ import (
 // queues an inotify event for every watching process at every write(2): a
 // commit writes its -wal file dozens of times, and with eight member
 // processes watching one busy group that cost each commit about 0.4 ms in
-// the kernel, under the group's write lock, which is 15% of the sends
-// (issue 12). A one-shot watch costs a commit one event per watcher per
+// the kernel, under the group's write lock, which is 15% of the sends. A
+// one-shot watch costs a commit one event per watcher per
 // pause, however many writes it makes. Writes while a watch is disarmed are
 // covered by reporting the file again when it is re-armed.
 //
@@ -43,10 +43,8 @@ type inotifyWatch struct {
 	dir   string
 	emit  func(name string)
 	done  chan struct{}
-	// addWatch is syscall.InotifyAddWatch; tests make it fail.
-	addWatch func(fd int, path string, mask uint32) (int, error)
 
-	// mu guards the fields below, which follow and the reader share. The
+	// mu guards the fields below, which followGroups and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
 	// watcher is ever taken under it.
 	mu sync.Mutex
@@ -102,7 +100,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), addWatch: syscall.InotifyAddWatch,
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
 		files: map[int32]string{}, disarmed: map[string]bool{}}
 	go func() {
 		defer close(iw.done)
@@ -119,11 +117,11 @@ func (iw *inotifyWatch) stop() {
 	<-iw.done
 }
 
-// follow reports writes of the groups named from now on, or of every group
+// followGroups reports writes of the groups named from now on, or of every group
 // when groups is nil or longer than inotifyMaxFollowed. A group's file
 // watches are armed before the directory watch stops taking IN_MODIFY, so
 // no write falls between the two.
-func (iw *inotifyWatch) follow(groups []string) {
+func (iw *inotifyWatch) followGroups(groups []string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	if groups == nil || len(groups) > inotifyMaxFollowed {
@@ -193,7 +191,7 @@ func (iw *inotifyWatch) setDirMask(mask uint32) {
 // appears. ok is false when the watch could not be added for another
 // reason, having gone back to following every group (followAll).
 func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
-	wd, err := iw.addWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
+	wd, err := syscall.InotifyAddWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		return false, true

@@ -131,7 +131,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 	f.write(t, otherGroup, "-wal")
 	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
 
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	masks := f.watchMasks(t)
 	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Errorf("directory watch mask %#x still takes IN_MODIFY", m)
@@ -169,7 +169,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 	f.write(t, followedGroup, "-wal")
 	f.await(t, wal)
 
-	f.iw.follow(nil)
+	f.iw.followGroups(nil)
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
 		t.Errorf("directory watch mask %#x after follow(nil); want IN_MODIFY", m)
 	}
@@ -182,7 +182,7 @@ func TestInotifyFollowsNamedGroups(t *testing.T) {
 // belongs to: list_groups and resource lists change with them.
 func TestInotifyReportsGroupsAppearing(t *testing.T) {
 	f := newInotifyFixture(t)
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	const created = "grp_0000000000000000000000000000000c"
 	tmp := filepath.Join(f.dir, ".building")
 	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
@@ -235,27 +235,29 @@ func TestWatcherFollowsItsSubscriptions(t *testing.T) {
 }
 
 // TestInotifyFallsBackToTheDirectory checks that a file watch that cannot
-// be added (the kernel's watch limit, ENOSPC) sends the watch back to
-// taking every write of the directory, so that no group's writes are left
-// to the safety poll: here the re-arming after a followed group's write
-// fails, and the next writes, to either group, are still reported.
+// be added (the kernel's watch limit, ENOSPC, in production) sends the watch
+// back to taking every write of the directory, so that no group's writes
+// are left to the safety poll: here a followed group's -wal reappears as a
+// symbolic link to itself, which inotify_add_watch refuses with ELOOP, and
+// the next writes, to either group, are still reported.
 func TestInotifyFallsBackToTheDirectory(t *testing.T) {
 	f := newInotifyFixture(t)
-	f.iw.follow([]string{followedGroup})
+	f.iw.followGroups([]string{followedGroup})
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Fatalf("directory watch mask %#x while following one group", m)
 	}
-	f.iw.mu.Lock()
-	f.iw.addWatch = func(int, string, uint32) (int, error) { return 0, syscall.ENOSPC }
-	f.iw.mu.Unlock()
-	wal := filepath.Base(groupFile(f.dir, followedGroup)) + "-wal"
-	f.write(t, followedGroup, "-wal")
-	f.await(t, wal)
+	wal := groupFile(f.dir, followedGroup) + "-wal"
+	if err := os.Remove(wal); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(wal), wal); err != nil {
+		t.Fatal(err)
+	}
 	waitUntil(t, "the directory watch taking writes again", func() bool {
 		return f.watchMasks(t)[inode(t, f.dir)]&syscall.IN_MODIFY != 0
 	})
-	f.write(t, followedGroup, "-wal")
-	f.await(t, wal)
+	f.write(t, followedGroup, "")
+	f.await(t, filepath.Base(groupFile(f.dir, followedGroup)))
 	f.write(t, otherGroup, "-wal")
 	f.await(t, filepath.Base(groupFile(f.dir, otherGroup))+"-wal")
 }
@@ -269,11 +271,11 @@ func TestInotifyFollowsManyGroupsByTheDirectory(t *testing.T) {
 	for i := range inotifyMaxFollowed {
 		groups = append(groups, fmt.Sprintf("grp_%032x", 0x100+i))
 	}
-	f.iw.follow(groups[:inotifyMaxFollowed])
+	f.iw.followGroups(groups[:inotifyMaxFollowed])
 	if m := f.watchMasks(t)[inode(t, f.dir)]; m&syscall.IN_MODIFY != 0 {
 		t.Fatalf("directory watch mask %#x while following %d groups; want no IN_MODIFY", m, inotifyMaxFollowed)
 	}
-	f.iw.follow(groups)
+	f.iw.followGroups(groups)
 	masks := f.watchMasks(t)
 	if m := masks[inode(t, f.dir)]; m&syscall.IN_MODIFY == 0 {
 		t.Errorf("directory watch mask %#x while following %d groups; want IN_MODIFY", m, len(groups))

@@ -123,7 +123,7 @@ func TestPollerFollowsFileEvents(t *testing.T) {
 	reader := newTestStore(t, f.st.dir)
 	m := newSubscriptions(reader, time.Hour, rec.notify)
 	defer m.close()
-	m.follow(w)
+	m.followWatch(w)
 	uri := wakeupURI(f.groupID, "bob-ctx")
 	m.authorize(uri)
 	if err := m.subscribe(uri); err != nil {

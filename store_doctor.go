@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,11 @@ import (
 	"sync"
 	"time"
 )
+
+// logf reports a failure that has no caller to return it to on stderr, the
+// only place the stdio transport may write besides its answers. Every layer
+// reports through it, so it sits in the lowest.
+func logf(format string, args ...any) { log.Printf(format, args...) }
 
 // doctorFinding is one file in the groups directory that no server can use:
 // a group file that does not open as a database or lacks the group schema

@@ -13,11 +13,13 @@ import (
 // filesystems do not provide reliably across machines, so two agents
 // writing one group there can lose messages or corrupt the database.
 func networkFSWarning(dir string, getenv func(string) string) string {
-	if getenv("CROSSTALK_ALLOW_NETWORK_FS") == "1" {
-		return ""
-	}
-	kind := fsKindOf(existingAncestor(dir))
-	if kind == "" {
+	return networkFSWarningOn(dir, networkFSKind(existingAncestor(dir)), getenv("CROSSTALK_ALLOW_NETWORK_FS") == "1")
+}
+
+// networkFSWarningOn is the warning for dir on the filesystem kind names
+// ("" when local), unless allowed.
+func networkFSWarningOn(dir, kind string, allowed bool) string {
+	if kind == "" || allowed {
 		return ""
 	}
 	return fmt.Sprintf("warning: the groups directory %s is on %s, a network filesystem. SQLite's WAL mode needs "+
@@ -26,10 +28,6 @@ func networkFSWarning(dir string, getenv func(string) string) string {
 		"connect to `crosstalk-mcp serve --http` (README: \"Across machines\"). "+
 		"Set CROSSTALK_ALLOW_NETWORK_FS=1 to silence this warning.", dir, kind)
 }
-
-// fsKindOf is networkFSKind; tests replace it to stand for a network
-// filesystem that cannot be mounted in a test.
-var fsKindOf = networkFSKind
 
 // existingAncestor returns dir, or its nearest ancestor that exists: the
 // directory is created lazily, and its filesystem is its parent's.

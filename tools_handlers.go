@@ -309,7 +309,7 @@ func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
 			b.WriteString(`, "`)
 			b.WriteString(f.key)
 			b.WriteString(`": `)
-			st.write(b, f.val)
+			st.writeValue(b, f.val)
 		}
 		b.WriteByte('}')
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // mailWait is one wait_for_messages call: a member of one group waiting for
-// unread mail there. It is the blocking tool of issue 10, for agents whose
+// unread mail there. It is the blocking tool for agents whose
 // client turns no notification into a model turn: the agent calls it when
 // it has nothing else to do, and it returns as soon as mail is unread.
 type mailWait struct {
@@ -86,15 +86,11 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 			poll = max(poll, watchSafetyPoll)
 		}
 	}
-	keepalive := w.s.waitKeepalive
-	if keepalive <= 0 {
-		keepalive = defaultWaitKeepalive
-	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	keep := time.NewTicker(keepalive)
+	keep := time.NewTicker(w.s.cfg.waitKeepalive)
 	defer keep.Stop()
 	started := time.Now()
 	msgs, err := w.read()
@@ -171,7 +167,7 @@ func (s *server) startWaitingCall(req request, pc preparedCall) *rpcError {
 		pc.call.result = pc.tool.runWaiting(s, pc.call.args, r)
 		result, rerr := s.finishCall(pc)
 		if rerr == nil && req.version == revModern {
-			return modernResult(result.(object), nil), nil
+			return s.modernResult(result.(object), nil), nil
 		}
 		return result, rerr
 	})

@@ -20,10 +20,18 @@ type waitSession struct {
 // newWaitSession starts an initialized session on a fresh directory; the
 // subscription poller's interval is also the waiting tool's safety poll.
 func newWaitSession(t *testing.T, interval time.Duration) *waitSession {
+	return newWaitSessionKeepalive(t, interval, defaultWaitKeepalive)
+}
+
+// newWaitSessionKeepalive is newWaitSession whose waiting calls report
+// progress every keepalive.
+func newWaitSessionKeepalive(t *testing.T, interval, keepalive time.Duration) *waitSession {
 	t.Helper()
 	dir := t.TempDir()
 	rec := newLineRecorder()
-	s := newServerWriting(newTestStore(t, dir), rec, interval)
+	cfg := newServerConfig(version, interval)
+	cfg.waitKeepalive = keepalive
+	s := newServerWriting(newTestStore(t, dir), rec, cfg)
 	t.Cleanup(func() {
 		s.inflight.close()
 		s.subs.close()
@@ -161,7 +169,7 @@ func TestWaitForMessagesReturnsOnSend(t *testing.T) {
 				}
 				w.s.subs.interval = time.Hour
 			}
-			other := newServer(newTestStore(t, w.dir), &strings.Builder{}, time.Hour)
+			other := newServer(newTestStore(t, w.dir), &strings.Builder{}, newServerConfig(version, time.Hour))
 			t.Cleanup(other.subs.close)
 			if tc.events && w.s.changes.watching() {
 				t.Fatal("watching before the wait; want no watch")
@@ -207,8 +215,7 @@ func TestWaitForMessagesTimesOutEmpty(t *testing.T) {
 }
 
 func TestWaitForMessagesCancel(t *testing.T) {
-	w := newWaitSession(t, 20*time.Millisecond)
-	w.s.waitKeepalive = 10 * time.Millisecond
+	w := newWaitSessionKeepalive(t, 20*time.Millisecond, 10*time.Millisecond)
 	w.startWait(t, 4, map[string]any{"timeout_seconds": 30}, map[string]any{"progressToken": "p4"})
 	for len(w.requestLines(4, `"p4"`)) == 0 { // a keepalive: the wait is running
 		w.rec.waitLines(t, len(w.rec.snapshot())+1)
@@ -242,8 +249,7 @@ func TestWaitForMessagesProgress(t *testing.T) {
 		{"no token", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWaitSession(t, 20*time.Millisecond)
-			w.s.waitKeepalive = 20 * time.Millisecond
+			w := newWaitSessionKeepalive(t, 20*time.Millisecond, 20*time.Millisecond)
 			w.startWait(t, 5, map[string]any{"timeout_seconds": 0.3}, tc.meta)
 			var progress []int
 			token := tc.token

@@ -4,12 +4,14 @@ package main
 // agents or other writers can observe: json.dumps, str.lower and
 // str.strip, urllib's quote and unquote, datetime.isoformat and the reading
 // of stored JSON lists. The golden transcripts (golden_test.go) check them
-// byte for byte. The audit log and the dashboard use the rest: Python's
-// str() of a number (pyNumber, pyFloatRepr) and datetime.fromisoformat
-// (pyFromISOFormat).
+// byte for byte. It sits in the store layer because stored values (mentions,
+// wakeup targets, timestamps) are written in these forms; the wire, the
+// audit log and the dashboard build on it. The audit log and the dashboard
+// use the rest: Python's str() of a number (pyNumber, pyFloatRepr) and
+// datetime.fromisoformat (pyFromISOFormat).
 //
 // Four Python rules stay beside the one caller they shape, each citing the
-// original: writeRawString (jsonrpc_unicode.go) echoes a request id as
+// original: rawJSON.writePyJSON (jsonrpc_unicode.go) echoes a request id as
 // json.dumps would without decoding it, sqliteMessage (store_errors.go) is
 // sqlite3's error text, nonNegativeInteger (tools_handlers.go) is what
 // Python reads as an int, and auditRequestID (audit_event.go) is str() of an
@@ -56,9 +58,6 @@ type pyJSONWriter interface {
 // stringList is a JSON array of strings; nil renders as [].
 type stringList []string
 
-// rawJSON is JSON text written as it came, such as a request id.
-type rawJSON json.RawMessage
-
 // jsonStyle is one of the json.dumps configurations the original writes
 // with. Keys keep their order; callers that need sort_keys sort first.
 type jsonStyle struct {
@@ -82,14 +81,14 @@ func pyJSON(v any) string { return pyDumps.encode(v) }
 // encode returns v as st renders it.
 func (st jsonStyle) encode(v any) string {
 	var b strings.Builder
-	st.write(&b, v)
+	st.writeValue(&b, v)
 	return b.String()
 }
 
-// write appends v as st renders it. It is one type switch over every type
+// writeValue appends v as st renders it. It is one type switch over every type
 // the encoder accepts, kept whole (past 60 lines) so that the list can be
 // read in one place; any other type is a programming error and panics.
-func (st jsonStyle) write(b *strings.Builder, v any) {
+func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -113,12 +112,6 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 		} else {
 			st.writeString(b, *v)
 		}
-	case rawJSON:
-		if len(v) > 1 && v[0] == '"' {
-			writeRawString(b, v) // re-escaped as Python writes it, lone surrogates kept
-		} else {
-			b.Write(v)
-		}
 	case stringList:
 		b.WriteByte('[')
 		for i, s := range v {
@@ -134,7 +127,7 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(st.itemSep)
 			}
-			st.write(b, item)
+			st.writeValue(b, item)
 		}
 		b.WriteByte(']')
 	case object:
@@ -145,7 +138,7 @@ func (st jsonStyle) write(b *strings.Builder, v any) {
 			}
 			st.writeString(b, f.key)
 			b.WriteString(st.keySep)
-			st.write(b, f.value)
+			st.writeValue(b, f.value)
 		}
 		b.WriteByte('}')
 	case pyJSONWriter:

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// layerRule forbids files of one prefix from naming identifiers declared in
+// the files that match any of the globs in to.
+type layerRule struct {
+	from string
+	to   []string
+	why  string
+}
+
+// layerRules is the package's architecture on one screen. Lowest first:
+// store (which may call routing.go's pure decision), then routing, then
+// tools and the audit trail (which know each other: each tool names its own
+// audit details), jsonrpc serving them, observe beside jsonrpc (the two
+// share the loopback guards in observe.go), and main on top, which alone
+// wires the process. A rule names what a prefix may not reach.
+var layerRules = []layerRule{
+	{"store", []string{"jsonrpc*.go", "tools*.go", "observe*.go", "audit*.go", "main*.go", "routing_*.go"},
+		"storage is the bottom layer; of routing it may call only routing.go's pure decision"},
+	{"routing", []string{"jsonrpc*.go", "tools*.go", "observe*.go", "audit*.go", "main*.go"},
+		"routing decides and watches; it knows no transport, tool, dashboard or command"},
+	{"tools", []string{"jsonrpc_http*.go", "observe*.go", "main*.go"},
+		"a tool runs the same over every transport and knows no dashboard or command"},
+	{"audit", []string{"jsonrpc_http*.go", "observe*.go", "main*.go"},
+		"the audit trail records; reading it for the dashboard is observe's job"},
+	{"jsonrpc", []string{"main*.go"},
+		"the wire layer is handed its configuration; only main reads flags and the build"},
+	{"observe", []string{"jsonrpc*.go", "tools*.go", "main*.go"},
+		"the dashboard reads storage and the audit trail, never a live session or its command"},
+}
+
+// layerPrefix returns the spine a file belongs to: "main" for main.go and
+// main_*.go, and so on; "" for a file outside the spines, such as doc.go.
+func layerPrefix(name string) string {
+	spine, _, _ := strings.Cut(strings.TrimSuffix(name, ".go"), "_")
+	switch spine {
+	case "main", "jsonrpc", "tools", "store", "routing", "observe", "audit":
+		return spine
+	}
+	return ""
+}
+
+// layerGOOS lists the systems whose file sets the test checks, so that every
+// platform file is read at least once; the first is checked strictly.
+var layerGOOS = []string{runtime.GOOS, "linux", "darwin", "freebsd", "windows"}
+
+// layerViolations type-checks dir's non-test files once per system in
+// layerGOOS and returns one line per forbidden reference, sorted.
+func layerViolations(dir string, rules []layerRule) ([]string, error) {
+	found := map[string]bool{}
+	imp := &exportImporter{dir: dir}
+	for i, goos := range layerGOOS {
+		ctx := build.Default
+		ctx.GOOS = goos
+		fset := token.NewFileSet()
+		files, err := parseLayerFiles(&ctx, fset, dir)
+		if err != nil {
+			return nil, err
+		}
+		var typeErrs []error
+		conf := types.Config{Importer: imp, Error: func(err error) { typeErrs = append(typeErrs, err) }}
+		info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+		pkg, _ := conf.Check("main", fset, files, info)
+		// Other systems' files are checked against this system's standard
+		// library, so only the first pass insists on a clean type-check.
+		if i == 0 && len(typeErrs) > 0 {
+			return nil, fmt.Errorf("type-check %s: %w", dir, typeErrs[0])
+		}
+		for id, obj := range info.Uses {
+			if line := layerViolation(fset, pkg, id, obj, rules); line != "" {
+				found[line] = true
+			}
+		}
+	}
+	lines := make([]string, 0, len(found))
+	for line := range found {
+		lines = append(lines, line)
+	}
+	slices.Sort(lines)
+	return lines, nil
+}
+
+// parseLayerFiles parses the non-test files of dir that ctx would build.
+func parseLayerFiles(ctx *build.Context, fset *token.FileSet, dir string) ([]*ast.File, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for _, path := range names {
+		name := filepath.Base(path)
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if ok, err := ctx.MatchFile(dir, name); err != nil || !ok {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// layerViolation describes id's use of obj if a rule forbids it, else "".
+func layerViolation(fset *token.FileSet, pkg *types.Package, id *ast.Ident, obj types.Object, rules []layerRule) string {
+	if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
+		return ""
+	}
+	switch o := obj.(type) {
+	case *types.Func:
+		obj = o.Origin()
+	case *types.Var:
+		obj = o.Origin()
+	}
+	use := fset.Position(id.Pos())
+	decl := filepath.Base(fset.Position(obj.Pos()).Filename)
+	from := layerPrefix(filepath.Base(use.Filename))
+	for _, r := range rules {
+		if r.from != from {
+			continue
+		}
+		for _, glob := range r.to {
+			if ok, _ := filepath.Match(glob, decl); ok {
+				return fmt.Sprintf("%s:%d: %s is declared in %s; %s names no %s: %s",
+					filepath.Base(use.Filename), use.Line, id.Name, decl, r.from, glob, r.why)
+			}
+		}
+	}
+	return ""
+}
+
+// exportImporter imports packages from the export data that `go list
+// -export` leaves in the build cache; it asks the go command once, offline,
+// for everything dir's files import.
+type exportImporter struct {
+	dir     string
+	exports map[string]string
+	gc      types.Importer
+}
+
+// Import implements types.Importer.
+func (im *exportImporter) Import(path string) (*types.Package, error) {
+	if im.exports == nil {
+		if err := im.list(); err != nil {
+			return nil, err
+		}
+	}
+	return im.gc.Import(path)
+}
+
+// list asks the go command for the export data of dir's dependencies.
+func (im *exportImporter) list() error {
+	cmd := exec.Command("go", "list", "-deps", "-export", "-f", "{{.ImportPath}}\t{{.Export}}", ".")
+	cmd.Dir = im.dir
+	// The module cache must already hold every dependency: the test never
+	// reaches the network.
+	cmd.Env = append(os.Environ(), "GOPROXY=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go list: %w: %s", err, stderr.String())
+	}
+	im.exports = map[string]string{}
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		if path, file, ok := strings.Cut(sc.Text(), "\t"); ok && file != "" {
+			im.exports[path] = file
+		}
+	}
+	im.gc = importer.ForCompiler(token.NewFileSet(), "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := im.exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	})
+	return nil
+}
+
+// TestLayers holds the package to layerRules, with no exceptions, and every
+// production file to a spine, so that none escapes the rules.
+func TestLayers(t *testing.T) {
+	names, _ := filepath.Glob("*.go")
+	for _, name := range names {
+		if !strings.HasSuffix(name, "_test.go") && name != "doc.go" && layerPrefix(name) == "" {
+			t.Errorf("%s: got no spine prefix; want main, jsonrpc, tools, store, routing, observe or audit", name)
+		}
+	}
+	lines, err := layerViolations(".", layerRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
+		t.Error(line)
+	}
+}
+
+// TestLayersCatches shows that layerViolations reports a forbidden reference
+// and allows the permitted ones, on small synthetic packages.
+func TestLayersCatches(t *testing.T) {
+	base := map[string]string{
+		"store.go":         "func stored() int { return decide() }\ntype row struct{ id int }\n",
+		"routing.go":       "func decide() int { return 1 }\n",
+		"routing_watch.go": "func watch() int { return stored() }\n",
+		"jsonrpc.go":       "func serve() int { return watch() + stored() + row{}.id }\n",
+		"main.go":          "var version = \"1\"\nfunc main() { _ = serve() }\n",
+	}
+	tests := []struct {
+		name  string
+		extra map[string]string
+		want  []string
+	}{
+		{"allowed", nil, nil},
+		{"store names jsonrpc", map[string]string{"store_x.go": "func x() int {\n\treturn serve()\n}\n"},
+			[]string{"store_x.go:4: serve is declared in jsonrpc.go; store names no jsonrpc*.go"}},
+		{"store names routing_", map[string]string{"store_x.go": "func x() int { return watch() }\n"},
+			[]string{"store_x.go:3: watch is declared in routing_watch.go; store names no routing_*.go"}},
+		{"routing names main", map[string]string{"routing_x.go": "var v = version\n"},
+			[]string{"routing_x.go:3: version is declared in main.go; routing names no main*.go"}},
+		{"audit names observe field", map[string]string{
+			"observe_x.go": "type page struct{ title string }\n",
+			"audit_x.go":   "func a(p page) string { return p.title }\n"},
+			[]string{"audit_x.go:3: page is declared in observe_x.go", "audit_x.go:3: title is declared in observe_x.go"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, files := range []map[string]string{base, tt.extra} {
+				for name, body := range files {
+					if err := os.WriteFile(filepath.Join(dir, name), []byte("package main\n\n"+body), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got, err := layerViolations(dir, layerRules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d violations %q; want %d %q", len(got), got, len(tt.want), tt.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tt.want[i]) {
+					t.Errorf("got %q; want it to start %q", got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
