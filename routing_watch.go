@@ -34,6 +34,8 @@ type changeWatcher struct {
 	run    sync.Mutex
 	watch  fileWatch // non-nil while the watch runs
 	closed bool
+	// probed runs the probe's release (probeWatch), which close joins.
+	probed sync.WaitGroup
 
 	// mu guards subs and settles, which the event goroutine, the settle
 	// timers and consumers share.
@@ -164,11 +166,14 @@ func fileEventsEnabled(value string) bool {
 // is a watcher with native false whose subscriptions only hear publish.
 func newChangeWatcher(dir string) *changeWatcher {
 	w := &changeWatcher{dir: dir, subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
-	if err := probeWatch(dir); err != nil {
+	release, err := probeWatch(dir)
+	if err != nil {
 		logf("watch %s for changes: %v; polling only", dir, err)
 		return w
 	}
 	w.native = true
+	// The server's first answer must not wait for the probe's release.
+	w.probed.Go(release)
 	return w
 }
 
@@ -179,6 +184,7 @@ func (w *changeWatcher) close() {
 	defer w.run.Unlock()
 	w.closed = true
 	w.stopLocked()
+	w.probed.Wait()
 }
 
 // startLocked starts the watch unless it runs, cannot run or the watcher

@@ -32,18 +32,18 @@ type kqueueWatch struct {
 const kqueueVnodeFlags = syscall.NOTE_WRITE | syscall.NOTE_EXTEND | syscall.NOTE_DELETE | syscall.NOTE_RENAME
 
 // probeWatch reports whether dir can be watched, by opening it and a
-// kqueue.
-func probeWatch(dir string) error {
+// kqueue; its release closes the directory.
+func probeWatch(dir string) (release func(), err error) {
 	kq, err := syscall.Kqueue()
 	if err != nil {
-		return fmt.Errorf("kqueue: %w", err)
+		return nil, fmt.Errorf("kqueue: %w", err)
 	}
 	syscall.Close(kq)
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
-	return syscall.Close(fd)
+	return func() { syscall.Close(fd) }, nil
 }
 
 // watchDirectory watches dir with kqueue and calls emit with the name of

@@ -73,18 +73,20 @@ const inotifyFileMask = syscall.IN_MODIFY | syscall.IN_ONESHOT
 // as well.
 const inotifyMaxFollowed = 256
 
-// probeWatch reports whether dir can be watched, by adding and dropping an
-// inotify watch on it.
-func probeWatch(dir string) error {
+// probeWatch reports whether dir can be watched, by adding an inotify
+// watch on it, and returns the release of that inotify instance. Closing
+// an instance that holds a watch waits for the kernel to free the watch, an
+// RCU grace period of 5 to 25 ms, so the caller runs release aside.
+func probeWatch(dir string) (release func(), err error) {
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
 	if err != nil {
-		return fmt.Errorf("inotify_init1: %w", err)
+		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	defer syscall.Close(fd)
 	if _, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask); err != nil {
-		return fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+		syscall.Close(fd)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	return nil
+	return func() { syscall.Close(fd) }, nil
 }
 
 // watchDirectory watches dir with inotify, following every group until

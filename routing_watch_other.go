@@ -14,6 +14,6 @@ func watchDirectory(string, func(string)) (fileWatch, error) {
 }
 
 // probeWatch says this platform has no file-system events.
-func probeWatch(string) error {
-	return errWatchUnsupported
+func probeWatch(string) (func(), error) {
+	return nil, errWatchUnsupported
 }
