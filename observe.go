@@ -62,6 +62,11 @@ type observer struct {
 // above what the dashboard keeps live, so it never starves the process.
 const observerMemoryLimit = 40 << 20
 
+// observePollInterval is how often the dashboard looks for changes unless
+// --poll-interval says otherwise: the original's half second, quick enough
+// that a live view feels live, and cheap because idle groups cost two stats.
+const observePollInterval = 500 * time.Millisecond
+
 // defaultObserverPort is tried first so bookmarks keep working; when it is
 // busy an OS-chosen port is used instead.
 const defaultObserverPort = 8787
@@ -99,7 +104,7 @@ var errObserveHelp = errors.New("help requested")
 // parseObserveOptions parses the observer's options the way the original's
 // argparse parser does, including "--opt=value" forms.
 func parseObserveOptions(args []string) (observeOptions, error) {
-	opts := observeOptions{pollInterval: defaultPollInterval}
+	opts := observeOptions{pollInterval: observePollInterval}
 	for i := 0; i < len(args); i++ {
 		name, value, hasValue := args[i], "", false
 		if strings.HasPrefix(name, "--") {
@@ -192,17 +197,38 @@ func isNumber(s string) bool {
 	return err == nil
 }
 
-// resolveObserveGroupsDir picks the groups directory from the flag, then the
-// environment, then the default. It never creates the directory.
-func resolveObserveGroupsDir(opts observeOptions) (string, error) {
+// observeCommand is "crosstalk-mcp observe" with what it takes from the
+// process around it, so that tests can run it without a browser or a signal.
+type observeCommand struct {
+	stdout, stderr io.Writer
+	// groupsDir names the groups directory when --groups-dir is not given.
+	groupsDir func() (string, error)
+	// openBrowser opens the dashboard's address unless --silent.
+	openBrowser func(url string) error
+	// stopOn returns the context whose end stops the dashboard.
+	stopOn func(context.Context) (context.Context, context.CancelFunc)
+}
+
+// runObserve runs "crosstalk-mcp observe" until SIGINT or SIGTERM and
+// returns the exit status; groupsDir is the default groups directory.
+func runObserve(args []string, stdout, stderr io.Writer, groupsDir func() (string, error)) int {
+	stopOn := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
+	return observeCommand{stdout, stderr, groupsDir, openWithPlatform, stopOn}.run(args)
+}
+
+// resolveGroupsDir picks the groups directory from the flag, else the
+// default. It never creates the directory.
+func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
 	if opts.groupsDir != "" {
 		return opts.groupsDir, nil
 	}
-	return groupsDirFromEnv()
+	return c.groupsDir()
 }
 
-// openBrowser opens url with the platform's opener. Tests replace it.
-var openBrowser = func(url string) error {
+// openWithPlatform opens url with the platform's opener.
+func openWithPlatform(url string) error {
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
@@ -216,15 +242,9 @@ var openBrowser = func(url string) error {
 	return cmd.Run()
 }
 
-// observeSignals is the set of signals that stop the observer; tests replace
-// the notifier to stop it without a real signal.
-var observeSignals = func(ctx context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-}
-
-// runObserve runs "crosstalk-mcp observe" until interrupted and returns the
-// exit status.
-func runObserve(args []string, stdout, stderr io.Writer) int {
+// run parses args and serves the dashboard until c.stopOn's context ends.
+func (c observeCommand) run(args []string) int {
+	stdout, stderr := c.stdout, c.stderr
 	opts, err := parseObserveOptions(args)
 	if errors.Is(err, errObserveHelp) {
 		fmt.Fprint(stdout, observeHelp)
@@ -235,10 +255,13 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: error: %v\n", err)
 		return 2
 	}
-	dir, done, err := observeGroupsDir(opts, stderr)
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
+	}
+	dir, done, err := c.observeGroupsDir(opts)
+	if err != nil {
+		return fail(err)
 	}
 	defer done()
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
@@ -246,8 +269,7 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", ln.Addr().(*net.TCPAddr).Port)
 	fmt.Fprintln(stdout, url)
@@ -259,7 +281,7 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if !opts.silent {
 		go func() {
-			if err := openBrowser(url); err != nil {
+			if err := c.openBrowser(url); err != nil {
 				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
 			}
 		}()
@@ -270,14 +292,12 @@ func runObserve(args []string, stdout, stderr io.Writer) int {
 	obs, err := newObserver(dir, opts.pollInterval)
 	if err != nil {
 		ln.Close()
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+		return fail(err)
 	}
-	ctx, stop := observeSignals(context.Background())
+	ctx, stop := c.stopOn(context.Background())
 	defer stop()
 	if err := obs.serve(ctx, ln); err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	return 0
 }
@@ -310,7 +330,7 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		return nil, fmt.Errorf("generate csrf token: %w", err)
 	}
 	if pollInterval <= 0 {
-		pollInterval = defaultPollInterval
+		pollInterval = observePollInterval
 	}
 	o := &observer{
 		dir:          dir,

@@ -98,7 +98,7 @@ func TestRunObserveRejectsBadOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runObserve(tt.args, &stdout, &stderr)
+			code := runObserve(tt.args, &stdout, &stderr, groupsDirFromEnv)
 			if code != 2 {
 				t.Errorf("got exit %d; want 2", code)
 			}
@@ -131,7 +131,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("CROSSTALK_GROUPS_DIR", tt.env)
-			got, err := resolveObserveGroupsDir(tt.opts)
+			got, err := observeCommand{groupsDir: groupsDirFromEnv}.resolveGroupsDir(tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("got %q, %v; want %q", got, err, tt.want)
 			}
@@ -141,7 +141,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 		t.Setenv("CROSSTALK_GROUPS_DIR", "")
 		home := t.TempDir()
 		t.Setenv("HOME", home)
-		got, err := resolveObserveGroupsDir(observeOptions{})
+		got, err := observeCommand{groupsDir: groupsDirFromEnv}.resolveGroupsDir(observeOptions{})
 		if want := filepath.Join(home, ".cache", "crosstalk"); err != nil || got != want {
 			t.Errorf("got %q, %v; want %q", got, err, want)
 		}
@@ -192,17 +192,14 @@ func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	free.Close()
 
 	opened := make(chan string, 1)
-	restoreOpen := openBrowser
-	openBrowser = func(url string) error { opened <- url; return fmt.Errorf("no browser here") }
 	ctx, cancel := context.WithCancel(context.Background())
-	restoreSignals := observeSignals
-	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
-	defer func() { openBrowser, observeSignals = restoreOpen, restoreSignals }()
-
 	var stdout, stderr syncBuffer
+	cmd := observeCommand{&stdout, &stderr, groupsDirFromEnv,
+		func(url string) error { opened <- url; return fmt.Errorf("no browser here") },
+		func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }}
 	done := make(chan int, 1)
 	go func() {
-		done <- runObserve([]string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir}, &stdout, &stderr)
+		done <- cmd.run([]string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir})
 	}()
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	select {
@@ -265,13 +262,12 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 		defer held.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	restoreSignals := observeSignals
-	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
-	defer func() { observeSignals = restoreSignals }()
 	var stdout, stderr syncBuffer
+	cmd := observeCommand{&stdout, &stderr, groupsDirFromEnv, nil,
+		func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }}
 	done := make(chan int, 1)
 	dir := t.TempDir()
-	go func() { done <- runObserve([]string{"--silent", "--groups-dir", dir}, &stdout, &stderr) }()
+	go func() { done <- cmd.run([]string{"--silent", "--groups-dir", dir}) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for stdout.String() == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
