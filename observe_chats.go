@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -244,21 +245,18 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 	for _, d := range events {
 		ids = append(ids, strconv.FormatInt(d.messageID, 10))
 	}
-	rows, err := q.QueryContext(ctx, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := eachRow(ctx, q, func(row rowScanner) error {
 		var id int64
 		var sender, excerpt sql.NullString
-		if err := rows.Scan(&id, &sender, &excerpt); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&id, &sender, &excerpt)
 		out[id] = [2]string{sender.String, excerpt.String}
-	}
-	return out, rows.Err()
+		return err
+	}, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
+	return out, err
 }
+
+// messageQuery selects messages as scanMessage reads them.
+const messageQuery = "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages"
 
 // messagePageView reads the page of messages older than cursor (or the
 // newest page for zero). One extra row is read to know whether an older page
@@ -269,30 +267,15 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 		p.Error = "Choose a valid group."
 		return p
 	}
-	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		p.Error = "Messages are temporarily unavailable; retry shortly."
-		return p
-	}
 	if cursor <= 0 {
 		cursor = math.MaxInt64
 	}
-	rows, err := db.QueryContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
-	if err != nil {
-		p.Error = "Messages are temporarily unavailable; retry shortly."
-		return p
-	}
-	defer rows.Close()
+	db, err := o.dbs.group(o.dir, id)
 	var page []messageRow
-	for rows.Next() {
-		m, err := o.scanMessage(rows)
-		if err != nil {
-			p.Error = "Messages are temporarily unavailable; retry shortly."
-			return p
-		}
-		page = append(page, m)
+	if err == nil {
+		page, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
 	}
-	if rows.Err() != nil {
+	if err != nil {
 		p.Error = "Messages are temporarily unavailable; retry shortly."
 		return p
 	}
@@ -300,18 +283,16 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 		page = page[:messagePageSize]
 		p.OlderCursor = page[len(page)-1].ID
 	}
-	for i, j := 0, len(page)-1; i < j; i, j = i+1, j-1 {
-		page[i], page[j] = page[j], page[i]
-	}
+	slices.Reverse(page)
 	p.Messages = page
 	return p
 }
 
 // scanMessage reads one messages row as the chat shows it.
-func (o *observer) scanMessage(rows rowScanner) (messageRow, error) {
+func (o *observer) scanMessage(row rowScanner) (messageRow, error) {
 	var m messageRow
 	var sender, senderName, content, created, prio, routing sql.NullString
-	if err := rows.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
+	if err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
 		return m, err
 	}
 	m.Sender = firstNonEmpty(senderName.String, sender.String, "Unknown")
@@ -338,7 +319,7 @@ func (o *observer) singleMessageView(ctx context.Context, id string, messageID i
 	if err != nil {
 		return singleMessageView{Notice: "Message is temporarily unavailable."}
 	}
-	row := db.QueryRowContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id = ?", messageID)
+	row := db.QueryRowContext(ctx, messageQuery+" WHERE id = ?", messageID)
 	m, err := o.scanMessage(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return singleMessageView{Notice: "Message is no longer available."}
@@ -347,16 +328,6 @@ func (o *observer) singleMessageView(ctx context.Context, id string, messageID i
 		return singleMessageView{Notice: "Message is temporarily unavailable."}
 	}
 	return singleMessageView{Message: m, Found: true}
-}
-
-// serveChats serves the Chats workspace.
-func (o *observer) serveChats(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "chats", o.chatsView(r.Context(), r.URL.Query().Get("group_id")))
-}
-
-// serveChat serves one chat.
-func (o *observer) serveChat(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "chat", o.chatView(r.Context(), r.URL.Query().Get("group_id")))
 }
 
 // serveMessages serves the page of messages before older_than_message_id,

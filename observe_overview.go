@@ -37,11 +37,6 @@ type reliabilityView struct {
 	Failures  []failureRow
 }
 
-// serveOverview serves the Overview fragment.
-func (o *observer) serveOverview(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
-}
-
 // serveOverviewGroupRow serves one group's health row, or nothing for a
 // group that cannot be read (deleted, locked), which the page then drops.
 func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
@@ -281,20 +276,13 @@ func readPriorities(ctx context.Context, q queryer, counts map[string]int64) err
 	if tables["group_message_metrics"] {
 		query = "SELECT value, count FROM group_message_metrics WHERE metric = 'priority'"
 	}
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return eachRow(ctx, q, func(row rowScanner) error {
 		var k string
 		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return err
-		}
+		err := row.Scan(&k, &n)
 		counts[k] += n
-	}
-	return rows.Err()
+		return err
+	}, query)
 }
 
 // readMembers lists members with unread counts, also for group databases
@@ -310,25 +298,15 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 			"LEFT JOIN member_unread_messages ON member_unread_messages.context_id = group_members.context_id " +
 			"GROUP BY group_members.context_id, name, joined_at ORDER BY joined_at"
 	}
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var members []memberInfo
-	for rows.Next() {
+	return queryAll(ctx, q, func(row rowScanner) (memberInfo, error) {
 		var m memberInfo
 		var name sql.NullString
-		if err := rows.Scan(&m.ContextID, &name, &m.Unread); err != nil {
-			return nil, err
-		}
-		m.Name = name.String
-		if m.Name == "" {
+		err := row.Scan(&m.ContextID, &name, &m.Unread)
+		if m.Name = name.String; m.Name == "" {
 			m.Name = m.ContextID
 		}
-		members = append(members, m)
-	}
-	return members, rows.Err()
+		return m, err
+	}, query)
 }
 
 // healthRow is one line of the Overview group health table.
@@ -415,19 +393,15 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 		calls += row.Calls
 		errs += row.Errors
 	}
-	rows, err := a.db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
-	if err != nil {
-		return v
-	}
-	defer rows.Close()
-	for rows.Next() {
+	v.Failures, err = queryAll(ctx, a.db, func(row rowScanner) (failureRow, error) {
 		var at, tool, category sql.NullString
 		var duration sql.NullInt64
-		if rows.Scan(&at, &tool, &duration, &category) != nil {
-			return v
-		}
-		v.Failures = append(v.Failures, failureRow{Tool: toolLabel(tool.String), Category: errorCategoryLabel(category.String),
-			Duration: duration.Int64, At: o.stampOf(at.String, "")})
+		err := row.Scan(&at, &tool, &duration, &category)
+		return failureRow{Tool: toolLabel(tool.String), Category: errorCategoryLabel(category.String),
+			Duration: duration.Int64, At: o.stampOf(at.String, "")}, err
+	}, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
+	if err != nil {
+		return reliabilityView{ErrorRate: "—", P95: "—"}
 	}
 	v.Available = true
 	v.Calls = calls

@@ -59,11 +59,6 @@ func (o *observer) dashboardView(ctx context.Context, q url.Values) dashboardVie
 	return v
 }
 
-// servePage serves the full page at "/".
-func (o *observer) servePage(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r.Context(), r.URL.Query()))
-}
-
 //go:embed static
 var staticFiles embed.FS
 

@@ -273,3 +273,32 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 	}
 	return names
 }
+
+// eachRow runs query and calls scan on every row.
+func eachRow(ctx context.Context, q queryer, scan func(rowScanner) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// queryAll runs query and turns every row into a T with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
+	err := eachRow(ctx, q, func(row rowScanner) error {
+		v, err := scan(row)
+		out = append(out, v)
+		return err
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

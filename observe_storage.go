@@ -19,11 +19,6 @@ type storageView struct {
 	Details   []metric
 }
 
-// serveStorage serves the Storage fragment.
-func (o *observer) serveStorage(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "storage", o.storageView(r.Context()))
-}
-
 // reclaimPages bounds one "Reclaim space" step, so a click never holds the
 // audit writer off for long.
 const reclaimPages = 100
