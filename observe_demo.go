@@ -284,28 +284,21 @@ func (d *observeDemo) seed() error {
 	if err != nil {
 		return err
 	}
-	steps := []func() error{
-		func() error {
-			return arch.in("send_message", release, map[string]any{"message": "@Reviewer the migration plan for 1.2 is ready; can you check the rollback section?"})
-		},
-		func() error { return rev.in("get_unread_messages", release, nil) },
-		func() error {
-			return rev.in("send_message", release, map[string]any{"message": "Looks good. One question: does the rollback keep the audit history?", "priority": "high"})
-		},
-		func() error {
-			return test.in("send_message", release, map[string]any{"message": "Build 412 fails on arm64; this blocks the release.", "priority": "urgent", "wake_context_ids": []string{arch.contextID}})
-		},
-		func() error { return rev.in("search_messages", release, map[string]any{"query": "%rollback%"}) },
-		func() error {
-			return oncall.in("send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"})
-		},
-		func() error { return arch.in("get_unread_messages", incident, nil) },
-		func() error {
-			return arch.in("send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."})
-		},
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
+	for _, step := range []struct {
+		by       *demoAgent
+		tool, id string
+		more     map[string]any
+	}{
+		{arch, "send_message", release, map[string]any{"message": "@Reviewer the migration plan for 1.2 is ready; can you check the rollback section?"}},
+		{rev, "get_unread_messages", release, nil},
+		{rev, "send_message", release, map[string]any{"message": "Looks good. One question: does the rollback keep the audit history?", "priority": "high"}},
+		{test, "send_message", release, map[string]any{"message": "Build 412 fails on arm64; this blocks the release.", "priority": "urgent", "wake_context_ids": []string{arch.contextID}}},
+		{rev, "search_messages", release, map[string]any{"query": "%rollback%"}},
+		{oncall, "send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"}},
+		{arch, "get_unread_messages", incident, nil},
+		{arch, "send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."}},
+	} {
+		if err := step.by.in(step.tool, step.id, step.more); err != nil {
 			return err
 		}
 	}

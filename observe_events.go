@@ -53,6 +53,11 @@ func (h *eventHub) subscribe() *eventSubscriber {
 func (h *eventHub) unsubscribe(s *eventSubscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.dropLocked(s)
+}
+
+// dropLocked ends s's stream if it is still registered; h.mu is held.
+func (h *eventHub) dropLocked(s *eventSubscriber) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
 		close(s.ch)
@@ -67,15 +72,11 @@ func (h *eventHub) publish(event string, payload any) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
 	for s := range h.subs {
 		select {
 		case s.ch <- data:
 		default:
-			delete(h.subs, s)
-			close(s.ch)
+			h.dropLocked(s)
 		}
 	}
 }
@@ -84,13 +85,9 @@ func (h *eventHub) publish(event string, payload any) {
 func (h *eventHub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
 	h.closed = true
 	for s := range h.subs {
-		delete(h.subs, s)
-		close(s.ch)
+		h.dropLocked(s)
 	}
 }
 
@@ -100,23 +97,7 @@ func encodeEvent(event string, payload any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", event, err)
 	}
-	out := make([]byte, 0, len(event)+len(data)+16)
-	out = append(out, "event: "...)
-	out = append(out, event...)
-	out = append(out, "\ndata: "...)
-	out = append(out, data...)
-	out = append(out, "\n\n"...)
-	return out, nil
-}
-
-// writeEvent writes one encoded event to w.
-func writeEvent(w io.Writer, event string, payload any) error {
-	data, err := encodeEvent(event, payload)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(data)
-	return err
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data), nil
 }
 
 // serveEvents streams server-sent events: a snapshot, then live changes. A
@@ -137,7 +118,11 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	// A retry hint keeps reconnection quick after a drop for backpressure.
 	fmt.Fprint(w, "retry: 1000\n\n")
-	if err := writeEvent(w, "snapshot", o.snapshot()); err != nil {
+	snapshot, err := encodeEvent("snapshot", o.snapshot())
+	if err != nil {
+		return
+	}
+	if _, err := w.Write(snapshot); err != nil {
 		return
 	}
 	flusher.Flush()

@@ -37,20 +37,20 @@ type reliabilityView struct {
 	Failures  []failureRow
 }
 
-// serveOverviewGroupRow serves one group's health row, or nothing for a
-// group that cannot be read (deleted, locked), which the page then drops.
+// serveOverviewGroupRow serves one group's health row, for live row
+// refreshes, or nothing for a group that cannot be read (deleted, locked),
+// which the page then drops.
 func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("group_id")
 	if validateGroupID(id) != nil {
 		o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
 		return
 	}
-	row, ok := o.overviewGroupRow(r.Context(), id)
-	if !ok {
-		o.renderPage(w, r, http.StatusOK, "empty", nil)
+	if g, err := o.readGroupSummary(r.Context(), id); err == nil {
+		o.renderPage(w, r, http.StatusOK, "overview-group-row", o.healthRowOf(g))
 		return
 	}
-	o.renderPage(w, r, http.StatusOK, "overview-group-row", row)
+	o.renderPage(w, r, http.StatusOK, "empty", nil)
 }
 
 // overviewTotals adds up the readable groups for the headline metrics.
@@ -326,14 +326,14 @@ type healthRow struct {
 // healthRowOf derives a group's health row; pending wakeups need attention
 // before unread messages do.
 func (o *observer) healthRowOf(g groupSummary) healthRow {
-	if g.Damage != "" {
-		return healthRow{ID: g.ID, Name: "Damaged group file", Members: "—", Unread: "—", Pending: "—",
-			Latest: stamp{Text: "Damaged"}, State: "Damaged", StateClass: "error",
-			Detail: g.Damage + "; run crosstalk-mcp doctor --repair to move it aside"}
-	}
 	if g.Unavailable {
-		return healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
+		row := healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
 			Latest: stamp{Text: "Unavailable"}, State: "Unavailable", StateClass: "error"}
+		if g.Damage != "" {
+			row.Name, row.Latest.Text, row.State = "Damaged group file", "Damaged", "Damaged"
+			row.Detail = g.Damage + "; run crosstalk-mcp doctor --repair to move it aside"
+		}
+		return row
 	}
 	var unread int64
 	for _, m := range g.Members {
@@ -348,15 +348,6 @@ func (o *observer) healthRowOf(g groupSummary) healthRow {
 		row.State, row.StateClass = "Unread", "unread"
 	}
 	return row
-}
-
-// overviewGroupRow reads one group's health row, for live row refreshes.
-func (o *observer) overviewGroupRow(ctx context.Context, id string) (healthRow, bool) {
-	g, err := o.readGroupSummary(ctx, id)
-	if err != nil {
-		return healthRow{}, false
-	}
-	return o.healthRowOf(g), true
 }
 
 // metric is one headline number.

@@ -259,18 +259,14 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 	if err != nil {
 		return names
 	}
-	rows, err := db.QueryContext(ctx, "SELECT group_id, name FROM groups")
-	if err != nil {
-		return names
-	}
-	defer rows.Close()
-	for rows.Next() {
+	eachRow(ctx, db, func(row rowScanner) error {
 		var id string
 		var name sql.NullString
-		if rows.Scan(&id, &name) == nil && validateGroupID(id) == nil {
+		if row.Scan(&id, &name) == nil && validateGroupID(id) == nil {
 			names[id] = name.String
 		}
-	}
+		return nil
+	}, "SELECT group_id, name FROM groups")
 	return names
 }
 
