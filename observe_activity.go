@@ -117,10 +117,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 	}
 	// A wakeup's title is its target's member name; the id only for one
 	// who has left the group since.
-	names := make(map[string]string, len(g.Members))
-	for _, m := range g.Members {
-		names[m.ContextID] = m.Name
-	}
+	names := memberNames(g.Members)
 	out, err := queryAll(ctx, db, func(row rowScanner) (activityEvent, error) {
 		var id int64
 		var created, a, b, c sql.NullString

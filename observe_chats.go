@@ -174,11 +174,7 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&v.WakeupTotal, &v.Pending); err != nil {
 		return err
 	}
-	names := make(map[string]string, len(v.Members))
-	for _, m := range v.Members {
-		names[m.ContextID] = m.Name
-	}
-	v.Wakeups, err = o.readWakeups(ctx, conn, names)
+	v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
 	return err
 }
 

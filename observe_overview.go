@@ -309,6 +309,15 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 	}, query)
 }
 
+// memberNames maps members' context ids to their names.
+func memberNames(members []memberInfo) map[string]string {
+	names := make(map[string]string, len(members))
+	for _, m := range members {
+		names[m.ContextID] = m.Name
+	}
+	return names
+}
+
 // healthRow is one line of the Overview group health table.
 type healthRow struct {
 	ID         string
