@@ -207,10 +207,7 @@ func (o *observer) pollOnce() {
 	o.polled = true
 }
 
-// pollGroup publishes the changes of one group since the previous poll. The
-// marker is kept unchanged when the newest message cannot be read, so the
-// message event is published by a later poll instead.
-//
+// pollGroup publishes the changes of one group since the previous poll.
 // A group whose files have not changed since its last complete poll is
 // skipped without opening it (see groupSignature): most groups are idle,
 // and the read-only pool keeps only a few handles open.
@@ -220,41 +217,34 @@ func (o *observer) pollGroup(id string) {
 		return
 	}
 	delete(o.signatures, id)
-	marker, err := o.dbs.groupRevisions(o.dir, id)
+	state, err := o.dbs.groupState(o.dir, id)
 	if err != nil {
 		return
 	}
 	prev, known := o.markers[id]
-	if !known {
-		o.markers[id] = marker
-		if sigOK {
-			o.signatures[id] = sig
-		}
-		// A group that appears after the baseline is news to open pages.
-		if o.polled {
-			o.hub.publish("group.changed", map[string]any{"group_id": id})
-		}
-		return
-	}
-	if marker.message != prev.message {
-		latest, err := o.dbs.latestMessageID(o.dir, id)
-		if err != nil {
-			return
-		}
-		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": latest})
-	}
-	o.markers[id] = marker
+	now := state.marker
+	o.markers[id] = now
 	if sigOK {
 		o.signatures[id] = sig
 	}
-	if marker.member != prev.member {
-		o.hub.publish("member.changed", map[string]any{"group_id": id})
+	group := map[string]any{"group_id": id}
+	if !known {
+		// A group that appears after the baseline is news to open pages.
+		if o.polled {
+			o.hub.publish("group.changed", group)
+		}
+		return
 	}
-	if marker.wakeup != prev.wakeup {
-		o.hub.publish("wakeup.changed", map[string]any{"group_id": id})
+	if now.message != prev.message {
+		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": state.latest})
 	}
-	if marker.metadata != prev.metadata {
-		o.hub.publish("group.changed", map[string]any{"group_id": id})
+	for _, c := range []struct {
+		changed bool
+		event   string
+	}{{now.member != prev.member, "member.changed"}, {now.wakeup != prev.wakeup, "wakeup.changed"}, {now.metadata != prev.metadata, "group.changed"}} {
+		if c.changed {
+			o.hub.publish(c.event, group)
+		}
 	}
 }
 
@@ -264,14 +254,14 @@ func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)
 	for _, id := range ids {
-		marker, latest, err := o.cachedSnapshotState(id)
+		state, err := o.cachedSnapshotState(id)
 		if err != nil {
 			continue
 		}
 		groups[id] = map[string]any{
-			"latest_message_id":  latest,
-			"member_fingerprint": strconv.FormatInt(marker.member, 10),
-			"wakeup_fingerprint": strconv.FormatInt(marker.wakeup, 10),
+			"latest_message_id":  state.latest,
+			"member_fingerprint": strconv.FormatInt(state.marker.member, 10),
+			"wakeup_fingerprint": strconv.FormatInt(state.marker.wakeup, 10),
 		}
 	}
 	var audit any

@@ -93,22 +93,8 @@ func (o *observer) cachedActivityRows(ctx context.Context, g groupSummary, wakeu
 	})
 }
 
-// snapshotState is a group's part of an event stream's snapshot.
-type snapshotState struct {
-	marker revisions
-	latest *int64
-}
-
-// cachedSnapshotState reads a group's revisions and newest message id
-// through the cache, for the snapshot every event stream starts with.
-func (o *observer) cachedSnapshotState(id string) (revisions, *int64, error) {
-	s, err := cachedRead(o.reads, o.dir, id, snapshotRead{}, func() (snapshotState, error) {
-		marker, err := o.dbs.groupRevisions(o.dir, id)
-		if err != nil {
-			return snapshotState{}, err
-		}
-		latest, err := o.dbs.latestMessageID(o.dir, id)
-		return snapshotState{marker, latest}, err
-	})
-	return s.marker, s.latest, err
+// cachedSnapshotState is groupState through the cache, for the snapshot
+// every event stream starts with.
+func (o *observer) cachedSnapshotState(id string) (snapshotState, error) {
+	return cachedRead(o.reads, o.dir, id, snapshotRead{}, func() (snapshotState, error) { return o.dbs.groupState(o.dir, id) })
 }
