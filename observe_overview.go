@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -53,44 +55,18 @@ func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request)
 	o.renderPage(w, r, http.StatusOK, "empty", nil)
 }
 
-// overviewTotals adds up the readable groups for the headline metrics.
-type overviewTotals struct {
-	groups, messages, pending, acked int64
-	responseSeconds                  float64
-	contexts                         map[string]bool
-	priorities                       map[string]int64
-}
-
-// add counts one readable group.
-func (t *overviewTotals) add(g groupSummary) {
-	t.groups++
-	for _, m := range g.Members {
-		t.contexts[m.ContextID] = true
-	}
-	for k, n := range g.Priorities {
-		t.priorities[k] += n
-		t.messages += n
-	}
-	t.pending += g.Pending
-	t.acked += g.Acknowledged
-	t.responseSeconds += g.ResponseSeconds
-}
-
 // overviewView collects every group once and derives the whole Overview.
 func (o *observer) overviewView(ctx context.Context) overviewView {
 	v := overviewView{NetworkFSWarning: o.fsWarning}
 	ids, exists := discoverGroups(o.dir)
 	v.GroupsMissing = !exists
 	summaries := make([]groupSummary, 0, len(ids))
-	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
 	for _, id := range ids {
 		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
-			summaries = append(summaries, o.unavailableSummary(id))
-			continue
+			g = o.unavailableSummary(id)
 		}
 		summaries = append(summaries, g)
-		totals.add(g)
 	}
 	v.Rows = o.healthRows(summaries)
 	audit, err := o.readAuditSchema(ctx)
@@ -98,9 +74,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		audit = nil
 	}
 	v.Reliability = o.reliability(ctx, audit)
-	v.Metrics = overviewMetrics(totals, v.Reliability)
-	v.WakeupNote = wakeupNote(totals.acked)
-	v.PriorityNote = priorityNote(totals.priorities)
+	overviewFigures(&v, summaries)
 	if meta, ok := auditMetadata(ctx, audit); ok {
 		v.AuditEnabled = true
 		v.AuditSince = o.stampOf(meta.EnabledAt, "")
@@ -127,50 +101,56 @@ func (o *observer) healthRows(summaries []groupSummary) []healthRow {
 	return rows
 }
 
-// overviewMetrics are the headline numbers; the audit ones read "—" when
-// there is no audit history to compute them from.
-func overviewMetrics(t overviewTotals, rel reliabilityView) []metric {
-	toolCalls, errorRate := "—", "—"
+// overviewFigures fills the headline numbers and the footnote from the
+// readable groups; the audit figures read "—" without audit history.
+func overviewFigures(v *overviewView, summaries []groupSummary) {
+	var groups, messages, acked int64
+	var response float64
+	contexts, priorities := map[string]bool{}, map[string]int64{}
+	for _, g := range summaries {
+		if g.Unavailable {
+			continue
+		}
+		groups++
+		for _, m := range g.Members {
+			contexts[m.ContextID] = true
+		}
+		for k, n := range g.Priorities {
+			priorities[k] += n
+			messages += n
+		}
+		acked += g.Acknowledged
+		response += g.ResponseSeconds
+	}
+	rel := v.Reliability
+	toolCalls, errorRate, average := "—", "—", "—"
 	if rel.Available {
 		toolCalls, errorRate = fmt.Sprint(rel.Calls), rel.ErrorRate
 	}
-	response := "—"
-	if t.acked > 0 {
-		response = formatDuration(t.responseSeconds/float64(t.acked)) + " avg"
+	if acked > 0 {
+		average = formatDuration(response/float64(acked)) + " avg"
 	}
-	return []metric{
-		{Label: "Groups", Value: fmt.Sprint(t.groups)},
-		{Label: "Contexts", Value: fmt.Sprint(len(t.contexts))},
-		{Label: "Messages", Value: fmt.Sprint(t.messages)},
+	v.Metrics = []metric{
+		{Label: "Groups", Value: fmt.Sprint(groups)},
+		{Label: "Contexts", Value: fmt.Sprint(len(contexts))},
+		{Label: "Messages", Value: fmt.Sprint(messages)},
 		{Label: "Tool calls", Value: toolCalls},
 		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
-		{Label: "Wakeup response", Value: response},
+		{Label: "Wakeup response", Value: average},
 	}
-}
-
-// wakeupNote says how many acknowledged wakeups the response time averages.
-func wakeupNote(acked int64) string {
 	switch {
 	case acked == 1:
-		return "1 acknowledged wakeup included"
+		v.WakeupNote = "1 acknowledged wakeup included"
 	case acked > 1:
-		return fmt.Sprintf("%d acknowledged wakeups included", acked)
+		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeups included", acked)
+	default:
+		v.WakeupNote = "No acknowledged wakeups yet"
 	}
-	return "No acknowledged wakeups yet"
-}
-
-// priorityNote lists message counts by priority: "high: 1 · normal: 4".
-func priorityNote(priorities map[string]int64) string {
-	keys := make([]string, 0, len(priorities))
-	for k := range priorities {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(priorities)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
 	}
-	return strings.Join(parts, " · ")
+	v.PriorityNote = strings.Join(parts, " · ")
 }
 
 // memberInfo is one group member as the dashboard shows it.
