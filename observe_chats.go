@@ -12,17 +12,11 @@ import (
 	"strings"
 )
 
-// chatsView is the Chats workspace: picker plus the selected chat.
+// chatsView is the Chats workspace: the group picker (Value is the group
+// id) plus the selected chat.
 type chatsView struct {
-	Groups []pickerItem
+	Groups []selectOption
 	Chat   chatView
-}
-
-// pickerItem is one group in the Chats picker.
-type pickerItem struct {
-	ID     string
-	Name   string
-	Active bool
 }
 
 // chatView is one group's conversation, members and wake events.
@@ -89,29 +83,24 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	ids, _ := discoverGroups(o.dir)
 	names := catalogNames(ctx, o.dir, o.dbs)
 	var v chatsView
-	found := false
 	for _, id := range ids {
 		name := names[id]
 		if name == "" {
 			name = o.groupName(ctx, id)
 		}
-		v.Groups = append(v.Groups, pickerItem{ID: id, Name: name})
-		if id == selected {
-			found = true
-		}
+		v.Groups = append(v.Groups, selectOption{Value: id, Label: name})
 	}
-	sort.SliceStable(v.Groups, func(i, j int) bool {
-		return strings.ToLower(v.Groups[i].Name) < strings.ToLower(v.Groups[j].Name)
-	})
-	if !found && len(v.Groups) > 0 {
-		selected = v.Groups[0].ID
+	if len(v.Groups) == 0 {
+		return v
+	}
+	sort.SliceStable(v.Groups, func(i, j int) bool { return strings.ToLower(v.Groups[i].Label) < strings.ToLower(v.Groups[j].Label) })
+	if !slices.Contains(ids, selected) {
+		selected = v.Groups[0].Value
 	}
 	for i := range v.Groups {
-		v.Groups[i].Active = v.Groups[i].ID == selected
+		v.Groups[i].Selected = v.Groups[i].Value == selected
 	}
-	if len(v.Groups) > 0 {
-		v.Chat = o.chatView(ctx, selected)
-	}
+	v.Chat = o.chatView(ctx, selected)
 	return v
 }
 
@@ -299,31 +288,26 @@ func (o *observer) scanMessage(row rowScanner) (messageRow, error) {
 	return m, nil
 }
 
-// singleMessageView is one message for live appends to an open chat.
-type singleMessageView struct {
-	Message messageRow
-	Found   bool
-	Notice  string
-}
-
-// singleMessageView reads one message of group id.
-func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
+// singleMessage reads one message of group id as a page of its own, for
+// live appends to an open chat; Error says why it is missing.
+func (o *observer) singleMessage(ctx context.Context, id string, messageID int64) messagePage {
+	p := messagePage{GroupID: id, Error: "Message is unavailable."}
 	if validateGroupID(id) != nil {
-		return singleMessageView{Notice: "Message is unavailable."}
+		return p
 	}
 	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		return singleMessageView{Notice: "Message is temporarily unavailable."}
+	if err == nil {
+		p.Messages, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id = ?", messageID)
 	}
-	row := db.QueryRowContext(ctx, messageQuery+" WHERE id = ?", messageID)
-	m, err := o.scanMessage(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return singleMessageView{Notice: "Message is no longer available."}
+	switch {
+	case err != nil:
+		p.Error = "Message is temporarily unavailable."
+	case len(p.Messages) == 0:
+		p.Error = "Message is no longer available."
+	default:
+		p.Error = ""
 	}
-	if err != nil {
-		return singleMessageView{Notice: "Message is temporarily unavailable."}
-	}
-	return singleMessageView{Message: m, Found: true}
+	return p
 }
 
 // serveMessages serves the page of messages before older_than_message_id,
@@ -350,5 +334,5 @@ func (o *observer) serveMessage(w http.ResponseWriter, r *http.Request) {
 		o.renderNotice(w, r, http.StatusBadRequest, true, "Message is unavailable.")
 		return
 	}
-	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessageView(r.Context(), q.Get("group_id"), id))
+	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessage(r.Context(), q.Get("group_id"), id))
 }
