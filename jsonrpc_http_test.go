@@ -283,7 +283,7 @@ func TestNetworkFSWarning(t *testing.T) {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
 	}
 	// The dashboard shows the same warning on its overview.
-	o, err := newObserver(dir, 0)
+	o, err := newObserver(dir, 0, time.Now, time.Local)
 	if err != nil {
 		t.Fatal(err)
 	}

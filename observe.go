@@ -280,7 +280,7 @@ func (c observeCommand) run(args []string) int {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
 	}
-	obs, err := newObserver(dir, opts.pollInterval)
+	obs, err := newObserver(dir, opts.pollInterval, time.Now, time.Local)
 	if err != nil {
 		ln.Close()
 		return fail(err)
@@ -314,7 +314,9 @@ func listenObserver(port int) (net.Listener, bool, error) {
 }
 
 // newObserver prepares a dashboard over dir without touching the directory.
-func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
+// now is the clock the Tool analytics ranges end at; zone is where times
+// are shown before the page's script shows them in the browser's zone.
+func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) (*observer, error) {
 	pageTemplates() // parse now, not during the first request
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
@@ -329,8 +331,8 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		csrfToken:    base64.RawURLEncoding.EncodeToString(token),
 		hub:          newEventHub(),
 		dbs:          newReadOnlyPool(),
-		location:     time.Local,
-		now:          time.Now,
+		location:     zone,
+		now:          now,
 		static:       staticHandler(),
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},

@@ -20,11 +20,16 @@ import (
 // newTestObserver returns an observer over dir that renders times in UTC.
 func newTestObserver(t testing.TB, dir string, poll time.Duration) *observer {
 	t.Helper()
-	obs, err := newObserver(dir, poll)
+	return newObserverAt(t, dir, poll, time.Now)
+}
+
+// newObserverAt is newTestObserver on the clock now.
+func newObserverAt(t testing.TB, dir string, poll time.Duration, now func() time.Time) *observer {
+	t.Helper()
+	obs, err := newObserver(dir, poll, now, time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.location = time.UTC
 	t.Cleanup(obs.dbs.closeAll)
 	return obs
 }
