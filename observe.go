@@ -398,26 +398,36 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // HEAD); the only writes are the Storage view's two POSTs, each behind the
 // CSRF check. The mux answers other methods with 405 and an Allow header.
 func (o *observer) routes() http.Handler {
-	// view serves the template name over what read makes of the request.
-	view := func(name string, read func(*http.Request) any) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) { o.renderPage(w, r, http.StatusOK, name, read(r)) }
-	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", view("dashboard", func(r *http.Request) any { return o.dashboardView(r.Context(), r.URL.Query()) }))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r))
+	})
+	for name, read := range o.panels() {
+		mux.HandleFunc("GET /fragments/"+name, func(w http.ResponseWriter, r *http.Request) {
+			o.renderPage(w, r, http.StatusOK, name, read(r))
+		})
+	}
 	mux.HandleFunc("GET /events", o.serveEvents)
 	mux.HandleFunc("GET /api/health", serveHealth)
 	mux.Handle("GET /static/", o.static)
-	mux.HandleFunc("GET /fragments/overview", view("overview", func(r *http.Request) any { return o.overviewView(r.Context()) }))
 	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
-	mux.HandleFunc("GET /fragments/chats", view("chats", func(r *http.Request) any { return o.chatsView(r.Context(), r.URL.Query().Get("group_id")) }))
-	mux.HandleFunc("GET /fragments/chat", view("chat", func(r *http.Request) any { return o.chatView(r.Context(), r.URL.Query().Get("group_id")) }))
 	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
 	mux.HandleFunc("GET /fragments/message", o.serveMessage)
-	mux.HandleFunc("GET /fragments/analytics", view("analytics", func(r *http.Request) any { return o.analyticsView(r.Context(), r.URL.Query()) }))
-	mux.HandleFunc("GET /fragments/storage", view("storage", func(r *http.Request) any { return o.storageView(r.Context()) }))
 	mux.Handle("POST /api/storage/reclaim", o.requireCSRF(http.HandlerFunc(o.serveReclaim)))
 	mux.Handle("POST /api/storage/delete-history", o.requireCSRF(http.HandlerFunc(o.serveDeleteHistory)))
 	return loopbackOnly(securityHeaders(mux))
+}
+
+// panels reads the view each /fragments/<name> URL serves, which the
+// template of that name renders.
+func (o *observer) panels() map[string]func(*http.Request) any {
+	return map[string]func(*http.Request) any{
+		"overview":  func(r *http.Request) any { return o.overviewView(r.Context()) },
+		"chats":     func(r *http.Request) any { return o.chatsView(r.Context(), r.URL.Query().Get("group_id")) },
+		"chat":      func(r *http.Request) any { return o.chatView(r.Context(), r.URL.Query().Get("group_id")) },
+		"analytics": func(r *http.Request) any { return o.analyticsView(r.Context(), r.URL.Query()) },
+		"storage":   func(r *http.Request) any { return o.storageView(r.Context()) },
+	}
 }
 
 // serveHealth answers the liveness probe scripts use.

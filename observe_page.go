@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/subtle"
 	"embed"
 	"fmt"
@@ -25,10 +24,7 @@ type dashboardView struct {
 	View        string
 	Title       string
 	Description string
-	Overview    overviewView
-	Chats       chatsView
-	Analytics   analyticsView
-	Storage     storageView
+	Panel       any
 }
 
 // pageViews are the views the page can open on, with their headings.
@@ -39,25 +35,16 @@ var pageViews = map[string][2]string{
 	"storage":   {"Storage", "Audit history maintenance for this local observer."},
 }
 
-// dashboardView reads the full page for the view q names (Overview when it
-// names none it knows); the CSRF token rides in a meta tag so the page's
-// script can send it with the maintenance POSTs.
-func (o *observer) dashboardView(ctx context.Context, q url.Values) dashboardView {
-	v := dashboardView{CSRFToken: o.csrfToken, View: q.Get("view")}
+// dashboardView reads the full page for the view r's ?view= names (Overview
+// when it names none it knows); the CSRF token rides in a meta tag so the
+// page's script can send it with the maintenance POSTs.
+func (o *observer) dashboardView(r *http.Request) dashboardView {
+	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
 	if _, ok := pageViews[v.View]; !ok {
 		v.View = "overview"
 	}
 	v.Title, v.Description = pageViews[v.View][0], pageViews[v.View][1]
-	switch v.View {
-	case "chats":
-		v.Chats = o.chatsView(ctx, q.Get("group_id"))
-	case "analytics":
-		v.Analytics = o.analyticsView(ctx, q)
-	case "storage":
-		v.Storage = o.storageView(ctx)
-	default:
-		v.Overview = o.overviewView(ctx)
-	}
+	v.Panel = o.panels()[v.View](r)
 	return v
 }
 
