@@ -194,8 +194,9 @@ type observeCommand struct {
 	stdout, stderr io.Writer
 	// groupsDir names the groups directory when --groups-dir is not given.
 	groupsDir func() (string, error)
-	// openBrowser opens the dashboard's address unless --silent.
-	openBrowser func(url string) error
+	// openBrowser opens the dashboard's address unless --silent; it gives
+	// up when ctx ends.
+	openBrowser func(ctx context.Context, url string) error
 	// stopOn returns the context whose end stops the dashboard.
 	stopOn func(context.Context) (context.Context, context.CancelFunc)
 }
@@ -219,16 +220,15 @@ func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
 }
 
 // openWithPlatform opens url with the platform's opener.
-func openWithPlatform(url string) error {
-	var cmd *exec.Cmd
+func openWithPlatform(ctx context.Context, url string) error {
+	name, args := "xdg-open", []string{url}
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		name = "open"
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
-	default:
-		cmd = exec.Command("xdg-open", url)
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
 	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	return cmd.Run()
 }
@@ -270,13 +270,6 @@ func (c observeCommand) run(args []string) int {
 	// The command serves until interrupted; say so, since a terminal that
 	// just sits there looks hung.
 	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
-	if !opts.silent {
-		go func() {
-			if err := c.openBrowser(url); err != nil {
-				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
-			}
-		}()
-	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
 	}
@@ -287,6 +280,16 @@ func (c observeCommand) run(args []string) int {
 	}
 	ctx, stop := c.stopOn(context.Background())
 	defer stop()
+	// The opener ends with the dashboard: its command is killed on stop.
+	var opening sync.WaitGroup
+	defer opening.Wait()
+	if !opts.silent {
+		opening.Go(func() {
+			if err := c.openBrowser(ctx, url); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
+			}
+		})
+	}
 	if err := obs.serve(ctx, ln); err != nil {
 		return fail(err)
 	}

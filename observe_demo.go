@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,8 +26,8 @@ type observeDemo struct {
 	agents   []*demoAgent
 	groupIDs []string // release train first, then the incident room
 
-	stop context.CancelFunc
-	done chan struct{} // closed when the trickle goroutine returns
+	stop    context.CancelFunc
+	trickle sync.WaitGroup // the goroutine sending new messages
 }
 
 // demoAgent is one agent's MCP session: a child crosstalk-mcp process spoken
@@ -61,7 +62,7 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	d := &observeDemo{dir: dir, keep: keep, done: make(chan struct{})}
+	d := &observeDemo{dir: dir, keep: keep}
 	for _, name := range demoAgentNames {
 		a, err := startDemoAgent(binary, dir, name)
 		if err != nil {
@@ -76,7 +77,7 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	d.stop = stop
-	go d.trickle(ctx, interval)
+	d.trickle.Go(func() { d.sendTrickle(ctx, interval) })
 	return d, nil
 }
 
@@ -324,10 +325,9 @@ var demoLines = []string{
 	"Tag it. I will post the release notes.",
 }
 
-// trickle sends one message every interval in the release train, and has
+// sendTrickle sends one message every interval in the release train, and has
 // the next agent read its unread messages, until ctx ends.
-func (d *observeDemo) trickle(ctx context.Context, interval time.Duration) {
-	defer close(d.done)
+func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 	members := d.agents[:3]
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -356,7 +356,7 @@ func (d *observeDemo) trickle(ctx context.Context, interval time.Duration) {
 func (d *observeDemo) close() error {
 	if d.stop != nil {
 		d.stop()
-		<-d.done
+		d.trickle.Wait()
 	}
 	for _, a := range d.agents {
 		a.close()

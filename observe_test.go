@@ -200,7 +200,7 @@ func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	cmd := observeCommand{&stdout, &stderr, groupsDirFromEnv,
-		func(url string) error { opened <- url; return fmt.Errorf("no browser here") },
+		func(_ context.Context, url string) error { opened <- url; return fmt.Errorf("no browser here") },
 		func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }}
 	done := make(chan int, 1)
 	go func() {
