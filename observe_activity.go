@@ -54,8 +54,10 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 		}
 	}
 	events = append(events, o.toolEvents(ctx, audit)...)
-	for {
-		var next []*source
+	// Each round reads the next page of every source that may still reach
+	// the stream, until none may.
+	for reading := true; reading; {
+		reading = false
 		var cutoff time.Time
 		var full bool
 		events, cutoff, full = cutoffOf(events)
@@ -63,12 +65,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
 				continue
 			}
-			next = append(next, s)
-		}
-		if len(next) == 0 {
-			break
-		}
-		for _, s := range next {
+			reading = true
 			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
 			if err != nil || len(page) < activityPage {
 				s.done = true
