@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -152,15 +151,13 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 	}
 	defer conn.Close()
 	var name, desc sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, description FROM group_metadata WHERE id = 1").Scan(&name, &desc)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+		"COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&name, &desc, &v.WakeupTotal, &v.Pending)
+	if err != nil {
 		return err
 	}
 	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
 	if v.Members, err = readMembers(ctx, conn); err != nil {
-		return err
-	}
-	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&v.WakeupTotal, &v.Pending); err != nil {
 		return err
 	}
 	v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))

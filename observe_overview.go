@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -203,46 +202,33 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 		return g, fmt.Errorf("connect to %s: %w", id, err)
 	}
 	defer conn.Close()
-	var name, updated sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &updated)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return g, fmt.Errorf("read metadata of %s: %w", id, err)
+	// One statement reads the metadata, the newest message's time and the
+	// wakeup totals, with the acknowledged ones' response seconds.
+	var name, updated, latestAt sql.NullString
+	var pending, acked sql.NullInt64
+	var response sql.NullFloat64
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT updated_at FROM group_metadata WHERE id = 1), "+
+		"(SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), "+
+		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
+		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
+		"FROM wakeup_events").Scan(&name, &updated, &latestAt, &pending, &acked, &response)
+	if err != nil {
+		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.UpdatedAt = name.String, updated.String
+	g.Name, g.UpdatedAt, g.LatestAt = name.String, updated.String, latestAt.String
 	if g.Name == "" {
 		g.Name = "Untitled group"
 	}
+	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
-	}
-	var latestAt sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestAt)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return g, fmt.Errorf("read latest message of %s: %w", id, err)
-	}
-	g.LatestAt = latestAt.String
-	if err := readWakeupTotals(ctx, conn, &g); err != nil {
-		return g, fmt.Errorf("read wakeups of %s: %w", id, err)
 	}
 	if err := readPriorities(ctx, conn, g.Priorities); err != nil {
 		return g, fmt.Errorf("read message metrics of %s: %w", id, err)
 	}
 	return g, nil
-}
-
-// readWakeupTotals counts pending and acknowledged wakeups and sums the
-// acknowledged ones' response seconds.
-func readWakeupTotals(ctx context.Context, q queryer, g *groupSummary) error {
-	var pending, acked sql.NullInt64
-	var response sql.NullFloat64
-	err := q.QueryRowContext(ctx, "SELECT "+
-		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
-		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
-		"FROM wakeup_events").Scan(&pending, &acked, &response)
-	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
-	return err
 }
 
 // readPriorities adds message counts by priority into counts, from the
