@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -116,16 +115,16 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	send := func(data []byte) bool {
+		_, err := w.Write(data)
+		flusher.Flush()
+		return err == nil
+	}
 	// A retry hint keeps reconnection quick after a drop for backpressure.
-	fmt.Fprint(w, "retry: 1000\n\n")
 	snapshot, err := encodeEvent("snapshot", o.snapshot())
-	if err != nil {
+	if err != nil || !send(append([]byte("retry: 1000\n\n"), snapshot...)) {
 		return
 	}
-	if _, err := w.Write(snapshot); err != nil {
-		return
-	}
-	flusher.Flush()
 	// A comment line every 15 s detects dead clients behind idle connections.
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
@@ -134,18 +133,13 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-keepAlive.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
-			flusher.Flush()
 		case ev, ok := <-sub.ch:
-			if !ok {
+			if !ok || !send(ev) {
 				return
 			}
-			if _, err := w.Write(ev); err != nil {
-				return
-			}
-			flusher.Flush()
 		}
 	}
 }
