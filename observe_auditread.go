@@ -50,26 +50,17 @@ type auditMeta struct {
 // auditMetadata reads the metadata row; ok is false when auditing was never
 // enabled (the file may still hold the group catalog) or a is nil.
 func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
-	var m auditMeta
-	if a == nil {
-		return m, false
-	}
-	db := a.db
-	cols, err := columnNames(ctx, db, "metadata")
-	if err != nil || len(cols) == 0 {
-		return m, false
+	if a == nil || !a.tables["metadata"] {
+		return auditMeta{}, false
 	}
 	retention := "NULL"
-	if cols["retention_setting"] {
+	if cols, err := columnNames(ctx, a.db, "metadata"); err == nil && cols["retention_setting"] {
 		retention = "retention_setting"
 	}
 	var enabled, cleanup, ret sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
+	err := a.db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
 		Scan(&enabled, &cleanup, &ret)
-	if err != nil {
-		return m, false
-	}
-	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
+	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, err == nil
 }
 
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
