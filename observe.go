@@ -235,19 +235,18 @@ func openWithPlatform(ctx context.Context, url string) error {
 
 // run parses args and serves the dashboard until c.stopOn's context ends.
 func (c observeCommand) run(args []string) int {
-	stdout, stderr := c.stdout, c.stderr
 	opts, err := parseObserveOptions(args)
 	if errors.Is(err, errObserveHelp) {
-		fmt.Fprint(stdout, observeHelp)
+		fmt.Fprint(c.stdout, observeHelp)
 		return 0
 	}
 	if err != nil {
-		fmt.Fprint(stderr, observeUsage)
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: error: %v\n", err)
+		fmt.Fprint(c.stderr, observeUsage)
+		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: error: %v\n", err)
 		return 2
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
+		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
 	dir, done, err := c.observeGroupsDir(opts)
@@ -255,28 +254,27 @@ func (c observeCommand) run(args []string) int {
 		return fail(err)
 	}
 	defer done()
+	obs, err := newObserver(dir, opts.pollInterval, time.Now, time.Local)
+	if err != nil {
+		return fail(err)
+	}
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
-		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
+		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+warning)
 	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
 		return fail(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", ln.Addr().(*net.TCPAddr).Port)
-	fmt.Fprintln(stdout, url)
+	fmt.Fprintln(c.stdout, url)
 	if fellBack {
-		fmt.Fprintf(stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
+		fmt.Fprintf(c.stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
 	}
 	// The command serves until interrupted; say so, since a terminal that
 	// just sits there looks hung.
-	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
+	fmt.Fprintf(c.stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
-	}
-	obs, err := newObserver(dir, opts.pollInterval, time.Now, time.Local)
-	if err != nil {
-		ln.Close()
-		return fail(err)
 	}
 	ctx, stop := c.stopOn(context.Background())
 	defer stop()
@@ -286,7 +284,7 @@ func (c observeCommand) run(args []string) int {
 	if !opts.silent {
 		opening.Go(func() {
 			if err := c.openBrowser(ctx, url); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
+				fmt.Fprintf(c.stderr, "Could not open a browser; visit %s\n", url)
 			}
 		})
 	}
