@@ -277,10 +277,9 @@ func (c observeCommand) run(args []string) int {
 		debug.SetMemoryLimit(observerMemoryLimit)
 	}
 	ctx, stop := c.stopOn(context.Background())
-	defer stop()
-	// The opener ends with the dashboard: its command is killed on stop.
+	// The opener ends with the dashboard: stop kills its command.
 	var opening sync.WaitGroup
-	defer opening.Wait()
+	defer func() { stop(); opening.Wait() }()
 	if !opts.silent {
 		opening.Go(func() {
 			if err := c.openBrowser(ctx, url); err != nil && ctx.Err() == nil {
