@@ -301,9 +301,8 @@ func TestNetworkFSWarning(t *testing.T) {
 	if w := networkFSWarningOn(dir, "FUSE", true); w != "" {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
 	}
-	// The dashboard shows the same warning on its overview (newObserver
-	// computes it with networkFSWarning, "" on this local disk).
-	o, err := newObserver(dir, 0)
+	// The dashboard shows the same warning on its overview.
+	o, err := newObserver(dir, 0, time.Now, time.Local)
 	if err != nil {
 		t.Fatal(err)
 	}

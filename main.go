@@ -84,7 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "serve":
 		return runServe(args[1:], stdin, stdout, stderr)
 	case "observe":
-		return runObserve(args[1:], stdout, stderr)
+		return runObserve(args[1:], stdout, stderr, groupsDirFromEnv)
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
 	case "hook":

@@ -3,25 +3,17 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -63,6 +55,11 @@ type observer struct {
 // above what the dashboard keeps live, so it never starves the process.
 const observerMemoryLimit = 40 << 20
 
+// observePollInterval is how often the dashboard looks for changes unless
+// --poll-interval says otherwise: the original's half second, quick enough
+// that a live view feels live, and cheap because idle groups cost two stats.
+const observePollInterval = 500 * time.Millisecond
+
 // defaultObserverPort is tried first so bookmarks keep working; when it is
 // busy an OS-chosen port is used instead.
 const defaultObserverPort = 8787
@@ -77,152 +74,90 @@ type observeOptions struct {
 	keep         bool // with demo: leave the demo directory behind
 }
 
-const observeHelp = `usage: crosstalk-mcp observe [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]
-
-Open Crosstalk's local observability dashboard.
-
-options:
-  --silent              do not open a browser automatically
-  --port PORT           bind exactly this loopback port
-  --poll-interval SECONDS
-                        observer refresh interval in seconds (default: 0.5)
-  --groups-dir PATH     directory containing Crosstalk group databases
-  --demo                show demo data: a temporary groups directory that a few
-                        agents fill through real MCP sessions of this binary
-  --keep                with --demo, keep the demo directory on exit
-`
-
-// parseObserveOptions parses the observer's options with parseFlags, like
-// every other command's.
-func parseObserveOptions(args []string) (observeOptions, error) {
-	opts := observeOptions{pollInterval: defaultPollInterval}
-	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
-	fs.BoolVar(&opts.silent, "silent", false, "")
-	fs.Func("port", "", func(v string) error { return setObservePort(&opts, v) })
-	fs.Func("poll-interval", "", func(v string) error { return setObservePollInterval(&opts, v) })
-	fs.StringVar(&opts.groupsDir, "groups-dir", "", "")
-	fs.BoolVar(&opts.demo, "demo", false, "")
-	fs.BoolVar(&opts.keep, "keep", false, "")
-	if err := parseFlags(fs, args); err != nil {
-		return opts, err
-	}
-	if opts.keep && !opts.demo {
-		return opts, errors.New("--keep: only with --demo")
-	}
-	if opts.demo && opts.groupsDir != "" {
-		return opts, errors.New("--demo: not allowed with --groups-dir (the demo makes its own directory)")
-	}
-	return opts, nil
+// observeCommand is "crosstalk-mcp observe" with what it takes from the
+// process around it, so that tests can run it without a browser or a signal.
+type observeCommand struct {
+	stdout, stderr io.Writer
+	// groupsDir names the groups directory when --groups-dir is not given.
+	groupsDir func() (string, error)
+	// openBrowser opens the dashboard's address unless --silent; it gives
+	// up when ctx ends.
+	openBrowser func(ctx context.Context, url string) error
+	// stopOn returns the context whose end stops the dashboard.
+	stopOn func(context.Context) (context.Context, context.CancelFunc)
 }
 
-// setObservePort accepts a port number from 1 to 65535.
-func setObservePort(opts *observeOptions, v string) error {
-	port, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || port < 1 || port > 65535 {
-		return errors.New("port must be an integer between 1 and 65535")
-	}
-	opts.port = port
-	return nil
-}
-
-// setObservePollInterval accepts a finite positive number of seconds.
-func setObservePollInterval(opts *observeOptions, v string) error {
-	seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
-		return errors.New("poll interval must be a finite positive number of seconds")
-	}
-	// The ticker needs a representable, non-zero duration.
-	switch nanos := seconds * float64(time.Second); {
-	case nanos >= math.MaxInt64:
-		opts.pollInterval = time.Duration(math.MaxInt64)
-	case nanos < float64(time.Millisecond):
-		opts.pollInterval = time.Millisecond
-	default:
-		opts.pollInterval = time.Duration(nanos)
-	}
-	return nil
-}
-
-// resolveObserveGroupsDir picks the groups directory from the flag, then the
-// environment, then the default. It never creates the directory.
-func resolveObserveGroupsDir(opts observeOptions) (string, error) {
+// resolveGroupsDir picks the groups directory from the flag, else the
+// default. It never creates the directory.
+func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
 	if opts.groupsDir != "" {
 		return opts.groupsDir, nil
 	}
-	return groupsDirFromEnv()
+	return c.groupsDir()
 }
 
-// openBrowser opens url with the platform's opener. Tests replace it.
-var openBrowser = func(url string) error {
-	var cmd *exec.Cmd
+// openWithPlatform opens url with the platform's opener.
+func openWithPlatform(ctx context.Context, url string) error {
+	name, args := "xdg-open", []string{url}
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		name = "open"
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
-	default:
-		cmd = exec.Command("xdg-open", url)
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
 	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	return cmd.Run()
 }
 
-// observeSignals is the set of signals that stop the observer; tests replace
-// the notifier to stop it without a real signal.
-var observeSignals = func(ctx context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-}
-
-// runObserve runs "crosstalk-mcp observe" until interrupted and returns the
-// exit status.
-func runObserve(args []string, stdout, stderr io.Writer) int {
-	opts, err := parseObserveOptions(args)
-	if err != nil {
-		return commandExit("observe", observeHelp, err, stdout, stderr)
-	}
-	dir, done, err := observeGroupsDir(opts, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
+// run parses args and serves the dashboard until c.stopOn's context ends.
+// run serves the dashboard that opts describe until c.stopOn's context ends
+// and returns the exit status.
+func (c observeCommand) run(opts observeOptions) int {
+	fail := func(err error) int {
+		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
+	dir, done, err := c.observeGroupsDir(opts)
+	if err != nil {
+		return fail(err)
+	}
 	defer done()
+	obs, err := newObserver(dir, opts.pollInterval, time.Now, time.Local)
+	if err != nil {
+		return fail(err)
+	}
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
-		fmt.Fprintln(stderr, "crosstalk-mcp observe: "+warning)
+		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+warning)
 	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", ln.Addr().(*net.TCPAddr).Port)
-	fmt.Fprintln(stdout, url)
+	fmt.Fprintln(c.stdout, url)
 	if fellBack {
-		fmt.Fprintf(stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
+		fmt.Fprintf(c.stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
 	}
 	// The command serves until interrupted; say so, since a terminal that
 	// just sits there looks hung.
-	fmt.Fprintf(stderr, "Showing %s. Ctrl-C to stop.\n", dir)
-	if !opts.silent {
-		go func() {
-			if err := openBrowser(url); err != nil {
-				fmt.Fprintf(stderr, "Could not open a browser; visit %s\n", url)
-			}
-		}()
-	}
+	fmt.Fprintf(c.stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
 	}
-	obs, err := newObserver(dir, opts.pollInterval)
-	if err != nil {
-		ln.Close()
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+	ctx, stop := c.stopOn(context.Background())
+	// The opener ends with the dashboard: stop kills its command.
+	var opening sync.WaitGroup
+	defer func() { stop(); opening.Wait() }()
+	if !opts.silent {
+		opening.Go(func() {
+			if err := c.openBrowser(ctx, url); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(c.stderr, "Could not open a browser; visit %s\n", url)
+			}
+		})
 	}
-	ctx, stop := observeSignals(context.Background())
-	defer stop()
 	if err := obs.serve(ctx, ln); err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	return 0
 }
@@ -248,14 +183,16 @@ func listenObserver(port int) (net.Listener, bool, error) {
 }
 
 // newObserver prepares a dashboard over dir without touching the directory.
-func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
+// now is the clock the Tool analytics ranges end at; zone is where times
+// are shown before the page's script shows them in the browser's zone.
+func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) (*observer, error) {
 	pageTemplates() // parse now, not during the first request
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("generate csrf token: %w", err)
 	}
 	if pollInterval <= 0 {
-		pollInterval = defaultPollInterval
+		pollInterval = observePollInterval
 	}
 	o := &observer{
 		dir:          dir,
@@ -263,8 +200,8 @@ func newObserver(dir string, pollInterval time.Duration) (*observer, error) {
 		csrfToken:    base64.RawURLEncoding.EncodeToString(token),
 		hub:          newEventHub(),
 		dbs:          newReadOnlyPool(),
-		location:     time.Local,
-		now:          time.Now,
+		location:     zone,
+		now:          now,
 		static:       staticHandler(),
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},
@@ -331,21 +268,35 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // CSRF check. The mux answers other methods with 405 and an Allow header.
 func (o *observer) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", o.servePage)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r))
+	})
+	for name, read := range o.panels() {
+		mux.HandleFunc("GET /fragments/"+name, func(w http.ResponseWriter, r *http.Request) {
+			o.renderPage(w, r, http.StatusOK, name, read(r))
+		})
+	}
 	mux.HandleFunc("GET /events", o.serveEvents)
 	mux.HandleFunc("GET /api/health", serveHealth)
 	mux.Handle("GET /static/", o.static)
-	mux.HandleFunc("GET /fragments/overview", o.serveOverview)
 	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
-	mux.HandleFunc("GET /fragments/chats", o.serveChats)
-	mux.HandleFunc("GET /fragments/chat", o.serveChat)
 	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
 	mux.HandleFunc("GET /fragments/message", o.serveMessage)
-	mux.HandleFunc("GET /fragments/analytics", o.serveAnalytics)
-	mux.HandleFunc("GET /fragments/storage", o.serveStorage)
 	mux.Handle("POST /api/storage/reclaim", o.requireCSRF(http.HandlerFunc(o.serveReclaim)))
 	mux.Handle("POST /api/storage/delete-history", o.requireCSRF(http.HandlerFunc(o.serveDeleteHistory)))
 	return loopbackOnly(securityHeaders(mux))
+}
+
+// panels reads the view each /fragments/<name> URL serves, which the
+// template of that name renders.
+func (o *observer) panels() map[string]func(*http.Request) any {
+	return map[string]func(*http.Request) any{
+		"overview":  func(r *http.Request) any { return o.overviewView(r.Context()) },
+		"chats":     func(r *http.Request) any { return o.chatsView(r.Context(), r.URL.Query().Get("group_id")) },
+		"chat":      func(r *http.Request) any { return o.chatView(r.Context(), r.URL.Query().Get("group_id")) },
+		"analytics": func(r *http.Request) any { return o.analyticsView(r.Context(), r.URL.Query()) },
+		"storage":   func(r *http.Request) any { return o.storageView(r.Context()) },
+	}
 }
 
 // serveHealth answers the liveness probe scripts use.
@@ -353,81 +304,4 @@ func serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	io.WriteString(w, `{"status":"ok"}`)
-}
-
-// loopbackOnly refuses any request whose Host header does not name this
-// machine's loopback interface: such a request may come from a page that
-// rebound its DNS name to 127.0.0.1. An absolute-form request line
-// ("GET http://127.0.0.1/ HTTP/1.1") is refused too: net/http then takes
-// r.Host from the line and drops the Host header, so the header cannot be
-// checked, and browsers send that form only to proxies.
-func loopbackOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Host != "" || !allowedHost(r.Host) {
-			http.Error(w, "Forbidden: this server only answers loopback host names.", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// allowedHost reports whether a Host (or Origin host) names this machine's
-// loopback interface; anything else may be a DNS-rebinding page.
-func allowedHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	switch strings.ToLower(host) {
-	case "127.0.0.1", "localhost", "::1":
-		return true
-	}
-	return false
-}
-
-// contentSecurityPolicy allows only this origin: no inline script or style,
-// no third-party connection, no framing.
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; worker-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
-	"form-action 'self'; frame-ancestors 'none'"
-
-// securityHeaders sets the headers every response carries, errors included.
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		next.ServeHTTP(w, r)
-	})
-}
-
-// requireCSRF lets a POST through only with this process's CSRF token and,
-// when the browser names an origin, a loopback one. "Origin: null" (sent by
-// sandboxed frames, data: URLs and some redirects) is refused even with the
-// right token, because such a page can be anyone's.
-func (o *observer) requireCSRF(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
-			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: cross-origin request.")
-			return
-		}
-		token := r.Header.Get("X-CSRF-Token")
-		if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(o.csrfToken)) != 1 {
-			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: invalid CSRF token.")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// loopbackOrigin reports whether an Origin header value is an http(s)
-// origin on a loopback host name.
-func loopbackOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return allowedHost(u.Host)
 }

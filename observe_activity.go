@@ -54,8 +54,10 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 		}
 	}
 	events = append(events, o.toolEvents(ctx, audit)...)
-	for {
-		var next []*source
+	// Each round reads the next page of every source that may still reach
+	// the stream, until none may.
+	for reading := true; reading; {
+		reading = false
 		var cutoff time.Time
 		var full bool
 		events, cutoff, full = cutoffOf(events)
@@ -63,12 +65,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
 				continue
 			}
-			next = append(next, s)
-		}
-		if len(next) == 0 {
-			break
-		}
-		for _, s := range next {
+			reading = true
 			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
 			if err != nil || len(page) < activityPage {
 				s.done = true
@@ -111,54 +108,36 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 	if err != nil {
 		return nil, err
 	}
-	var out []activityEvent
-	if !wakeup {
-		rows, err := db.QueryContext(ctx, "SELECT id, sender_context_id, sender_name, substr(content, 1, 180), created_at FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
-		if err != nil {
-			return nil, fmt.Errorf("read messages of %s: %w", g.ID, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			var sender, senderName, content, created sql.NullString
-			if err := rows.Scan(&id, &sender, &senderName, &content, &created); err != nil {
-				return nil, fmt.Errorf("read messages of %s: %w", g.ID, err)
-			}
-			title := firstNonEmpty(senderName.String, sender.String, "Unknown")
-			t, _ := parseStamp(created.String)
-			out = append(out, activityEvent{Kind: "message", Badge: "Message", Title: title, GroupName: g.Name,
-				Text: content.String, At: o.stampOf(created.String, ""), when: t, order: id})
-		}
-		return out, rows.Err()
+	query, what := "SELECT id, created_at, sender_name, sender_context_id, substr(content, 1, 180) FROM messages", "messages"
+	if wakeup {
+		query, what = "SELECT id, created_at, context_id, acknowledged_at, COALESCE(message_id, 0) FROM wakeup_events", "wakeups"
 	}
 	// A wakeup's title is its target's member name; the id only for one
 	// who has left the group since.
-	names := make(map[string]string, len(g.Members))
-	for _, m := range g.Members {
-		names[m.ContextID] = m.Name
-	}
-	rows, err := db.QueryContext(ctx, "SELECT id, message_id, context_id, created_at, acknowledged_at FROM wakeup_events WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
-	if err != nil {
-		return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	names := memberNames(g.Members)
+	out, err := queryAll(ctx, db, func(row rowScanner) (activityEvent, error) {
 		var id int64
-		var messageID sql.NullInt64
-		var contextID, created, acked sql.NullString
-		if err := rows.Scan(&id, &messageID, &contextID, &created, &acked); err != nil {
-			return nil, fmt.Errorf("read wakeups of %s: %w", g.ID, err)
+		var created, a, b, c sql.NullString
+		if err := row.Scan(&id, &created, &a, &b, &c); err != nil {
+			return activityEvent{}, err
 		}
-		state := " awaiting acknowledgement"
-		if acked.Valid {
-			state = " acknowledged"
+		e := activityEvent{Kind: "message", Badge: "Message", Title: firstNonEmpty(a.String, b.String, "Unknown"), GroupName: g.Name,
+			Text: c.String, At: o.stampOf(created.String, ""), order: id}
+		e.when, _ = parseStamp(created.String)
+		if wakeup {
+			state := " awaiting acknowledgement"
+			if b.Valid {
+				state = " acknowledged"
+			}
+			e.Kind, e.Badge, e.Title = "wakeup", "Wakeup", firstNonEmpty(names[a.String], a.String, "Context")
+			e.Text, e.Attention = "Wakeup for message #"+c.String+state, !b.Valid
 		}
-		t, _ := parseStamp(created.String)
-		out = append(out, activityEvent{Kind: "wakeup", Badge: "Wakeup", Title: firstNonEmpty(names[contextID.String], contextID.String, "Context"),
-			GroupName: g.Name, Text: fmt.Sprintf("Wakeup for message #%d%s", messageID.Int64, state),
-			At: o.stampOf(created.String, ""), when: t, order: id, Attention: !acked.Valid})
+		return e, nil
+	}, query+" WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
+	if err != nil {
+		return nil, fmt.Errorf("read %s of %s: %w", what, g.ID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // toolEvents reads the newest audit rows as activity events.

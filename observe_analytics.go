@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -128,11 +127,6 @@ type hiddenField struct {
 
 // analyticsLogLimit is how many matching calls the event log lists.
 const analyticsLogLimit = 500
-
-// serveAnalytics serves the Tool analytics fragment.
-func (o *observer) serveAnalytics(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "analytics", o.analyticsView(r.Context(), r.URL.Query()))
-}
 
 // analyticsView reads the rollup tier that fits the requested range (or raw
 // rows when the audit database predates rollups) and builds the view.
@@ -304,15 +298,10 @@ func readFilterValues(ctx context.Context, a *auditSchema) filterValues {
 		}
 		return fv
 	}
-	rows, err := a.db.QueryContext(ctx, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
-	if err != nil {
-		return fv
-	}
-	defer rows.Close()
-	for rows.Next() {
+	eachRow(ctx, a.db, func(row rowScanner) error {
 		var field, value, label sql.NullString
-		if rows.Scan(&field, &value, &label) != nil {
-			break
+		if err := row.Scan(&field, &value, &label); err != nil {
+			return err
 		}
 		switch field.String {
 		case "tool_name":
@@ -322,24 +311,17 @@ func readFilterValues(ctx context.Context, a *auditSchema) filterValues {
 		case "group_id":
 			fv.groups = append(fv.groups, struct{ id, label string }{value.String, label.String})
 		}
-	}
+		return nil
+	}, "SELECT field, value, label FROM analytics_filter_values WHERE count > 0 ORDER BY label")
 	return fv
 }
 
 // distinct lists the distinct non-empty values of a tool_calls column.
 func distinct(ctx context.Context, db *sql.DB, col string) []string {
-	rows, err := db.QueryContext(ctx, "SELECT DISTINCT "+col+" FROM tool_calls WHERE "+col+" IS NOT NULL AND "+col+" != '' ORDER BY "+col)
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	out, _ := queryAll(ctx, db, func(row rowScanner) (string, error) {
 		var s string
-		if rows.Scan(&s) == nil {
-			out = append(out, s)
-		}
-	}
+		return s, row.Scan(&s)
+	}, "SELECT DISTINCT "+col+" FROM tool_calls WHERE "+col+" IS NOT NULL AND "+col+" != '' ORDER BY "+col)
 	return out
 }
 

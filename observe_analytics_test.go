@@ -43,8 +43,7 @@ func TestToolAnalytics(t *testing.T) {
 		fixtureCall{At: time.Date(2026, 1, 1, 13, 0, 0, 0, time.UTC), Tool: "send_message", Group: gid, Context: "writer", Caller: "Writer", Outcome: "error", Category: "validation", Duration: 40},
 		fixtureCall{At: time.Date(2025, 6, 1, 13, 0, 0, 0, time.UTC), Tool: "list_groups", Caller: "Old", Duration: 2000},
 	)
-	obs := newTestObserver(t, fx.dir, time.Second)
-	obs.now = func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) }
+	obs := newObserverAt(t, fx.dir, time.Second, func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) })
 	tests := []struct {
 		query string
 		want  []string

@@ -50,26 +50,17 @@ type auditMeta struct {
 // auditMetadata reads the metadata row; ok is false when auditing was never
 // enabled (the file may still hold the group catalog) or a is nil.
 func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
-	var m auditMeta
-	if a == nil {
-		return m, false
-	}
-	db := a.db
-	cols, err := columnNames(ctx, db, "metadata")
-	if err != nil || len(cols) == 0 {
-		return m, false
+	if a == nil || !a.tables["metadata"] {
+		return auditMeta{}, false
 	}
 	retention := "NULL"
-	if cols["retention_setting"] {
+	if cols, err := columnNames(ctx, a.db, "metadata"); err == nil && cols["retention_setting"] {
 		retention = "retention_setting"
 	}
 	var enabled, cleanup, ret sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
+	err := a.db.QueryRowContext(ctx, "SELECT audit_enabled_at, last_retention_cleanup_at, "+retention+" FROM metadata WHERE id = 1").
 		Scan(&enabled, &cleanup, &ret)
-	if err != nil {
-		return m, false
-	}
-	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, true
+	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, err == nil
 }
 
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
@@ -83,69 +74,48 @@ type auditFilter struct {
 	Context string
 }
 
-// outcomeClauses turns an outcome filter into SQL conditions.
-func outcomeClauses(outcome string) ([]string, []any) {
+// auditWhere filters rollup rows when seconds, the tier's bucket width, is
+// not zero (a dimension with no value is stored there as the empty string),
+// else raw tool_calls rows, of which cols says which optional columns exist
+// (a version-1 database may lack some). ok is false when the filter names a
+// column the database lacks, so that no row can match.
+func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where string, args []any, ok bool) {
+	var clauses []string
+	add := func(clause string, arg ...any) {
+		clauses, args = append(clauses, clause), append(args, arg...)
+	}
+	raw := seconds == 0
 	switch {
-	case outcome == "success" || outcome == "error":
-		return []string{"outcome = ?"}, []any{outcome}
-	case strings.HasPrefix(outcome, "error:"):
-		return []string{"outcome = 'error'", "error_category = ?"}, []any{strings.TrimPrefix(outcome, "error:")}
+	case f.From.IsZero():
+	case raw:
+		add("occurred_at >= ?", formatTimestamp(f.From))
+	default:
+		add("bucket_start + ? > ?", seconds, f.From.Unix())
 	}
-	return nil, nil
-}
-
-// rollupWhere filters a rollup table, where a dimension with no value is
-// stored as the empty string.
-func rollupWhere(f auditFilter, seconds int64) (string, []any) {
-	var clauses []string
-	var args []any
-	if !f.From.IsZero() {
-		clauses = append(clauses, "bucket_start + ? > ?")
-		args = append(args, seconds, f.From.Unix())
-	}
-	if !f.To.IsZero() {
-		clauses = append(clauses, "bucket_start <= ?")
-		args = append(args, f.To.Unix())
+	switch {
+	case f.To.IsZero():
+	case raw:
+		add("occurred_at <= ?", formatTimestamp(f.To))
+	default:
+		add("bucket_start <= ?", f.To.Unix())
 	}
 	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
-		if d.val != "" {
-			clauses = append(clauses, d.col+" = ?")
-			args = append(args, d.val)
-		}
-	}
-	c, a := outcomeClauses(f.Outcome)
-	clauses, args = append(clauses, c...), append(args, a...)
-	if len(clauses) == 0 {
-		return "", nil
-	}
-	return " WHERE " + strings.Join(clauses, " AND "), args
-}
-
-// rawWhere filters raw tool_calls rows; cols says which optional columns
-// exist (a version-1 database may lack some).
-func rawWhere(f auditFilter, cols map[string]bool) (string, []any, bool) {
-	var clauses []string
-	var args []any
-	if !f.From.IsZero() {
-		clauses = append(clauses, "occurred_at >= ?")
-		args = append(args, formatTimestamp(f.From))
-	}
-	if !f.To.IsZero() {
-		clauses = append(clauses, "occurred_at <= ?")
-		args = append(args, formatTimestamp(f.To))
-	}
-	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
-		if d.val == "" {
-			continue
-		}
-		if !cols[d.col] {
+		switch {
+		case d.val == "":
+		case !raw:
+			add(d.col+" = ?", d.val)
+		case !cols[d.col]:
 			return "", nil, false
+		default:
+			add("tool_calls."+d.col+" = ?", d.val)
 		}
-		clauses = append(clauses, "tool_calls."+d.col+" = ?")
-		args = append(args, d.val)
 	}
-	c, a := outcomeClauses(f.Outcome)
-	clauses, args = append(clauses, c...), append(args, a...)
+	switch {
+	case f.Outcome == "success" || f.Outcome == "error":
+		add("outcome = ?", f.Outcome)
+	case strings.HasPrefix(f.Outcome, "error:"):
+		add("outcome = 'error' AND error_category = ?", strings.TrimPrefix(f.Outcome, "error:"))
+	}
 	if len(clauses) == 0 {
 		return "", nil, true
 	}
@@ -183,23 +153,17 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 	if !a.tables["tool_calls"] {
 		return nil, errNoDatabase
 	}
-	where, args, ok := rawWhere(f, a.columns)
+	where, args, ok := auditWhere(f, 0, a.columns)
 	if !ok {
 		return nil, nil
 	}
-	rows, err := a.db.QueryContext(ctx, toolCallsQuery(a, f, where), append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("read tool calls: %w", err)
-	}
-	defer rows.Close()
 	labels := o.newGroupLabeler(ctx)
-	var out []toolCallRow
-	for rows.Next() {
+	out, err := queryAll(ctx, a.db, func(row rowScanner) (toolCallRow, error) {
 		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
 		var duration sql.NullInt64
-		if err := rows.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
-			return nil, fmt.Errorf("read tool calls: %w", err)
+		if err := row.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
+			return r, err
 		}
 		r.At = o.stampOf(at.String, "")
 		r.when, _ = parseStamp(at.String)
@@ -211,9 +175,12 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		if r.GroupID != "" {
 			r.GroupLabel, r.Deleted = labels.label(r.GroupID, gname.String)
 		}
-		out = append(out, r)
+		return r, nil
+	}, toolCallsQuery(a, f, where), append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("read tool calls: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // toolCallsQuery selects the rows readToolCalls shows, newest first, with
@@ -303,94 +270,76 @@ func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier str
 
 // readRollup reads aggregates and the latency histogram from one tier.
 func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	where, args := rollupWhere(f, seconds)
-	rows, err := db.QueryContext(ctx, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
+	where, args, _ := auditWhere(f, seconds, nil)
+	agg, err := queryAll(ctx, db, func(row rowScanner) (aggregateRow, error) {
+		var a aggregateRow
+		var tool, caller, outcome, category sql.NullString
+		err := row.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors)
+		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
+		return a, err
+	}, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
 		where+" GROUP BY tool_name, name, outcome, error_category, bucket_start", args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
 	}
-	defer rows.Close()
-	var out []aggregateRow
-	for rows.Next() {
-		var a aggregateRow
-		var tool, caller, outcome, category sql.NullString
-		if err := rows.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors); err != nil {
-			return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
-		}
-		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
-		out = append(out, a)
+	hist, err := queryAll(ctx, db, func(row rowScanner) (latencyCount, error) {
+		var l latencyCount
+		return l, row.Scan(&l.Bucket, &l.Count)
+	}, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read latency histogram: %w", err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	hist, err := readLatency(ctx, db, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
-	return out, hist, err
+	return agg, hist, nil
 }
 
 // readTimeline reads calls per bucket from one tier.
 func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) (map[int64]int64, error) {
-	where, args := rollupWhere(f, seconds)
-	rows, err := db.QueryContext(ctx, "SELECT bucket_start, SUM(call_count) FROM analytics_"+tier+where+" GROUP BY bucket_start", args...)
+	where, args, _ := auditWhere(f, seconds, nil)
+	out := map[int64]int64{}
+	err := eachRow(ctx, db, func(row rowScanner) error {
+		var bucket, calls int64
+		err := row.Scan(&bucket, &calls)
+		out[bucket] += calls
+		return err
+	}, "SELECT bucket_start, SUM(call_count) FROM analytics_"+tier+where+" GROUP BY bucket_start", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
 	}
-	defer rows.Close()
-	out := map[int64]int64{}
-	for rows.Next() {
-		var bucket, calls int64
-		if err := rows.Scan(&bucket, &calls); err != nil {
-			return nil, fmt.Errorf("read analytics_%s: %w", tier, err)
-		}
-		out[bucket] += calls
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // readRawAggregate derives the same aggregates from raw rows, for audit
 // databases written before rollups existed.
 func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
 	cols := a.columns
-	where, args, ok := rawWhere(f, cols)
+	where, args, ok := auditWhere(f, 0, cols)
 	if !ok {
 		return nil, nil, nil
 	}
-	rows, err := a.db.QueryContext(ctx, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
+	groups := map[aggregateRow]int64{} // by everything but the counts: calls
+	durations := map[string]int64{}
+	err := eachRow(ctx, a.db, func(row rowScanner) error {
+		var tool, caller, outcome, category, at sql.NullString
+		var duration int64
+		if err := row.Scan(&tool, &caller, &outcome, &category, &at, &duration); err != nil {
+			return err
+		}
+		t, _ := parseStamp(at.String)
+		groups[aggregateRow{Tool: tool.String, Caller: caller.String, Outcome: outcome.String, Category: category.String, Bucket: auditBucketStart(t, seconds)}]++
+		durations[auditLatencyBucket(duration)]++
+		return nil
+	}, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
 		", occurred_at, duration_ms FROM tool_calls"+where, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tool calls: %w", err)
 	}
-	defer rows.Close()
-	type key struct {
-		tool, caller, outcome, category string
-		bucket                          int64
-	}
-	groups := map[key]*aggregateRow{}
-	durations := map[string]int64{}
-	for rows.Next() {
-		var tool, caller, outcome, category, at sql.NullString
-		var duration int64
-		if err := rows.Scan(&tool, &caller, &outcome, &category, &at, &duration); err != nil {
-			return nil, nil, fmt.Errorf("read tool calls: %w", err)
-		}
-		t, _ := parseStamp(at.String)
-		k := key{tool.String, caller.String, outcome.String, category.String, auditBucketStart(t, seconds)}
-		a, ok := groups[k]
-		if !ok {
-			a = &aggregateRow{Tool: k.tool, Caller: k.caller, Outcome: k.outcome, Category: k.category, Bucket: k.bucket}
-			groups[k] = a
-		}
-		a.Calls++
-		if k.outcome == "error" {
-			a.Errors++
-		}
-		durations[auditLatencyBucket(duration)]++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
 	out := make([]aggregateRow, 0, len(groups))
-	for _, a := range groups {
-		out = append(out, *a)
+	for a, calls := range groups {
+		a.Calls = calls
+		if a.Outcome == "error" {
+			a.Errors = calls
+		}
+		out = append(out, a)
 	}
 	hist := make([]latencyCount, 0, len(durations))
 	for b, n := range durations {
@@ -404,24 +353,6 @@ func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, second
 type latencyCount struct {
 	Bucket string
 	Count  int64
-}
-
-// readLatency reads a latency histogram with query.
-func readLatency(ctx context.Context, db queryer, query string, args ...any) ([]latencyCount, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read latency histogram: %w", err)
-	}
-	defer rows.Close()
-	var out []latencyCount
-	for rows.Next() {
-		var l latencyCount
-		if err := rows.Scan(&l.Bucket, &l.Count); err != nil {
-			return nil, fmt.Errorf("read latency histogram: %w", err)
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
 }
 
 // latencyValue is the representative milliseconds of a bucket.

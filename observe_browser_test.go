@@ -257,7 +257,7 @@ func TestObserveInBrowser(t *testing.T) {
 	groupID := seedShowcase(fx, time.Now())
 
 	const poll = 500 * time.Millisecond
-	obs, err := newObserver(fx.dir, poll)
+	obs, err := newObserver(fx.dir, poll, time.Now, time.Local)
 	if err != nil {
 		t.Fatal(err)
 	}

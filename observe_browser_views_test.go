@@ -186,7 +186,7 @@ func TestObserveViewsInBrowser(t *testing.T) {
 	now := time.Now()
 	release := seedShowcase(fx, now)
 	crowded := seedCrowded(fx, now)
-	obs, err := newObserver(fx.dir, 500*time.Millisecond)
+	obs, err := newObserver(fx.dir, 500*time.Millisecond, time.Now, time.Local)
 	if err != nil {
 		t.Fatal(err)
 	}

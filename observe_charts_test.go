@@ -30,7 +30,6 @@ func TestDonutRanksCategoriesAndKeepsColours(t *testing.T) {
 func TestLineChartAxis(t *testing.T) {
 	fx := newObserveFixture(t)
 	obs := newTestObserver(t, fx.dir, time.Second)
-	obs.location = time.UTC
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
 	byTime := map[int64]int64{}
 	for i := int64(0); i < 10; i++ {

@@ -3,25 +3,19 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// chatsView is the Chats workspace: picker plus the selected chat.
+// chatsView is the Chats workspace: the group picker (Value is the group
+// id) plus the selected chat.
 type chatsView struct {
-	Groups []pickerItem
+	Groups []selectOption
 	Chat   chatView
-}
-
-// pickerItem is one group in the Chats picker.
-type pickerItem struct {
-	ID     string
-	Name   string
-	Active bool
 }
 
 // chatView is one group's conversation, members and wake events.
@@ -88,29 +82,24 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	ids, _ := discoverGroups(o.dir)
 	names := catalogNames(ctx, o.dir, o.dbs)
 	var v chatsView
-	found := false
 	for _, id := range ids {
 		name := names[id]
 		if name == "" {
 			name = o.groupName(ctx, id)
 		}
-		v.Groups = append(v.Groups, pickerItem{ID: id, Name: name})
-		if id == selected {
-			found = true
-		}
+		v.Groups = append(v.Groups, selectOption{Value: id, Label: name})
 	}
-	sort.SliceStable(v.Groups, func(i, j int) bool {
-		return strings.ToLower(v.Groups[i].Name) < strings.ToLower(v.Groups[j].Name)
-	})
-	if !found && len(v.Groups) > 0 {
-		selected = v.Groups[0].ID
+	if len(v.Groups) == 0 {
+		return v
+	}
+	sort.SliceStable(v.Groups, func(i, j int) bool { return strings.ToLower(v.Groups[i].Label) < strings.ToLower(v.Groups[j].Label) })
+	if !slices.Contains(ids, selected) {
+		selected = v.Groups[0].Value
 	}
 	for i := range v.Groups {
-		v.Groups[i].Active = v.Groups[i].ID == selected
+		v.Groups[i].Selected = v.Groups[i].Value == selected
 	}
-	if len(v.Groups) > 0 {
-		v.Chat = o.chatView(ctx, selected)
-	}
+	v.Chat = o.chatView(ctx, selected)
 	return v
 }
 
@@ -162,22 +151,16 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 	}
 	defer conn.Close()
 	var name, desc sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, description FROM group_metadata WHERE id = 1").Scan(&name, &desc)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+		"COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&name, &desc, &v.WakeupTotal, &v.Pending)
+	if err != nil {
 		return err
 	}
 	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
 	if v.Members, err = readMembers(ctx, conn); err != nil {
 		return err
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&v.WakeupTotal, &v.Pending); err != nil {
-		return err
-	}
-	names := make(map[string]string, len(v.Members))
-	for _, m := range v.Members {
-		names[m.ContextID] = m.Name
-	}
-	v.Wakeups, err = o.readWakeups(ctx, conn, names)
+	v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
 	return err
 }
 
@@ -244,21 +227,18 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 	for _, d := range events {
 		ids = append(ids, strconv.FormatInt(d.messageID, 10))
 	}
-	rows, err := q.QueryContext(ctx, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := eachRow(ctx, q, func(row rowScanner) error {
 		var id int64
 		var sender, excerpt sql.NullString
-		if err := rows.Scan(&id, &sender, &excerpt); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&id, &sender, &excerpt)
 		out[id] = [2]string{sender.String, excerpt.String}
-	}
-	return out, rows.Err()
+		return err
+	}, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
+	return out, err
 }
+
+// messageQuery selects messages as scanMessage reads them.
+const messageQuery = "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages"
 
 // messagePageView reads the page of messages older than cursor (or the
 // newest page for zero). One extra row is read to know whether an older page
@@ -269,30 +249,15 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 		p.Error = "Choose a valid group."
 		return p
 	}
-	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		p.Error = "Messages are temporarily unavailable; retry shortly."
-		return p
-	}
 	if cursor <= 0 {
 		cursor = math.MaxInt64
 	}
-	rows, err := db.QueryContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
-	if err != nil {
-		p.Error = "Messages are temporarily unavailable; retry shortly."
-		return p
-	}
-	defer rows.Close()
+	db, err := o.dbs.group(o.dir, id)
 	var page []messageRow
-	for rows.Next() {
-		m, err := o.scanMessage(rows)
-		if err != nil {
-			p.Error = "Messages are temporarily unavailable; retry shortly."
-			return p
-		}
-		page = append(page, m)
+	if err == nil {
+		page, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
 	}
-	if rows.Err() != nil {
+	if err != nil {
 		p.Error = "Messages are temporarily unavailable; retry shortly."
 		return p
 	}
@@ -300,18 +265,16 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 		page = page[:messagePageSize]
 		p.OlderCursor = page[len(page)-1].ID
 	}
-	for i, j := 0, len(page)-1; i < j; i, j = i+1, j-1 {
-		page[i], page[j] = page[j], page[i]
-	}
+	slices.Reverse(page)
 	p.Messages = page
 	return p
 }
 
 // scanMessage reads one messages row as the chat shows it.
-func (o *observer) scanMessage(rows rowScanner) (messageRow, error) {
+func (o *observer) scanMessage(row rowScanner) (messageRow, error) {
 	var m messageRow
 	var sender, senderName, content, created, prio, routing sql.NullString
-	if err := rows.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
+	if err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
 		return m, err
 	}
 	m.Sender = firstNonEmpty(senderName.String, sender.String, "Unknown")
@@ -322,41 +285,26 @@ func (o *observer) scanMessage(rows rowScanner) (messageRow, error) {
 	return m, nil
 }
 
-// singleMessageView is one message for live appends to an open chat.
-type singleMessageView struct {
-	Message messageRow
-	Found   bool
-	Notice  string
-}
-
-// singleMessageView reads one message of group id.
-func (o *observer) singleMessageView(ctx context.Context, id string, messageID int64) singleMessageView {
+// singleMessage reads one message of group id as a page of its own, for
+// live appends to an open chat; Error says why it is missing.
+func (o *observer) singleMessage(ctx context.Context, id string, messageID int64) messagePage {
+	p := messagePage{GroupID: id, Error: "Message is unavailable."}
 	if validateGroupID(id) != nil {
-		return singleMessageView{Notice: "Message is unavailable."}
+		return p
 	}
 	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		return singleMessageView{Notice: "Message is temporarily unavailable."}
+	if err == nil {
+		p.Messages, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id = ?", messageID)
 	}
-	row := db.QueryRowContext(ctx, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages WHERE id = ?", messageID)
-	m, err := o.scanMessage(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return singleMessageView{Notice: "Message is no longer available."}
+	switch {
+	case err != nil:
+		p.Error = "Message is temporarily unavailable."
+	case len(p.Messages) == 0:
+		p.Error = "Message is no longer available."
+	default:
+		p.Error = ""
 	}
-	if err != nil {
-		return singleMessageView{Notice: "Message is temporarily unavailable."}
-	}
-	return singleMessageView{Message: m, Found: true}
-}
-
-// serveChats serves the Chats workspace.
-func (o *observer) serveChats(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "chats", o.chatsView(r.Context(), r.URL.Query().Get("group_id")))
-}
-
-// serveChat serves one chat.
-func (o *observer) serveChat(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "chat", o.chatView(r.Context(), r.URL.Query().Get("group_id")))
+	return p
 }
 
 // serveMessages serves the page of messages before older_than_message_id,
@@ -383,5 +331,5 @@ func (o *observer) serveMessage(w http.ResponseWriter, r *http.Request) {
 		o.renderNotice(w, r, http.StatusBadRequest, true, "Message is unavailable.")
 		return
 	}
-	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessageView(r.Context(), q.Get("group_id"), id))
+	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessage(r.Context(), q.Get("group_id"), id))
 }

@@ -26,22 +26,20 @@ type observeDemo struct {
 	agents   []*demoAgent
 	groupIDs []string // release train first, then the incident room
 
-	stop context.CancelFunc
-	done chan struct{} // closed when the trickle goroutine returns
+	stop    context.CancelFunc
+	trickle sync.WaitGroup // the goroutine sending new messages
 }
 
 // demoAgent is one agent's MCP session: a child crosstalk-mcp process spoken
-// to over stdio, one request at a time.
+// to over stdio the way a client does, one request at a time and from one
+// goroutine at a time (the seeding, then the trickle).
 type demoAgent struct {
 	name      string
 	contextID string
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
-
-	mu      sync.Mutex // guards the fields below and keeps each request line whole on stdin
-	nextID  int64
-	pending map[int64]chan demoReply
-	closed  bool // stdout ended; no reply will come
+	stdout    *bufio.Reader
+	nextID    int64
 }
 
 // demoTimeout bounds one tool call. It is generous because the demo's child
@@ -64,7 +62,7 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	d := &observeDemo{dir: dir, keep: keep, done: make(chan struct{})}
+	d := &observeDemo{dir: dir, keep: keep}
 	for _, name := range demoAgentNames {
 		a, err := startDemoAgent(binary, dir, name)
 		if err != nil {
@@ -79,16 +77,16 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	d.stop = stop
-	go d.trickle(ctx, interval)
+	d.trickle.Go(func() { d.sendTrickle(ctx, interval) })
 	return d, nil
 }
 
 // observeGroupsDir returns the directory "observe" shows and what to do on
 // exit: with --demo a fresh demo directory (removed then unless --keep),
 // otherwise the configured groups directory.
-func observeGroupsDir(opts observeOptions, stderr io.Writer) (string, func(), error) {
+func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), error) {
 	if !opts.demo {
-		dir, err := resolveObserveGroupsDir(opts)
+		dir, err := c.resolveGroupsDir(opts)
 		return dir, func() {}, err
 	}
 	binary, err := os.Executable()
@@ -103,12 +101,12 @@ func observeGroupsDir(opts observeOptions, stderr io.Writer) (string, func(), er
 	if opts.keep {
 		fate = "kept on exit"
 	}
-	fmt.Fprintf(stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
+	fmt.Fprintf(c.stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
 	return d.dir, func() {
 		if err := d.close(); err != nil {
-			fmt.Fprintf(stderr, "crosstalk-mcp observe: %v\n", err)
+			fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
 		} else if opts.keep {
-			fmt.Fprintf(stderr, "Demo data kept in %s; view it again with --groups-dir %s\n", d.dir, d.dir)
+			fmt.Fprintf(c.stderr, "Demo data kept in %s; view it again with --groups-dir %s\n", d.dir, d.dir)
 		}
 	}, nil
 }
@@ -145,16 +143,12 @@ func startDemoAgent(binary, dir, name string) (*demoAgent, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start demo agent %s: %w", name, err)
 	}
-	a := &demoAgent{name: name, contextID: newContextID(), cmd: cmd, stdin: stdin, pending: map[int64]chan demoReply{}}
-	go a.readLoop(stdout)
-	if _, err := a.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
-		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": version}}); err != nil {
-		a.close()
-		return nil, err
+	a := &demoAgent{name: name, contextID: newContextID(), cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
+	_, err = a.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": "1"}})
+	if err == nil {
+		err = a.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	}
-	a.mu.Lock()
-	err = a.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	a.mu.Unlock()
 	if err != nil {
 		a.close()
 		return nil, err
@@ -162,8 +156,8 @@ func startDemoAgent(binary, dir, name string) (*demoAgent, error) {
 	return a, nil
 }
 
-// write sends one JSON-RPC message as a line; the caller holds a.mu.
-func (a *demoAgent) write(msg any) error {
+// send writes one JSON-RPC message as a line.
+func (a *demoAgent) send(msg any) error {
 	line, err := json.Marshal(msg)
 	if err != nil {
 		return err
@@ -174,78 +168,38 @@ func (a *demoAgent) write(msg any) error {
 	return nil
 }
 
-// demoReply is one response, or the reason none will come.
-type demoReply struct {
-	result json.RawMessage
-	err    error
-}
-
-// readLoop routes each response to the request waiting for it and drops the
-// notifications (wakeups, resource updates) the server interleaves. When
-// stdout ends, every waiting request gets the error.
-func (a *demoAgent) readLoop(stdout io.Reader) {
-	r := bufio.NewReaderSize(stdout, 1<<20)
+// request sends one request and reads lines until its response, skipping
+// the notifications (wakeups, resource updates) the server interleaves. A
+// child that does not answer within demoTimeout is stuck and is killed,
+// which ends the read; every later call to it then fails at once.
+func (a *demoAgent) request(method string, params any) (json.RawMessage, error) {
+	a.nextID++
+	id := a.nextID
+	if err := a.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		return nil, err
+	}
+	stuck := time.AfterFunc(demoTimeout, func() { a.cmd.Process.Kill() })
+	defer stuck.Stop()
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := a.stdout.ReadBytes('\n')
+		if err != nil && !stuck.Stop() {
+			return nil, fmt.Errorf("demo agent %s: %s: no reply within %v", a.name, method, demoTimeout)
+		}
 		if err != nil {
-			a.mu.Lock()
-			for id, ch := range a.pending {
-				ch <- demoReply{err: fmt.Errorf("demo agent %s: session ended: %w", a.name, err)}
-				delete(a.pending, id)
-			}
-			a.closed = true
-			a.mu.Unlock()
-			return
+			return nil, fmt.Errorf("demo agent %s: %s: session ended: %w", a.name, method, err)
 		}
 		var m struct {
 			ID     *int64          `json:"id"`
 			Result json.RawMessage `json:"result"`
 			Error  *struct{ Message string }
 		}
-		if json.Unmarshal(line, &m) != nil || m.ID == nil {
+		if json.Unmarshal(line, &m) != nil || m.ID == nil || *m.ID != id {
 			continue
 		}
-		a.mu.Lock()
-		ch := a.pending[*m.ID]
-		delete(a.pending, *m.ID)
-		a.mu.Unlock()
-		switch {
-		case ch == nil:
-		case m.Error != nil:
-			ch <- demoReply{err: errors.New(m.Error.Message)}
-		default:
-			ch <- demoReply{result: m.Result}
+		if m.Error != nil {
+			return nil, fmt.Errorf("demo agent %s: %s: %s", a.name, method, m.Error.Message)
 		}
-	}
-}
-
-// request sends one request and waits for its result.
-func (a *demoAgent) request(method string, params any) (json.RawMessage, error) {
-	ch := make(chan demoReply, 1)
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil, fmt.Errorf("demo agent %s: %s: session ended", a.name, method)
-	}
-	a.nextID++
-	id := a.nextID
-	a.pending[id] = ch
-	err := a.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	a.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("demo agent %s: %s: %w", a.name, method, r.err)
-		}
-		return r.result, nil
-	case <-time.After(demoTimeout):
-		a.mu.Lock()
-		delete(a.pending, id)
-		a.mu.Unlock()
-		return nil, fmt.Errorf("demo agent %s: %s: no reply within %v", a.name, method, demoTimeout)
+		return m.Result, nil
 	}
 }
 
@@ -331,28 +285,21 @@ func (d *observeDemo) seed() error {
 	if err != nil {
 		return err
 	}
-	steps := []func() error{
-		func() error {
-			return arch.in("send_message", release, map[string]any{"message": "@Reviewer the migration plan for 1.2 is ready; can you check the rollback section?"})
-		},
-		func() error { return rev.in("get_unread_messages", release, nil) },
-		func() error {
-			return rev.in("send_message", release, map[string]any{"message": "Looks good. One question: does the rollback keep the audit history?", "priority": "high"})
-		},
-		func() error {
-			return test.in("send_message", release, map[string]any{"message": "Build 412 fails on arm64; this blocks the release.", "priority": "urgent", "wake_context_ids": []string{arch.contextID}})
-		},
-		func() error { return rev.in("search_messages", release, map[string]any{"query": "%rollback%"}) },
-		func() error {
-			return oncall.in("send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"})
-		},
-		func() error { return arch.in("get_unread_messages", incident, nil) },
-		func() error {
-			return arch.in("send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."})
-		},
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
+	for _, step := range []struct {
+		by       *demoAgent
+		tool, id string
+		more     map[string]any
+	}{
+		{arch, "send_message", release, map[string]any{"message": "@Reviewer the migration plan for 1.2 is ready; can you check the rollback section?"}},
+		{rev, "get_unread_messages", release, nil},
+		{rev, "send_message", release, map[string]any{"message": "Looks good. One question: does the rollback keep the audit history?", "priority": "high"}},
+		{test, "send_message", release, map[string]any{"message": "Build 412 fails on arm64; this blocks the release.", "priority": "urgent", "wake_context_ids": []string{arch.contextID}}},
+		{rev, "search_messages", release, map[string]any{"query": "%rollback%"}},
+		{oncall, "send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"}},
+		{arch, "get_unread_messages", incident, nil},
+		{arch, "send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."}},
+	} {
+		if err := step.by.in(step.tool, step.id, step.more); err != nil {
 			return err
 		}
 	}
@@ -378,10 +325,9 @@ var demoLines = []string{
 	"Tag it. I will post the release notes.",
 }
 
-// trickle sends one message every interval in the release train, and has
+// sendTrickle sends one message every interval in the release train, and has
 // the next agent read its unread messages, until ctx ends.
-func (d *observeDemo) trickle(ctx context.Context, interval time.Duration) {
-	defer close(d.done)
+func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 	members := d.agents[:3]
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -410,7 +356,7 @@ func (d *observeDemo) trickle(ctx context.Context, interval time.Duration) {
 func (d *observeDemo) close() error {
 	if d.stop != nil {
 		d.stop()
-		<-d.done
+		d.trickle.Wait()
 	}
 	for _, a := range d.agents {
 		a.close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -53,6 +52,11 @@ func (h *eventHub) subscribe() *eventSubscriber {
 func (h *eventHub) unsubscribe(s *eventSubscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.dropLocked(s)
+}
+
+// dropLocked ends s's stream if it is still registered; h.mu is held.
+func (h *eventHub) dropLocked(s *eventSubscriber) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
 		close(s.ch)
@@ -67,15 +71,11 @@ func (h *eventHub) publish(event string, payload any) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
 	for s := range h.subs {
 		select {
 		case s.ch <- data:
 		default:
-			delete(h.subs, s)
-			close(s.ch)
+			h.dropLocked(s)
 		}
 	}
 }
@@ -84,13 +84,9 @@ func (h *eventHub) publish(event string, payload any) {
 func (h *eventHub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
 	h.closed = true
 	for s := range h.subs {
-		delete(h.subs, s)
-		close(s.ch)
+		h.dropLocked(s)
 	}
 }
 
@@ -100,23 +96,7 @@ func encodeEvent(event string, payload any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", event, err)
 	}
-	out := make([]byte, 0, len(event)+len(data)+16)
-	out = append(out, "event: "...)
-	out = append(out, event...)
-	out = append(out, "\ndata: "...)
-	out = append(out, data...)
-	out = append(out, "\n\n"...)
-	return out, nil
-}
-
-// writeEvent writes one encoded event to w.
-func writeEvent(w io.Writer, event string, payload any) error {
-	data, err := encodeEvent(event, payload)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(data)
-	return err
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data), nil
 }
 
 // serveEvents streams server-sent events: a snapshot, then live changes. A
@@ -135,12 +115,16 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	send := func(data []byte) bool {
+		_, err := w.Write(data)
+		flusher.Flush()
+		return err == nil
+	}
 	// A retry hint keeps reconnection quick after a drop for backpressure.
-	fmt.Fprint(w, "retry: 1000\n\n")
-	if err := writeEvent(w, "snapshot", o.snapshot()); err != nil {
+	snapshot, err := encodeEvent("snapshot", o.snapshot())
+	if err != nil || !send(append([]byte("retry: 1000\n\n"), snapshot...)) {
 		return
 	}
-	flusher.Flush()
 	// A comment line every 15 s detects dead clients behind idle connections.
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
@@ -149,18 +133,13 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-keepAlive.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
-			flusher.Flush()
 		case ev, ok := <-sub.ch:
-			if !ok {
+			if !ok || !send(ev) {
 				return
 			}
-			if _, err := w.Write(ev); err != nil {
-				return
-			}
-			flusher.Flush()
 		}
 	}
 }
@@ -222,10 +201,7 @@ func (o *observer) pollOnce() {
 	o.polled = true
 }
 
-// pollGroup publishes the changes of one group since the previous poll. The
-// marker is kept unchanged when the newest message cannot be read, so the
-// message event is published by a later poll instead.
-//
+// pollGroup publishes the changes of one group since the previous poll.
 // A group whose files have not changed since its last complete poll is
 // skipped without opening it (see groupSignature): most groups are idle,
 // and the read-only pool keeps only a few handles open.
@@ -235,41 +211,34 @@ func (o *observer) pollGroup(id string) {
 		return
 	}
 	delete(o.signatures, id)
-	marker, err := o.dbs.groupRevisions(o.dir, id)
+	state, err := o.dbs.groupState(o.dir, id)
 	if err != nil {
 		return
 	}
 	prev, known := o.markers[id]
-	if !known {
-		o.markers[id] = marker
-		if sigOK {
-			o.signatures[id] = sig
-		}
-		// A group that appears after the baseline is news to open pages.
-		if o.polled {
-			o.hub.publish("group.changed", map[string]any{"group_id": id})
-		}
-		return
-	}
-	if marker.message != prev.message {
-		latest, err := o.dbs.latestMessageID(o.dir, id)
-		if err != nil {
-			return
-		}
-		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": latest})
-	}
-	o.markers[id] = marker
+	now := state.marker
+	o.markers[id] = now
 	if sigOK {
 		o.signatures[id] = sig
 	}
-	if marker.member != prev.member {
-		o.hub.publish("member.changed", map[string]any{"group_id": id})
+	group := map[string]any{"group_id": id}
+	if !known {
+		// A group that appears after the baseline is news to open pages.
+		if o.polled {
+			o.hub.publish("group.changed", group)
+		}
+		return
 	}
-	if marker.wakeup != prev.wakeup {
-		o.hub.publish("wakeup.changed", map[string]any{"group_id": id})
+	if now.message != prev.message {
+		o.hub.publish("message.created", map[string]any{"group_id": id, "message_id": state.latest})
 	}
-	if marker.metadata != prev.metadata {
-		o.hub.publish("group.changed", map[string]any{"group_id": id})
+	for _, c := range []struct {
+		changed bool
+		event   string
+	}{{now.member != prev.member, "member.changed"}, {now.wakeup != prev.wakeup, "wakeup.changed"}, {now.metadata != prev.metadata, "group.changed"}} {
+		if c.changed {
+			o.hub.publish(c.event, group)
+		}
 	}
 }
 
@@ -279,14 +248,14 @@ func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)
 	for _, id := range ids {
-		marker, latest, err := o.cachedSnapshotState(id)
+		state, err := o.cachedSnapshotState(id)
 		if err != nil {
 			continue
 		}
 		groups[id] = map[string]any{
-			"latest_message_id":  latest,
-			"member_fingerprint": strconv.FormatInt(marker.member, 10),
-			"wakeup_fingerprint": strconv.FormatInt(marker.wakeup, 10),
+			"latest_message_id":  state.latest,
+			"member_fingerprint": strconv.FormatInt(state.marker.member, 10),
+			"wakeup_fingerprint": strconv.FormatInt(state.marker.wakeup, 10),
 		}
 	}
 	var audit any

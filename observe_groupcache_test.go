@@ -103,7 +103,7 @@ func TestReadOnlyPoolBound(t *testing.T) {
 		if i == 0 {
 			first = id
 		}
-		if _, err := pool.groupRevisions(fx.dir, id); err != nil {
+		if _, err := pool.groupState(fx.dir, id); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(pool.entries); n > maxReadOnlyHandles {
@@ -156,8 +156,8 @@ func TestGroupCacheConcurrentReads(t *testing.T) {
 		return nil
 	}
 	state := func() error {
-		if _, latest, err := obs.cachedSnapshotState(id); err != nil || latest == nil || *latest != 1 {
-			return fmt.Errorf("cachedSnapshotState: got latest %v, %v; want 1", latest, err)
+		if s, err := obs.cachedSnapshotState(id); err != nil || s.latest == nil || *s.latest != 1 {
+			return fmt.Errorf("cachedSnapshotState: got latest %v, %v; want 1", s.latest, err)
 		}
 		return nil
 	}

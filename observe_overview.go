@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -37,48 +38,20 @@ type reliabilityView struct {
 	Failures  []failureRow
 }
 
-// serveOverview serves the Overview fragment.
-func (o *observer) serveOverview(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "overview", o.overviewView(r.Context()))
-}
-
-// serveOverviewGroupRow serves one group's health row, or nothing for a
-// group that cannot be read (deleted, locked), which the page then drops.
+// serveOverviewGroupRow serves one group's health row, for live row
+// refreshes, or nothing for a group that cannot be read (deleted, locked),
+// which the page then drops.
 func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("group_id")
 	if validateGroupID(id) != nil {
 		o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
 		return
 	}
-	row, ok := o.overviewGroupRow(r.Context(), id)
-	if !ok {
-		o.renderPage(w, r, http.StatusOK, "empty", nil)
+	if g, err := o.readGroupSummary(r.Context(), id); err == nil {
+		o.renderPage(w, r, http.StatusOK, "overview-group-row", o.healthRowOf(g))
 		return
 	}
-	o.renderPage(w, r, http.StatusOK, "overview-group-row", row)
-}
-
-// overviewTotals adds up the readable groups for the headline metrics.
-type overviewTotals struct {
-	groups, messages, pending, acked int64
-	responseSeconds                  float64
-	contexts                         map[string]bool
-	priorities                       map[string]int64
-}
-
-// add counts one readable group.
-func (t *overviewTotals) add(g groupSummary) {
-	t.groups++
-	for _, m := range g.Members {
-		t.contexts[m.ContextID] = true
-	}
-	for k, n := range g.Priorities {
-		t.priorities[k] += n
-		t.messages += n
-	}
-	t.pending += g.Pending
-	t.acked += g.Acknowledged
-	t.responseSeconds += g.ResponseSeconds
+	o.renderPage(w, r, http.StatusOK, "empty", nil)
 }
 
 // overviewView collects every group once and derives the whole Overview.
@@ -87,15 +60,12 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	ids, exists := discoverGroups(o.dir)
 	v.GroupsMissing = !exists
 	summaries := make([]groupSummary, 0, len(ids))
-	totals := overviewTotals{contexts: map[string]bool{}, priorities: map[string]int64{}}
 	for _, id := range ids {
 		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
-			summaries = append(summaries, o.unavailableSummary(id))
-			continue
+			g = o.unavailableSummary(id)
 		}
 		summaries = append(summaries, g)
-		totals.add(g)
 	}
 	v.Rows = o.healthRows(summaries)
 	audit, err := o.readAuditSchema(ctx)
@@ -103,9 +73,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		audit = nil
 	}
 	v.Reliability = o.reliability(ctx, audit)
-	v.Metrics = overviewMetrics(totals, v.Reliability)
-	v.WakeupNote = wakeupNote(totals.acked)
-	v.PriorityNote = priorityNote(totals.priorities)
+	overviewFigures(&v, summaries)
 	if meta, ok := auditMetadata(ctx, audit); ok {
 		v.AuditEnabled = true
 		v.AuditSince = o.stampOf(meta.EnabledAt, "")
@@ -132,50 +100,56 @@ func (o *observer) healthRows(summaries []groupSummary) []healthRow {
 	return rows
 }
 
-// overviewMetrics are the headline numbers; the audit ones read "—" when
-// there is no audit history to compute them from.
-func overviewMetrics(t overviewTotals, rel reliabilityView) []metric {
-	toolCalls, errorRate := "—", "—"
+// overviewFigures fills the headline numbers and the footnote from the
+// readable groups; the audit figures read "—" without audit history.
+func overviewFigures(v *overviewView, summaries []groupSummary) {
+	var groups, messages, acked int64
+	var response float64
+	contexts, priorities := map[string]bool{}, map[string]int64{}
+	for _, g := range summaries {
+		if g.Unavailable {
+			continue
+		}
+		groups++
+		for _, m := range g.Members {
+			contexts[m.ContextID] = true
+		}
+		for k, n := range g.Priorities {
+			priorities[k] += n
+			messages += n
+		}
+		acked += g.Acknowledged
+		response += g.ResponseSeconds
+	}
+	rel := v.Reliability
+	toolCalls, errorRate, average := "—", "—", "—"
 	if rel.Available {
 		toolCalls, errorRate = fmt.Sprint(rel.Calls), rel.ErrorRate
 	}
-	response := "—"
-	if t.acked > 0 {
-		response = formatDuration(t.responseSeconds/float64(t.acked)) + " avg"
+	if acked > 0 {
+		average = formatDuration(response/float64(acked)) + " avg"
 	}
-	return []metric{
-		{Label: "Groups", Value: fmt.Sprint(t.groups)},
-		{Label: "Contexts", Value: fmt.Sprint(len(t.contexts))},
-		{Label: "Messages", Value: fmt.Sprint(t.messages)},
+	v.Metrics = []metric{
+		{Label: "Groups", Value: fmt.Sprint(groups)},
+		{Label: "Contexts", Value: fmt.Sprint(len(contexts))},
+		{Label: "Messages", Value: fmt.Sprint(messages)},
 		{Label: "Tool calls", Value: toolCalls},
 		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
-		{Label: "Wakeup response", Value: response},
+		{Label: "Wakeup response", Value: average},
 	}
-}
-
-// wakeupNote says how many acknowledged wakeups the response time averages.
-func wakeupNote(acked int64) string {
 	switch {
 	case acked == 1:
-		return "1 acknowledged wakeup included"
+		v.WakeupNote = "1 acknowledged wakeup included"
 	case acked > 1:
-		return fmt.Sprintf("%d acknowledged wakeups included", acked)
+		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeups included", acked)
+	default:
+		v.WakeupNote = "No acknowledged wakeups yet"
 	}
-	return "No acknowledged wakeups yet"
-}
-
-// priorityNote lists message counts by priority: "high: 1 · normal: 4".
-func priorityNote(priorities map[string]int64) string {
-	keys := make([]string, 0, len(priorities))
-	for k := range priorities {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(priorities)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
 	}
-	return strings.Join(parts, " · ")
+	v.PriorityNote = strings.Join(parts, " · ")
 }
 
 // memberInfo is one group member as the dashboard shows it.
@@ -228,46 +202,33 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 		return g, fmt.Errorf("connect to %s: %w", id, err)
 	}
 	defer conn.Close()
-	var name, updated sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT name, updated_at FROM group_metadata WHERE id = 1").Scan(&name, &updated)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return g, fmt.Errorf("read metadata of %s: %w", id, err)
+	// One statement reads the metadata, the newest message's time and the
+	// wakeup totals, with the acknowledged ones' response seconds.
+	var name, updated, latestAt sql.NullString
+	var pending, acked sql.NullInt64
+	var response sql.NullFloat64
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT updated_at FROM group_metadata WHERE id = 1), "+
+		"(SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), "+
+		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
+		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
+		"FROM wakeup_events").Scan(&name, &updated, &latestAt, &pending, &acked, &response)
+	if err != nil {
+		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.UpdatedAt = name.String, updated.String
+	g.Name, g.UpdatedAt, g.LatestAt = name.String, updated.String, latestAt.String
 	if g.Name == "" {
 		g.Name = "Untitled group"
 	}
+	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
-	}
-	var latestAt sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT created_at FROM messages ORDER BY id DESC LIMIT 1").Scan(&latestAt)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return g, fmt.Errorf("read latest message of %s: %w", id, err)
-	}
-	g.LatestAt = latestAt.String
-	if err := readWakeupTotals(ctx, conn, &g); err != nil {
-		return g, fmt.Errorf("read wakeups of %s: %w", id, err)
 	}
 	if err := readPriorities(ctx, conn, g.Priorities); err != nil {
 		return g, fmt.Errorf("read message metrics of %s: %w", id, err)
 	}
 	return g, nil
-}
-
-// readWakeupTotals counts pending and acknowledged wakeups and sums the
-// acknowledged ones' response seconds.
-func readWakeupTotals(ctx context.Context, q queryer, g *groupSummary) error {
-	var pending, acked sql.NullInt64
-	var response sql.NullFloat64
-	err := q.QueryRowContext(ctx, "SELECT "+
-		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
-		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
-		"FROM wakeup_events").Scan(&pending, &acked, &response)
-	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
-	return err
 }
 
 // readPriorities adds message counts by priority into counts, from the
@@ -281,20 +242,13 @@ func readPriorities(ctx context.Context, q queryer, counts map[string]int64) err
 	if tables["group_message_metrics"] {
 		query = "SELECT value, count FROM group_message_metrics WHERE metric = 'priority'"
 	}
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return eachRow(ctx, q, func(row rowScanner) error {
 		var k string
 		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return err
-		}
+		err := row.Scan(&k, &n)
 		counts[k] += n
-	}
-	return rows.Err()
+		return err
+	}, query)
 }
 
 // readMembers lists members with unread counts, also for group databases
@@ -310,25 +264,24 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 			"LEFT JOIN member_unread_messages ON member_unread_messages.context_id = group_members.context_id " +
 			"GROUP BY group_members.context_id, name, joined_at ORDER BY joined_at"
 	}
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var members []memberInfo
-	for rows.Next() {
+	return queryAll(ctx, q, func(row rowScanner) (memberInfo, error) {
 		var m memberInfo
 		var name sql.NullString
-		if err := rows.Scan(&m.ContextID, &name, &m.Unread); err != nil {
-			return nil, err
-		}
-		m.Name = name.String
-		if m.Name == "" {
+		err := row.Scan(&m.ContextID, &name, &m.Unread)
+		if m.Name = name.String; m.Name == "" {
 			m.Name = m.ContextID
 		}
-		members = append(members, m)
+		return m, err
+	}, query)
+}
+
+// memberNames maps members' context ids to their names.
+func memberNames(members []memberInfo) map[string]string {
+	names := make(map[string]string, len(members))
+	for _, m := range members {
+		names[m.ContextID] = m.Name
 	}
-	return members, rows.Err()
+	return names
 }
 
 // healthRow is one line of the Overview group health table.
@@ -348,14 +301,14 @@ type healthRow struct {
 // healthRowOf derives a group's health row; pending wakeups need attention
 // before unread messages do.
 func (o *observer) healthRowOf(g groupSummary) healthRow {
-	if g.Damage != "" {
-		return healthRow{ID: g.ID, Name: "Damaged group file", Members: "—", Unread: "—", Pending: "—",
-			Latest: stamp{Text: "Damaged"}, State: "Damaged", StateClass: "error",
-			Detail: g.Damage + "; run crosstalk-mcp doctor --repair to move it aside"}
-	}
 	if g.Unavailable {
-		return healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
+		row := healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
 			Latest: stamp{Text: "Unavailable"}, State: "Unavailable", StateClass: "error"}
+		if g.Damage != "" {
+			row.Name, row.Latest.Text, row.State = "Damaged group file", "Damaged", "Damaged"
+			row.Detail = g.Damage + "; run crosstalk-mcp doctor --repair to move it aside"
+		}
+		return row
 	}
 	var unread int64
 	for _, m := range g.Members {
@@ -370,15 +323,6 @@ func (o *observer) healthRowOf(g groupSummary) healthRow {
 		row.State, row.StateClass = "Unread", "unread"
 	}
 	return row
-}
-
-// overviewGroupRow reads one group's health row, for live row refreshes.
-func (o *observer) overviewGroupRow(ctx context.Context, id string) (healthRow, bool) {
-	g, err := o.readGroupSummary(ctx, id)
-	if err != nil {
-		return healthRow{}, false
-	}
-	return o.healthRowOf(g), true
 }
 
 // metric is one headline number.
@@ -415,19 +359,15 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 		calls += row.Calls
 		errs += row.Errors
 	}
-	rows, err := a.db.QueryContext(ctx, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
-	if err != nil {
-		return v
-	}
-	defer rows.Close()
-	for rows.Next() {
+	v.Failures, err = queryAll(ctx, a.db, func(row rowScanner) (failureRow, error) {
 		var at, tool, category sql.NullString
 		var duration sql.NullInt64
-		if rows.Scan(&at, &tool, &duration, &category) != nil {
-			return v
-		}
-		v.Failures = append(v.Failures, failureRow{Tool: toolLabel(tool.String), Category: errorCategoryLabel(category.String),
-			Duration: duration.Int64, At: o.stampOf(at.String, "")})
+		err := row.Scan(&at, &tool, &duration, &category)
+		return failureRow{Tool: toolLabel(tool.String), Category: errorCategoryLabel(category.String),
+			Duration: duration.Int64, At: o.stampOf(at.String, "")}, err
+	}, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
+	if err != nil {
+		return reliabilityView{ErrorRate: "—", P95: "—"}
 	}
 	v.Available = true
 	v.Calls = calls

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"crypto/subtle"
 	"embed"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,10 +24,7 @@ type dashboardView struct {
 	View        string
 	Title       string
 	Description string
-	Overview    overviewView
-	Chats       chatsView
-	Analytics   analyticsView
-	Storage     storageView
+	Panel       any
 }
 
 // pageViews are the views the page can open on, with their headings.
@@ -37,31 +35,17 @@ var pageViews = map[string][2]string{
 	"storage":   {"Storage", "Audit history maintenance for this local observer."},
 }
 
-// dashboardView reads the full page for the view q names (Overview when it
-// names none it knows); the CSRF token rides in a meta tag so the page's
-// script can send it with the maintenance POSTs.
-func (o *observer) dashboardView(ctx context.Context, q url.Values) dashboardView {
-	v := dashboardView{CSRFToken: o.csrfToken, View: q.Get("view")}
+// dashboardView reads the full page for the view r's ?view= names (Overview
+// when it names none it knows); the CSRF token rides in a meta tag so the
+// page's script can send it with the maintenance POSTs.
+func (o *observer) dashboardView(r *http.Request) dashboardView {
+	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
 	if _, ok := pageViews[v.View]; !ok {
 		v.View = "overview"
 	}
 	v.Title, v.Description = pageViews[v.View][0], pageViews[v.View][1]
-	switch v.View {
-	case "chats":
-		v.Chats = o.chatsView(ctx, q.Get("group_id"))
-	case "analytics":
-		v.Analytics = o.analyticsView(ctx, q)
-	case "storage":
-		v.Storage = o.storageView(ctx)
-	default:
-		v.Overview = o.overviewView(ctx)
-	}
+	v.Panel = o.panels()[v.View](r)
 	return v
-}
-
-// servePage serves the full page at "/".
-func (o *observer) servePage(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "dashboard", o.dashboardView(r.Context(), r.URL.Query()))
 }
 
 //go:embed static
@@ -249,4 +233,81 @@ func formatBytes(n int64) string {
 		}
 	}
 	return fmt.Sprint(n)
+}
+
+// loopbackOnly refuses any request whose Host header does not name this
+// machine's loopback interface: such a request may come from a page that
+// rebound its DNS name to 127.0.0.1. An absolute-form request line
+// ("GET http://127.0.0.1/ HTTP/1.1") is refused too: net/http then takes
+// r.Host from the line and drops the Host header, so the header cannot be
+// checked, and browsers send that form only to proxies.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host != "" || !allowedHost(r.Host) {
+			http.Error(w, "Forbidden: this server only answers loopback host names.", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedHost reports whether a Host (or Origin host) names this machine's
+// loopback interface; anything else may be a DNS-rebinding page.
+func allowedHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	switch strings.ToLower(host) {
+	case "127.0.0.1", "localhost", "::1":
+		return true
+	}
+	return false
+}
+
+// contentSecurityPolicy allows only this origin: no inline script or style,
+// no third-party connection, no framing.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; worker-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
+	"form-action 'self'; frame-ancestors 'none'"
+
+// securityHeaders sets the headers every response carries, errors included.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireCSRF lets a POST through only with this process's CSRF token and,
+// when the browser names an origin, a loopback one. "Origin: null" (sent by
+// sandboxed frames, data: URLs and some redirects) is refused even with the
+// right token, because such a page can be anyone's.
+func (o *observer) requireCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: cross-origin request.")
+			return
+		}
+		token := r.Header.Get("X-CSRF-Token")
+		if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(o.csrfToken)) != 1 {
+			o.renderNotice(w, r, http.StatusForbidden, true, "Maintenance request rejected: invalid CSRF token.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOrigin reports whether an Origin header value is an http(s)
+// origin on a loopback host name.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return allowedHost(u.Host)
 }

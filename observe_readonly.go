@@ -178,36 +178,30 @@ func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
 	return p.get(dir, filepath.Join(dir, catalogFileName))
 }
 
-// groupRevisions reads the four group_state counters writers bump.
-func (p *readOnlyPool) groupRevisions(dir, id string) (revisions, error) {
-	var m revisions
-	db, err := p.group(dir, id)
-	if err != nil {
-		return m, err
-	}
-	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision FROM group_state WHERE id = 1").
-		Scan(&m.message, &m.member, &m.wakeup, &m.metadata)
-	if err != nil {
-		return m, fmt.Errorf("read revisions of %s: %w", id, err)
-	}
-	return m, nil
+// snapshotState is a group's revisions and its newest message id (nil for
+// an empty group, which events encode as JSON null).
+type snapshotState struct {
+	marker revisions
+	latest *int64
 }
 
-// latestMessageID returns the newest message id, or nil for an empty group
-// (which the events encode as JSON null).
-func (p *readOnlyPool) latestMessageID(dir, id string) (*int64, error) {
+// groupState reads a group's counters and newest message id at once.
+func (p *readOnlyPool) groupState(dir, id string) (snapshotState, error) {
+	var s snapshotState
 	db, err := p.group(dir, id)
 	if err != nil {
-		return nil, err
+		return s, err
 	}
 	var latest sql.NullInt64
-	if err := db.QueryRow("SELECT MAX(id) FROM messages").Scan(&latest); err != nil {
-		return nil, fmt.Errorf("read latest message of %s: %w", id, err)
+	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision, (SELECT MAX(id) FROM messages) FROM group_state WHERE id = 1").
+		Scan(&s.marker.message, &s.marker.member, &s.marker.wakeup, &s.marker.metadata, &latest)
+	if err != nil {
+		return s, fmt.Errorf("read state of %s: %w", id, err)
 	}
-	if !latest.Valid {
-		return nil, nil
+	if latest.Valid {
+		s.latest = &latest.Int64
 	}
-	return &latest.Int64, nil
+	return s, nil
 }
 
 // latestAuditID returns the newest audit row id; ok is false when there is
@@ -259,17 +253,42 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 	if err != nil {
 		return names
 	}
-	rows, err := db.QueryContext(ctx, "SELECT group_id, name FROM groups")
+	eachRow(ctx, db, func(row rowScanner) error {
+		var id string
+		var name sql.NullString
+		if row.Scan(&id, &name) == nil && validateGroupID(id) == nil {
+			names[id] = name.String
+		}
+		return nil
+	}, "SELECT group_id, name FROM groups")
+	return names
+}
+
+// eachRow runs query and calls scan on every row.
+func eachRow(ctx context.Context, q queryer, scan func(rowScanner) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return names
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		var name sql.NullString
-		if rows.Scan(&id, &name) == nil && validateGroupID(id) == nil {
-			names[id] = name.String
+		if err := scan(rows); err != nil {
+			return err
 		}
 	}
-	return names
+	return rows.Err()
+}
+
+// queryAll runs query and turns every row into a T with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
+	err := eachRow(ctx, q, func(row rowScanner) error {
+		v, err := scan(row)
+		out = append(out, v)
+		return err
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

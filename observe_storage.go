@@ -19,11 +19,6 @@ type storageView struct {
 	Details   []metric
 }
 
-// serveStorage serves the Storage fragment.
-func (o *observer) serveStorage(w http.ResponseWriter, r *http.Request) {
-	o.renderPage(w, r, http.StatusOK, "storage", o.storageView(r.Context()))
-}
-
 // reclaimPages bounds one "Reclaim space" step, so a click never holds the
 // audit writer off for long.
 const reclaimPages = 100
@@ -62,46 +57,43 @@ func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg
 // storageView reads the audit database's size, rows, free pages and
 // retention facts.
 func (o *observer) storageView(ctx context.Context) storageView {
-	var v storageView
-	path := filepath.Join(o.dir, catalogFileName)
+	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
+	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
 	a, err := o.readAuditSchema(ctx)
-	if errors.Is(err, errNoDatabase) {
-		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
-		return v
-	}
-	if err != nil {
-		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
-		return v
-	}
-	db := a.db
-	if !a.tables["tool_calls"] {
-		v.Notice = "No audit database exists yet. Enable auditing and make a tool call to create it."
-		return v
+	switch {
+	case errors.Is(err, errNoDatabase):
+		return missing
+	case err != nil:
+		return unavailable
+	case !a.tables["tool_calls"]:
+		return missing
 	}
 	var rowsCount, pageSize, freePages int64
-	if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tool_calls").Scan(&rowsCount) != nil ||
-		db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize) != nil ||
-		db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&freePages) != nil {
-		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
-		return v
+	if a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tool_calls").Scan(&rowsCount) != nil ||
+		a.db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize) != nil ||
+		a.db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&freePages) != nil {
+		return unavailable
 	}
+	path := filepath.Join(o.dir, catalogFileName)
 	info, err := os.Stat(path)
 	if err != nil {
-		v.Notice = "Audit storage is temporarily unavailable; retry shortly."
-		return v
+		return unavailable
+	}
+	// Until a checkpoint, recent writes live in the WAL beside the file; on
+	// a busy server that is most of the space the audit history takes.
+	size := info.Size()
+	if wal, err := os.Stat(path + "-wal"); err == nil {
+		size += wal.Size()
 	}
 	meta, _ := auditMetadata(ctx, a)
-	retention := firstNonEmpty(meta.Retention, "unknown (legacy audit database)")
-	v.Available = true
-	v.Details = []metric{
-		{Label: "Audit file", Value: formatBytes(info.Size())},
+	return storageView{Available: true, Details: []metric{
+		{Label: "Audit file", Value: formatBytes(size) + " (WAL included)"},
 		{Label: "Audit rows", Value: fmt.Sprint(rowsCount)},
 		{Label: "Reclaimable", Value: formatBytes(pageSize * freePages)},
-		{Label: "Retention", Value: retention},
+		{Label: "Retention", Value: firstNonEmpty(meta.Retention, "unknown (legacy audit database)")},
 		{Label: "Activated", When: o.stampOf(meta.EnabledAt, "—")},
 		{Label: "Last cleanup", When: o.stampOf(meta.LastCleanup, "Never")},
-	}
-	return v
+	}}
 }
 
 // openAuditForWrite opens observability.sqlite3 read-write, if it exists;
@@ -127,17 +119,11 @@ func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, erro
 		return msg, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", pages))
+	// The pragma frees one page per step, so every row must be read.
+	err = eachRow(ctx, db, func(rowScanner) error { return nil }, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", pages))
 	if err != nil {
 		return "Audit storage is busy; retry later.", fmt.Errorf("reclaim audit space: %w", err)
 	}
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return "Audit storage is busy; retry later.", fmt.Errorf("reclaim audit space: %w", err)
-	}
-	rows.Close()
 	return "Reclaimed available audit free pages.", nil
 }
 

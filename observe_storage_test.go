@@ -83,3 +83,28 @@ func TestStorageActions(t *testing.T) {
 		t.Error("a storage action created observability.sqlite3")
 	}
 }
+
+// TestStorageCountsTheWAL checks that the audit file's size includes its
+// write-ahead log, which holds recent writes until a checkpoint.
+func TestStorageCountsTheWAL(t *testing.T) {
+	fx := newObserveFixture(t)
+	seedBasic(fx, time.Now())
+	path := filepath.Join(fx.dir, catalogFileName)
+	writer := openTestDB(t, path, "rw")
+	writer.SetMaxOpenConns(1)
+	if _, err := writer.Exec("PRAGMA wal_autocheckpoint = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec("CREATE TABLE padding(x); INSERT INTO padding SELECT randomblob(1 << 20)"); err != nil {
+		t.Fatal(err)
+	}
+	db, err1 := os.Stat(path)
+	wal, err2 := os.Stat(path + "-wal")
+	if err1 != nil || err2 != nil || wal.Size() < 1<<20 {
+		t.Fatalf("got WAL %v (%v, %v); want over 1 MiB uncheckpointed", wal, err1, err2)
+	}
+	_, body, _ := get(t, newTestObserver(t, fx.dir, time.Second), "/fragments/storage")
+	if want := "<dd>" + formatBytes(db.Size()+wal.Size()) + " (WAL included)</dd>"; !strings.Contains(body, want) {
+		t.Errorf("storage view lacks %q:\n%s", want, body)
+	}
+}

@@ -20,11 +20,16 @@ import (
 // newTestObserver returns an observer over dir that renders times in UTC.
 func newTestObserver(t testing.TB, dir string, poll time.Duration) *observer {
 	t.Helper()
-	obs, err := newObserver(dir, poll)
+	return newObserverAt(t, dir, poll, time.Now)
+}
+
+// newObserverAt is newTestObserver on the clock now.
+func newObserverAt(t testing.TB, dir string, poll time.Duration, now func() time.Time) *observer {
+	t.Helper()
+	obs, err := newObserver(dir, poll, now, time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.location = time.UTC
 	t.Cleanup(obs.dbs.closeAll)
 	return obs
 }
@@ -98,7 +103,7 @@ func TestRunObserveRejectsBadOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runObserve(tt.args, &stdout, &stderr)
+			code := runObserve(tt.args, &stdout, &stderr, groupsDirFromEnv)
 			if code != 2 {
 				t.Errorf("got exit %d; want 2", code)
 			}
@@ -131,7 +136,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("CROSSTALK_GROUPS_DIR", tt.env)
-			got, err := resolveObserveGroupsDir(tt.opts)
+			got, err := observeCommand{groupsDir: groupsDirFromEnv}.resolveGroupsDir(tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("got %q, %v; want %q", got, err, tt.want)
 			}
@@ -141,7 +146,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 		t.Setenv("CROSSTALK_GROUPS_DIR", "")
 		home := t.TempDir()
 		t.Setenv("HOME", home)
-		got, err := resolveObserveGroupsDir(observeOptions{})
+		got, err := observeCommand{groupsDir: groupsDirFromEnv}.resolveGroupsDir(observeOptions{})
 		if want := filepath.Join(home, ".cache", "crosstalk"); err != nil || got != want {
 			t.Errorf("got %q, %v; want %q", got, err, want)
 		}
@@ -192,17 +197,14 @@ func TestRunObserveServesOpensAndShutsDownWithOpenStreams(t *testing.T) {
 	free.Close()
 
 	opened := make(chan string, 1)
-	restoreOpen := openBrowser
-	openBrowser = func(url string) error { opened <- url; return fmt.Errorf("no browser here") }
 	ctx, cancel := context.WithCancel(context.Background())
-	restoreSignals := observeSignals
-	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
-	defer func() { openBrowser, observeSignals = restoreOpen, restoreSignals }()
-
 	var stdout, stderr syncBuffer
+	cmd := observeCommand{&stdout, &stderr, groupsDirFromEnv,
+		func(_ context.Context, url string) error { opened <- url; return fmt.Errorf("no browser here") },
+		func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }}
 	done := make(chan int, 1)
 	go func() {
-		done <- runObserve([]string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir}, &stdout, &stderr)
+		done <- cmd.run(observeArgs(t, []string{"--port", fmt.Sprint(port), "--poll-interval", "0.05", "--groups-dir", dir}...))
 	}()
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	select {
@@ -265,13 +267,12 @@ func TestRunObserveFallsBackFromBusyDefaultPort(t *testing.T) {
 		defer held.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	restoreSignals := observeSignals
-	observeSignals = func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }
-	defer func() { observeSignals = restoreSignals }()
 	var stdout, stderr syncBuffer
+	cmd := observeCommand{&stdout, &stderr, groupsDirFromEnv, nil,
+		func(parent context.Context) (context.Context, context.CancelFunc) { return ctx, cancel }}
 	done := make(chan int, 1)
 	dir := t.TempDir()
-	go func() { done <- runObserve([]string{"--silent", "--groups-dir", dir}, &stdout, &stderr) }()
+	go func() { done <- cmd.run(observeArgs(t, []string{"--silent", "--groups-dir", dir}...)) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for stdout.String() == "" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -496,4 +497,14 @@ func TestHostHeaderNotRequestLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// observeArgs parses a test's observe command line, which must be valid.
+func observeArgs(t testing.TB, args ...string) observeOptions {
+	t.Helper()
+	opts, err := parseObserveOptions(args)
+	if err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return opts
 }
