@@ -42,20 +42,6 @@ type store struct {
 	// a wake event, so that a subscription held back from notifying again
 	// (wakeupRenotifyGap) sees that its member has read meanwhile.
 	acks atomic.Int64
-	// combined counts the sends of other calls, usually other processes',
-	// that this process's transactions stored (combineSend).
-	combined atomic.Int64
-	// leaders counts the goroutines leading combined sends in the
-	// background (keepLeading); closing asks them to stop, and close waits
-	// for them. closing is set under leadersMu, which keepLeading holds to
-	// start one, so that none starts once close waits.
-	leaders   sync.WaitGroup
-	leadersMu sync.Mutex
-	closing   atomic.Bool
-	// stalled holds, until when, the rendezvous whose leader left a
-	// follower unanswered (rememberStall); guarded by stalledMu.
-	stalledMu sync.Mutex
-	stalled   map[string]time.Time
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;
@@ -80,6 +66,12 @@ type groupHandle struct {
 	stmts   map[string]*sql.Stmt
 	// queue orders this group's writers across processes (writeQueue).
 	queue *writeQueue
+
+	// sends holds this process's sends to the group that wait for writeMu,
+	// so that whoever takes it stores them all in one transaction
+	// (sendQueued). sendsMu guards it; it is taken alone, or inside writeMu.
+	sendsMu sync.Mutex
+	sends   []*queuedSend
 }
 
 // groupTx is a write transaction on a group handle's dedicated connection.
@@ -127,9 +119,14 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection,
 // for the reason inTx gives.
 func (h *groupHandle) write(fn func(tx groupTx) error) error {
-	ctx := context.Background()
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
+	return h.writeLocked(fn)
+}
+
+// writeLocked is write for a caller that holds writeMu.
+func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
+	ctx := context.Background()
 	if h.conn == nil {
 		conn, err := h.db.Conn(ctx)
 		if err != nil {
@@ -167,13 +164,8 @@ func newStore(dir string) (*store, error) {
 	return &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}, nil
 }
 
-// close stops the background leaders, which finish the round they are in,
-// and releases every cached database handle.
+// close releases every cached database handle.
 func (s *store) close() {
-	s.leadersMu.Lock()
-	s.closing.Store(true)
-	s.leadersMu.Unlock()
-	s.leaders.Wait()
 	s.mu.Lock()
 	handles := s.handles
 	s.handles = map[string]*groupHandle{}
