@@ -42,26 +42,30 @@ const (
 
 // valuesSQL returns prefix followed by n tuples of width parameters, built
 // once per text; the write connection prepares each text once too.
-var valuesSQL = func() func(prefix string, width, n int) string {
-	type key struct {
-		prefix   string
-		width, n int
-	}
-	var mu sync.Mutex
-	cache := map[key]string{}
-	return func(prefix string, width, n int) string {
-		mu.Lock()
-		defer mu.Unlock()
-		k := key{prefix, width, n}
-		if q, ok := cache[k]; ok {
-			return q
-		}
-		tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
-		q := prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
-		cache[k] = q
+func valuesSQL(prefix string, width, n int) string {
+	valuesTexts.Lock()
+	defer valuesTexts.Unlock()
+	k := valuesKey{prefix, width, n}
+	if q, ok := valuesTexts.m[k]; ok {
 		return q
 	}
-}()
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
+	q := prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
+	valuesTexts.m[k] = q
+	return q
+}
+
+// valuesKey names one text of valuesSQL.
+type valuesKey struct {
+	prefix   string
+	width, n int
+}
+
+// valuesTexts holds the texts valuesSQL built.
+var valuesTexts = struct {
+	sync.Mutex
+	m map[valuesKey]string
+}{m: map[valuesKey]string{}}
 
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
