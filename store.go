@@ -25,6 +25,7 @@ import (
 // and use, and a write transaction takes writeMu while inUse is held.
 // Nothing takes s.mu while holding inUse or writeMu; a handle is closed
 // (inUse for writing) only after it has left s.handles, outside s.mu.
+// A handle's sendsMu is taken alone or inside its writeMu, never around it.
 // catalogMu guards only catalogDB and is never held with the others.
 type store struct {
 	dir string

@@ -140,8 +140,8 @@ func init() {
 // The row is inserted through the driver directly, because database/sql
 // keeps every argument of a statement until it finishes, and with
 // releaseTextSQL, which drops the Go copy of the text mid-statement. The
-// text, held only in a hugeText (as the stdio transport hands it over), is then
-// referenced nowhere else.
+// text, held only in a hugeText (as the stdio transport hands it over), is
+// then referenced nowhere else.
 func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, err error) {
 	var stored string
 	err = b.tx.QueryRow("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert' AND tbl_name = 'messages'").Scan(&stored)
