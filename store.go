@@ -20,12 +20,12 @@ import (
 // that another process could change, except open database handles, which are
 // checked against the file's identity before each use.
 //
-// Lock order: s.mu, then a handle's inUse (read), then its writeMu. acquire
+// Lock order: s.mu, then a handle's inUse (read), then its writeTurn. acquire
 // takes inUse under s.mu so that a handle cannot be evicted between lookup
-// and use, and a write transaction takes writeMu while inUse is held.
-// Nothing takes s.mu while holding inUse or writeMu; a handle is closed
+// and use, and a write transaction takes writeTurn while inUse is held.
+// Nothing takes s.mu while holding inUse or writeTurn; a handle is closed
 // (inUse for writing) only after it has left s.handles, outside s.mu.
-// A handle's sendsMu is taken alone or inside its writeMu, never around it.
+// A handle's sendsMu is taken alone or inside its writeTurn, never around it.
 // catalogMu guards only catalogDB and is never held with the others.
 type store struct {
 	dir string
@@ -59,18 +59,22 @@ type groupHandle struct {
 	info     os.FileInfo
 	lastUsed time.Time
 
-	// writeMu serializes write transactions on conn, the connection whose
+	// writeTurn serializes write transactions on conn, the connection whose
 	// prepared statements stmts keeps: preparing a statement costs more
-	// than running it, and a send runs about ten.
-	writeMu sync.Mutex
-	conn    *sql.Conn
-	stmts   map[string]*sql.Stmt
+	// than running it, and a send runs about ten. A writer holds it by
+	// putting the one value it has room for. It is a channel, not a mutex,
+	// so that a queued send can stop waiting as soon as another's
+	// transaction has answered it (sendQueued), and its waiters take their
+	// turns in order.
+	writeTurn chan struct{}
+	conn      *sql.Conn
+	stmts     map[string]*sql.Stmt
 	// queue orders this group's writers across processes (writeQueue).
 	queue *writeQueue
 
-	// sends holds this process's sends to the group that wait for writeMu,
+	// sends holds this process's sends to the group that wait for writeTurn,
 	// so that whoever takes it stores them all in one transaction
-	// (sendQueued). sendsMu guards it; it is taken alone, or inside writeMu.
+	// (sendQueued). sendsMu guards it; it is taken alone, or inside writeTurn.
 	sendsMu sync.Mutex
 	sends   []*queuedSend
 }
@@ -120,12 +124,12 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection,
 // for the reason inTx gives.
 func (h *groupHandle) write(fn func(tx groupTx) error) error {
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
+	h.writeTurn <- struct{}{}
+	defer func() { <-h.writeTurn }()
 	return h.writeLocked(fn)
 }
 
-// writeLocked is write for a caller that holds writeMu.
+// writeLocked is write for a caller that holds writeTurn.
 func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	ctx := context.Background()
 	if h.conn == nil {
@@ -290,7 +294,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		// as the subscription poller's, without waiting for a write.
 		db.SetMaxOpenConns(3)
 		db.SetMaxIdleConns(3)
-		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info)}
+		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
 		stale = append(stale, s.evictLocked(id)...)
 	}

@@ -120,7 +120,7 @@ const maxSharedSends = 256
 // Concurrent sessions of one process (serve --http, where many agents share
 // the process) each pay a commit's fixed cost otherwise, one after another:
 // a send dirties some forty pages and pays one fsync however many messages
-// share it. So a send joins the handle's queue and waits for writeMu; the
+// share it. So a send joins the handle's queue and waits for writeTurn; the
 // sender that gets it stores every send queued by then in one transaction,
 // and those whose turn comes after find themselves answered. Each message
 // is stamped by this process's clock as its transaction writes it.
@@ -128,8 +128,12 @@ func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
 	h.sendsMu.Lock()
 	h.sends = append(h.sends, q)
 	h.sendsMu.Unlock()
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
+	select {
+	case <-q.done:
+		return // stored by the transaction of a send queued before it
+	case h.writeTurn <- struct{}{}:
+	}
+	defer func() { <-h.writeTurn }()
 	for {
 		select {
 		case <-q.done:
@@ -145,7 +149,7 @@ func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
 // takeQueued removes from h's queue the sends of one transaction, oldest
 // first, and answers those whose context ended with its error instead: a
 // caller that gave up must find its message not stored. The caller holds
-// writeMu.
+// writeTurn.
 func (h *groupHandle) takeQueued() []*queuedSend {
 	h.sendsMu.Lock()
 	defer h.sendsMu.Unlock()
@@ -164,7 +168,7 @@ func (h *groupHandle) takeQueued() []*queuedSend {
 }
 
 // storeQueued writes the sends of batch in one transaction on h, whose
-// writeMu the caller holds, and answers them. When a transaction shared by
+// writeTurn the caller holds, and answers them. When a transaction shared by
 // several calls fails other than busy, each is stored again alone, so that
 // it gets the answer it would have got alone; a busy group is reported to
 // all, and each retries within its own window (retryBusy).

@@ -83,7 +83,7 @@ func TestSendBatchMatchesOneByOne(t *testing.T) {
 	}
 }
 
-// heldSendQueue returns the handle of group id with its writeMu held, so
+// heldSendQueue returns the handle of group id with its writeTurn held, so
 // that sends queue behind it, and a function that waits until n sends are
 // queued and then lets them go.
 func heldSendQueue(t *testing.T, st *store, id string) (h *groupHandle, release func(n int)) {
@@ -93,7 +93,7 @@ func heldSendQueue(t *testing.T, st *store, id string) (h *groupHandle, release 
 		t.Fatal(err)
 	}
 	h.inUse.RUnlock()
-	h.writeMu.Lock()
+	h.writeTurn <- struct{}{}
 	return h, func(n int) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -107,7 +107,7 @@ func heldSendQueue(t *testing.T, st *store, id string) (h *groupHandle, release 
 				t.Fatalf("queued sends: got %d; want %d", queued, n)
 			}
 		}
-		h.writeMu.Unlock()
+		<-h.writeTurn
 	}
 }
 
