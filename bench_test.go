@@ -31,7 +31,12 @@ type pipeSession struct {
 	done  chan error
 }
 
-func newPipeSession(tb testing.TB) *pipeSession {
+func newPipeSession(tb testing.TB) *pipeSession { return newPipeSessionReading(tb, false) }
+
+// newPipeSessionReading is newPipeSession; with oneByOne the server reads
+// its input one line at a time (lineByLine), so that it commits each send
+// alone however the client pipelines them.
+func newPipeSessionReading(tb testing.TB, oneByOne bool) *pipeSession {
 	tb.Helper()
 	dir := tb.TempDir()
 	st, err := newStore(dir)
@@ -48,8 +53,12 @@ func newPipeSession(tb testing.TB) *pipeSession {
 	}
 	srv := newServer(st, outW, newServerConfig(version, pollInterval("")))
 	ps := &pipeSession{tb: tb, dir: dir, store: st, srv: srv, in: inW, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
+	var input io.Reader = inR
+	if oneByOne {
+		input = &lineByLine{r: bufio.NewReader(inR)}
+	}
 	go func() {
-		err := srv.serve(inR)
+		err := srv.serve(input)
 		srv.subs.close()
 		st.close()
 		inR.Close()
@@ -158,19 +167,16 @@ func synchronousSetting(tb testing.TB, path string) int {
 // BenchmarkSendMessagePipelined sends b.N messages through the stdio loop
 // as fast as the client can write them, one group with two members. The
 // server commits the sends it finds already buffered together.
-func BenchmarkSendMessagePipelined(b *testing.B) { benchSends(b, 0) }
+func BenchmarkSendMessagePipelined(b *testing.B) { benchSends(b, false) }
 
 // BenchmarkSendMessageOneByOne is BenchmarkSendMessagePipelined with group
 // commit off: one transaction per send, as the original commits.
-func BenchmarkSendMessageOneByOne(b *testing.B) { benchSends(b, 1) }
+func BenchmarkSendMessageOneByOne(b *testing.B) { benchSends(b, true) }
 
-// benchSends pipelines b.N sends; a runLimit above 0 replaces the server's
-// bound on sends per transaction.
-func benchSends(b *testing.B, runLimit int) {
-	ps := newPipeSession(b)
-	if runLimit > 0 {
-		ps.srv.sendRunLimit = runLimit
-	}
+// benchSends pipelines b.N sends; oneByOne has the server read them one
+// line at a time, so that it commits each alone.
+func benchSends(b *testing.B, oneByOne bool) {
+	ps := newPipeSessionReading(b, oneByOne)
 	gid := ps.setupGroup()
 	b.Logf("synchronous=%d", synchronousSetting(b, ps.store.groupPath(gid)))
 	lines := make([]string, b.N)

@@ -99,7 +99,7 @@ func crashToolText(answer string) (string, bool) {
 
 // TestE2ECrashSafety runs several server processes sending to one group and
 // one creating groups, and kills them with SIGKILL at random moments, so
-// that leaders and followers of combined sends die mid-commit. Every send
+// that senders die mid-commit, pipelined runs among them. Every send
 // that was answered must be stored with its text and none twice, message
 // ids must be contiguous, unread counters must match their rows, the
 // databases must pass SQLite's and FTS5's integrity checks, and no group
@@ -219,8 +219,7 @@ func checkCrashedGroup(t *testing.T, dir, gid string, acked map[string]bool) {
 	stored := map[string]bool{}
 	for _, text := range queryRows(t, db, "SELECT content FROM messages") {
 		if stored[text] {
-			// Every text is sent once: a second row is a send stored twice,
-			// as a combined send could be if its exactly-once rules broke.
+			// Every text is sent once: a second row is a send stored twice.
 			t.Errorf("stored twice: %.60q", text)
 		}
 		stored[text] = true

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 )
 
 // pendingSend is a send_message call read ahead of its answer: prepared by
@@ -13,6 +15,9 @@ type pendingSend struct {
 	preparedCall
 	groupID string
 	msg     outgoing
+	// huge holds the text of a send of hugeLine bytes or more instead of
+	// msg (detach), and is nil for any other send.
+	huge *hugeText
 }
 
 // Group commit: a client that pipelines sends to one group (writes several
@@ -34,6 +39,11 @@ const maxSendRun = 64
 // input, so a lone request is not delayed. It returns nil when line is
 // anything else; a run stops at the first line that is not such a call.
 func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
+	if len(line) >= hugeLine {
+		// ReadBytes gathered the line in chunks, then copied them into
+		// line: return the chunks before decoding adds a copy of the text.
+		releaseMemory()
+	}
 	first, ok := s.sendCall(line)
 	if !ok {
 		return nil
@@ -44,7 +54,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 		run[0].detach()
 		return run
 	}
-	for len(run) < s.sendRunLimit {
+	for len(run) < maxSendRun {
 		buffered, _ := r.Peek(r.Buffered())
 		end := bytes.IndexByte(buffered, '\n')
 		if end < 0 {
@@ -128,12 +138,16 @@ func (s *server) answerSends(run []pendingSend) error {
 // on the message sendCall already parsed, which is therefore not decoded
 // twice (for a huge message, a second copy of it).
 func (s *server) sendAlone(p pendingSend) toolResult {
-	if len(p.msg.body()) >= hugeLine {
+	if p.huge != nil {
 		releaseMemory() // the line, now unreferenced: see hugeLine
 	}
 	var out sent
 	err := retryBusy(func() (err error) {
-		out, err = s.store.sendMessage(p.groupID, p.msg)
+		if p.huge != nil {
+			out, err = s.store.sendHuge(p.groupID, p.msg, p.huge)
+		} else {
+			out, err = s.store.sendMessage(p.groupID, p.msg)
+		}
 		return err
 	})
 	if err != nil {
@@ -152,7 +166,7 @@ func (s *server) commitSends(run []pendingSend) []toolResult {
 	var outs []sent
 	var errs []error
 	err := retryBusy(func() (err error) {
-		outs, errs, err = s.store.sendMessages(run[0].groupID, msgs)
+		outs, errs, err = s.store.sendMessages(context.Background(), run[0].groupID, msgs)
 		return err
 	})
 	if err != nil && !isBusy(err) {
@@ -170,4 +184,26 @@ func (s *server) commitSends(run []pendingSend) []toolResult {
 		}
 	}
 	return results
+}
+
+// detach makes p refer to nothing of the line it was decoded from, so that
+// the line (the size of the message, and more) can be freed before the
+// message is stored: the request id and every argument but the message,
+// which p.msg already holds decoded, are copied; the raw params and the
+// message's raw text are dropped. Only the audit record reads the
+// arguments after this, and it reads none of those. The decoded text moves
+// into p.huge, so that the insert can take the last reference to it (see
+// hugeLine and store.sendHuge).
+func (p *pendingSend) detach() {
+	p.huge, p.msg.text = &hugeText{s: p.msg.text}, ""
+	p.req.id = bytes.Clone(p.req.id)
+	p.call.requestID = p.req.id
+	p.req.params = nil
+	values := make(map[string]json.RawMessage, len(p.call.args.values))
+	for k, v := range p.call.args.values {
+		if k != "message" {
+			values[k] = bytes.Clone(v)
+		}
+	}
+	p.call.args = toolArgs{values: values}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -73,16 +74,43 @@ func TestPipelinedSendsRuns(t *testing.T) {
 	}
 }
 
+// lineByLine hands the lines of r to its reader one per Read, so that
+// nothing is buffered behind a line: a server reading it commits every send
+// alone, as it does for a client that waits for each answer.
+type lineByLine struct {
+	r    *bufio.Reader
+	rest []byte
+}
+
+func (l *lineByLine) Read(p []byte) (int, error) {
+	if len(l.rest) == 0 {
+		line, err := l.r.ReadBytes('\n')
+		if len(line) == 0 {
+			return 0, err
+		}
+		l.rest = line
+	}
+	n := copy(p, l.rest)
+	l.rest = l.rest[n:]
+	return n, nil
+}
+
+// sessionInput is in as serve reads it: all at once, or with oneByOne one
+// line at a time (lineByLine).
+func sessionInput(in string, oneByOne bool) io.Reader {
+	if oneByOne {
+		return &lineByLine{r: bufio.NewReader(strings.NewReader(in))}
+	}
+	return strings.NewReader(in)
+}
+
 // groupCommitServer is a ready server whose store has a fixed clock and a
 // group with members a, b and c, whose id is fixed so that two such servers
-// write the same bytes. A runLimit of 0 keeps the server's default.
-func groupCommitServer(t *testing.T, runLimit int) (*server, *bytes.Buffer, string) {
+// write the same bytes.
+func groupCommitServer(t *testing.T) (*server, *bytes.Buffer, string) {
 	t.Helper()
 	s, out := newTestServer(t)
 	s.store.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC) }
-	if runLimit > 0 {
-		s.sendRunLimit = runLimit
-	}
 	initializeSession(t, s)
 	const g = "grp_0123456789abcdef0123456789abcdef"
 	if err := s.store.initGroup(g, "a", "commit", ""); err != nil {
@@ -184,13 +212,13 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 		walFrames int64
 		segments  int // FTS5 index segments written
 	}
-	run := func(limit int) session {
-		s, out, _ := groupCommitServer(t, limit)
+	run := func(oneByOne bool) session {
+		s, out, _ := groupCommitServer(t)
 		var audit []string
 		s.audit = func(c toolCall) {
 			audit = append(audit, fmt.Sprintf("%s %s %v %s", c.requestID, c.name, c.result.isError, pyJSON(c.result.value)))
 		}
-		if err := s.serve(strings.NewReader(in)); err != nil {
+		if err := s.serve(sessionInput(in, oneByOne)); err != nil {
 			t.Fatal(err)
 		}
 		wal, err := os.Stat(s.store.groupPath(g) + "-wal")
@@ -201,7 +229,7 @@ func TestGroupCommitMatchesOneByOne(t *testing.T) {
 		// one 4096-byte page.
 		return session{out.String(), groupDump(t, s.store, g), audit, (wal.Size() - 32) / (24 + 4096), ftsSegmentsWritten(t, s.store, g)}
 	}
-	together, alone := run(0), run(1)
+	together, alone := run(false), run(true)
 	if together.out != alone.out {
 		t.Errorf("answers differ\ngroup commit:\n%s\none by one:\n%s", together.out, alone.out)
 	}
@@ -276,18 +304,18 @@ func TestGroupCommitFailures(t *testing.T) {
 			for i, text := range tt.texts {
 				in.WriteString(sendLine(i+1, g, "a", "A", text) + "\n")
 			}
-			answers := map[int]string{}
-			limits := []int{0, 1}
+			answers := map[bool]string{}
+			ways := []bool{false, true}
 			if tt.slow {
-				limits = limits[:1]
+				ways = ways[:1]
 			}
-			for _, limit := range limits {
-				s, out, _ := groupCommitServer(t, limit)
+			for _, oneByOne := range ways {
+				s, out, _ := groupCommitServer(t)
 				tt.setup(t, s)
-				if err := s.serve(strings.NewReader(in.String())); err != nil {
+				if err := s.serve(sessionInput(in.String(), oneByOne)); err != nil {
 					t.Fatal(err)
 				}
-				answers[limit] = out.String()
+				answers[oneByOne] = out.String()
 				switch {
 				case tt.stored >= 0:
 					var n int64
@@ -296,18 +324,18 @@ func TestGroupCommitFailures(t *testing.T) {
 						t.Fatalf("count messages: %v", err)
 					}
 					if n != tt.stored {
-						t.Errorf("run limit %d: got %d stored messages; want %d", limit, n, tt.stored)
+						t.Errorf("one by one %v: got %d stored messages; want %d", oneByOne, n, tt.stored)
 					}
 				case s.store.groupExists(g):
-					t.Errorf("run limit %d: got the deleted group back; want it gone", limit)
+					t.Errorf("one by one %v: got the deleted group back; want it gone", oneByOne)
 				}
 			}
-			if !tt.slow && answers[0] != answers[1] {
-				t.Errorf("answers differ\ngroup commit:\n%s\none by one:\n%s", answers[0], answers[1])
+			if !tt.slow && answers[false] != answers[true] {
+				t.Errorf("answers differ\ngroup commit:\n%s\none by one:\n%s", answers[false], answers[true])
 			}
-			lines := strings.Split(strings.TrimSuffix(answers[0], "\n"), "\n")
+			lines := strings.Split(strings.TrimSuffix(answers[false], "\n"), "\n")
 			if len(lines) != len(tt.want) {
-				t.Fatalf("got %d answers; want %d:\n%s", len(lines), len(tt.want), answers[0])
+				t.Fatalf("got %d answers; want %d:\n%s", len(lines), len(tt.want), answers[false])
 			}
 			for i, want := range tt.want {
 				if !strings.Contains(lines[i], want) {

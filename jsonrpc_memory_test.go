@@ -231,9 +231,9 @@ func TestHugeSendRunsAloneDetached(t *testing.T) {
 		t.Errorf("the run keeps the raw message or params: has message %v, params %d bytes, raw %d bytes",
 			p.call.args.has("message"), len(p.req.params), len(p.call.args.raw))
 	}
-	if p.msg.huge == nil || p.msg.text != "" || p.msg.body() != text {
+	if p.huge == nil || p.msg.text != "" || p.huge.s != text {
 		t.Errorf("decoded text: got %d bytes, %d of them outside a hugeText; want the %d sent, all in one",
-			len(p.msg.body()), len(p.msg.text), len(text))
+			len(p.huge.s), len(p.msg.text), len(text))
 	}
 	if r.Buffered() == 0 {
 		t.Errorf("the pipelined small sends were consumed; want them left for their own run")

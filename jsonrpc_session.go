@@ -49,10 +49,6 @@ type server struct {
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
 
-	// sendRunLimit is the most pipelined sends committed together; 1 turns
-	// group commit off.
-	sendRunLimit int
-
 	// serving is held by serve while it handles what it read, and taken by
 	// stop, so that a signal waits for the request in hand to be answered
 	// and audited; stopping then keeps serve from starting another.
@@ -102,7 +98,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 // newServerWriting returns a session whose messages leave through out, as
 // the HTTP transport's do, and starts its subscription poller.
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
-	s := &server{store: st, out: out, cfg: cfg, sendRunLimit: maxSendRun}
+	s := &server{store: st, out: out, cfg: cfg}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
 	s.inflight = newInflight(s.out.write)
 	return s
@@ -126,12 +122,6 @@ func (s *server) serve(stdin io.Reader) error {
 	defer s.inflight.close()
 	for {
 		line, err := r.ReadBytes('\n')
-		if len(line) >= hugeLine {
-			// ReadBytes gathered the line in chunks, then copied them into
-			// line: return the chunks before decoding adds a copy of the
-			// text. See hugeLine.
-			releaseMemory()
-		}
 		if werr := s.serveLine(line, r); werr != nil {
 			return fmt.Errorf("%w: write response: %w", errOutputClosed, werr)
 		}

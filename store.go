@@ -20,11 +20,12 @@ import (
 // that another process could change, except open database handles, which are
 // checked against the file's identity before each use.
 //
-// Lock order: s.mu, then a handle's inUse (read), then its writeMu. acquire
+// Lock order: s.mu, then a handle's inUse (read), then its writeTurn. acquire
 // takes inUse under s.mu so that a handle cannot be evicted between lookup
-// and use, and a write transaction takes writeMu while inUse is held.
-// Nothing takes s.mu while holding inUse or writeMu; a handle is closed
+// and use, and a write transaction takes writeTurn while inUse is held.
+// Nothing takes s.mu while holding inUse or writeTurn; a handle is closed
 // (inUse for writing) only after it has left s.handles, outside s.mu.
+// A handle's sendsMu is taken alone or inside its writeTurn, never around it.
 // catalogMu guards only catalogDB and is never held with the others.
 type store struct {
 	dir string
@@ -42,20 +43,6 @@ type store struct {
 	// a wake event, so that a subscription held back from notifying again
 	// (wakeupRenotifyGap) sees that its member has read meanwhile.
 	acks atomic.Int64
-	// combined counts the sends of other calls, usually other processes',
-	// that this process's transactions stored (combineSend).
-	combined atomic.Int64
-	// leaders counts the goroutines leading combined sends in the
-	// background (keepLeading); closing asks them to stop, and close waits
-	// for them. closing is set under leadersMu, which keepLeading holds to
-	// start one, so that none starts once close waits.
-	leaders   sync.WaitGroup
-	leadersMu sync.Mutex
-	closing   atomic.Bool
-	// stalled holds, until when, the rendezvous whose leader left a
-	// follower unanswered (rememberStall); guarded by stalledMu.
-	stalledMu sync.Mutex
-	stalled   map[string]time.Time
 }
 
 // maxOpenGroups bounds the file descriptors held for cached group handles;
@@ -72,14 +59,24 @@ type groupHandle struct {
 	info     os.FileInfo
 	lastUsed time.Time
 
-	// writeMu serializes write transactions on conn, the connection whose
+	// writeTurn serializes write transactions on conn, the connection whose
 	// prepared statements stmts keeps: preparing a statement costs more
-	// than running it, and a send runs about ten.
-	writeMu sync.Mutex
-	conn    *sql.Conn
-	stmts   map[string]*sql.Stmt
+	// than running it, and a send runs about ten. A writer holds it by
+	// putting the one value it has room for. It is a channel, not a mutex,
+	// so that a queued send can stop waiting as soon as another's
+	// transaction has answered it (sendQueued), and its waiters take their
+	// turns in order.
+	writeTurn chan struct{}
+	conn      *sql.Conn
+	stmts     map[string]*sql.Stmt
 	// queue orders this group's writers across processes (writeQueue).
 	queue *writeQueue
+
+	// sends holds this process's sends to the group that wait for writeTurn,
+	// so that whoever takes it stores them all in one transaction
+	// (sendQueued). sendsMu guards it; it is taken alone, or inside writeTurn.
+	sendsMu sync.Mutex
+	sends   []*queuedSend
 }
 
 // groupTx is a write transaction on a group handle's dedicated connection.
@@ -127,9 +124,14 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection,
 // for the reason inTx gives.
 func (h *groupHandle) write(fn func(tx groupTx) error) error {
+	h.writeTurn <- struct{}{}
+	defer func() { <-h.writeTurn }()
+	return h.writeLocked(fn)
+}
+
+// writeLocked is write for a caller that holds writeTurn.
+func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	ctx := context.Background()
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
 	if h.conn == nil {
 		conn, err := h.db.Conn(ctx)
 		if err != nil {
@@ -167,13 +169,8 @@ func newStore(dir string) (*store, error) {
 	return &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}, nil
 }
 
-// close stops the background leaders, which finish the round they are in,
-// and releases every cached database handle.
+// close releases every cached database handle.
 func (s *store) close() {
-	s.leadersMu.Lock()
-	s.closing.Store(true)
-	s.leadersMu.Unlock()
-	s.leaders.Wait()
 	s.mu.Lock()
 	handles := s.handles
 	s.handles = map[string]*groupHandle{}
@@ -297,7 +294,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		// as the subscription poller's, without waiting for a write.
 		db.SetMaxOpenConns(3)
 		db.SetMaxIdleConns(3)
-		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info)}
+		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
 		stale = append(stale, s.evictLocked(id)...)
 	}

@@ -7,19 +7,37 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"strings"
 	"sync"
 
 	"modernc.org/sqlite"
 )
 
+// hugeLine is the line (or message) length from which the stdio transport
+// and the store trade a little time for memory. A send_message line of this
+// size would hold, at its worst moment, the line, the decoded text and
+// SQLite's two copies of it (its bound parameter and the row's record), and
+// a third for the search trigger. The line is freed before the insert, and
+// sendHuge drops the decoded text once bound and avoids the trigger's copy.
+// Left to itself Go's collector lets the heap grow to twice what is live
+// before collecting, and keeps what it freed mapped for a while, so a
+// 200 MiB line used to peak at more than 6× its size. Below it nothing here
+// runs and small sends pay nothing.
+const hugeLine = 16 << 20
+
+// releaseMemory collects garbage now and returns freed pages to the
+// operating system. It costs one collection (milliseconds when the heap is
+// a few large byte slices); it is only called around lines of hugeLine bytes
+// or more, when the garbage it returns is hundreds of megabytes.
+func releaseMemory() { debug.FreeOSMemory() }
+
 // hugeText is the text of one huge message (hugeLine bytes or more), held
-// in one place however often the outgoing message pointing to it is copied,
-// so that the insert can take the last reference to it. Once SQLite has its
-// own copy of the bound text, the Go string is garbage, and insertHuge gives
-// its memory back to the operating system before SQLite builds the row: the
-// send then holds two copies of the text at its peak (the bound parameter
-// and the record) instead of three.
+// in one place, so that the insert can take the last reference to it. Once
+// SQLite has its own copy of the bound text, the Go string is garbage, and
+// the insert gives its memory back to the operating system before SQLite
+// builds the row: the send then holds two copies of the text at its peak
+// (the bound parameter and the record) instead of three.
 type hugeText struct {
 	s     string
 	taken bool
@@ -30,14 +48,37 @@ type hugeText struct {
 // text is gone by then, and the send fails rather than store it empty.
 var errHugeTextTaken = errors.New("the text of this huge message was released by a failed attempt to store it; send it again")
 
-// take returns the text and drops the reference h held.
-func (h *hugeText) take() (string, error) {
-	if h.taken {
-		return "", errHugeTextTaken
-	}
-	s := h.s
-	h.s, h.taken = "", true
-	return s, nil
+// sendHuge is sendMessage for a message whose text, hugeLine bytes or more,
+// text holds instead of m. It stores the message as sendMessage does, in a
+// transaction of its own, and indexes it for search aside (insertHuge).
+func (s *store) sendHuge(id string, m outgoing, text *hugeText) (out sent, err error) {
+	err = s.writeGroup(id, func(tx groupTx) error {
+		if text.taken {
+			// A retry of a transaction that took the text: nothing of it
+			// is left to store.
+			return errHugeTextTaken
+		}
+		b := s.newSendBatch(tx, id)
+		members, err := groupMembers(tx)
+		if err != nil {
+			return err
+		}
+		p, err := b.routed(members, m, text.s)
+		if err != nil {
+			return err
+		}
+		first, ok, err := b.insertHuge(p, text)
+		if err == nil && !ok {
+			p.msg.text = text.s
+			first, err = b.insertRows([]routedSend{p})
+		}
+		if err != nil {
+			return err
+		}
+		out = p.sent(id, first)
+		return b.fanOut([]routedSend{p}, first)
+	})
+	return out, err
 }
 
 // searchTrigger is the original's trigger that indexes each new message for
@@ -98,11 +139,10 @@ func init() {
 //
 // The row is inserted through the driver directly, because database/sql
 // keeps every argument of a statement until it finishes, and with
-// releaseTextSQL, which drops the Go copy of the text mid-statement. A text
-// held in a hugeText (a stdio line, see detach) is then referenced nowhere
-// else; one that is not (the same call over HTTP) is inserted the same way
-// and merely stays in memory until the call ends.
-func (b sendBatch) insertHuge(p routedSend) (id int64, ok bool, err error) {
+// releaseTextSQL, which drops the Go copy of the text mid-statement. The
+// text, held only in a hugeText (as the stdio transport hands it over), is
+// then referenced nowhere else.
+func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, err error) {
 	var stored string
 	err = b.tx.QueryRow("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert' AND tbl_name = 'messages'").Scan(&stored)
 	switch {
@@ -116,7 +156,7 @@ func (b sendBatch) insertHuge(p routedSend) (id int64, ok bool, err error) {
 	if _, err := b.tx.Exec("DROP TRIGGER messages_search_after_insert"); err != nil {
 		return 0, false, err
 	}
-	if id, err = b.insertReleasing(p); err != nil {
+	if id, err = b.insertReleasing(p, text); err != nil {
 		return 0, false, err
 	}
 	if _, err := b.tx.Exec("INSERT INTO message_search(rowid, content) SELECT id, content FROM messages WHERE id = ?", id); err != nil {
@@ -131,19 +171,11 @@ func (b sendBatch) insertHuge(p routedSend) (id int64, ok bool, err error) {
 // insertReleasing inserts p's row as insertRows does, with releaseTextSQL
 // in routing_reason's place, which comes after content in the table, and
 // returns its id.
-func (b sendBatch) insertReleasing(p routedSend) (int64, error) {
-	args := []driver.NamedValue{{Ordinal: 1, Value: p.msg.contextID}, {Ordinal: 2, Value: p.msg.name}, {Ordinal: 3},
+func (b sendBatch) insertReleasing(p routedSend, text *hugeText) (int64, error) {
+	args := []driver.NamedValue{{Ordinal: 1, Value: p.msg.contextID}, {Ordinal: 2, Value: p.msg.name}, {Ordinal: 3, Value: text.s},
 		{Ordinal: 4, Value: p.now}, {Ordinal: 5, Value: p.msg.priority}, {Ordinal: 6, Value: pyJSON(stringList(p.route.mentions))},
 		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9}}
-	if p.msg.huge != nil {
-		text, err := p.msg.huge.take()
-		if err != nil {
-			return 0, err
-		}
-		args[2].Value = text
-	} else {
-		args[2].Value = p.msg.text
-	}
+	text.s, text.taken = "", true
 	token := rand.Int64()
 	boundTexts.Lock()
 	boundTexts.args[token] = &args[2]

@@ -11,7 +11,7 @@ import (
 
 // TestHugeMessageIndexedAside sends a message of hugeLine bytes into a group
 // the original wrote and into groups whose search trigger is not the
-// original's, and checks what insertHuge promises: the row and its unread
+// original's, and checks what sendHuge promises: the row and its unread
 // fan-out as for any send, the search index consistent and finding it, and
 // the schema, the original's trigger text included, exactly as before.
 func TestHugeMessageIndexedAside(t *testing.T) {
@@ -40,7 +40,7 @@ func TestHugeMessageIndexedAside(t *testing.T) {
 			}
 			schema := interopSchema(t, path)
 			st := newTestStore(t, dir)
-			out, err := st.sendMessage(interopGroup, outgoing{contextID: "ctx-alice", name: "alice", text: text, priority: "normal"})
+			out, err := st.sendHuge(interopGroup, outgoing{contextID: "ctx-alice", name: "alice", priority: "normal"}, &hugeText{s: text})
 			if err != nil {
 				t.Fatalf("send: %v", err)
 			}
@@ -84,7 +84,7 @@ func TestHugeTextTakenOnce(t *testing.T) {
 	gid := newTestGroup(t, st, "huge", "a", "b")
 	text := "@b " + strings.Repeat("y", hugeLine) + " needle-in-a-box"
 	h := &hugeText{s: strings.Clone(text)}
-	out, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "high", huge: h})
+	out, err := st.sendHuge(gid, outgoing{contextID: "a", name: "a", priority: "high"}, h)
 	if err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -112,7 +112,7 @@ func TestHugeTextTakenOnce(t *testing.T) {
 	if got := queryInt(t, db, "SELECT count(*) FROM message_search WHERE content LIKE '%needle-in-a-box%'"); got != 1 {
 		t.Errorf("search for the message: got %d hits; want 1", got)
 	}
-	_, err = st.sendMessage(gid, outgoing{contextID: "a", name: "a", priority: "normal", huge: h})
+	_, err = st.sendHuge(gid, outgoing{contextID: "a", name: "a", priority: "normal"}, h)
 	if !errors.Is(err, errHugeTextTaken) {
 		t.Errorf("second send of a taken text: got %v; want errHugeTextTaken", err)
 	}

@@ -373,22 +373,8 @@ type sent struct {
 }
 
 // outgoing is one message to send: who sends it, its text and priority, and
-// whom the sender asked to wake. A huge message's text is held in huge
-// instead of text (see hugeText); body returns it either way.
+// whom the sender asked to wake.
 type outgoing struct {
 	contextID, name, text, priority string
 	wake                            []string
-	huge                            *hugeText
-	// at is the message's created_at when the sender stamped it before the
-	// transaction (a combined send, combineSend); empty, the batch stamps it.
-	at string
-}
-
-// body returns m's text, wherever it is held. It is empty once a huge text
-// was taken for its insert.
-func (m outgoing) body() string {
-	if m.huge != nil {
-		return m.huge.s
-	}
-	return m.text
 }

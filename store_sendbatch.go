@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"sync"
 )
@@ -41,32 +42,37 @@ const (
 
 // valuesSQL returns prefix followed by n tuples of width parameters, built
 // once per text; the write connection prepares each text once too.
-var valuesSQL = func() func(prefix string, width, n int) string {
-	type key struct {
-		prefix   string
-		width, n int
-	}
-	var mu sync.Mutex
-	cache := map[key]string{}
-	return func(prefix string, width, n int) string {
-		mu.Lock()
-		defer mu.Unlock()
-		k := key{prefix, width, n}
-		if q, ok := cache[k]; ok {
-			return q
-		}
-		tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
-		q := prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
-		cache[k] = q
+func valuesSQL(prefix string, width, n int) string {
+	valuesTexts.Lock()
+	defer valuesTexts.Unlock()
+	k := valuesKey{prefix, width, n}
+	if q, ok := valuesTexts.m[k]; ok {
 		return q
 	}
-}()
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
+	q := prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
+	valuesTexts.m[k] = q
+	return q
+}
+
+// valuesKey names one text of valuesSQL.
+type valuesKey struct {
+	prefix   string
+	width, n int
+}
+
+// valuesTexts holds the texts valuesSQL built.
+var valuesTexts = struct {
+	sync.Mutex
+	m map[valuesKey]string
+}{m: map[valuesKey]string{}}
 
 // sendMessage stores a message from contextID, fans it out as unread to
 // every other member and records one wake event per routed recipient, all in
-// one transaction, which other processes' sends may share (combineSend).
+// one transaction, which other sends of this process may share
+// (sendQueued).
 func (s *store) sendMessage(id string, m outgoing) (sent, error) {
-	outs, errs, err := s.sendMessages(id, []outgoing{m})
+	outs, errs, err := s.sendMessages(context.Background(), id, []outgoing{m})
 	if err != nil {
 		return sent{}, err
 	}
@@ -77,24 +83,119 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 // order: a group commit for sends a client pipelines. Each message is
 // written as sendMessage would write it. A message refused for its sender
 // (errs[i], a *domainError) writes nothing and leaves the others to commit;
-// any other failure rolls all of them back and is returned as err.
-func (s *store) sendMessages(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
-	if c := s.combining(id, msgs); c != nil {
-		return c.send()
-	}
-	return s.sendPlain(id, msgs)
-}
-
-// sendPlain is sendMessages in a transaction of this call's own.
-func (s *store) sendPlain(id string, msgs []outgoing) (outs []sent, errs []error, err error) {
-	err = s.writeGroup(id, func(tx groupTx) error {
-		outs, errs, err = s.newSendBatch(tx, id).write(msgs)
-		return err
+// any other failure rolls all of them back and is returned as err. A call
+// whose ctx ends before its transaction begins stores nothing and returns
+// ctx's error.
+func (s *store) sendMessages(ctx context.Context, id string, msgs []outgoing) (outs []sent, errs []error, err error) {
+	q := &queuedSend{ctx: ctx, msgs: msgs}
+	err = s.withHandle(id, func(h *groupHandle) error {
+		// withHandle runs this again on a fresh handle after a read-only
+		// failure, which stored nothing.
+		q.outs, q.errs, q.err, q.done = nil, nil, nil, make(chan struct{})
+		h.sendQueued(s, id, q)
+		return q.err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return outs, errs, nil
+	return q.outs, q.errs, nil
+}
+
+// queuedSend is one call's sends waiting in a group handle's queue, and,
+// once done is closed, their results.
+type queuedSend struct {
+	ctx  context.Context
+	msgs []outgoing
+	outs []sent
+	errs []error
+	err  error
+	done chan struct{}
+}
+
+// maxSharedSends bounds the messages of one shared transaction, so that the
+// sends at the front of the queue are answered within a few milliseconds.
+const maxSharedSends = 256
+
+// sendQueued stores q through h and returns once it is stored or failed.
+// Concurrent sessions of one process (serve --http, where many agents share
+// the process) each pay a commit's fixed cost otherwise, one after another:
+// a send dirties some forty pages and pays one fsync however many messages
+// share it. So a send joins the handle's queue and waits for writeTurn; the
+// sender that gets it stores every send queued by then in one transaction,
+// and those whose turn comes after find themselves answered. Each message
+// is stamped by this process's clock as its transaction writes it.
+func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
+	h.sendsMu.Lock()
+	h.sends = append(h.sends, q)
+	h.sendsMu.Unlock()
+	select {
+	case <-q.done:
+		return // stored by the transaction of a send queued before it
+	case h.writeTurn <- struct{}{}:
+	}
+	defer func() { <-h.writeTurn }()
+	for {
+		select {
+		case <-q.done:
+			return
+		default:
+		}
+		if batch := h.takeQueued(); len(batch) > 0 {
+			h.storeQueued(s, id, batch)
+		}
+	}
+}
+
+// takeQueued removes from h's queue the sends of one transaction, oldest
+// first, and answers those whose context ended with its error instead: a
+// caller that gave up must find its message not stored. The caller holds
+// writeTurn.
+func (h *groupHandle) takeQueued() []*queuedSend {
+	h.sendsMu.Lock()
+	defer h.sendsMu.Unlock()
+	var taken []*queuedSend
+	n, i := 0, 0
+	for ; i < len(h.sends) && (n == 0 || n+len(h.sends[i].msgs) <= maxSharedSends); i++ {
+		q := h.sends[i]
+		if q.err = q.ctx.Err(); q.err != nil {
+			close(q.done)
+			continue
+		}
+		taken, n = append(taken, q), n+len(q.msgs)
+	}
+	h.sends = h.sends[i:]
+	return taken
+}
+
+// storeQueued writes the sends of batch in one transaction on h, whose
+// writeTurn the caller holds, and answers them. When a transaction shared by
+// several calls fails other than busy, each is stored again alone, so that
+// it gets the answer it would have got alone; a busy group is reported to
+// all, and each retries within its own window (retryBusy).
+func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
+	var all []outgoing
+	for _, q := range batch {
+		all = append(all, q.msgs...)
+	}
+	var outs []sent
+	var errs []error
+	err := h.writeLocked(func(tx groupTx) (err error) {
+		outs, errs, err = s.newSendBatch(tx, id).write(all)
+		return err
+	})
+	if err != nil && len(batch) > 1 && !isBusy(err) {
+		for _, q := range batch {
+			h.storeQueued(s, id, []*queuedSend{q})
+		}
+		return
+	}
+	for _, q := range batch {
+		if q.err = err; err == nil {
+			n := len(q.msgs)
+			q.outs, q.errs, outs, errs = outs[:n], errs[:n], outs[n:], errs[n:]
+		}
+		close(q.done)
+	}
 }
 
 func (s *store) newSendBatch(tx groupTx, id string) sendBatch {
@@ -115,31 +216,17 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	var pending []routedSend
 	var index []int // index[k] is the position in msgs of pending[k]
 	for i, m := range msgs {
-		if m.huge != nil && m.huge.taken {
-			// A retry of a batch whose first attempt took the text (see
-			// hugeText): nothing of it is left to store.
-			return nil, nil, errHugeTextTaken
-		}
-		others, err := othersOf(members, m.contextID, m.name)
+		p, err := b.routed(members, m, m.text)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		r := route(others, m.body(), m.priority, m.wake)
-		ids := make([]string, len(r.targets))
-		for j, t := range r.targets {
-			ids[j] = t.contextID
-		}
-		now := m.at
-		if now == "" {
-			now = b.now()
-		}
-		pending = append(pending, routedSend{msg: m, others: others, route: r, ids: ids, now: now})
+		pending = append(pending, p)
 		index = append(index, i)
 	}
 	for start := 0; start < len(pending); start += maxBatchInsert {
 		chunk := pending[start:min(start+maxBatchInsert, len(pending))]
-		first, err := b.insertMessages(chunk)
+		first, err := b.insertRows(chunk)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,23 +234,31 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 			return nil, nil, err
 		}
 		for k, p := range chunk {
-			outs[index[start+k]] = sent{groupID: b.id, priority: p.msg.priority, messageID: first + int64(k), mentions: p.route.mentions,
-				routingReason: p.route.reason, wakeupTargets: p.ids}
+			outs[index[start+k]] = p.sent(b.id, first+int64(k))
 		}
 	}
 	return outs, errs, nil
 }
 
-// insertMessages inserts the messages of chunk and returns the id of the
-// first; a lone message of hugeLine bytes or more is indexed for search
-// aside (insertHuge).
-func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
-	if len(chunk) == 1 && len(chunk[0].msg.body()) >= hugeLine {
-		if id, ok, err := b.insertHuge(chunk[0]); ok || err != nil {
-			return id, err
-		}
+// routed checks that m's sender is a member under its name and routes
+// text, m's text (which sendHuge holds apart from m), among the others.
+func (b sendBatch) routed(members []recipient, m outgoing, text string) (routedSend, error) {
+	others, err := othersOf(members, m.contextID, m.name)
+	if err != nil {
+		return routedSend{}, err
 	}
-	return b.insertRows(chunk)
+	r := route(others, text, m.priority, m.wake)
+	ids := make([]string, len(r.targets))
+	for j, t := range r.targets {
+		ids[j] = t.contextID
+	}
+	return routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()}, nil
+}
+
+// sent is p's result, stored as message id.
+func (p routedSend) sent(group string, id int64) sent {
+	return sent{groupID: group, priority: p.msg.priority, messageID: id, mentions: p.route.mentions,
+		routingReason: p.route.reason, wakeupTargets: p.ids}
 }
 
 // insertMessagesSQL starts the INSERT of messages rows, eight values each
@@ -178,7 +273,7 @@ const insertMessagesSQL = "INSERT INTO messages(sender_context_id, sender_name, 
 func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 	args := make([]any, 0, 8*len(chunk))
 	for _, p := range chunk {
-		args = append(args, p.msg.contextID, p.msg.name, p.msg.body(), p.now, p.msg.priority,
+		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
 	res, err := b.tx.Exec(valuesSQL(insertMessagesSQL, 8, len(chunk)), args...)

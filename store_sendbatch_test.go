@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -39,7 +42,7 @@ func TestSendBatchMatchesOneByOne(t *testing.T) {
 		}
 		msgs = append(msgs, m)
 	}
-	outs, errs, err := st.sendMessages(groups[0], msgs)
+	outs, errs, err := st.sendMessages(context.Background(), groups[0], msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +80,111 @@ func TestSendBatchMatchesOneByOne(t *testing.T) {
 	var wakes int
 	if err := openTestDB(t, st.groupPath(groups[0]), "ro").QueryRow("SELECT COUNT(*) FROM wakeup_events").Scan(&wakes); err != nil || wakes <= maxWakeInsert {
 		t.Errorf("got %d wake events (%v); want more than %d, to cover split INSERTs", wakes, err, maxWakeInsert)
+	}
+}
+
+// heldSendQueue returns the handle of group id with its writeTurn held, so
+// that sends queue behind it, and a function that waits until n sends are
+// queued and then lets them go.
+func heldSendQueue(t *testing.T, st *store, id string) (h *groupHandle, release func(n int)) {
+	t.Helper()
+	h, err := st.acquire(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.inUse.RUnlock()
+	h.writeTurn <- struct{}{}
+	return h, func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			h.sendsMu.Lock()
+			queued := len(h.sends)
+			h.sendsMu.Unlock()
+			if queued == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("queued sends: got %d; want %d", queued, n)
+			}
+		}
+		<-h.writeTurn
+	}
+}
+
+// TestSendQueueShares sends from several goroutines while the group's write
+// connection is busy: every send is stored, each with its own result, and
+// all of them in one transaction (the search index is written once).
+func TestSendQueueShares(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	gid := newTestGroup(t, st, "queue", "a", "b")
+	before := ftsSegmentsWritten(t, st, gid)
+	_, release := heldSendQueue(t, st, gid)
+	const senders = 8
+	ids := make([]int64, senders)
+	errs := make([]error, senders)
+	var wg sync.WaitGroup
+	for i := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := st.sendMessage(gid, outgoing{contextID: "a", name: "a", text: fmt.Sprintf("queued %d", i), priority: "normal"})
+			ids[i], errs[i] = out.messageID, err
+		}()
+	}
+	release(senders)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("send %d: %v", i, err)
+		}
+	}
+	db := openTestDB(t, st.groupPath(gid), "ro")
+	for i, id := range ids {
+		if got := queryInt(t, db, "SELECT count(*) FROM messages WHERE id = ? AND content = ?", id, fmt.Sprintf("queued %d", i)); got != 1 {
+			t.Errorf("send %d: message %d holds another text", i, id)
+		}
+	}
+	if got := ftsSegmentsWritten(t, st, gid) - before; got != 1 {
+		t.Errorf("transactions that stored the %d sends: got %d; want 1", senders, got)
+	}
+}
+
+// TestSendQueueCancelledAndFailing queues, behind a busy write connection,
+// a send whose context then ends and a send that fails its statement: the
+// first is not stored and reports its context's error; the second fails
+// alone, and the sends queued with it are stored.
+func TestSendQueueCancelledAndFailing(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	gid := newTestGroup(t, st, "queue", "a", "b")
+	db := openTestDB(t, st.groupPath(gid), "rw")
+	if _, err := db.Exec(`CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.content = 'boom' BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	_, release := heldSendQueue(t, st, gid)
+	ctx, cancel := context.WithCancel(context.Background())
+	texts := []string{"one", "cancelled", "boom", "four"}
+	errs := make([]error, len(texts))
+	var wg sync.WaitGroup
+	for i, text := range texts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := context.Background()
+			if text == "cancelled" {
+				c = ctx
+			}
+			_, _, errs[i] = st.sendMessages(c, gid, []outgoing{{contextID: "a", name: "a", text: text, priority: "normal"}})
+		}()
+	}
+	cancel()
+	release(len(texts))
+	wg.Wait()
+	for i, want := range []string{"", context.Canceled.Error(), "refused", ""} {
+		if got := fmt.Sprint(errs[i]); (want == "" && errs[i] != nil) || (want != "" && !strings.Contains(got, want)) {
+			t.Errorf("send %q: got error %v; want %q", texts[i], errs[i], want)
+		}
+	}
+	if got := queryRows(t, db, "SELECT content FROM messages ORDER BY content"); !slices.Equal(got, []string{"four", "one"}) {
+		t.Errorf("stored: got %v; want [four one]", got)
 	}
 }

@@ -7,9 +7,6 @@ import (
 	"time"
 )
 
-// writeQueueAvailable reports whether this platform has the write queue.
-const writeQueueAvailable = false
-
 // queueFD stands for a side file on platforms without flock, where the
 // write queue is off and writers rely on SQLite's lock alone.
 type queueFD int

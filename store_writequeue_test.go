@@ -1,17 +1,18 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
 
 func TestWriteQueueLifecycle(t *testing.T) {
-	if !writeQueueAvailable {
-		t.Skip("no write queue on " + runtime.GOOS)
-	}
 	dir := t.TempDir()
 	st := newTestStore(t, dir)
 	other := newTestStore(t, dir)
@@ -115,4 +116,77 @@ func TestWriteQueueLifecycle(t *testing.T) {
 			t.Errorf("send behind a stuck queue took %v; want about %v", waited, writeQueueWait)
 		}
 	})
+}
+
+// TestWriteQueueStoppedHolder stops, with SIGSTOP, another process that
+// holds a group's write queue, and waits for the queue 50 times: every wait
+// gives up on time, and none leaves a goroutine or a descriptor behind. A
+// send behind the stopped holder still succeeds, after writeQueueWait.
+func TestWriteQueueStoppedHolder(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock(1) to hold the queue from another process")
+	}
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "stopped", "alice")
+	queue := st.groupPath(g) + writeQueueSuffix
+	holder := exec.Command("flock", "--exclusive", queue, "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		holder.Process.Signal(syscall.SIGCONT)
+		holder.Process.Kill()
+		holder.Wait()
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fd, err := openQueueFile(queue, false)
+		if err == nil && syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB) == syscall.EWOULDBLOCK {
+			closeQueueFile(fd)
+			break
+		}
+		if err == nil {
+			closeQueueFile(fd) // not taken yet; closing drops this lock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("flock(1) never took the queue")
+		}
+	}
+	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	const wait = 2 * time.Millisecond
+	for range 50 {
+		fd, err := openQueueFile(queue, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		lockQueueFile(fd, wait)()
+		if took := time.Since(start); took > wait+50*time.Millisecond {
+			t.Errorf("a wait behind the stopped holder took %v; want about %v", took, wait)
+		}
+	}
+	start := time.Now()
+	if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "past a stopped holder", priority: "normal"}); err != nil {
+		t.Errorf("send behind the stopped holder: %v", err)
+	}
+	if took := time.Since(start); took < writeQueueWait {
+		t.Errorf("send behind the stopped holder took %v; want at least writeQueueWait", took)
+	}
+	if g, f := runtime.NumGoroutine(), openFDs(t); g > goroutines || f > fds {
+		t.Errorf("after 50 timed-out waits: got %d goroutines and %d descriptors; want at most %d and %d as before", g, f, goroutines, fds)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		entries, err = os.ReadDir("/dev/fd")
+	}
+	if err != nil {
+		t.Skip("cannot count descriptors here")
+	}
+	return len(entries)
 }

@@ -7,9 +7,6 @@ import (
 	"time"
 )
 
-// writeQueueAvailable reports whether this platform has the write queue.
-const writeQueueAvailable = true
-
 // queueFD is an open side file of a writeQueue.
 type queueFD int
 
@@ -35,45 +32,31 @@ func openQueueFile(path string, create bool) (queueFD, error) {
 func closeQueueFile(fd queueFD) { syscall.Close(int(fd)) }
 
 // lockQueueFile takes an exclusive flock on fd, waiting at most wait, and
-// returns the function that releases it and closes fd. Past the wait it
-// returns a no-op and leaves the descriptor to a goroutine that closes it
-// once its flock returns, which releases the lock if it was granted late.
+// returns the function that releases it and closes fd; past the wait it
+// closes fd and returns a no-op. It polls with LOCK_NB rather than block
+// in flock, which no timer can interrupt: a blocked wait that timed out
+// would leave its thread and descriptor behind until the holder let go,
+// and a holder stopped with Ctrl-Z lets go only when it resumes. The polls
+// are queuePoll apart, far shorter than a transaction, so the lock still
+// passes to a waiter about as soon as it is free, unlike SQLite's busy
+// handler, whose sleeps grow to 100 ms.
 func lockQueueFile(fd queueFD, wait time.Duration) func() {
-	release := func() {
-		syscall.Flock(int(fd), syscall.LOCK_UN)
-		closeQueueFile(fd)
-	}
-	// An uncontended queue costs one system call and no goroutine.
-	if err := syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		return release
-	} else if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
-		closeQueueFile(fd)
-		return func() {}
-	}
-	granted := make(chan error, 1)
-	go func() {
-		var err error
-		for {
-			if err = syscall.Flock(int(fd), syscall.LOCK_EX); err != syscall.EINTR {
-				break
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() {
+				syscall.Flock(int(fd), syscall.LOCK_UN)
+				closeQueueFile(fd)
 			}
-		}
-		granted <- err
-	}()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case err := <-granted:
-		if err != nil {
+		case err != syscall.EWOULDBLOCK && err != syscall.EINTR, time.Now().After(deadline):
 			closeQueueFile(fd)
 			return func() {}
 		}
-		return release
-	case <-timer.C:
-		go func() {
-			<-granted
-			closeQueueFile(fd)
-		}()
-		return func() {}
+		time.Sleep(queuePoll)
 	}
 }
+
+// queuePoll is the pause between two tries for a write queue's lock.
+const queuePoll = 250 * time.Microsecond
