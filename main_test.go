@@ -20,7 +20,7 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, usage, "", false},
 		{[]string{"-h"}, 0, usage, "", false},
-		{[]string{"--version"}, 0, version + "\n", "", true},
+		{[]string{"--version"}, 0, version + "\n" + compatibility + "\n", "", true},
 		{[]string{"serve", "--nope", "x"}, 2, "", serveUsage + "crosstalk-mcp serve: error: unrecognized arguments: --nope x\n", false},
 		{[]string{"serve", "--http", ":0"}, 2, "", serveUsage + "crosstalk-mcp serve: error: refusing to listen on :0 without a token: " +
 			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
