@@ -60,7 +60,8 @@ compare() {
 }
 
 other=$(mktemp -d "${TMPDIR:-/tmp}/crosstalk-release-check.XXXXXX")
-trap 'rm -rf "$other"' EXIT INT TERM
+trap 'rm -rf "$other"' EXIT
+trap 'exit 1' INT TERM
 
 t0=$(date +%s)
 echo "==> build 1: $root at $(date -u +%H:%M:%S)"
@@ -113,8 +114,11 @@ if command -v file >/dev/null; then
 		esac
 		echo "$desc" | grep -Eq "$want" || { echo "FAIL: $bin: want /$want/" >&2; exit 1; }
 	done
+elif [ -n "${CI:-}" ]; then
+	echo "FAIL: file(1) is not installed (.ci/run installs it)" >&2
+	exit 1
 else
-	echo "file(1) is not installed; main_release_test.go checks each binary's format instead"
+	echo "file(1) is not installed; main_release_bundle_test.go checks each binary's format too"
 fi
 
 if [ "$(uname -s)/$(uname -m)" = Linux/x86_64 ]; then

@@ -48,11 +48,17 @@ case $version in
 	;;
 esac
 
+# OUTDIR is emptied, so it must be new, empty or a release this wrote before.
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -d "$out/bin" ]; then
+	echo "release: $out holds files but no bin/: not a release directory, not emptying it" >&2
+	exit 1
+fi
 rm -rf "$out"
 mkdir -p "$out/bin"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
 
 # pack is built once, for this machine, from its own module.
 go -C "$root/scripts/pack" build -o "$work/pack" .
@@ -68,9 +74,9 @@ for platform in $platforms; do
 	bin=$out/bin/crosstalk-mcp-$os-$arch
 	[ "$os" = windows ] && bin=$bin.exe
 	echo "==> $name"
-	# GOAMD64, GOARM64 and GOFLAGS are pinned so that a developer's
-	# environment cannot change the code generated.
-	(cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOAMD64=v1 GOARM64=v8.0 GOFLAGS= \
+	# GOAMD64, GOARM64, GOFLAGS, GOEXPERIMENT and GOWORK are pinned so that
+	# a developer's environment cannot change the code generated.
+	(cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOAMD64=v1 GOARM64=v8.0 GOFLAGS= GOEXPERIMENT= GOWORK=off \
 		go build -trimpath -buildvcs=false -ldflags "-s -w -buildid= -X main.version=$version" -o "$bin" .)
 	mkdir -p "$work/$name"
 	cp "$bin" "$work/$name/$exe"
