@@ -288,19 +288,7 @@ func TestReleaseBundleServesTools(t *testing.T) {
 	if !slices.Contains(bundlePlatforms, platform) {
 		t.Skipf("no MCPB bundle for %s: MCPB knows darwin, linux and win32 only", platform)
 	}
-	dir := t.TempDir()
-	for _, m := range readZip(t, filepath.Join("dist", "crosstalk-mcp-"+v+"-"+platform+".mcpb")) {
-		path := filepath.Join(dir, filepath.FromSlash(m.name))
-		if strings.HasSuffix(m.name, "/") {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, m.data, m.mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := unpackBundle(t, filepath.Join("dist", "crosstalk-mcp-"+v+"-"+platform+".mcpb"))
 	text, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -311,27 +299,7 @@ func TestReleaseBundleServesTools(t *testing.T) {
 	}
 	checkManifest(t, m, v)
 	home := t.TempDir()
-	expand := manifestExpander(t, m, dir, home)
-	command := expand(m.Server.MCPConfig.Command)
-	if runtime.GOOS == "windows" {
-		command += ".exe" // MANIFEST.md: clients append .exe to a binary's command on Windows.
-	}
-	if want := filepath.Join(dir, filepath.FromSlash(m.Server.EntryPoint)); filepath.Clean(command) != want {
-		t.Errorf("command %s: want the entry point %s", command, want)
-	}
-	var args, env []string
-	for _, a := range m.Server.MCPConfig.Args {
-		args = append(args, expand(a))
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CROSSTALK_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USERPROFILE=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "HOME="+home, "USERPROFILE="+home)
-	for _, name := range sortedKeys(anyMap(m.Server.MCPConfig.Env)) {
-		env = append(env, name+"="+expand(m.Server.MCPConfig.Env[name]))
-	}
+	command, args, env := bundleCommand(t, m, dir, home)
 	info, tools := listToolsOverStdio(t, command, args, env)
 	if info != v {
 		t.Errorf("serverInfo.version: got %q; want %q", info, v)
@@ -355,6 +323,55 @@ func TestReleaseBundleServesTools(t *testing.T) {
 	if got := queryRows(t, catalog, "SELECT name FROM sqlite_master WHERE name = 'tool_calls'"); !slices.Equal(got, []string{"tool_calls"}) {
 		t.Errorf("catalog tables named tool_calls in the default groups directory: got %v; want the audit's", got)
 	}
+}
+
+// unpackBundle extracts a bundle into a temporary directory, keeping each
+// file's mode, and returns the directory.
+func unpackBundle(t *testing.T, path string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, m := range readZip(t, path) {
+		if strings.HasSuffix(m.name, "/") {
+			continue
+		}
+		file := filepath.Join(dir, filepath.FromSlash(m.name))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, m.data, m.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// bundleCommand returns the command line and environment a client runs for
+// the manifest unpacked in dir, with HOME at home: the test's environment
+// without its CROSSTALK_ variables, plus the manifest's.
+func bundleCommand(t *testing.T, m bundleManifest, dir, home string) (string, []string, []string) {
+	t.Helper()
+	expand := manifestExpander(t, m, dir, home)
+	command := expand(m.Server.MCPConfig.Command)
+	if runtime.GOOS == "windows" {
+		command += ".exe" // MANIFEST.md: clients append .exe to a binary's command on Windows.
+	}
+	if want := filepath.Join(dir, filepath.FromSlash(m.Server.EntryPoint)); filepath.Clean(command) != want {
+		t.Errorf("command %s: want the entry point %s", command, want)
+	}
+	var args, env []string
+	for _, a := range m.Server.MCPConfig.Args {
+		args = append(args, expand(a))
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CROSSTALK_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USERPROFILE=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+home, "USERPROFILE="+home)
+	for _, name := range sortedKeys(anyMap(m.Server.MCPConfig.Env)) {
+		env = append(env, name+"="+expand(m.Server.MCPConfig.Env[name]))
+	}
+	return command, args, env
 }
 
 // anyMap turns a map of strings into one of values, for sortedKeys.
