@@ -361,7 +361,7 @@ func BenchmarkStartupVersion(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		out, err := exec.Command(bin, "--version").Output()
-		if err != nil || string(out) != e2eVersion+"\n" {
+		if err != nil || string(out) != e2eVersion+"\n"+compatibility+"\n" {
 			b.Fatalf("--version: got %q (%v); want %q", out, err, e2eVersion)
 		}
 	}

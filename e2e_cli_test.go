@@ -21,7 +21,7 @@ func TestE2ECommandLine(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"version", []string{"--version"}, 0, e2eVersion + "\n", ""},
+		{"version", []string{"--version"}, 0, e2eVersion + "\ncompatible with crosstalk-mcp-server 1.1.10 (Python)\n", ""},
 		{"unknown command", []string{"x"}, 2, "", "Unknown command: x; run 'crosstalk-mcp --help'\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

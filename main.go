@@ -19,8 +19,13 @@ import (
 
 // version is the release reported by --version and serverInfo.version. It is
 // stamped at build time with -ldflags "-X main.version=1.2.3"; the default is
-// the Python original's release whose behaviour this port mirrors.
-var version = "1.1.10"
+// the VERSION file's release (main_release_test.go keeps the two equal), so
+// that a plain go install reports it too.
+var version = "1.2.0"
+
+// compatibility is --version's second line: the Python original's release
+// whose wire and disk behaviour this port mirrors, whatever its own version.
+const compatibility = "compatible with crosstalk-mcp-server 1.1.10 (Python)"
 
 // usage is printed by --help. Its wording follows the original's so scripts
 // that grep it keep working ("read-only" and "observer dashboard" included);
@@ -80,6 +85,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "--version":
 		fmt.Fprintln(stdout, version)
+		fmt.Fprintln(stdout, compatibility)
 		return 0
 	case "serve":
 		return runServe(args[1:], stdin, stdout, stderr)

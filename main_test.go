@@ -22,7 +22,7 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, usage, "", false},
 		{[]string{"-h"}, 0, usage, "", false},
-		{[]string{"--version"}, 0, version + "\n", "", true},
+		{[]string{"--version"}, 0, version + "\n" + compatibility + "\n", "", true},
 		{[]string{"serve", "--nope", "x"}, 2, "", "crosstalk-mcp serve: unrecognized option: --nope; run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--http", ":0"}, 2, "", "crosstalk-mcp serve: refusing to listen on :0 without a token: " +
 			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
