@@ -1,0 +1,109 @@
+// Crosstalk-mcp is a Model Context Protocol server that lets separate AI
+// agents talk in groups. This comment is the reader's map: where one request
+// goes, every goroutine, every timing constant and every environment
+// variable. README.md is for users; docs/architecture.md lists every file.
+//
+// # Layers
+//
+// Files share the prefix of the spine file whose concern they extend (main,
+// jsonrpc, tools, store, routing, observe, audit). TestLayers (doc_test.go)
+// holds the rules between them, with no exceptions: the store names no other
+// layer but routing.go's pure decision; routing names no jsonrpc; the
+// dashboard names no jsonrpc or main; audit names no observe; nothing outside
+// main names main. Foundations used by several layers live in the lowest:
+// the Python emulations of stored values in store_python.go, logf in
+// store_doctor.go.
+//
+// # One stdio send_message, as it runs by default
+//
+//  1. main.go run → main_serve.go runStdio → jsonrpc_session.go serve reads
+//     a line and offers it to pipelinedSends (jsonrpc_groupcommit.go), which
+//     checks it with prepareCall and parseSend (tools_handlers.go) and lets
+//     sends to the same group already buffered join the run (up to 64).
+//  2. sendAlone or commitSends call the store inside retryBusy
+//     (store_sqlite.go). store.sendMessages (store_sendbatch.go): withHandle
+//     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
+//     queue → storeQueued → writeLocked: the cross-process write queue
+//     (store_writequeue*.go), BEGIN IMMEDIATE, sendBatch.write (membership,
+//     route in routing.go, rows, wake events, revisions), COMMIT. A line of
+//     16 MiB or more goes sendAlone → store.sendHuge instead.
+//  3. sentObject renders the answer; finishCall hands the call to the audit
+//     log (audit.go, when enabled) and lineWriter writes one pyJSON line.
+//  4. In another session's process the commit's -wal write fires an inotify
+//     watch (routing_watch_linux.go; kqueue in routing_watch_bsd.go):
+//     changeWatcher.changed settles the group and publishes it; the poller
+//     (routing_subscriptions.go) checks it: groupSignature
+//     (store_signature.go) skips unchanged files, dueWakeup
+//     (store_messages.go) finds the wake event, notify writes
+//     notifications/resources/updated, markWakeupNotified records it.
+//
+// That path runs through main.go, main_serve.go, jsonrpc.go,
+// jsonrpc_session.go, jsonrpc_groupcommit.go, tools_handlers.go, store.go,
+// store_sqlite.go, store_sendbatch.go, store_writequeue.go,
+// store_writequeue_unix.go, store_messages.go, store_signature.go,
+// routing.go, routing_watch.go, routing_watch_linux.go and
+// routing_subscriptions.go.
+//
+// # One HTTP request
+//
+// httpGuard (jsonrpc_http_security.go: token, Origin, Host, body limit) →
+// httpTransport.ServeHTTP (jsonrpc_http.go) → post → the session's
+// handleLine, the same session code as stdio without the read-ahead; its
+// sends meet other sessions' sends of this process in the group handle's
+// queue (step 2 above) and share their commit. Answers and notifications
+// leave through the session's router (jsonrpc_http_session.go) on the
+// request's stream or the GET stream (jsonrpc_http_stream.go).
+//
+// # Goroutines
+//
+// Each is started by the owner named here and joined by that owner's close
+// or shutdown, except where said.
+//
+//	goroutine                    started by                     stopped and joined by
+//	stdio read loop              runStdio (main_serve.go)       stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
+//	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
+//	HTTP idle-session janitor    newHTTPTransport               transport close (stop channel, WaitGroup)
+//	SSE cut-off watcher          jsonrpc_http_stream.go         the stream's end
+//	in-flight request            inflight.start                 the request's context; inflight.wait
+//	subscription poller          newSubscriptions               subscriptions.close (stop channel, joined)
+//	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
+//	inotify or kqueue reader     the first subscription         the last one leaves (RmWatch, done channel)
+//	audit writer                 auditLog.attach (audit.go)     queue closed; close waits on written
+//	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
+//	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
+//	demo trickle, child waiter   observe_demo.go                the demo's context, child exit
+//
+// # Timing constants, each with its reason
+//
+//	busy_timeout 100 ms        store_sqlite.go     SQLite's busy handler is unfair between processes; retry instead
+//	busyRetryWindow 3 s        store_sqlite.go     then answer sqlite_busy; backoff 25 ms doubling to 400 ms, jittered
+//	writeQueueWait 250 ms      store_writequeue.go a longer wait means the holder is stuck; SQLite's lock is still correct
+//	queuePoll 250 µs           store_writequeue_unix.go a blocked flock cannot time out; polls far shorter than a commit
+//	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
+//	watchBusySpacing 25 ms     routing_watch.go    a busy group is announced at most this often, sparing the writers' CPU
+//	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
+//	watchCoalesce 2–16 ms      routing_watch.go    events of many groups read in one batch under load
+//	watchSafetyPoll 2 s        routing_subscriptions.go a missed event (network filesystem, overflow) costs at most this
+//	wakeupRenotifyGap 1 s      routing_subscriptions.go one notification a second per member while it does not read
+//	defaultPollInterval 0.5 s  routing_subscriptions.go the original's poll, where there are no file events
+//	signatureSettle 200 ms, 3 s store_signature.go a file's mtime is coarse; recheck until it has settled
+//	wakeupReminderInterval 300 s store_messages.go  an unacknowledged wake event is notified again
+//	defaultWaitKeepalive 10 s  tools_wait.go       wait_for_messages sends progress so clients keep the call open
+//	defaultWaitTimeout 55 min  main_wait.go        a little before the hour hooks install lets Claude Code run it
+//	auditLinger 10 ms          audit.go            audit rows are written in batches, off the call's path
+//	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
+//	ReadHeaderTimeout 10 s     main_serve.go, observe.go slowloris clients cannot hold connections
+//	retiredHandleGrace 1 min   observe_readonly.go a replaced read-only handle may still be read
+//	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
+//
+// # Environment variables
+//
+//	CROSSTALK_GROUPS_DIR                   where the group databases live (default ~/.cache/crosstalk)
+//	CROSSTALK_POLL_INTERVAL_SECONDS        the poll interval without file events (default 0.5)
+//	CROSSTALK_FILE_EVENTS                  0 turns file-system events off
+//	CROSSTALK_OBSERVABILITY_RETENTION_DAYS turns the audit log on, keeping that many days
+//	CROSSTALK_MAX_MESSAGE_BYTES            the largest message accepted
+//	CROSSTALK_HTTP_TOKEN                   the bearer token of serve --http (or --token-file)
+//	CROSSTALK_ALLOW_NETWORK_FS             1 silences the network-filesystem warning
+//	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for
+package main
