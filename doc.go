@@ -1,6 +1,6 @@
 // Crosstalk-mcp is a Model Context Protocol server that lets separate AI
 // agents talk in groups. This comment is the reader's map: where one request
-// goes, every goroutine, every timing constant and every environment
+// goes, every goroutine, the timing constants and every environment
 // variable. README.md is for users; docs/architecture.md lists every file.
 //
 // # Layers
@@ -92,8 +92,14 @@
 //	defaultWaitTimeout 55 min  main_wait.go        a little before the hour hooks install lets Claude Code run it
 //	auditLinger 10 ms          audit.go            audit rows are written in batches, off the call's path
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
+//	writeTimeout 30 s          jsonrpc_http_security.go a client that stops reading is cut off, not waited on
+//	keepAlive 15 s             jsonrpc_http_security.go, observe_events.go a comment on quiet event streams keeps proxies from closing them
+//	IdleTimeout 2 min          main_serve.go       an idle keep-alive connection holds a descriptor
 //	ReadHeaderTimeout 10 s     main_serve.go, observe.go slowloris clients cannot hold connections
+//	observePollInterval 0.5 s  observe.go          the original dashboard's refresh; idle groups cost two stats
 //	retiredHandleGrace 1 min   observe_readonly.go a replaced read-only handle may still be read
+//	demoTimeout 30 s           observe_demo.go     a demo tool call slower than this means its child is stuck
+//	auditCleanupBudget 50 ms   audit.go            retention cleanup runs in slices that never hold the write lock long
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
 //
 // # Environment variables
