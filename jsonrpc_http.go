@@ -186,10 +186,9 @@ type httpMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name          json.RawMessage            `json:"name"`
-		URI           json.RawMessage            `json:"uri"`
-		Meta          map[string]json.RawMessage `json:"_meta"`
-		ProgressToken json.RawMessage            `json:"-"`
+		Name json.RawMessage            `json:"name"`
+		URI  json.RawMessage            `json:"uri"`
+		Meta map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
 }
 
@@ -242,7 +241,6 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	var msg httpMessage
 	if body[0] == '{' {
 		json.Unmarshal(body, &msg)
-		msg.Params.ProgressToken = progressTokenOf(body)
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); msg.metaVersion() != "" || (v != "" && v > supportedProtocolVersions[0]) {
 		t.postStateless(w, r, body, msg)
@@ -266,19 +264,6 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.exchange(w, r, s, body, msg)
-}
-
-// progressTokenOf reads params._meta.progressToken, or nil.
-func progressTokenOf(body []byte) json.RawMessage {
-	var m struct {
-		Params struct {
-			Meta struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	json.Unmarshal(body, &m)
-	return m.Params.Meta.ProgressToken
 }
 
 // accepts reports whether the request's Accept header admits mediaType;

@@ -104,7 +104,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, sendRunLimit: maxSendRun}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
-	s.inflight = newInflight(s.out.write)
+	s.inflight = newInflight(s.out)
 	return s
 }
 
