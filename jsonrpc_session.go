@@ -84,6 +84,10 @@ type serverConfig struct {
 	release       string        // the version serverInfo reports
 	interval      time.Duration // the subscription poller's period
 	waitKeepalive time.Duration // how often a waiting tool call reports progress
+	// maxMessageBytes is CROSSTALK_MAX_MESSAGE_BYTES, send_message's limit
+	// in bytes of UTF-8; 0 means none. prepareCall hands it to parseSend
+	// with the arguments (toolArgs.maxMessageBytes).
+	maxMessageBytes int
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -115,6 +119,16 @@ func (s *server) stop() {
 	s.stopping = true
 	s.serving.Unlock()
 }
+
+// exitClientGone is the exit status when the client closed its end of
+// stdout: the session ends like EOF (queued audit rows are written), but
+// the answers since then were lost, so it is not a clean exit.
+const exitClientGone = 3
+
+// errOutputClosed marks a failed write of an answer: the client closed
+// stdout (EPIPE) or it broke otherwise. Either way nothing can reach the
+// client any more, so the session ends as on EOF.
+var errOutputClosed = errors.New("cannot write to stdout")
 
 // serve is the stdio transport: it reads messages until EOF and writes each
 // answer as one line. Lines have no length limit: a 16 MiB message is one
@@ -330,6 +344,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
 	args.stateless = req.version >= revModern
+	args.maxMessageBytes = s.cfg.maxMessageBytes
 	pc.call.args = args
 	t := toolsByName[pc.call.name]
 	if t == nil && typed(req.version) {

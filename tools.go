@@ -277,6 +277,9 @@ type toolArgs struct {
 	// subscription, no authorization), so that it can never cause a
 	// session-style notification.
 	stateless bool
+	// maxMessageBytes is serverConfig.maxMessageBytes, which parseSend,
+	// shared by the handler and group commit, checks a message against.
+	maxMessageBytes int
 }
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.

@@ -5,6 +5,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -230,8 +232,8 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, err
 	}
 	text, err := a.nonEmpty("message")
-	if err == nil {
-		err = checkMessageSize(text)
+	if err == nil && a.maxMessageBytes > 0 && len(text) > a.maxMessageBytes {
+		err = validationErrorf("message is longer than %s (%d bytes).", maxMessageBytesVar, a.maxMessageBytes)
 	}
 	if err != nil {
 		return outgoing{}, err
@@ -260,6 +262,23 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
 	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake}, nil
+}
+
+// maxMessageBytesVar limits send_message's text, in bytes of UTF-8.
+const maxMessageBytesVar = "CROSSTALK_MAX_MESSAGE_BYTES"
+
+// messageLimitFromEnv validates CROSSTALK_MAX_MESSAGE_BYTES: unset or empty
+// means no limit; anything but a positive whole number is a start-up error.
+func messageLimitFromEnv() (int, error) {
+	v := os.Getenv(maxMessageBytesVar)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s must be a positive whole number of bytes", maxMessageBytesVar)
+	}
+	return n, nil
 }
 
 // sentObject is send_message's result.
