@@ -219,35 +219,43 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	if req.id == nil {
 		return nil, nil
 	}
+	if r, rerr, ok := s.dispatchRequest(req); ok {
+		return r, rerr
+	}
 	switch req.method {
-	case "tools/list":
-		if typed(req.version) {
-			return typedToolList, nil
-		}
-		return toolList, nil
-	case "tools/call":
-		return s.toolsCall(req)
-	case "resources/list":
-		if typed(req.version) {
-			r, err := s.resourcesList()
-			if err != nil {
-				return nil, err
-			}
-			return typedResources(r.(object)), nil
-		}
-		return s.resourcesList()
-	case "resources/templates/list":
-		if typed(req.version) {
-			return resourceTemplates, nil
-		}
-	case "resources/read":
-		return s.resourcesRead(req)
 	case "resources/subscribe":
 		return s.resourcesSubscribe(req)
 	case "resources/unsubscribe":
 		return s.resourcesUnsubscribe(req)
 	}
 	return nil, errMethodNotFound(req.method)
+}
+
+// dispatchRequest runs the requests every revision has, rendered for
+// req.version, whether or not they need a session; ok is false for any
+// other method.
+func (s *server) dispatchRequest(req request) (result any, rerr *rpcError, ok bool) {
+	switch req.method {
+	case "tools/list":
+		if typed(req.version) {
+			return typedToolList, nil, true
+		}
+		return toolList, nil, true
+	case "tools/call":
+		result, rerr = s.toolsCall(req)
+	case "resources/list":
+		result, rerr = s.resourcesList(req.version)
+	case "resources/templates/list":
+		if !typed(req.version) {
+			return nil, nil, false
+		}
+		result = resourceTemplates
+	case "resources/read":
+		result, rerr = s.resourcesRead(req)
+	default:
+		return nil, nil, false
+	}
+	return result, rerr, true
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
