@@ -145,69 +145,56 @@ func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"left", true}}, nil
 }
 
-// toolGetAllMessages is the get_all_messages tool.
-func toolGetAllMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
+// messageReader makes a retrieval tool: the caller's identity checked in
+// the original's order, then read, whose messages it renders.
+func messageReader(read func(s *server, a toolArgs, contextID, name string) ([]message, error)) func(*server, toolArgs) (any, error) {
+	return func(s *server, a toolArgs) (any, error) {
+		contextID, name, err := a.identity()
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := read(s, a, contextID, name)
+		return messagesObject(msgs), err
 	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, 0)
-	return messagesObject(msgs), err
 }
+
+// toolGetAllMessages is the get_all_messages tool.
+var toolGetAllMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.messagesAfter(a.groupID(), contextID, name, 0)
+})
 
 // toolGetLatestMessages is the get_latest_messages tool.
-func toolGetLatestMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.latestMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
+var toolGetLatestMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.latestMessages(a.groupID(), contextID, name)
+})
 
 // toolGetUnreadMessages is the get_unread_messages tool.
-func toolGetUnreadMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.unreadMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
+var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.unreadMessages(a.groupID(), contextID, name)
+})
 
 // nonNegativeInteger matches the JSON integers Python reads as an int of at
 // least zero ("-0" is 0); fractions and exponents make a float there.
 var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
 
 // toolGetMessagesAfter is the get_messages_after tool.
-
-func toolGetMessagesAfter(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
+var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	raw := string(a.values["after_message_id"])
-	after, perr := strconv.ParseInt(raw, 10, 64)
-	if !nonNegativeInteger.MatchString(raw) || perr != nil {
+	after, err := strconv.ParseInt(raw, 10, 64)
+	if !nonNegativeInteger.MatchString(raw) || err != nil {
 		return nil, validationErrorf("after_message_id must be a non-negative integer.")
 	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, after)
-	return messagesObject(msgs), err
-}
+	return s.store.messagesAfter(a.groupID(), contextID, name, after)
+})
 
 // toolSearchMessages is the search_messages tool.
-func toolSearchMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
+var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	query, err := a.nonEmpty("query")
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := s.store.searchMessages(a.groupID(), contextID, name, query)
-	return messagesObject(msgs), err
-}
+	return s.store.searchMessages(a.groupID(), contextID, name, query)
+})
 
 // toolSendMessage is the send_message tool when a send runs alone. Sends a
 // client pipelines to one group run through jsonrpc_groupcommit.go, which
