@@ -38,9 +38,10 @@ type inflightRequest struct {
 	cancelled bool // by the client: suppress everything from now on
 }
 
-// inflightWork computes a long-running request's answer. It should return
-// soon after r.ctx is done; what it returns then is written only when the
-// session is closing, not when the client cancelled.
+// inflightWork computes a long-running request's answer, never a nil
+// result without an error. It should return soon after r.ctx is done; what
+// it returns then is written only when the session is closing, not when
+// the client cancelled.
 type inflightWork func(r *inflightRequest) (result any, err *rpcError)
 
 // errDuplicateID answers a request whose id is still in flight: JSON-RPC
@@ -76,13 +77,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *
 		delete(t.reqs, key)
 		t.mu.Unlock()
 		r.cancel()
-		var answer any
-		if err != nil {
-			answer = errorResponse(id, err)
-		} else {
-			answer = object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"result", result}}
-		}
-		if werr := r.deliver(answer, true); werr != nil {
+		if werr := r.deliver(response(request{id: id}, result, err), true); werr != nil {
 			logf("write answer to request %s: %v", id, werr)
 		}
 	}()

@@ -337,13 +337,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
 	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now()}
-	if raw, ok := p.values["name"]; ok {
-		if name, ok := p.str("name"); ok {
-			pc.call.name = name
-		} else {
-			pc.call.name = string(raw)
-		}
+	name, ok := p.str("name")
+	if !ok {
+		name = string(p.values["name"]) // recorded as written
 	}
+	pc.call.name = name
 	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
 	if rawArgs, ok := p.values["arguments"]; ok {
 		args, argsOK = parseArgs(rawArgs)
