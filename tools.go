@@ -238,7 +238,6 @@ var tools = []tool{
 	},
 }
 
-// toolsByName indexes tools by name.
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {

@@ -1,7 +1,8 @@
 package main
 
-// This file holds the 14 tool handlers, named after their tools, and the
-// renderings of their results. The table in tools.go lists them.
+// This file holds the 14 tool handlers, each named after its tool
+// (toolGetUsers is get_users), and the renderings of their results. The
+// table in tools.go lists them.
 
 import (
 	"encoding/json"
@@ -12,7 +13,6 @@ import (
 	"strings"
 )
 
-// toolCreateGroup is the create_group tool.
 func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -30,7 +30,6 @@ func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolListGroups is the list_groups tool.
 func toolListGroups(s *server, _ toolArgs) (any, error) {
 	groups, err := s.store.listGroups()
 	if err != nil {
@@ -43,7 +42,6 @@ func toolListGroups(s *server, _ toolArgs) (any, error) {
 	return object{{"groups", list}}, nil
 }
 
-// toolGetGroupMetadata is the get_group_metadata tool.
 func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
 	meta, err := s.store.groupMetadata(a.groupID())
 	if err != nil {
@@ -52,7 +50,6 @@ func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolUpdateGroupMetadata is the update_group_metadata tool.
 func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -82,7 +79,6 @@ func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolGetUsers is the get_users tool.
 func toolGetUsers(s *server, a toolArgs) (any, error) {
 	members, err := s.store.users(a.groupID())
 	if err != nil {
@@ -95,7 +91,6 @@ func toolGetUsers(s *server, a toolArgs) (any, error) {
 	return object{{"users", list}}, nil
 }
 
-// toolDeleteGroup is the delete_group tool.
 func toolDeleteGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -108,7 +103,6 @@ func toolDeleteGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"deleted", true}}, nil
 }
 
-// toolJoinGroup is the join_group tool.
 func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
@@ -131,7 +125,6 @@ func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
 }
 
-// toolLeaveGroup is the leave_group tool.
 func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
@@ -158,17 +151,14 @@ func messageReader(read func(s *server, a toolArgs, contextID, name string) ([]m
 	}
 }
 
-// toolGetAllMessages is the get_all_messages tool.
 var toolGetAllMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	return s.store.messagesAfter(a.groupID(), contextID, name, 0)
 })
 
-// toolGetLatestMessages is the get_latest_messages tool.
 var toolGetLatestMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	return s.store.latestMessages(a.groupID(), contextID, name)
 })
 
-// toolGetUnreadMessages is the get_unread_messages tool.
 var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	return s.store.unreadMessages(a.groupID(), contextID, name)
 })
@@ -177,7 +167,6 @@ var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID,
 // least zero ("-0" is 0); fractions and exponents make a float there.
 var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
 
-// toolGetMessagesAfter is the get_messages_after tool.
 var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	raw := string(a.values["after_message_id"])
 	after, err := strconv.ParseInt(raw, 10, 64)
@@ -187,7 +176,6 @@ var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, 
 	return s.store.messagesAfter(a.groupID(), contextID, name, after)
 })
 
-// toolSearchMessages is the search_messages tool.
 var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	query, err := a.nonEmpty("query")
 	if err != nil {
