@@ -118,12 +118,15 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 	return object{{"jsonrpc", "2.0"}, {"id", idv}, {"error", object{{"code", e.code}, {"message", e.message}}}}
 }
 
-// messageWriter is how a session's messages leave it: answers to requests
-// and the subscription poller's notifications. Implementations must be safe
-// for concurrent use, because the poller writes from its own goroutine. The
-// stdio transport's is a lineWriter; another transport supplies its own.
+// messageWriter is how a session's messages leave it: write for the
+// session's own (the subscription poller's notifications), writeFor for
+// those of an in-flight request id (its progress, its notifications and,
+// marked answer, its answer), so that a transport can route them without
+// reading them back. Implementations must be safe for concurrent use, as
+// the poller and in-flight requests write from their own goroutines.
 type messageWriter interface {
 	write(msg any) error
+	writeFor(id json.RawMessage, msg any, answer bool) error
 }
 
 // lineWriter writes one JSON-RPC message per line. Its lock keeps responses
@@ -143,6 +146,9 @@ func (w *lineWriter) write(v any) error {
 	w.w.WriteByte('\n')
 	return w.w.Flush()
 }
+
+// writeFor writes v as write does: stdio has one stream for everything.
+func (w *lineWriter) writeFor(_ json.RawMessage, v any, _ bool) error { return w.write(v) }
 
 // handleLine answers one line: a request, a notification or a batch. It
 // returns nil when nothing is to be written.

@@ -44,49 +44,32 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 		return nil // notifications are handled by dispatchNotification
 	}
 	if meta.protocolVersion != revModern {
-		return errUnsupportedVersion{meta.protocolVersion}.answer(req.id)
+		return unsupportedVersion(req.id, meta.protocolVersion)
 	}
 	if !meta.hasCapabilities {
 		return errorResponse(req.id, errInvalidParams("_meta "+metaClientCapabilities+" is required."))
 	}
 	req.version = revModern
-	var result object
-	var rerr *rpcError
 	switch req.method {
 	case "server/discover":
-		result = s.modernResult(object{{"supportedVersions", allProtocolVersions}, {"capabilities", serverCapabilities(revModern)},
-			{"instructions", "Create or join a group, then send and read messages; listen on your wakeup URI to be woken."}}, staticCache)
-	case "tools/list":
-		result = s.modernResult(typedToolList, staticCache)
-	case "tools/call":
-		var r any
-		if r, rerr = s.toolsCall(req); rerr == nil {
-			if r == nil {
-				return nil // a waiting tool answers from the in-flight table
-			}
-			result = s.modernResult(r.(object), nil)
-		}
-	case "resources/list":
-		var r any
-		if r, rerr = s.resourcesList(); rerr == nil {
-			result = s.modernResult(typedResources(r.(object)), liveCache)
-		}
-	case "resources/templates/list":
-		result = s.modernResult(resourceTemplates, staticCache)
-	case "resources/read":
-		var r any
-		if r, rerr = s.resourcesRead(req); rerr == nil {
-			result = s.modernResult(r.(object), liveCache)
-		}
+		return response(req, s.modernResult(object{{"supportedVersions", allProtocolVersions}, {"capabilities", serverCapabilities(revModern)},
+			{"instructions", "Create or join a group, then send and read messages; listen on your wakeup URI to be woken."}}, staticCache), nil)
 	case "subscriptions/listen":
-		if rerr = s.listen(req, meta); rerr == nil {
-			return nil
-		}
-	default:
+		return response(req, nil, s.listen(req, meta)) // nil once it runs
+	}
+	r, rerr, ok := s.dispatchRequest(req)
+	if !ok {
 		rerr = errMethodNotFound(req.method)
 	}
-	return response(req, result, rerr)
+	if rerr != nil || r == nil { // r is nil for a waiting tool: it answers from the in-flight table
+		return response(req, nil, rerr)
+	}
+	return response(req, s.modernResult(r.(object), modernCache[req.method]), nil)
 }
+
+// modernCache is each cacheable method's hint; tools/call has none.
+var modernCache = map[string]*cacheHint{"tools/list": staticCache, "resources/templates/list": staticCache,
+	"resources/list": liveCache, "resources/read": liveCache}
 
 // dispatchNotification handles client notifications common to every era;
 // it reports whether method was one of them.

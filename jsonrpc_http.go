@@ -186,23 +186,18 @@ type httpMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name          json.RawMessage            `json:"name"`
-		URI           json.RawMessage            `json:"uri"`
-		Meta          map[string]json.RawMessage `json:"_meta"`
-		ProgressToken json.RawMessage            `json:"-"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+		Meta struct {
+			// Version is the 2026-07-28 per-request revision, or "".
+			Version string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
 	} `json:"params"`
 }
 
 // isRequest reports whether the message expects an answer.
 func (m httpMessage) isRequest() bool {
 	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
-}
-
-// metaVersion is the 2026-07-28 per-request protocol version, or "".
-func (m httpMessage) metaVersion() string {
-	var v string
-	json.Unmarshal(m.Params.Meta["io.modelcontextprotocol/protocolVersion"], &v)
-	return v
 }
 
 // post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
@@ -242,9 +237,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	var msg httpMessage
 	if body[0] == '{' {
 		json.Unmarshal(body, &msg)
-		msg.Params.ProgressToken = progressTokenOf(body)
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); msg.metaVersion() != "" || (v != "" && v > supportedProtocolVersions[0]) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]) {
 		t.postStateless(w, r, body, msg)
 		return
 	}
@@ -266,19 +260,6 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.exchange(w, r, s, body, msg)
-}
-
-// progressTokenOf reads params._meta.progressToken, or nil.
-func progressTokenOf(body []byte) json.RawMessage {
-	var m struct {
-		Params struct {
-			Meta struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	json.Unmarshal(body, &m)
-	return m.Params.Meta.ProgressToken
 }
 
 // accepts reports whether the request's Accept header admits mediaType;
@@ -341,8 +322,8 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 // Mcp-Name with the body, as 2026-07-28 requires of a server.
 func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	version := r.Header.Get("Mcp-Protocol-Version")
-	if version != msg.metaVersion() {
-		return fmt.Errorf("MCP-Protocol-Version header value %q does not match body value %q", version, msg.metaVersion())
+	if version != msg.Params.Meta.Version {
+		return fmt.Errorf("MCP-Protocol-Version header value %q does not match body value %q", version, msg.Params.Meta.Version)
 	}
 	if !msg.isRequest() {
 		return nil
@@ -350,17 +331,15 @@ func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	if method := r.Header.Get("Mcp-Method"); method != msg.Method {
 		return fmt.Errorf("Mcp-Method header value %q does not match body value %q", method, msg.Method)
 	}
-	var source json.RawMessage
+	var want string
 	switch msg.Method {
 	case "tools/call", "prompts/get":
-		source = msg.Params.Name
+		want = msg.Params.Name
 	case "resources/read":
-		source = msg.Params.URI
+		want = msg.Params.URI
 	default:
 		return nil
 	}
-	var want string
-	json.Unmarshal(source, &want)
 	got, ok := decodeHeaderValue(r.Header.Get("Mcp-Name"))
 	if !ok || got != want {
 		return fmt.Errorf("Mcp-Name header value %q does not match body value %q", r.Header.Get("Mcp-Name"), want)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -68,16 +67,16 @@ func (s *httpSession) end() {
 	})
 }
 
-// httpRouter is the messageWriter of an HTTP session's server: it delivers each message to the HTTP response it
-// belongs to: an answer to the POST that asked, a progress or listen
-// notification to its request's stream, anything else (a subscription's
+// httpRouter is the messageWriter of an HTTP session's server. The server
+// says which request a message belongs to, so nothing is parsed back: a
+// message of a request (its answer, its progress, a listen's
+// notifications) goes to the POST that asked, any other (a subscription's
 // resources/updated) to the session's GET stream.
 type httpRouter struct {
 	mu      sync.Mutex
-	waiting map[string]*httpExchange // by request id key
-	tokens  map[string]*httpExchange // by progressToken key
+	waiting map[string]*httpExchange // by the request id's raw JSON
 	stream  *httpExchange            // the GET stream, or nil
-	backlog [][]byte                 // notifications before the GET stream opened
+	backlog []httpEvent              // notifications before the GET stream opened
 	closed  bool
 	queue   int // httpLimits.queue: each exchange's bound
 }
@@ -87,13 +86,19 @@ type httpRouter struct {
 // re-reads state after, so the newest matter most.
 const httpBacklogMax = 64
 
+// httpEvent is one encoded message on its way to a response; answer marks
+// a request's answer, which ends the request's stream.
+type httpEvent struct {
+	line   []byte
+	answer bool
+}
+
 // httpExchange is one open response: a POST waiting for its answer, or a
 // GET stream. Messages queue in ch; a client too slow to drain it is cut
 // off (overflow closes gone) rather than letting the queue grow.
 type httpExchange struct {
-	idKey    string
-	tokenKey string
-	ch       chan []byte
+	id       string
+	ch       chan httpEvent
 	gone     chan struct{}
 	goneOnce sync.Once
 }
@@ -101,50 +106,38 @@ type httpExchange struct {
 // newHTTPRouter makes a router whose exchanges each queue up to queue
 // messages (httpLimits.queue) before their client is cut off.
 func newHTTPRouter(queue int) *httpRouter {
-	return &httpRouter{waiting: map[string]*httpExchange{}, tokens: map[string]*httpExchange{}, queue: queue}
+	return &httpRouter{waiting: map[string]*httpExchange{}, queue: queue}
 }
 
 // newHTTPExchange makes an exchange that holds up to queue messages.
 func newHTTPExchange(queue int) *httpExchange {
-	return &httpExchange{ch: make(chan []byte, queue), gone: make(chan struct{})}
+	return &httpExchange{ch: make(chan httpEvent, queue), gone: make(chan struct{})}
 }
 
 // drop ends the exchange's response.
 func (e *httpExchange) drop() { e.goneOnce.Do(func() { close(e.gone) }) }
 
-// offer queues msg without blocking; a full queue drops the exchange.
-func (e *httpExchange) offer(msg []byte) {
+// offer queues ev without blocking; a full queue drops the exchange.
+func (e *httpExchange) offer(ev httpEvent) {
 	select {
-	case e.ch <- msg:
+	case e.ch <- ev:
 	default:
 		e.drop()
 	}
 }
 
-// idKey turns a JSON-RPC id into a map key that is the same for the id as
-// the client wrote it and as the server re-encoded it.
-func idKey(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return "s" + s
-		}
-	}
-	return "n" + string(raw)
-}
-
 // expect registers a request about to be handled, so that its answer and
-// its notifications reach the returned exchange.
-func (r *httpRouter) expect(id, progressToken json.RawMessage) *httpExchange {
+// its notifications reach the returned exchange. id is the raw JSON of the
+// request's id, as the server's request reads it from the same body. An id
+// already waiting keeps its exchange: the server refuses the second request
+// at once (errDuplicateID), which must not take the first one's messages.
+func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
 	e := newHTTPExchange(r.queue)
-	e.idKey = idKey(id)
+	e.id = string(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waiting[e.idKey] = e
-	if progressToken != nil {
-		e.tokenKey = idKey(progressToken)
-		r.tokens[e.tokenKey] = e
+	if r.waiting[e.id] == nil {
+		r.waiting[e.id] = e
 	}
 	if r.closed {
 		e.drop()
@@ -156,11 +149,8 @@ func (r *httpRouter) expect(id, progressToken json.RawMessage) *httpExchange {
 func (r *httpRouter) forget(e *httpExchange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.waiting[e.idKey] == e {
-		delete(r.waiting, e.idKey)
-	}
-	if e.tokenKey != "" && r.tokens[e.tokenKey] == e {
-		delete(r.tokens, e.tokenKey)
+	if r.waiting[e.id] == e {
+		delete(r.waiting, e.id)
 	}
 	if r.stream == e {
 		r.stream = nil
@@ -177,8 +167,8 @@ func (r *httpRouter) openStream(e *httpExchange) bool {
 		return false
 	}
 	r.stream = e
-	for _, msg := range r.backlog {
-		e.offer(msg)
+	for _, ev := range r.backlog {
+		e.offer(ev)
 	}
 	r.backlog = nil
 	return true
@@ -197,67 +187,32 @@ func (r *httpRouter) close() {
 	}
 }
 
-// write receives one message of the session's server (an answer, a
-// progress or listen notification, a poller notification) and routes it.
-// It never blocks: every queue it feeds drops a client that falls behind.
+// write delivers a message of the session itself (a poller notification)
+// to the GET stream, or keeps it for one. Like writeFor it never blocks:
+// every queue it feeds drops a client that falls behind.
 func (r *httpRouter) write(msg any) error {
-	line := []byte(pyJSON(msg))
+	ev := httpEvent{line: []byte(pyJSON(msg))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.routeLocked(line)
-	return nil
-}
-
-// routedMessage is what routing reads of a message.
-type routedMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		ProgressToken json.RawMessage            `json:"progressToken"`
-		Meta          map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
-}
-
-// routeLocked delivers one message; r.mu is held.
-func (r *httpRouter) routeLocked(line []byte) {
-	var m routedMessage
-	if json.Unmarshal(line, &m) != nil {
-		logf("http: unroutable server message: %.80s", line)
-		return
-	}
-	if m.Method == "" {
-		if e := r.waiting[idKey(m.ID)]; e != nil {
-			e.offer(line)
-		}
-		return // an answer nobody waits for: its client went away
-	}
-	if m.Params.ProgressToken != nil {
-		if e := r.tokens[idKey(m.Params.ProgressToken)]; e != nil {
-			e.offer(line)
-			return
-		}
-	}
-	if sub, ok := m.Params.Meta[metaSubscriptionID]; ok {
-		if e := r.waiting[idKey(sub)]; e != nil {
-			e.offer(line)
-		}
-		return
-	}
 	if r.stream != nil {
-		r.stream.offer(line)
-		return
+		r.stream.offer(ev)
+		return nil
 	}
 	if len(r.backlog) == httpBacklogMax {
 		r.backlog = r.backlog[1:]
 	}
-	r.backlog = append(r.backlog, line)
+	r.backlog = append(r.backlog, ev)
+	return nil
 }
 
-// isAnswer reports whether a routed line is a JSON-RPC response (the end of
-// a request's stream) rather than a notification.
-func isAnswer(line []byte) bool {
-	var m struct {
-		Method *string `json:"method"`
+// writeFor delivers a message of request id to the POST that asked; an
+// answer nobody waits for is dropped: its client went away.
+func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
+	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.waiting[string(id)]; e != nil {
+		e.offer(ev)
 	}
-	return json.Unmarshal(line, &m) == nil && m.Method == nil
+	return nil
 }

@@ -86,8 +86,7 @@ func (st *httpStream) writeFrame(text string) error {
 
 // exchange passes one message to a session and writes its answer: 202 for
 // a notification, a JSON body for an answer ready at once, or an SSE
-// stream when the request runs on (a long call, a subscriptions/listen)
-// or produced notifications first.
+// stream when the request runs on (a long call, a subscriptions/listen).
 func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
 	s.enter()
 	defer s.leave()
@@ -99,26 +98,12 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	ex := s.router.expect(msg.ID, msg.Params.ProgressToken)
+	ex := s.router.expect(msg.ID)
 	defer s.router.forget(ex)
 	if reply := s.handle(body, r.RemoteAddr); reply != nil {
-		var early [][]byte
-		for len(ex.ch) > 0 {
-			early = append(early, <-ex.ch)
-		}
-		status := replyStatus(reply, s.id == "")
-		if len(early) == 0 || !accepts(r, "text/event-stream") {
-			writeHTTPJSON(w, status, reply)
-			return
-		}
-		if st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone); err == nil {
-			defer st.finish()
-			for _, m := range append(early, []byte(pyJSON(reply))) {
-				if st.sendEvent(m) != nil {
-					return
-				}
-			}
-		}
+		// Answered at once, so nothing was written for it: only an
+		// in-flight request writes through the router.
+		writeHTTPJSON(w, replyStatus(reply, s.id == ""), reply)
 		return
 	}
 	// The request runs on in the server's in-flight table.
@@ -129,7 +114,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		return
 	}
 	defer t.streamQuota.release(s.client)
-	if !t.streamUntilAnswer(w, r, s, ex) {
+	if !t.stream(w, r, s, ex) {
 		// The client went away or was cut off: end the request, as
 		// 2026-07-28 defines a closed stream to mean, and as the answer
 		// could not reach the client anyway (streams are not resumable).
@@ -160,9 +145,10 @@ func cancelledNotification(id []byte) []byte {
 	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, id)
 }
 
-// streamUntilAnswer streams ex's messages until the answer, and reports
-// whether it was delivered.
-func (t *httpTransport) streamUntilAnswer(w http.ResponseWriter, r *http.Request, s *httpSession, ex *httpExchange) bool {
+// stream writes ex's messages as an SSE stream until the answer, if ex
+// expects one (a GET stream runs until it is closed), and reports whether
+// the answer was delivered.
+func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, s *httpSession, ex *httpExchange) bool {
 	st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone)
 	defer st.finish()
 	if err != nil {
@@ -172,11 +158,11 @@ func (t *httpTransport) streamUntilAnswer(w http.ResponseWriter, r *http.Request
 	defer tick.Stop()
 	for {
 		select {
-		case msg := <-ex.ch:
-			if st.sendEvent(msg) != nil {
+		case ev := <-ex.ch:
+			if st.sendEvent(ev.line) != nil {
 				return false
 			}
-			if isAnswer(msg) {
+			if ev.answer {
 				return true
 			}
 		case <-tick.C:
@@ -224,31 +210,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 	defer s.router.forget(ex)
 	s.enter()
 	defer s.leave()
-	st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone)
-	defer st.finish()
-	if err != nil {
-		return
-	}
-	tick := time.NewTicker(t.limits.keepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case msg := <-ex.ch:
-			if st.sendEvent(msg) != nil {
-				return
-			}
-		case <-tick.C:
-			if st.keepAlive() != nil {
-				return
-			}
-		case <-ex.gone:
-			return
-		case <-r.Context().Done():
-			return
-		case <-s.ended:
-			return
-		}
-	}
+	t.stream(w, r, s, ex)
 }
 
 // delete ends a 2025-era session at the client's request.

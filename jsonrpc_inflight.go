@@ -15,7 +15,7 @@ import (
 // A handler runs through start; it reports progress with r.progress and
 // stops when r.done() is closed.
 type inflight struct {
-	write func(any) error
+	out messageWriter
 
 	mu   sync.Mutex
 	reqs map[string]*inflightRequest // by the request id's raw JSON
@@ -26,7 +26,7 @@ type inflight struct {
 type inflightRequest struct {
 	id            json.RawMessage
 	progressToken json.RawMessage // nil when the request carried none
-	write         func(any) error
+	out           messageWriter
 
 	// ctx ends when the client cancels the request or the session closes.
 	ctx    context.Context
@@ -38,9 +38,10 @@ type inflightRequest struct {
 	cancelled bool // by the client: suppress everything from now on
 }
 
-// inflightWork computes a long-running request's answer. It should return
-// soon after r.ctx is done; what it returns then is written only when the
-// session is closing, not when the client cancelled.
+// inflightWork computes a long-running request's answer, never a nil
+// result without an error. It should return soon after r.ctx is done; what
+// it returns then is written only when the session is closing, not when
+// the client cancelled.
 type inflightWork func(r *inflightRequest) (result any, err *rpcError)
 
 // errDuplicateID answers a request whose id is still in flight: JSON-RPC
@@ -48,8 +49,8 @@ type inflightWork func(r *inflightRequest) (result any, err *rpcError)
 // would make the first unreachable by notifications/cancelled.
 var errDuplicateID = &rpcError{-32600, "Invalid Request: request id is already in use"}
 
-func newInflight(write func(any) error) *inflight {
-	return &inflight{write: write, reqs: map[string]*inflightRequest{}}
+func newInflight(out messageWriter) *inflight {
+	return &inflight{out: out, reqs: map[string]*inflightRequest{}}
 }
 
 // start runs work for the request id in its own goroutine and writes its
@@ -58,7 +59,7 @@ func newInflight(write func(any) error) *inflight {
 // already in flight.
 func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *rpcError {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &inflightRequest{id: id, progressToken: progressToken, write: t.write, ctx: ctx, cancel: cancel}
+	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	key := string(id)
 	t.mu.Lock()
 	if _, dup := t.reqs[key]; dup {
@@ -76,27 +77,22 @@ func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *
 		delete(t.reqs, key)
 		t.mu.Unlock()
 		r.cancel()
-		var answer any
-		if err != nil {
-			answer = errorResponse(id, err)
-		} else {
-			answer = object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"result", result}}
-		}
-		if werr := r.deliver(answer); werr != nil {
+		if werr := r.deliver(response(request{id: id}, result, err), true); werr != nil {
 			logf("write answer to request %s: %v", id, werr)
 		}
 	}()
 	return nil
 }
 
-// deliver writes one message for r unless the client has cancelled it.
-func (r *inflightRequest) deliver(message any) error {
+// deliver writes one message for r, answer marking its answer, unless the
+// client has cancelled it.
+func (r *inflightRequest) deliver(message any, answer bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cancelled {
 		return nil
 	}
-	return r.write(message)
+	return r.out.writeFor(r.id, message, answer)
 }
 
 // cancel ends the request with the given raw id after a client's
@@ -132,7 +128,7 @@ func (t *inflight) close() {
 // notifications/resources/updated of a subscriptions/listen stream), unless
 // the client has cancelled r.
 func (r *inflightRequest) notify(method string, params object) error {
-	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
+	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}, false)
 }
 
 // done is closed when the client cancels r or the session closes.

@@ -24,6 +24,8 @@ func (r *lineRecorder) write(v any) error {
 	return nil
 }
 
+func (r *lineRecorder) writeFor(_ json.RawMessage, v any, _ bool) error { return r.write(v) }
+
 func (r *lineRecorder) snapshot() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -47,7 +49,7 @@ func (r *lineRecorder) waitLines(t *testing.T, n int) []string {
 
 func TestInflightAnswersOutOfOrder(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec.write)
+	table := newInflight(rec)
 	release := make(chan struct{})
 	if err := table.start(json.RawMessage(`1`), nil, func(r *inflightRequest) (any, *rpcError) {
 		<-release
@@ -80,7 +82,7 @@ func TestInflightAnswersOutOfOrder(t *testing.T) {
 
 func TestInflightCancelSilencesRequest(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec.write)
+	table := newInflight(rec)
 	started := make(chan *inflightRequest)
 	if err := table.start(json.RawMessage(`7`), json.RawMessage(`"tok"`), func(r *inflightRequest) (any, *rpcError) {
 		started <- r
@@ -114,7 +116,7 @@ func TestInflightCancelSilencesRequest(t *testing.T) {
 
 func TestInflightCloseStillAnswers(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec.write)
+	table := newInflight(rec)
 	if err := table.start(json.RawMessage(`3`), nil, func(r *inflightRequest) (any, *rpcError) {
 		if err := r.progress(1, 0, ""); err != nil {
 			t.Errorf("progress without a token: %v", err)

@@ -60,12 +60,7 @@ func (s *server) listenURIs(requested []string) []string {
 			continue
 		}
 		var ok bool
-		err := retryBusy(func() error {
-			var err error
-			ok, err = s.canListen(uri)
-			return err
-		})
-		if err == nil && ok {
+		if retryBusy(func() (err error) { ok, err = s.canListen(uri); return err }) == nil && ok {
 			uris = append(uris, uri)
 		}
 	}

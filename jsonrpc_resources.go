@@ -4,8 +4,9 @@ import (
 	"errors"
 )
 
-// resourcesList lists every group's change-signal resource.
-func (s *server) resourcesList() (any, *rpcError) {
+// resourcesList lists every group's change-signal resource, with a title
+// from 2025-06-18 on.
+func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 	var groups []groupMeta
 	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
 		logf("resources/list: %v", err)
@@ -13,11 +14,12 @@ func (s *server) resourcesList() (any, *rpcError) {
 	}
 	list := make([]any, len(groups))
 	for i, g := range groups {
-		list[i] = object{
-			{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID},
-			{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
-			{"mimeType", "application/json"},
+		r := object{{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID}}
+		if typed(rev) {
+			r = append(r, field{"title", "Group " + g.groupID})
 		}
+		list[i] = append(r, field{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
+			field{"mimeType", "application/json"})
 	}
 	return object{{"resources", list}}, nil
 }

@@ -80,6 +80,10 @@ type serverConfig struct {
 	release       string        // the version serverInfo reports
 	interval      time.Duration // the subscription poller's period
 	waitKeepalive time.Duration // how often a waiting tool call reports progress
+	// maxMessageBytes is CROSSTALK_MAX_MESSAGE_BYTES, send_message's limit
+	// in bytes of UTF-8; 0 means none. prepareCall hands it to parseSend
+	// with the arguments (toolArgs.maxMessageBytes).
+	maxMessageBytes int
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -100,7 +104,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
-	s.inflight = newInflight(s.out.write)
+	s.inflight = newInflight(s.out)
 	return s
 }
 
@@ -111,6 +115,16 @@ func (s *server) stop() {
 	s.stopping = true
 	s.serving.Unlock()
 }
+
+// exitClientGone is the exit status when the client closed its end of
+// stdout: the session ends like EOF (queued audit rows are written), but
+// the answers since then were lost, so it is not a clean exit.
+const exitClientGone = 3
+
+// errOutputClosed marks a failed write of an answer: the client closed
+// stdout (EPIPE) or it broke otherwise. Either way nothing can reach the
+// client any more, so the session ends as on EOF.
+var errOutputClosed = errors.New("cannot write to stdout")
 
 // serve is the stdio transport: it reads messages until EOF and writes each
 // answer as one line. Lines have no length limit: a 16 MiB message is one
@@ -195,35 +209,43 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	if req.id == nil {
 		return nil, nil
 	}
+	if r, rerr, ok := s.dispatchRequest(req); ok {
+		return r, rerr
+	}
 	switch req.method {
-	case "tools/list":
-		if typed(req.version) {
-			return typedToolList, nil
-		}
-		return toolList, nil
-	case "tools/call":
-		return s.toolsCall(req)
-	case "resources/list":
-		if typed(req.version) {
-			r, err := s.resourcesList()
-			if err != nil {
-				return nil, err
-			}
-			return typedResources(r.(object)), nil
-		}
-		return s.resourcesList()
-	case "resources/templates/list":
-		if typed(req.version) {
-			return resourceTemplates, nil
-		}
-	case "resources/read":
-		return s.resourcesRead(req)
 	case "resources/subscribe":
 		return s.resourcesSubscribe(req)
 	case "resources/unsubscribe":
 		return s.resourcesUnsubscribe(req)
 	}
 	return nil, errMethodNotFound(req.method)
+}
+
+// dispatchRequest runs the requests every revision has, rendered for
+// req.version, whether or not they need a session; ok is false for any
+// other method.
+func (s *server) dispatchRequest(req request) (result any, rerr *rpcError, ok bool) {
+	switch req.method {
+	case "tools/list":
+		if typed(req.version) {
+			return typedToolList, nil, true
+		}
+		return toolList, nil, true
+	case "tools/call":
+		result, rerr = s.toolsCall(req)
+	case "resources/list":
+		result, rerr = s.resourcesList(req.version)
+	case "resources/templates/list":
+		if !typed(req.version) {
+			return nil, nil, false
+		}
+		result = resourceTemplates
+	case "resources/read":
+		result, rerr = s.resourcesRead(req)
+	default:
+		return nil, nil, false
+	}
+	return result, rerr, true
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
@@ -305,13 +327,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
 	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now()}
-	if raw, ok := p.values["name"]; ok {
-		if name, ok := p.str("name"); ok {
-			pc.call.name = name
-		} else {
-			pc.call.name = string(raw)
-		}
+	name, ok := p.str("name")
+	if !ok {
+		name = string(p.values["name"]) // recorded as written
 	}
+	pc.call.name = name
 	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
 	if rawArgs, ok := p.values["arguments"]; ok {
 		args, argsOK = parseArgs(rawArgs)
@@ -320,6 +340,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse("tools/call arguments must be an object.")
 	}
 	args.stateless = req.version >= revModern
+	args.maxMessageBytes = s.cfg.maxMessageBytes
 	pc.call.args = args
 	t := toolsByName[pc.call.name]
 	if t == nil && typed(req.version) {

@@ -88,12 +88,11 @@ func readRequestMeta(params json.RawMessage) requestMeta {
 	return m
 }
 
-// errUnsupportedVersion is 2026-07-28's UnsupportedProtocolVersionError.
-type errUnsupportedVersion struct{ requested string }
-
-func (e errUnsupportedVersion) answer(id json.RawMessage) object {
+// unsupportedVersion answers request id with 2026-07-28's
+// UnsupportedProtocolVersionError for the requested revision.
+func unsupportedVersion(id json.RawMessage, requested string) object {
 	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
-		{"data", object{{"supported", allProtocolVersions}, {"requested", e.requested}}}}}}
+		{"data", object{{"supported", allProtocolVersions}, {"requested", requested}}}}}}
 }
 
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
@@ -143,24 +142,3 @@ var resourceTemplates = object{{"resourceTemplates", []any{
 	object{{"uriTemplate", uriPrefix + "{group_id}" + wakeupSegment + "{context_id}"}, {"name", "context-wakeups"}, {"title", "Wakeups for a context"},
 		{"description", wakeupDescription + " Only a joined context may read or subscribe."}, {"mimeType", "application/json"}},
 }}}
-
-// typedResources adds each resource's title for 2025-06-18 and later.
-func typedResources(list object) object {
-	items, _ := list.get("resources").([]any)
-	out := make([]any, len(items))
-	for i, it := range items {
-		o := it.(object)
-		typed := object{o[0], o[1], {"title", "Group " + groupIDFromURI(o.get("uri"))}}
-		out[i] = append(typed, o[2:]...)
-	}
-	return object{{"resources", out}}
-}
-
-func groupIDFromURI(uri any) string {
-	s, _ := uri.(string)
-	id, err := parseGroupURI(s)
-	if err != nil {
-		return s
-	}
-	return id
-}

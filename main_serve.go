@@ -102,6 +102,7 @@ type serving struct {
 	dir   string
 	store *store
 	audit *auditLog
+	cfg   serverConfig // every session's
 }
 
 // openServing does the start-up the stdio and HTTP servers share: the log
@@ -118,7 +119,8 @@ func openServing(stderr io.Writer) (*serving, int) {
 		fmt.Fprintln(stderr, err)
 		return nil, 2
 	}
-	if messageByteLimit, err = messageLimitFromEnv(); err != nil {
+	cfg := newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	if cfg.maxMessageBytes, err = messageLimitFromEnv(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 2
 	}
@@ -141,7 +143,7 @@ func openServing(stderr io.Writer) (*serving, int) {
 		fmt.Fprintln(stderr, err)
 		return nil, 1
 	}
-	return &serving{dir: dir, store: st, audit: audit}, 0
+	return &serving{dir: dir, store: st, audit: audit, cfg: cfg}, 0
 }
 
 // close stops the audit writer, writing what it has queued, and then
@@ -184,7 +186,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	s := newServer(sv.store, stdout, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))))
+	s := newServer(sv.store, stdout, sv.cfg)
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		s.changes = newChangeWatcher(sv.dir)
@@ -225,7 +227,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	}
 	defer sv.close()
 	sv.audit.attach(&server{store: sv.store})
-	t := newHTTPTransport(sv.store, newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS"))), sv.audit, defaultHTTPLimits)
+	t := newHTTPTransport(sv.store, sv.cfg, sv.audit, defaultHTTPLimits)
 	defer t.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		t.changes = newChangeWatcher(sv.dir)

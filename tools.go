@@ -238,7 +238,6 @@ var tools = []tool{
 	},
 }
 
-// toolsByName indexes tools by name.
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
@@ -277,6 +276,9 @@ type toolArgs struct {
 	// subscription, no authorization), so that it can never cause a
 	// session-style notification.
 	stateless bool
+	// maxMessageBytes is serverConfig.maxMessageBytes, which parseSend,
+	// shared by the handler and group commit, checks a message against.
+	maxMessageBytes int
 }
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.
@@ -387,15 +389,20 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 }
 
 // run runs t on arguments prepareCall accepted, retrying the whole call
-// while SQLite is busy (busyRetryWindow says why), and turns a failure into
-// an isError result. Every error a handler returns is a tool error here,
-// never a JSON-RPC one: see prepareCall for where the two split.
+// while SQLite is busy (busyRetryWindow says why).
 func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
 	err := retryBusy(func() (err error) {
 		value, err = t.call(s, a)
 		return err
 	})
+	return t.result(value, err)
+}
+
+// result is the outcome of a call of t: every error a handler returns is a
+// tool error, an isError result, never a JSON-RPC one (see prepareCall for
+// where the two split).
+func (t *tool) result(value any, err error) toolResult {
 	if err != nil {
 		return failure(classify(t.name, err))
 	}

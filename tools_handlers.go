@@ -1,16 +1,18 @@
 package main
 
-// This file holds the 14 tool handlers, named after their tools, and the
-// renderings of their results. The table in tools.go lists them.
+// This file holds the 14 tool handlers, each named after its tool
+// (toolGetUsers is get_users), and the renderings of their results. The
+// table in tools.go lists them.
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// toolCreateGroup is the create_group tool.
 func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -28,7 +30,6 @@ func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolListGroups is the list_groups tool.
 func toolListGroups(s *server, _ toolArgs) (any, error) {
 	groups, err := s.store.listGroups()
 	if err != nil {
@@ -41,7 +42,6 @@ func toolListGroups(s *server, _ toolArgs) (any, error) {
 	return object{{"groups", list}}, nil
 }
 
-// toolGetGroupMetadata is the get_group_metadata tool.
 func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
 	meta, err := s.store.groupMetadata(a.groupID())
 	if err != nil {
@@ -50,7 +50,6 @@ func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolUpdateGroupMetadata is the update_group_metadata tool.
 func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -80,7 +79,6 @@ func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	return metaObject(meta), nil
 }
 
-// toolGetUsers is the get_users tool.
 func toolGetUsers(s *server, a toolArgs) (any, error) {
 	members, err := s.store.users(a.groupID())
 	if err != nil {
@@ -93,7 +91,6 @@ func toolGetUsers(s *server, a toolArgs) (any, error) {
 	return object{{"users", list}}, nil
 }
 
-// toolDeleteGroup is the delete_group tool.
 func toolDeleteGroup(s *server, a toolArgs) (any, error) {
 	contextID, err := a.nonEmpty("context_id")
 	if err != nil {
@@ -106,7 +103,6 @@ func toolDeleteGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"deleted", true}}, nil
 }
 
-// toolJoinGroup is the join_group tool.
 func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
@@ -129,7 +125,6 @@ func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
 }
 
-// toolLeaveGroup is the leave_group tool.
 func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
@@ -143,69 +138,51 @@ func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	return object{{"group_id", id}, {"left", true}}, nil
 }
 
-// toolGetAllMessages is the get_all_messages tool.
-func toolGetAllMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
+// messageReader makes a retrieval tool: the caller's identity checked in
+// the original's order, then read, whose messages it renders.
+func messageReader(read func(s *server, a toolArgs, contextID, name string) ([]message, error)) func(*server, toolArgs) (any, error) {
+	return func(s *server, a toolArgs) (any, error) {
+		contextID, name, err := a.identity()
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := read(s, a, contextID, name)
+		return messagesObject(msgs), err
 	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, 0)
-	return messagesObject(msgs), err
 }
 
-// toolGetLatestMessages is the get_latest_messages tool.
-func toolGetLatestMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.latestMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
+var toolGetAllMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.messagesAfter(a.groupID(), contextID, name, 0)
+})
 
-// toolGetUnreadMessages is the get_unread_messages tool.
-func toolGetUnreadMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := s.store.unreadMessages(a.groupID(), contextID, name)
-	return messagesObject(msgs), err
-}
+var toolGetLatestMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.latestMessages(a.groupID(), contextID, name)
+})
+
+var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
+	return s.store.unreadMessages(a.groupID(), contextID, name)
+})
 
 // nonNegativeInteger matches the JSON integers Python reads as an int of at
 // least zero ("-0" is 0); fractions and exponents make a float there.
 var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
 
-// toolGetMessagesAfter is the get_messages_after tool.
-
-func toolGetMessagesAfter(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
+var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	raw := string(a.values["after_message_id"])
-	after, perr := strconv.ParseInt(raw, 10, 64)
-	if !nonNegativeInteger.MatchString(raw) || perr != nil {
+	after, err := strconv.ParseInt(raw, 10, 64)
+	if !nonNegativeInteger.MatchString(raw) || err != nil {
 		return nil, validationErrorf("after_message_id must be a non-negative integer.")
 	}
-	msgs, err := s.store.messagesAfter(a.groupID(), contextID, name, after)
-	return messagesObject(msgs), err
-}
+	return s.store.messagesAfter(a.groupID(), contextID, name, after)
+})
 
-// toolSearchMessages is the search_messages tool.
-func toolSearchMessages(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
+var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
 	query, err := a.nonEmpty("query")
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := s.store.searchMessages(a.groupID(), contextID, name, query)
-	return messagesObject(msgs), err
-}
+	return s.store.searchMessages(a.groupID(), contextID, name, query)
+})
 
 // toolSendMessage is the send_message tool when a send runs alone. Sends a
 // client pipelines to one group run through jsonrpc_groupcommit.go, which
@@ -230,8 +207,8 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, err
 	}
 	text, err := a.nonEmpty("message")
-	if err == nil {
-		err = checkMessageSize(text)
+	if err == nil && a.maxMessageBytes > 0 && len(text) > a.maxMessageBytes {
+		err = validationErrorf("message is longer than %s (%d bytes).", maxMessageBytesVar, a.maxMessageBytes)
 	}
 	if err != nil {
 		return outgoing{}, err
@@ -260,6 +237,23 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
 	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake}, nil
+}
+
+// maxMessageBytesVar limits send_message's text, in bytes of UTF-8.
+const maxMessageBytesVar = "CROSSTALK_MAX_MESSAGE_BYTES"
+
+// messageLimitFromEnv validates CROSSTALK_MAX_MESSAGE_BYTES: unset or empty
+// means no limit; anything but a positive whole number is a start-up error.
+func messageLimitFromEnv() (int, error) {
+	v := os.Getenv(maxMessageBytesVar)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s must be a positive whole number of bytes", maxMessageBytesVar)
+	}
+	return n, nil
 }
 
 // sentObject is send_message's result.

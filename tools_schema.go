@@ -76,16 +76,13 @@ func (ts toolSchema) outputSchema() object {
 // with title, annotations and outputSchema on every tool.
 var typedToolList = func() object {
 	legacy := toolList.get("tools").([]any)
-	list := make([]any, len(legacy))
-	for i, item := range legacy {
-		def := item.(object)
-		name := def.get("name").(string)
-		ts := toolSchemas[name]
-		typed := object{{"name", name}, {"title", ts.title}, {"description", def.get("description")}, {"inputSchema", def.get("inputSchema")},
+	list := make([]any, len(tools))
+	for i, t := range tools {
+		ts := toolSchemas[t.name]
+		list[i] = object{{"name", t.name}, {"title", ts.title}, {"description", t.description}, {"inputSchema", legacy[i].(object).get("inputSchema")},
 			{"outputSchema", ts.outputSchema()},
 			{"annotations", object{{"title", ts.title}, {"readOnlyHint", ts.readOnly}, {"destructiveHint", ts.destructive},
 				{"idempotentHint", ts.idempotent}, {"openWorldHint", false}}}}
-		list[i] = typed
 	}
 	return object{{"tools", list}}
 }()

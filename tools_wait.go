@@ -146,17 +146,6 @@ func (w mailWait) read() ([]message, error) {
 	return msgs, err
 }
 
-// runWaiting runs a waiting tool on arguments prepareCall accepted, inside
-// its in-flight request r, turning a failure into an isError result as run
-// does.
-func (t *tool) runWaiting(s *server, a toolArgs, r *inflightRequest) toolResult {
-	value, err := t.wait(s, a, r)
-	if err != nil {
-		return failure(classify(t.name, err))
-	}
-	return toolResult{value: value}
-}
-
 // startWaitingCall runs a prepared call of a waiting tool on the session's
 // in-flight table: its answer, audited like any call's, is written when it
 // completes, possibly after answers to later requests. It returns
@@ -164,7 +153,7 @@ func (t *tool) runWaiting(s *server, a toolArgs, r *inflightRequest) toolResult 
 func (s *server) startWaitingCall(req request, pc preparedCall) *rpcError {
 	token := readRequestMeta(req.params).progressToken
 	return s.inflight.start(req.id, token, func(r *inflightRequest) (any, *rpcError) {
-		pc.call.result = pc.tool.runWaiting(s, pc.call.args, r)
+		pc.call.result = pc.tool.result(pc.tool.wait(s, pc.call.args, r))
 		result, rerr := s.finishCall(pc)
 		if rerr == nil && req.version == revModern {
 			return s.modernResult(result.(object), nil), nil
