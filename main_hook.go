@@ -229,21 +229,24 @@ func pickPending(st *store, contextID string, groups []membership) ([]hookItem, 
 // answer is written, so that mail is never marked read unseen; a reader
 // racing it may then see a message twice, which beats never.
 func deliverItems(st *store, contextID string, items []hookItem) error {
-	read, previewed := map[string][]int64{}, map[string][]int64{}
+	type groupIDs struct{ read, previewed []int64 }
+	byGroup := map[string]*groupIDs{}
 	for _, p := range items {
+		g := byGroup[p.groupID]
+		if g == nil {
+			g = &groupIDs{}
+			byGroup[p.groupID] = g
+		}
 		if p.preview {
-			previewed[p.groupID] = append(previewed[p.groupID], p.msg.id)
+			g.previewed = append(g.previewed, p.msg.id)
 		} else {
-			read[p.groupID] = append(read[p.groupID], p.msg.id)
+			g.read = append(g.read, p.msg.id)
 		}
 	}
-	for _, p := range items {
-		id := p.groupID
-		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, viaHook, read[id], previewed[id]) }); err != nil {
+	for id, g := range byGroup {
+		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, viaHook, g.read, g.previewed) }); err != nil {
 			return err
 		}
-		delete(read, id)
-		delete(previewed, id)
 	}
 	return nil
 }
