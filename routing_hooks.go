@@ -183,7 +183,9 @@ type hookItem struct {
 // message must never hide the mail behind it. Otherwise the walk stops
 // there, so that mail is shown in order. A message shown whole is marked
 // read; a preview stays unread, since the agent has not read it, and says
-// how to read it whole.
+// how to read it whole. Only its wake event is acknowledged, so that Stop
+// keeps the agent going once for it and not forever, and wait does not
+// wake it again.
 func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 	sorted := append([]pendingMessage(nil), pending...)
 	sort.SliceStable(sorted, func(i, j int) bool {

@@ -204,8 +204,6 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 				s.damaged.warn(path, problem)
 				continue
 			}
-		}
-		if err != nil {
 			return nil, err
 		}
 		if found {
