@@ -140,20 +140,6 @@ func commandExit(command, help string, err error, stdout, stderr io.Writer) int 
 	return 2
 }
 
-// openGroupsStore opens the store on groupsDirFromEnv's directory for the
-// one-shot commands (hook, wait, status), and returns the directory too.
-func openGroupsStore() (*store, string, error) {
-	dir, err := groupsDirFromEnv()
-	if err != nil {
-		return nil, "", err
-	}
-	st, err := newStore(dir)
-	if err != nil {
-		return nil, "", err
-	}
-	return st, dir, nil
-}
-
 // groupsDirFromEnv returns CROSSTALK_GROUPS_DIR, or ~/.cache/crosstalk when it
 // is unset or empty.
 func groupsDirFromEnv() (string, error) {

@@ -7,8 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 )
 
 // hookRequest is one `crosstalk-mcp hook` run: which client and event, the
@@ -26,24 +30,29 @@ type hookRequest struct {
 // than printing none.
 var errNoIdentity = errors.New("cannot tell which member this session is")
 
-const hookHelp = `usage: crosstalk-mcp hook --client NAME [--event EVENT] [--context-id ID]
+const hookHelp = `usage: crosstalk-mcp hook --client NAME [--event EVENT] [--context-id ID] [--groups-dir PATH]
 
 Answer one agent client hook with the member's new mail, in the client's own
 output shape, reading the hook payload on stdin. Like any other failure, a
 usage error exits 0 with one line on stderr: a hook never breaks its client.
 
 options:
-  --client NAME     claude-code, codex, gemini, vscode or cursor
-  --event EVENT     the hook event (default: the payload's event name)
-  --context-id ID   the member, when the payload has no session id (default:
-                    $CROSSTALK_CONTEXT_ID)
+  --client NAME       claude-code, codex, gemini, vscode or cursor
+  --event EVENT       the hook event (default: the payload's event name)
+  --context-id ID     the member, when the payload has no session id (default:
+                      $CROSSTALK_CONTEXT_ID)
+  --groups-dir PATH   the server's groups directory (default:
+                      $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
 // runHook answers one client hook: it prints the member's pending mail in
-// the client's documented output shape for the event and marks what it
-// printed read. A hook must never break the client, so every failure exits
-// 0 with nothing on stdout and one line on stderr, a usage error included.
+// the client's documented output shape for the event and, once that is
+// written out whole, marks what it printed read. A hook must never break
+// the client, so every failure exits 0 with nothing on stdout and one line
+// on stderr, a usage error included; a closed stdout is a write error, not
+// a SIGPIPE death, and leaves the mail unread.
 func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp hook: %v\n", err)
 		return 0
@@ -52,6 +61,7 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	client := fs.String("client", "", "")
 	event := fs.String("event", "", "")
 	contextID := fs.String("context-id", "", "")
+	groupsDir := fs.String("groups-dir", "", "")
 	if err := parseFlags(fs, args); err != nil {
 		commandExit("hook", hookHelp, err, stdout, stderr)
 		return 0
@@ -63,19 +73,50 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if req == nil {
 		return 0 // an event this client's hooks have nothing to say at
 	}
-	st, _, err := openGroupsStore()
+	st, err := openCommandStore("hook", *groupsDir, stderr)
 	if err != nil {
 		return fail(err)
 	}
 	defer st.close()
-	out, err := answerHook(st, req)
+	out, items, err := answerHook(st, req)
 	if err != nil {
 		return fail(err)
 	}
+	if out == "" {
+		return 0
+	}
 	if _, err := io.WriteString(stdout, out); err != nil {
-		return fail(fmt.Errorf("write answer: %w", err))
+		return fail(fmt.Errorf("write answer: %w; the mail stays unread", err))
+	}
+	if err := deliverItems(st, req.contextID, items); err != nil {
+		return fail(fmt.Errorf("mark the printed mail read: %w", err))
 	}
 	return 0
+}
+
+// openCommandStore opens the groups store of a one-shot command (hook,
+// wait, status) on dir, or groupsDirFromEnv's directory when dir is empty,
+// and sends the store's warnings (a damaged group file skipped) to the
+// command's stderr under its name. It never creates the directory: a hook
+// pointed at a mistyped one must say so, not answer from a new empty one.
+func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
+	if dir == "" {
+		var err error
+		if dir, err = groupsDirFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("no groups directory %s: point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", dir)
+	}
+	st, err := newStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	log.SetOutput(stderr)
+	log.SetFlags(0)
+	log.SetPrefix("crosstalk-mcp " + command + ": ")
+	return st, nil
 }
 
 // parseHookRequest reads the payload for the command line's client, event
@@ -124,14 +165,15 @@ func resolveContextID(fromPayload, fromFlag string) string {
 	return ""
 }
 
-// answerHook works out the text for one hook run and delivers the mail it
-// prints. A Stop event prints only when a wake event is pending, and then
-// delivers (reads) that mail, so the next Stop finds nothing and lets the
-// agent stop: one continuation per batch of mail, never a loop.
-func answerHook(st *store, req *hookRequest) (string, error) {
+// answerHook works out the text for one hook run and the mail it shows,
+// which runHook delivers once the text is written out. A Stop event prints
+// only when a wake event is pending and shown, and delivering that mail
+// acknowledges it, so the next Stop finds nothing and lets the agent stop:
+// one continuation per batch of mail, never a loop.
+func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	groups, err := st.memberships(req.contextID)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var text string
 	if req.event.kind == eventStart {
@@ -143,30 +185,30 @@ func answerHook(st *store, req *hookRequest) (string, error) {
 		wakes += g.wakeups
 	}
 	if req.event.kind == eventStop && wakes == 0 {
-		return "", nil
+		return "", nil, nil
 	}
+	var items []hookItem
 	if unread > 0 {
-		mail, woke, err := deliverPending(st, req.contextID, groups)
-		if err != nil {
-			return "", err
+		var rest int
+		if items, rest, err = pickPending(st, req.contextID, groups); err != nil {
+			return "", nil, err
 		}
-		if req.event.kind == eventStop && !woke {
-			return "", nil
+		if req.event.kind == eventStop && !slices.ContainsFunc(items, func(p hookItem) bool { return p.wakes }) {
+			return "", nil, nil
 		}
-		if mail != "" {
-			text = strings.TrimPrefix(text+"\n\n"+mail, "\n\n")
+		if len(items) > 0 {
+			text = strings.TrimPrefix(text+"\n\n"+formatMail(req.contextID, items, rest), "\n\n")
 		}
 	}
 	if text == "" {
-		return "", nil
+		return "", nil, nil
 	}
-	return req.event.render(req.eventName, text), nil
+	return req.event.render(req.eventName, text), items, nil
 }
 
-// deliverPending reads the member's unread mail in every group, picks what a
-// hook prints and marks exactly that read. woke reports whether a printed
-// message carried a wake event.
-func deliverPending(st *store, contextID string, groups []membership) (text string, woke bool, err error) {
+// pickPending reads the member's unread mail in every group and picks what
+// a hook prints (selectForHook).
+func pickPending(st *store, contextID string, groups []membership) ([]hookItem, int, error) {
 	var pending []pendingMessage
 	for _, g := range groups {
 		if g.unread == 0 {
@@ -174,39 +216,37 @@ func deliverPending(st *store, contextID string, groups []membership) (text stri
 		}
 		p, err := st.pendingMail(g, contextID)
 		if err != nil {
-			return "", false, err
+			return nil, 0, err
 		}
 		pending = append(pending, p...)
 	}
-	picked, rest := selectForHook(pending)
-	byGroup := map[string][]int64{}
-	for _, p := range picked {
-		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
+	items, rest := selectForHook(pending)
+	return items, rest, nil
+}
+
+// deliverItems records the printed mail delivered by hook: read when shown
+// whole, acknowledged but still unread when cut short. It runs after the
+// answer is written, so that mail is never marked read unseen; a reader
+// racing it may then see a message twice, which beats never.
+func deliverItems(st *store, contextID string, items []hookItem) error {
+	type groupIDs struct{ read, previewed []int64 }
+	byGroup := map[string]*groupIDs{}
+	for _, p := range items {
+		g := byGroup[p.groupID]
+		if g == nil {
+			g = &groupIDs{}
+			byGroup[p.groupID] = g
+		}
+		if p.preview {
+			g.previewed = append(g.previewed, p.msg.id)
+		} else {
+			g.read = append(g.read, p.msg.id)
+		}
 	}
-	delivered := map[string]map[int64]bool{}
-	for id, ids := range byGroup {
-		var confirmed []int64
-		err := retryBusy(func() (err error) {
-			confirmed, err = st.deliverMessages(id, contextID, viaHook, ids)
+	for id, g := range byGroup {
+		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, viaHook, g.read, g.previewed) }); err != nil {
 			return err
-		})
-		if err != nil {
-			return "", false, err
-		}
-		delivered[id] = map[int64]bool{}
-		for _, m := range confirmed {
-			delivered[id][m] = true
 		}
 	}
-	var shown []pendingMessage
-	for _, p := range picked {
-		if delivered[p.groupID][p.msg.id] {
-			shown = append(shown, p)
-			woke = woke || p.wakes
-		}
-	}
-	if len(shown) == 0 {
-		return "", false, nil
-	}
-	return formatMail(contextID, shown, rest), woke, nil
+	return nil
 }

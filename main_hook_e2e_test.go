@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +25,7 @@ type cliRun struct {
 func startCLI(t *testing.T, dir, payload string, args ...string) <-chan cliRun {
 	t.Helper()
 	cmd := exec.Command(builtBinary(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CROSSTALK_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "CROSSTALK_GROUPS_DIR="+dir)
+	cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(payload), &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -39,6 +37,18 @@ func startCLI(t *testing.T, dir, payload string, args ...string) <-chan cliRun {
 		done <- cliRun{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), time.Now()}
 	}()
 	return done
+}
+
+// envWithout is this process's environment without the variables named
+// with prefix, plus extra.
+func envWithout(prefix string, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
 }
 
 func finishCLI(t *testing.T, ch <-chan cliRun) cliRun {
@@ -117,5 +127,98 @@ func TestE2EHookAndWait(t *testing.T) {
 	status := finishCLI(t, startCLI(t, dir, "", "status", "--context-id", session))
 	if !strings.Contains(status.stdout, "0 pending wakeups") || strings.Count(status.stdout, "by hook") != 2 {
 		t.Errorf("status:\n%s\nwant two wake events delivered by hook", status.stdout)
+	}
+}
+
+// TestE2EClosedOutputs checks that the built binary is not killed by
+// SIGPIPE when the client has closed the output it answers on: hook exits
+// 0 and leaves the mail unread, wait still exits 2.
+func TestE2EClosedOutputs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		stderr bool // close stderr, not stdout
+		code   int
+	}{
+		{"hook stdout", []string{"hook", "--client", "claude-code"}, false, 0},
+		{"wait stderr", []string{"wait", "--client", "claude-code", "--timeout", "20s"}, true, waitWoke},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			f.sendAs(t, "@bob do not lose me")
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			defer w.Close()
+			cmd := exec.Command(builtBinary(t), tc.args...)
+			cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+f.st.dir)
+			cmd.Stdin = strings.NewReader(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`)
+			cmd.Stdout, cmd.Stderr = w, io.Discard
+			if tc.stderr {
+				cmd.Stdout, cmd.Stderr = io.Discard, w
+			}
+			cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit %d (%v); want %d, not a signal", code, cmd.ProcessState, tc.code)
+			}
+			if groups, err := f.st.memberships("sess-1"); err != nil || len(groups) != 1 || groups[0].unread != 1 {
+				t.Errorf("memberships %+v (%v); want the message still unread", groups, err)
+			}
+		})
+	}
+}
+
+// TestE2EInstalledHookFindsTheServersDirectory installs Claude Code's hooks
+// in a project whose .mcp.json alone names the groups directory (with a
+// space and a quote in it), runs the installed UserPromptSubmit command
+// line with sh and no CROSSTALK_GROUPS_DIR, and sees the pending mail;
+// uninstall then puts the settings file's bytes back.
+func TestE2EInstalledHookFindsTheServersDirectory(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("runs the installed command line with sh")
+	}
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob found me")
+	groups := filepath.Join(t.TempDir(), "team's groups")
+	if err := os.Symlink(f.st.dir, groups); err != nil {
+		t.Fatal(err)
+	}
+	project, home := t.TempDir(), t.TempDir()
+	mcp := `{"mcpServers": {"crosstalk": {"command": "crosstalk-mcp", "env": {"CROSSTALK_GROUPS_DIR": ` + jsonLine(groups) + `}}}}`
+	settings := filepath.Join(project, ".claude", "settings.json")
+	const original = "{\n  \"model\": \"opus\"\n}\n"
+	os.MkdirAll(filepath.Dir(settings), 0o755)
+	if os.WriteFile(filepath.Join(project, ".mcp.json"), []byte(mcp), 0o644) != nil || os.WriteFile(settings, []byte(original), 0o644) != nil {
+		t.Fatal("cannot write the project's files")
+	}
+	env := envWithout("CROSSTALK_", "HOME="+home)
+	hooks := func(verb string) {
+		cmd := exec.Command(builtBinary(t), "hooks", verb, "--client", "claude-code", "--scope", "project")
+		cmd.Dir, cmd.Env = project, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hooks %s: %v\n%s", verb, err, out)
+		}
+	}
+	hooks("install")
+	var installed struct {
+		Hooks map[string][]struct{ Hooks []struct{ Command string } }
+	}
+	raw, _ := os.ReadFile(settings)
+	if err := json.Unmarshal(raw, &installed); err != nil || len(installed.Hooks["UserPromptSubmit"]) != 1 {
+		t.Fatalf("installed settings (%v):\n%s", err, raw)
+	}
+	line := installed.Hooks["UserPromptSubmit"][0].Hooks[0].Command
+	sh := exec.Command("sh", "-c", line)
+	sh.Dir, sh.Env = project, env
+	sh.Stdin = strings.NewReader(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`)
+	out, err := sh.Output()
+	if err != nil || !strings.Contains(string(out), "found me") {
+		t.Errorf("sh -c %s: %v; printed %q; want the pending mail", line, err, out)
+	}
+	hooks("uninstall")
+	if after, _ := os.ReadFile(settings); string(after) != original {
+		t.Errorf("after uninstall:\n%q\nwant\n%q", after, original)
 	}
 }

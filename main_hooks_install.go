@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -16,9 +20,11 @@ type hooksInstallCommand struct {
 	target  hookSettings
 	scope   string
 	dryRun  bool
+	// groupsDir is --groups-dir: the directory the installed hooks read.
+	groupsDir string
 }
 
-const hooksHelp = `usage: crosstalk-mcp hooks install|uninstall --client NAME [--scope user|project] [--dry-run]
+const hooksHelp = `usage: crosstalk-mcp hooks install|uninstall --client NAME [--scope user|project] [--dry-run] [--groups-dir PATH]
 
 Add Crosstalk's hooks to a client's settings file, or remove them, leaving every
 other byte as it was; each write keeps the previous file as FILE.crosstalk-backup.
@@ -30,6 +36,11 @@ options:
   --scope SCOPE    user (the file in your home directory; the default) or
                    project (the file in the current directory)
   --dry-run        print the change without writing it
+  --groups-dir PATH
+                   the groups directory the hook commands pass on (default:
+                   $CROSSTALK_GROUPS_DIR, else the CROSSTALK_GROUPS_DIR of the
+                   client's MCP configuration of the server, else none: the
+                   hooks then read ~/.cache/crosstalk)
 `
 
 // runHooksInstall runs `hooks install` and `hooks uninstall`: it installs or
@@ -49,6 +60,7 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	client := fs.String("client", "", "")
 	scope := fs.String("scope", "user", "")
 	dryRun := fs.Bool("dry-run", false, "")
+	groupsDir := fs.String("groups-dir", "", "")
 	err := parseFlags(fs, args[1:])
 	target, ok := hookInstallTargets[*client]
 	switch {
@@ -63,7 +75,7 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return commandExit(name, hooksHelp, err, stdout, stderr)
 	}
-	cmd := hooksInstallCommand{install: args[0] == "install", target: target, scope: *scope, dryRun: *dryRun}
+	cmd := hooksInstallCommand{install: args[0] == "install", target: target, scope: *scope, dryRun: *dryRun, groupsDir: *groupsDir}
 	if err := cmd.run(stdout); err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", name, err)
 		return 1
@@ -95,8 +107,11 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("find this binary: %w", err)
 		}
-		text, err = installHooks(c.target, text, exe)
-		if err != nil {
+		l := hookLauncher{exe: exe}
+		if l.groupsDir, err = c.hooksGroupsDir(stdout, home, cwd); err != nil {
+			return err
+		}
+		if text, err = installHooks(c.target, text, l); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	} else if existed {
@@ -139,6 +154,94 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		fmt.Fprintln(stdout)
 	}
 	return nil
+}
+
+// hooksGroupsDir is the groups directory the installed hook commands
+// pass on, as an absolute path, or "" for none: --groups-dir, else
+// CROSSTALK_GROUPS_DIR, else the one the client's MCP configuration gives
+// the server. Hooks run in the client's environment, not the server's, so
+// without it they would read the default directory while the server's env
+// block names another. It says on stdout which it took and why.
+func (c hooksInstallCommand) hooksGroupsDir(stdout io.Writer, home, cwd string) (string, error) {
+	dir, from := c.groupsDir, "--groups-dir"
+	if dir == "" {
+		dir, from = os.Getenv("CROSSTALK_GROUPS_DIR"), "CROSSTALK_GROUPS_DIR"
+	}
+	if dir == "" {
+		dir, from = mcpGroupsDir(c.target.client, home, cwd)
+	}
+	if dir == "" {
+		fmt.Fprintln(stdout, "No groups directory given or found in the client's MCP configuration: the hooks read the default, ~/.cache/crosstalk; pass --groups-dir if the server uses another")
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("groups directory %s: %w", dir, err)
+	}
+	fmt.Fprintf(stdout, "The hooks read groups directory %s (from %s)\n", abs, from)
+	return abs, nil
+}
+
+// mcpServerList is where a client's MCP configuration lists its servers:
+// a JSON file and the keys that lead to the object of server entries.
+type mcpServerList struct {
+	file string
+	keys []string
+}
+
+// mcpServerLists are a client's MCP configuration files for the project
+// directory cwd, in the order the client lets them override one another;
+// Codex's is TOML, which is not read.
+func mcpServerLists(client, home, cwd string) []mcpServerList {
+	servers := []string{"mcpServers"}
+	switch client {
+	case "claude-code": // local, project, then user scope
+		claude := filepath.Join(home, ".claude.json")
+		return []mcpServerList{{claude, []string{"projects", cwd, "mcpServers"}}, {filepath.Join(cwd, ".mcp.json"), servers}, {claude, servers}}
+	case "gemini":
+		return []mcpServerList{{filepath.Join(cwd, ".gemini", "settings.json"), servers}, {filepath.Join(home, ".gemini", "settings.json"), servers}}
+	case "cursor":
+		return []mcpServerList{{filepath.Join(cwd, ".cursor", "mcp.json"), servers}, {filepath.Join(home, ".cursor", "mcp.json"), servers}}
+	case "vscode":
+		return []mcpServerList{{filepath.Join(cwd, ".vscode", "mcp.json"), []string{"servers"}}}
+	}
+	return nil
+}
+
+// mcpGroupsDir returns the CROSSTALK_GROUPS_DIR that a server entry of the
+// client's MCP configuration sets, with ${VAR} and ${VAR:-default}
+// expanded as Claude Code does, and the file it is in. A file that is
+// missing or not plain JSON is passed over.
+func mcpGroupsDir(client, home, cwd string) (dir, file string) {
+	for _, l := range mcpServerLists(client, home, cwd) {
+		raw, err := os.ReadFile(l.file)
+		var v any
+		if err != nil || json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		for _, k := range l.keys {
+			m, _ := v.(map[string]any)
+			v = m[k]
+		}
+		servers, _ := v.(map[string]any)
+		for _, name := range slices.Sorted(maps.Keys(servers)) {
+			entry, _ := servers[name].(map[string]any)
+			env, _ := entry["env"].(map[string]any)
+			if dir, _ := env["CROSSTALK_GROUPS_DIR"].(string); dir != "" {
+				return os.Expand(dir, expandWithDefault), l.file
+			}
+		}
+	}
+	return "", ""
+}
+
+// expandWithDefault is os.Expand's lookup for "VAR" and "VAR:-default".
+func expandWithDefault(name string) string {
+	name, def, _ := strings.Cut(name, ":-")
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // readBackup returns the content of a regular file at name, or nil: a

@@ -14,13 +14,15 @@ type statusOptions struct {
 	events    int // wake events listed per group, newest
 }
 
-const statusHelp = `usage: crosstalk-mcp status [--context-id ID] [--events N]
+const statusHelp = `usage: crosstalk-mcp status [--context-id ID] [--events N] [--groups-dir PATH]
 
 Summarize a member's groups, unread mail and wakeup delivery states.
 
 options:
-  --context-id ID   the member's context_id (default: $CROSSTALK_CONTEXT_ID)
-  --events N        wake events shown per group, newest first (default: 5)
+  --context-id ID     the member's context_id (default: $CROSSTALK_CONTEXT_ID)
+  --events N          wake events shown per group, newest first (default: 5)
+  --groups-dir PATH   the groups directory (default: $CROSSTALK_GROUPS_DIR, else
+                      ~/.cache/crosstalk)
 `
 
 // runStatus prints a short text summary of one member: its groups, unread
@@ -30,6 +32,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	contextID := fs.String("context-id", "", "")
 	events := fs.Int("events", 5, "")
+	groupsDir := fs.String("groups-dir", "", "")
 	err := parseFlags(fs, args)
 	opts := statusOptions{contextID: resolveContextID("", *contextID), events: *events}
 	if err == nil && opts.contextID == "" {
@@ -38,9 +41,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return commandExit("status", statusHelp, err, stdout, stderr)
 	}
-	st, _, err := openGroupsStore()
+	st, err := openCommandStore("status", *groupsDir, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "crosstalk-mcp status: %v\n", err)
 		return 1
 	}
 	defer st.close()

@@ -100,7 +100,7 @@ func TestUsageNamesEveryFlagInUse(t *testing.T) {
 	lines := []string{string(readme)}
 	for _, h := range hookInstallTargets {
 		for _, e := range h.entries {
-			lines = append(lines, "crosstalk-mcp "+e.args)
+			lines = append(lines, hookLauncher{exe: "crosstalk-mcp", groupsDir: "/srv/groups"}.command(e))
 		}
 	}
 	commandLine := regexp.MustCompile("crosstalk-mcp (hooks (?:un)?install|serve|observe|hook|wait|status|doctor)\\b([^`|\n]*)")

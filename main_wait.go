@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -32,7 +34,7 @@ const (
 // starts a new one.
 const defaultWaitTimeout = 55 * time.Minute
 
-const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID]
+const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID] [--groups-dir PATH]
 
 Block until the member has a wake event no waiter has delivered yet, then print
 it on stderr and exit 2 (Claude Code's asyncRewake hook); exit 0 silently at
@@ -40,10 +42,12 @@ the timeout. Any failure, a usage error included, exits 0 with one line on
 stderr, since exit 2 would wake the agent.
 
 options:
-  --client NAME     whose hook payload stdin holds (default: claude-code)
-  --timeout D       give up after this long, as a Go duration (default: 55m)
-  --context-id ID   the member, instead of the payload's session id (default:
-                    $CROSSTALK_CONTEXT_ID)
+  --client NAME       whose hook payload stdin holds (default: claude-code)
+  --timeout D         give up after this long, as a Go duration (default: 55m)
+  --context-id ID     the member, instead of the payload's session id (default:
+                      $CROSSTALK_CONTEXT_ID)
+  --groups-dir PATH   the server's groups directory (default:
+                      $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
 // runWait blocks until the member has a wake event no waiter has delivered
@@ -51,7 +55,10 @@ options:
 // by wait; at the timeout it exits 0 silently. It runs as a background
 // (asyncRewake) hook, so it reads the hook payload for the session id, and
 // like a hook it never fails loudly: errors exit 0 with one stderr line.
+// A closed stderr does not kill it with SIGPIPE: it still exits 2, and the
+// mail it could not quote waits unread for the next hook.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "crosstalk-mcp wait: %v\n", err)
 		return 0
@@ -60,6 +67,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	client := fs.String("client", "claude-code", "")
 	contextID := fs.String("context-id", "", "")
 	timeout := fs.Duration("timeout", defaultWaitTimeout, "")
+	groupsDir := fs.String("groups-dir", "", "")
 	if err := parseFlags(fs, args); err != nil {
 		commandExit("wait", waitHelp, err, stdout, stderr)
 		return waitTimedOut
@@ -68,12 +76,12 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	st, dir, err := openGroupsStore()
+	st, err := openCommandStore("wait", *groupsDir, stderr)
 	if err != nil {
 		return fail(err)
 	}
 	defer st.close()
-	w := newChangeWatcher(dir)
+	w := newChangeWatcher(st.dir)
 	defer w.close()
 	n, err := waitForWakeup(st, w, opts)
 	if err != nil {

@@ -158,16 +158,35 @@ func jsonObject(raw []byte, p *hookPayload) bool {
 
 // Output bounds: a hook's answer lands in the model's context on every
 // turn, so it stays small; the rest waits for get_unread_messages.
+// hookPreviewBytes is how much of a message too big for the answer is shown.
 const (
-	hookMaxMessages = 20
-	hookMaxBytes    = 8 << 10
+	hookMaxMessages  = 20
+	hookMaxBytes     = 8 << 10
+	hookPreviewBytes = 1 << 10
 )
+
+// hookItem is one message of a hook answer, shown whole or, when preview
+// is set, only its first hookPreviewBytes.
+type hookItem struct {
+	pendingMessage
+	preview bool
+}
 
 // selectForHook orders pending mail for printing, messages with a pending
 // wake event first and then the other unread ones, each oldest first, and
 // keeps what fits in hookMaxMessages and hookMaxBytes. rest counts the
 // messages left for get_unread_messages.
-func selectForHook(pending []pendingMessage) (picked []pendingMessage, rest int) {
+//
+// A message is shown whole when it fits in what is left of the budget. One
+// that does not is shown as a preview when it alone is over the budget, or
+// when nothing has been shown whole yet, and the walk goes on: one big
+// message must never hide the mail behind it. Otherwise the walk stops
+// there, so that mail is shown in order. A message shown whole is marked
+// read; a preview stays unread, since the agent has not read it, and says
+// how to read it whole. Only its wake event is acknowledged, so that Stop
+// keeps the agent going once for it and not forever, and wait does not
+// wake it again.
+func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 	sorted := append([]pendingMessage(nil), pending...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].wakes != sorted[j].wakes {
@@ -175,20 +194,28 @@ func selectForHook(pending []pendingMessage) (picked []pendingMessage, rest int)
 		}
 		return sorted[i].msg.sentAt < sorted[j].msg.sentAt
 	})
-	size := 0
+	size, whole := 0, 0
 	for i, p := range sorted {
-		n := len(formatHookMessage(p))
+		item := hookItem{pendingMessage: p}
+		n := len(formatHookMessage(item))
+		if size+n > hookMaxBytes && (n > hookMaxBytes || whole == 0) {
+			item.preview = true
+			n = len(formatHookMessage(item))
+		}
 		if len(picked) == hookMaxMessages || size+n > hookMaxBytes {
 			return picked, len(sorted) - i
 		}
-		picked, size = append(picked, p), size+n
+		if !item.preview {
+			whole++
+		}
+		picked, size = append(picked, item), size+n
 	}
 	return picked, 0
 }
 
 // formatHookMessage is one message as the agent reads it in a hook answer.
 // It carries the group id and message id, which the tools take.
-func formatHookMessage(p pendingMessage) string {
+func formatHookMessage(p hookItem) string {
 	var b strings.Builder
 	group := p.groupID
 	if p.groupName != "" {
@@ -202,7 +229,12 @@ func formatHookMessage(p pendingMessage) string {
 		fmt.Fprintf(&b, ", wakes you (%s)", p.relevance)
 	}
 	b.WriteString(":\n")
-	for _, line := range strings.Split(p.msg.text, "\n") {
+	text := p.msg.text
+	if p.preview {
+		text = fmt.Sprintf("%s [...]\n[Only the first %d of its %d bytes are shown here, and it stays unread: "+
+			"get_unread_messages with group_id %s returns it whole.]", truncateUTF8(text, hookPreviewBytes), hookPreviewBytes, len(text), p.groupID)
+	}
+	for _, line := range strings.Split(text, "\n") {
 		b.WriteString("  ")
 		b.WriteString(line)
 		b.WriteByte('\n')
@@ -211,16 +243,21 @@ func formatHookMessage(p pendingMessage) string {
 }
 
 // formatMail is the text of a batch of delivered messages.
-func formatMail(contextID string, msgs []pendingMessage, rest int) string {
+func formatMail(contextID string, items []hookItem, rest int) string {
 	var b strings.Builder
 	noun := "messages"
-	if len(msgs) == 1 {
+	if len(items) == 1 {
 		noun = "message"
 	}
-	fmt.Fprintf(&b, "Crosstalk: %d new %s for context_id %s (now marked read):\n", len(msgs), noun, contextID)
-	for _, p := range msgs {
-		b.WriteString(formatHookMessage(p))
+	read := "now marked read"
+	var body strings.Builder
+	for _, p := range items {
+		body.WriteString(formatHookMessage(p))
+		if p.preview {
+			read = "now marked read, except those cut short"
+		}
 	}
+	fmt.Fprintf(&b, "Crosstalk: %d new %s for context_id %s (%s):\n%s", len(items), noun, contextID, read, body.String())
 	if rest > 0 {
 		fmt.Fprintf(&b, "%d more: call get_unread_messages.\n", rest)
 	}

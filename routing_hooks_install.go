@@ -82,9 +82,23 @@ func (h hookSettings) settingsPath(scope, home, projectDir string) string {
 	return filepath.Join(base, filepath.FromSlash(h.settingsFile(scope)))
 }
 
+// hookLauncher is how an installed hook command starts this binary: its
+// path and, when known, the server's groups directory, which a hook run in
+// the client's own environment would not otherwise find.
+type hookLauncher struct{ exe, groupsDir string }
+
+// command is the shell command line of one hook.
+func (l hookLauncher) command(e hookEntry) string {
+	cmd := shellQuote(l.exe) + " " + e.args
+	if l.groupsDir != "" {
+		cmd += " --groups-dir " + shellQuote(l.groupsDir)
+	}
+	return cmd
+}
+
 // handler is the JSON of one hook handler.
-func (h hookSettings) handler(e hookEntry, exe string) map[string]any {
-	cmd := shellQuote(exe) + " " + e.args
+func (h hookSettings) handler(e hookEntry, l hookLauncher) map[string]any {
+	cmd := l.command(e)
 	if h.cursor {
 		return map[string]any{"command": cmd}
 	}
@@ -99,15 +113,16 @@ func (h hookSettings) handler(e hookEntry, exe string) map[string]any {
 }
 
 // entry is the JSON of one item of an event's array.
-func (h hookSettings) entry(e hookEntry, exe string) any {
+func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 	if h.grouped {
-		return map[string]any{"hooks": []any{h.handler(e, exe)}}
+		return map[string]any{"hooks": []any{h.handler(e, l)}}
 	}
-	return h.handler(e, exe)
+	return h.handler(e, l)
 }
 
 // shellQuote quotes a path for the shell the clients run hooks with when
-// it holds anything but safe characters.
+// it holds anything but safe characters, so that the command passes it
+// verbatim: no word splitting, no "~" or "$" expansion.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:\\") == "" {
 		return s
@@ -131,15 +146,16 @@ func renderJSON(v any, depth int, unit string) string {
 }
 
 // installHooks returns text with Crosstalk's hooks for h, each present
-// once with the command for exe. Entries already there are left alone and
-// stale ones (another path) replaced; every other byte stays as it was.
-func installHooks(h hookSettings, text, exe string) (string, error) {
+// once with the command l starts. Entries already there are left alone and
+// stale ones (another path or directory) replaced; every other byte stays
+// as it was.
+func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	if strings.TrimSpace(text) == "" {
 		text = h.emptySettings()
 	}
 	want := map[string]bool{}
 	for _, e := range h.entries {
-		want[h.handler(e, exe)["command"].(string)] = true
+		want[l.command(e)] = true
 	}
 	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] }, false)
 	if err != nil {
@@ -157,7 +173,7 @@ func installHooks(h hookSettings, text, exe string) (string, error) {
 	if hooks != nil && hooks.kind != '{' {
 		return "", errors.New(`settings "hooks" is not an object`)
 	}
-	missing, order := missingHooks(h, hooks, exe)
+	missing, order := missingHooks(h, hooks, l)
 	if hooks == nil {
 		inner := "\n" + strings.Repeat(unit, root.depth+2)
 		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
@@ -178,24 +194,23 @@ func (h hookSettings) emptySettings() string {
 	return "{}\n"
 }
 
-// missingHooks returns h's entries for exe that hooks (the settings'
-// "hooks" object, or nil when there is none) does not hold yet, by event,
-// and the events in the order of h's entries.
-func missingHooks(h hookSettings, hooks *jsonSpan, exe string) (map[string][]any, []string) {
+// missingHooks returns h's entries for l that hooks (the settings' "hooks"
+// object, or nil when there is none) does not hold yet, by event, and the
+// events in the order of h's entries.
+func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][]any, []string) {
 	missing := map[string][]any{}
 	var order []string
 	for _, e := range h.entries {
 		if hooks != nil {
-			cmd := h.handler(e, exe)["command"].(string)
 			arr := hooks.member(e.event)
-			if arr != nil && arr.kind == '[' && hasCommand(h, arr, cmd) {
+			if arr != nil && arr.kind == '[' && hasCommand(h, arr, l.command(e)) {
 				continue
 			}
 		}
 		if missing[e.event] == nil {
 			order = append(order, e.event)
 		}
-		missing[e.event] = append(missing[e.event], h.entry(e, exe))
+		missing[e.event] = append(missing[e.event], h.entry(e, l))
 	}
 	return missing, order
 }
@@ -275,7 +290,7 @@ func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, 
 	}
 	if backup != nil {
 		// Any binary path will do: its hooks are stripped again.
-		installed, err := installHooks(h, *backup, "crosstalk-mcp")
+		installed, err := installHooks(h, *backup, hookLauncher{exe: "crosstalk-mcp"})
 		again, _ := removeHooks(h, installed, dropAll, true)
 		clean, _ := removeHooks(h, *backup, dropAll, true)
 		if err == nil && again == stripped && clean == *backup {

@@ -50,7 +50,7 @@ func TestHooksInstallEveryClient(t *testing.T) {
 	for _, name := range hookClientNames() {
 		t.Run(name, func(t *testing.T) {
 			h := hookInstallTargets[name]
-			text, err := installHooks(h, "", "/opt/bin/crosstalk-mcp")
+			text, err := installHooks(h, "", hookLauncher{exe: "/opt/bin/crosstalk-mcp"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,11 +64,11 @@ func TestHooksInstallEveryClient(t *testing.T) {
 			if got := crosstalkCommands(t, h, text); len(got) != len(h.entries) {
 				t.Fatalf("got %d commands %v; want %d", len(got), got, len(h.entries))
 			}
-			again, err := installHooks(h, text, "/opt/bin/crosstalk-mcp")
+			again, err := installHooks(h, text, hookLauncher{exe: "/opt/bin/crosstalk-mcp"})
 			if err != nil || again != text {
 				t.Errorf("second install changed the file (%v):\n%s", err, again)
 			}
-			moved, err := installHooks(h, text, "/usr/local/bin/crosstalk-mcp")
+			moved, err := installHooks(h, text, hookLauncher{exe: "/usr/local/bin/crosstalk-mcp"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestHooksInstallKeepsUserSettings(t *testing.T) {
 }
 `
 	h := hookInstallTargets["claude-code"]
-	text, err := installHooks(h, original, "/opt/bin/crosstalk-mcp")
+	text, err := installHooks(h, original, hookLauncher{exe: "/opt/bin/crosstalk-mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,4 +316,47 @@ func TestHooksInstallWritesNoLinkItDidNotChoose(t *testing.T) {
 			t.Errorf("install: exit %d: %s; file %q mode %v; want a refusal and the file untouched", code, out, readOrMissing(t, path), info.Mode())
 		}
 	})
+}
+
+// TestHooksGroupsDir checks where `hooks install` takes the groups
+// directory it records from: --groups-dir, CROSSTALK_GROUPS_DIR, then the
+// client's MCP configuration in the order the client reads it.
+func TestHooksGroupsDir(t *testing.T) {
+	server := func(dir string) string {
+		return `{"command": "crosstalk-mcp", "env": {"CROSSTALK_GROUPS_DIR": "` + dir + `"}}`
+	}
+	for _, tc := range []struct {
+		name, flag, env, client string
+		files                   map[string]string // relative to home ("~/") or the project
+		want                    string
+	}{
+		{"flag first", "/flag", "/env", "claude-code", map[string]string{".mcp.json": `{"mcpServers": {"ct": ` + server("/mcp") + `}}`}, "/flag"},
+		{"then the environment", "", "/env", "claude-code", map[string]string{".mcp.json": `{"mcpServers": {"ct": ` + server("/mcp") + `}}`}, "/env"},
+		{"local scope before project", "", "", "claude-code", map[string]string{
+			".mcp.json":      `{"mcpServers": {"ct": ` + server("/project") + `}}`,
+			"~/.claude.json": `{"mcpServers": {"ct": ` + server("/user") + `}, "projects": {PROJECT: {"mcpServers": {"ct": ` + server("/local") + `}}}}`}, "/local"},
+		{"user scope last", "", "", "claude-code", map[string]string{"~/.claude.json": `{"mcpServers": {"other": {"command": "x"}, "ct": ` + server("/user") + `}}`}, "/user"},
+		{"variables expanded", "", "", "cursor", map[string]string{".cursor/mcp.json": `{"mcpServers": {"ct": ` + server("${NO_SUCH_VAR_X:-/fallback}/g") + `}}`}, "/fallback/g"},
+		{"vscode servers", "", "", "vscode", map[string]string{".vscode/mcp.json": `{"servers": {"ct": ` + server("/vs") + `}}`}, "/vs"},
+		{"none", "", "", "gemini", map[string]string{".gemini/settings.json": `{not json`}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home, project := t.TempDir(), t.TempDir()
+			t.Setenv("CROSSTALK_GROUPS_DIR", tc.env)
+			for name, text := range tc.files {
+				path := filepath.Join(project, name)
+				if rel, ok := strings.CutPrefix(name, "~/"); ok {
+					path = filepath.Join(home, rel)
+				}
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				os.WriteFile(path, []byte(strings.ReplaceAll(text, "PROJECT", strings.TrimSpace(jsonLine(project)))), 0o644)
+			}
+			c := hooksInstallCommand{target: hookInstallTargets[tc.client], groupsDir: tc.flag}
+			var out strings.Builder
+			got, err := c.hooksGroupsDir(&out, home, project)
+			if err != nil || got != tc.want || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("got %q (%v), said %q; want %q", got, err, out.String(), tc.want)
+			}
+		})
+	}
 }

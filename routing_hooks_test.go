@@ -330,3 +330,108 @@ func TestHookNothingPendingIsFast(t *testing.T) {
 		t.Errorf("idle hook took %v; want well under 500ms", d)
 	}
 }
+
+// TestHookBigMessage checks that a message over the hook's budget is shown
+// cut short with how to read it, stays unread, and neither silences the
+// context hooks nor hides the mail behind it; Stop keeps the agent going
+// once for it, not forever.
+func TestHookBigMessage(t *testing.T) {
+	huge := "@bob " + strings.Repeat("y", 20000)
+	marker := fmt.Sprintf("Only the first %d of its %d bytes", hookPreviewBytes, len(huge))
+	for _, event := range []string{"UserPromptSubmit", "PostToolUse", "Stop"} {
+		t.Run(event, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			f.sendAs(t, huge)
+			f.sendAs(t, "@bob after it")
+			payload := []byte(`{"session_id": "sess-1", "hook_event_name": "` + event + `"}`)
+			out, stderr, _ := runHookCLI(t, payload, "--client", "claude-code")
+			if !strings.Contains(out, marker) || !strings.Contains(out, "after it") || len(out) > hookMaxBytes+512 {
+				t.Fatalf("first %s: %d bytes %.300q (stderr %q); want the preview and the next message", event, len(out), out, stderr)
+			}
+			groups, err := f.st.memberships("sess-1")
+			if err != nil || len(groups) != 1 || groups[0].unread != 1 {
+				t.Fatalf("memberships %+v (%v); want one unread", groups, err)
+			}
+			if left, err := f.st.pendingMail(groups[0], "sess-1"); err != nil || len(left) != 1 || left[0].msg.text != huge {
+				t.Fatalf("left unread %d (%v); want only the big one", len(left), err)
+			}
+			f.sendAs(t, "@bob newest")
+			out, _, _ = runHookCLI(t, payload, "--client", "claude-code")
+			if !strings.Contains(out, marker) || strings.Contains(out, "after it") || !strings.Contains(out, "newest") {
+				t.Errorf("second %s printed %.300q; want the preview again and only the new mail", event, out)
+			}
+			if event == "Stop" {
+				if out, _, _ := runHookCLI(t, payload, "--client", "claude-code"); out != "" {
+					t.Errorf("third Stop printed %.200q; want the agent let go", out)
+				}
+			}
+		})
+	}
+}
+
+// TestHookCommandsSkipDamagedGroups checks that a group file no server can
+// use costs hook, status and wait one stderr line each, not their answer.
+func TestHookCommandsSkipDamagedGroups(t *testing.T) {
+	for name, content := range map[string][]byte{"garbage": []byte("not a database at all, just text"), "zero-byte": nil} {
+		t.Run(name, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			bad := filepath.Join(f.st.dir, "grp_"+strings.Repeat("0", 32)+".sqlite3")
+			if err := os.WriteFile(bad, content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f.sendAs(t, "@bob still here")
+			var out, errOut bytes.Buffer
+			if code := run([]string{"status", "--context-id", "sess-1"}, nil, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 unread message") ||
+				strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), "skipping damaged group file") {
+				t.Errorf("status: exit %d, stdout %q, stderr %q; want the group and one line", code, out.String(), errOut.String())
+			}
+			out.Reset()
+			errOut.Reset()
+			if code := run([]string{"wait", "--context-id", "sess-1", "--timeout", "20s"}, strings.NewReader(""), &out, &errOut); code != waitWoke ||
+				!strings.Contains(errOut.String(), "still here") {
+				t.Errorf("wait: exit %d, stderr %q; want woken by the message", code, errOut.String())
+			}
+			stdout, stderr, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`), "--client", "claude-code")
+			if !strings.Contains(stdout, "still here") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("hook: stdout %q, stderr %q; want the message and one line", stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestHookCommandsNeedTheGroupsDirectory checks that hook, wait and status
+// never create a missing groups directory, from the environment or
+// --groups-dir, and say so in one line; hook and wait still exit 0.
+func TestHookCommandsNeedTheGroupsDirectory(t *testing.T) {
+	t.Setenv("CROSSTALK_CONTEXT_ID", "sess-1")
+	payload := `{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"hook", []string{"hook", "--client", "claude-code"}, 0},
+		{"wait", []string{"wait", "--timeout", "5s"}, 0},
+		{"status", []string{"status"}, 1},
+	} {
+		for _, viaFlag := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/flag=%v", tc.name, viaFlag), func(t *testing.T) {
+				missing := filepath.Join(t.TempDir(), "typo")
+				args := tc.args
+				t.Setenv("CROSSTALK_GROUPS_DIR", missing)
+				if viaFlag {
+					t.Setenv("CROSSTALK_GROUPS_DIR", t.TempDir())
+					args = append(args, "--groups-dir", missing)
+				}
+				var out, errOut bytes.Buffer
+				code := run(args, strings.NewReader(payload), &out, &errOut)
+				if code != tc.code || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), missing) {
+					t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, one line naming the directory", code, out.String(), errOut.String(), tc.code)
+				}
+				if _, err := os.Stat(missing); err == nil {
+					t.Errorf("%s created %s", tc.name, missing)
+				}
+			})
+		}
+	}
+}

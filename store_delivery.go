@@ -199,6 +199,11 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 			continue
 		}
 		if err != nil {
+			// A file no server can use must not silence every member's hooks.
+			if problem := checkGroupFile(path); problem != nil {
+				s.damaged.warn(path, problem)
+				continue
+			}
 			return nil, err
 		}
 		if found {
@@ -247,28 +252,23 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 	return out, err
 }
 
-// deliverMessages marks the given unread messages of contextID read and
-// acknowledges their wake events, exactly as get_unread_messages does for
-// the messages it returns, and records them delivered by via. It returns
-// the ids that were still unread: a concurrent reader may have taken some,
-// and those must not be shown twice.
-func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]int64, error) {
-	if len(ids) == 0 {
-		return nil, nil
+// deliverMessages records the given unread messages of contextID delivered
+// by via and acknowledges their wake events. Those in read it also marks
+// read, exactly as get_unread_messages does for the messages it returns;
+// those in previewed, of which the member saw only a part, stay unread.
+// Messages a concurrent reader took meanwhile are left as that reader left
+// them.
+func (s *store) deliverMessages(groupID, contextID, via string, read, previewed []int64) error {
+	if len(read)+len(previewed) == 0 {
+		return nil
 	}
-	var confirmed []int64
-	err := s.writeGroup(groupID, func(tx groupTx) error {
-		confirmed = confirmed[:0]
-		placeholders := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-		args := make([]any, 0, len(ids)+1)
-		args = append(args, contextID)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN ("+placeholders+") ORDER BY message_id", args...)
+	return s.writeGroup(groupID, func(tx groupTx) error {
+		in, args := sqlInList(contextID, append(append([]int64(nil), read...), previewed...))
+		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN "+in+" ORDER BY message_id", args...)
 		if err != nil {
 			return err
 		}
+		var confirmed []int64
 		for rows.Next() {
 			var id int64
 			if err := rows.Scan(&id); err != nil {
@@ -277,18 +277,37 @@ func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]
 			}
 			confirmed = append(confirmed, id)
 		}
-		if err := rows.Close(); err != nil {
+		if err := rows.Close(); err != nil || len(confirmed) == 0 {
 			return err
-		}
-		if len(confirmed) == 0 {
-			return nil
 		}
 		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
 			return err
 		}
-		return s.markRead(tx, contextID, "message_id IN ("+placeholders+")", args[1:], false)
+		if len(read) > 0 {
+			in, args := sqlInList(contextID, read)
+			if err := s.markRead(tx, contextID, "message_id IN "+in, args[1:], false); err != nil {
+				return err
+			}
+		}
+		if len(previewed) == 0 {
+			return nil
+		}
+		in, args = sqlInList(contextID, previewed)
+		acked, err := s.acknowledgeWakeups(tx, contextID, "message_id IN "+in, args[1:])
+		if err != nil || !acked {
+			return err
+		}
+		return bumpRevisions(tx, revWakeup)
 	})
-	return confirmed, err
+}
+
+// sqlInList returns "(?, ?...)" for ids and the arguments first, then ids.
+func sqlInList(first any, ids []int64) (string, []any) {
+	args := append(make([]any, 0, len(ids)+1), first)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")", args
 }
 
 // wakeNotice is a wake event `wait` claimed: enough to tell the agent who
