@@ -108,7 +108,8 @@ type group struct {
 }
 
 // newGroup creates a group, joins alice and bob (bob's context_id is the
-// Claude Code session id, which is what the hooks act for) and returns it.
+// Claude Code session id, which is what the hooks act for; "" leaves bob
+// to join by himself) and returns it.
 func newGroup(t *testing.T, bin string, env []string, bob string) *group {
 	alice := startCrosstalk(t, bin, env)
 	var created struct {
@@ -116,7 +117,9 @@ func newGroup(t *testing.T, bin string, env []string, bob string) *group {
 	}
 	alice.tool("create_group", map[string]any{"context_id": "alice", "name": "clients"}, &created)
 	alice.tool("join_group", map[string]any{"group_id": created.GroupID, "context_id": "alice", "name": "alice"}, nil)
-	alice.tool("join_group", map[string]any{"group_id": created.GroupID, "context_id": bob, "name": "bob"}, nil)
+	if bob != "" {
+		alice.tool("join_group", map[string]any{"group_id": created.GroupID, "context_id": bob, "name": "bob"}, nil)
+	}
 	return &group{id: created.GroupID, bob: bob, alice: alice}
 }
 

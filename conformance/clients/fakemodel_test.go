@@ -79,7 +79,7 @@ func (m *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		os.WriteFile(fmt.Sprintf("%s.request%02d.json", m.dump, len(m.requests)), body, 0o644)
 	}
 	n := -1
-	if req.main && r.URL.Path == "/v1/messages" {
+	if req.main && (r.URL.Path == "/v1/messages" || r.URL.Path == "/v1/responses") {
 		n = m.mains
 		m.mains++
 	}
@@ -88,6 +88,13 @@ func (m *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 
 	switch {
+	case r.URL.Path == "/v1/responses":
+		reply := modelReply{text: "ok"}
+		if n >= 0 {
+			reply = m.script(n, req)
+		}
+		streamResponse(w, reply)
+		return
 	case r.URL.Path == "/v1/messages/count_tokens":
 		writeJSON(w, map[string]any{"input_tokens": 100})
 		return
@@ -320,4 +327,50 @@ func walkStrings(v any, blockType string, f func(blockType, s string)) {
 			walkStrings(e, blockType, f)
 		}
 	}
+}
+
+// streamResponse writes the reply as an OpenAI Responses API event stream,
+// the wire a custom Codex model_provider speaks: response.created, each
+// output item added and done, response.completed.
+func streamResponse(w http.ResponseWriter, r modelReply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	flusher, _ := w.(http.Flusher)
+	event := func(data map[string]any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", data["type"], b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	id := fmt.Sprintf("resp_fake%d", time.Now().UnixNano())
+	event(map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+	var item map[string]any
+	if r.toolName != "" {
+		args, _ := json.Marshal(r.toolInput)
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": r.toolName, "arguments": string(args)}
+		if ns, name, ok := strings.Cut(r.toolName, "/"); ok {
+			item["namespace"], item["name"] = ns, name
+		}
+	} else {
+		item = map[string]any{"type": "message", "role": "assistant", "id": "msg_" + id,
+			"content": []map[string]any{{"type": "output_text", "text": r.text, "annotations": []any{}}}}
+		event(map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
+		event(map[string]any{"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_" + id, "content_index": 0, "delta": r.text})
+	}
+	event(map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	event(map[string]any{"type": "response.completed", "response": map[string]any{"id": id, "output": []any{item},
+		"usage": map[string]any{"input_tokens": 100, "input_tokens_details": map[string]any{"cached_tokens": 0},
+			"output_tokens": 10, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 110}}})
+}
+
+// waitMains waits until n main requests have arrived.
+func (m *fakeModel) waitMains(n int, limit time.Duration) bool {
+	count := 0
+	_, ok := m.waitFor(limit, func(r modelRequest) bool {
+		if r.main {
+			count++
+		}
+		return count >= n
+	})
+	return ok
 }

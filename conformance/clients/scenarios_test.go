@@ -213,11 +213,11 @@ func TestModelWaitsForMessages(t *testing.T) {
 // works on its turn; the Stop hook must block once and deliver it once.
 func TestStopWithMailPending(t *testing.T) {
 	t.Parallel()
-	var sent time.Time
+	sentAt := make(chan time.Time, 1)
 	var s *session
 	s = newSession(t, func(n int, r modelRequest) modelReply {
 		if n == 0 {
-			sent = s.group.send(s.marker)
+			sentAt <- s.group.send(s.marker)
 		}
 		return modelReply{text: "Done."}
 	})
@@ -229,6 +229,11 @@ func TestStopWithMailPending(t *testing.T) {
 		t.Errorf("no model request carried the mail within %v; hooks:\n%s", startLimit, s.hookLines())
 	}
 	s.settle()
+	var sent time.Time
+	select {
+	case sent = <-sentAt:
+	default:
+	}
 	s.report("d Stop with mail pending", sent, o)
 }
 
