@@ -1,29 +1,45 @@
 // Package clients proves crosstalk-mcp's delivery on the real agent client
-// programs, with only the model replaced: each scenario runs the Claude Code
-// CLI pinned in package.json against a fake Anthropic Messages API on
-// loopback (fakemodel_test.go), with the hooks that `crosstalk-mcp hooks
-// install --client claude-code --scope project` writes and the server
-// configured in the project's .mcp.json, in a throwaway HOME and project
-// directory. The fake model records every request body, exactly what a
-// model would see, and answers from a small per-scenario script; another
-// agent, alice, sends "@bob MARKER" through the built binary over stdio.
-// Each scenario asserts that the unique marker reached the model exactly
-// once and reports the delay from the send being answered to the first
-// model request that carries it.
+// programs, with only the model replaced. Each scenario runs a client
+// pinned in package.json (the Claude Code CLI, and for scenario c also the
+// Codex CLI) against a fake model API on loopback (fakemodel_test.go:
+// Anthropic Messages for Claude Code, OpenAI Responses for Codex, both
+// streamed as server-sent events), with the hooks that `crosstalk-mcp
+// hooks install --scope project` writes and the MCP server configured as
+// a user would (.mcp.json; Codex's config.toml), in a throwaway HOME and
+// project directory. The fake model records every request body, exactly
+// what a model would see, and answers from a small per-scenario script;
+// another agent, alice, sends "@bob MARKER" through the built binary over
+// stdio (crosstalk_test.go). Each scenario asserts that the unique marker
+// stands exactly once in what the model received (the most occurrences in
+// any one request, since each request repeats the conversation) and
+// reports the delay from the send being answered to the first model
+// request that carries it, on a line starting "RESULT".
+//
+// The scenarios: a, `claude -p` with mail pending at start; b, a
+// stream-json session getting mail between turns; c, the model calling
+// wait_for_messages with the mail arriving 3 s later (Claude Code and
+// Codex); d, mail arriving during a turn, so that Stop finds it pending;
+// e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken
+// while idle.
 //
 // Run it with `make conformance-clients` from the repository root, or by
 // hand:
 //
-//	cd conformance/clients && npm ci && CROSSTALK_BIN=/path/to/crosstalk-mcp go test -count=1 -v .
+//	cd conformance/clients && npm ci && go test -count=1 -v .
 //
-// CROSSTALK_BIN defaults to a binary built from ../.. ; CLAUDE_BIN defaults
-// to node_modules/.bin/claude. Nothing leaves loopback: the environment
-// turns off Claude Code's telemetry, updates and other nonessential
-// traffic, and the fake API answers every path it is asked.
+// CROSSTALK_BIN names the crosstalk-mcp binary (default: one built from
+// ../..); CLAUDE_BIN and CODEX_BIN override the npm-installed clients;
+// CLIENTS_LOG_DIR keeps Claude Code's debug logs and every request body
+// there. Bob's context_id is the client's own session id, which the hooks
+// read from their payload: Claude Code is started with --session-id, and
+// the fake Codex model reads its id from the SessionStart hook's text.
+// Nothing leaves loopback: the environment turns off Claude Code's
+// telemetry, updates and other nonessential traffic, and the fake API
+// answers every path it is asked. A run takes about 65 s, most of it
+// scenario a's 60 s limit.
 package clients
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -206,15 +222,12 @@ func kill(cmd *exec.Cmd) {
 // outcome is one scenario's result as the report table shows it.
 type outcome struct {
 	result string // passed, failed or hung
-	delay  time.Duration
-	count  int
 }
 
 // report logs the scenario's figures and, on a wrong count, what the
 // model saw around each marker.
 func (s *session) report(name string, sent time.Time, o outcome) {
 	d := s.model.delivered(s.marker)
-	o.count = d.count
 	if o.result == "passed" && d.count != 1 {
 		o.result = "failed"
 	}
@@ -242,15 +255,6 @@ func (s *session) debugLog() string {
 		return filepath.Join(dir, strings.ReplaceAll(s.t.Name(), "/", "_")+".log")
 	}
 	return filepath.Join(s.home, "claude-debug.log")
-}
-
-// debugTail returns the end of Claude Code's debug log, for a failure.
-func (s *session) debugTail() string {
-	b, _ := os.ReadFile(s.debugLog())
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
-	}
-	return string(bytes.TrimSpace(b))
 }
 
 // hasMarker reports whether a main request carries the marker.

@@ -128,9 +128,11 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
 		switch n {
 		case 0:
-			id := "codex-bob"
+			id := "codex-bob" // joins all the same, so the tool path is still measured
 			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
 				id = m[1]
+			} else {
+				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
 			}
 			bob <- id
 			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": id, "name": "bob", "caller_name": "bob"}}

@@ -3,7 +3,6 @@ package clients
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -141,5 +140,3 @@ func (g *group) send(text string) time.Time {
 func (g *group) waitArgs(seconds int) map[string]any {
 	return map[string]any{"group_id": g.id, "context_id": g.bob, "name": "bob", "caller_name": "bob", "timeout_seconds": seconds}
 }
-
-func (g *group) String() string { return fmt.Sprintf("group %s", g.id) }
