@@ -35,7 +35,8 @@
 // the fake Codex model reads its id from the SessionStart hook's text.
 // Nothing leaves loopback: the environment turns off Claude Code's
 // telemetry, updates and other nonessential traffic, and the fake API
-// answers every path it is asked. A run takes about 65 s, most of it
+// answers every path it is asked. The scenarios run in parallel; a run
+// takes about 75 s (90 s with make's build and npm ci), most of it
 // scenario a's 60 s limit.
 package clients
 
