@@ -38,7 +38,6 @@ type modelScript func(n int, req modelRequest) modelReply
 // fakeModel is the Anthropic Messages API on loopback, streaming its
 // answers as server-sent events the way the real one does.
 type fakeModel struct {
-	t      *testing.T
 	url    string
 	script modelScript
 	dump   string // when set, each request body is written to dump.requestNN.json
@@ -55,7 +54,7 @@ func newFakeModel(t *testing.T, script modelScript) *fakeModel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &fakeModel{t: t, url: "http://" + ln.Addr().String(), script: script, arrived: make(chan struct{})}
+	m := &fakeModel{url: "http://" + ln.Addr().String(), script: script, arrived: make(chan struct{})}
 	srv := &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
