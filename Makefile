@@ -14,7 +14,7 @@ fail = { echo "FAIL: $(1)" >&2; exit 1; }
 need = command -v $(1) >/dev/null || $(call fail,$(1) is not installed: $(2))
 NODE_HINT := install Node.js 20 or later with npm (Debian: apt-get install nodejs npm)
 
-.PHONY: build test vet fmt lint tools race cross release release-check conformance conformance-http bench clean
+.PHONY: build test vet fmt lint tools race cross release release-check conformance conformance-http conformance-clients bench clean
 # The test steps must run in order: later ones are slower and assume earlier ones passed.
 .NOTPARALLEL:
 
@@ -136,6 +136,21 @@ conformance-http: build conformance/node_modules/.package-lock.json conformance/
 	@echo "==> Go SDK clients, the recipient over HTTP (2026-07-28)"
 	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http go run . \
 		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http conformance/go))
+
+# conformance-clients runs the real Claude Code CLI, pinned in
+# conformance/clients/package.json, against a fake model API on loopback,
+# with the hooks and MCP server configured as a user would: proof that mail
+# reaches the model exactly once. Its own Go module, standard library only;
+# the only network it needs is npm ci. It is not part of `make test` yet.
+conformance/clients/node_modules/.package-lock.json: conformance/clients/package-lock.json
+	@$(call need,npm,$(NODE_HINT))
+	@echo "==> npm ci --prefix conformance/clients"
+	@npm ci --prefix conformance/clients --no-audit --no-fund || $(call fail,npm ci --prefix conformance/clients)
+
+conformance-clients: build conformance/clients/node_modules/.package-lock.json
+	@echo "==> real agent clients against a fake model (conformance/clients)"
+	@cd conformance/clients && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" go test -count=1 -v -timeout 6m . \
+		|| $(call fail,conformance-clients (conformance/clients))
 
 # tools fetches the pinned linters lint runs, without running them.
 tools:

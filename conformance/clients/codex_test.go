@@ -1,0 +1,185 @@
+package clients
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// codexBin is the Codex CLI's native binary from the pinned npm package.
+func codexBin(t *testing.T) string {
+	if bin := os.Getenv("CODEX_BIN"); bin != "" {
+		return bin
+	}
+	triple := map[string]string{"amd64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}[goarch()]
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[goarch()]
+	bin, err := filepath.Abs(filepath.Join("node_modules", "@openai", "codex-linux-"+arch, "vendor", triple, "bin", "codex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v (run npm ci in conformance/clients)", err)
+	}
+	return bin
+}
+
+// newCodexSession is newSession for Codex: a throwaway CODEX_HOME whose
+// config.toml points a custom model_provider at the fake model, the MCP
+// server, the project trusted; the hooks from `hooks install --client
+// codex --scope project`.
+func newCodexSession(t *testing.T, script modelScript) *session {
+	root := t.TempDir()
+	s := &session{t: t, home: filepath.Join(root, "home"), project: filepath.Join(root, "project"),
+		groups: filepath.Join(root, "groups"), marker: "MARKER-" + newUUID(t)[:8]}
+	codexHome := filepath.Join(s.home, ".codex")
+	for _, d := range []string{s.project, s.groups, codexHome} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.model = newFakeModel(t, script)
+	if dir := os.Getenv("CLIENTS_LOG_DIR"); dir != "" {
+		s.model.dump = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	}
+	s.env = []string{"HOME=" + s.home, "CODEX_HOME=" + codexHome, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+		"TMPDIR=" + root, "USER=clients", "SHELL=/bin/sh", "CROSSTALK_GROUPS_DIR=" + s.groups,
+		"FAKE_MODEL_KEY=" + dummyKey, "RUST_LOG=warn"}
+	install := exec.Command(crosstalkBin, "hooks", "install", "--client", "codex", "--scope", "project")
+	install.Dir, install.Env = s.project, s.env
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("hooks install: %v\n%s", err, out)
+	}
+	config := fmt.Sprintf(`model = "gpt-fake"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "fake"
+base_url = "%s/v1"
+wire_api = "responses"
+env_key = "FAKE_MODEL_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[mcp_servers.crosstalk]
+command = %q
+env = { CROSSTALK_GROUPS_DIR = %q }
+
+[projects.%q]
+trust_level = "trusted"
+
+[features]
+hooks = true
+`, s.model.url, crosstalkBin, s.groups, s.project)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func goarch() string { return runtime.GOARCH }
+
+// contextIDSaid finds the context_id the SessionStart hook told the model,
+// as a model reads it.
+var contextIDSaid = regexp.MustCompile(`your context_id is ([A-Za-z0-9_-]+)`)
+
+// toolNamed returns the name under which a Responses request offers the
+// tool, since clients name MCP tools differently: a namespaced tool
+// (Codex's MCP servers) comes back as "namespace/name".
+func toolNamed(r modelRequest, name string) string {
+	var body struct {
+		Tools []struct {
+			Name  string `json:"name"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(r.body, &body)
+	for _, t := range body.Tools {
+		if strings.HasSuffix(t.Name, name) {
+			return t.Name
+		}
+		for _, inner := range t.Tools {
+			if inner.Name == name && strings.Contains(t.Name, "crosstalk") {
+				return t.Name + "/" + inner.Name
+			}
+		}
+	}
+	return name
+}
+
+// TestCodexModelWaitsForMessages is scenario c for Codex: the model,
+// having read its context_id from the SessionStart hook, joins the group
+// and calls wait_for_messages; mail arrives 3 s later.
+func TestCodexModelWaitsForMessages(t *testing.T) {
+	t.Parallel()
+	var s *session
+	bob := make(chan string, 1)
+	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
+		switch n {
+		case 0:
+			id := "codex-bob" // joins all the same, so the tool path is still measured
+			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
+				id = m[1]
+			} else {
+				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
+			}
+			bob <- id
+			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": id, "name": "bob", "caller_name": "bob"}}
+		case 1:
+			return modelReply{toolName: toolNamed(r, "wait_for_messages"), toolInput: s.group.waitArgs(30)}
+		}
+		return modelReply{text: "Done."}
+	})
+	s.group = newGroup(t, crosstalkBin, s.env, "")
+	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", "Wait for a Crosstalk message.")
+	cmd.Dir, cmd.Env = s.project, s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		kill(cmd)
+		<-done
+		t.Logf("codex output:\n%s", tail(out.String()))
+	})
+	var id string
+	select {
+	case id = <-bob:
+	case <-time.After(startLimit):
+		t.Fatalf("no model request within %v", startLimit)
+	}
+	s.group.bob = id
+	if !s.model.waitMains(2, startLimit) {
+		t.Fatalf("join_group's result never reached the model")
+	}
+	time.Sleep(3 * time.Second)
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(wakeLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v of the send", wakeLimit)
+	}
+	s.settle()
+	select {
+	case <-done:
+	case <-time.After(exitLimit):
+		o.result = "hung"
+		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+	}
+	s.report("c Codex model calls wait_for_messages", sent, o)
+}

@@ -1,0 +1,3 @@
+module crosstalk-mcp/conformance/clients
+
+go 1.26.8

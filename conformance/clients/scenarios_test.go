@@ -1,0 +1,289 @@
+package clients
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// textOnly answers every main request with text.
+func textOnly(int, modelRequest) modelReply { return modelReply{text: "Done."} }
+
+// Time limits. Each is a bound on a wait for the client, which normally
+// takes well under a second; together they keep a failing run short.
+const (
+	startLimit  = 30 * time.Second // Claude Code's start, up to its first request
+	wakeLimit   = 15 * time.Second // a delivery that should take milliseconds
+	quietPeriod = 3 * time.Second  // no request for this long: the client is idle
+	exitLimit   = 15 * time.Second // a headless run exiting after its last turn
+)
+
+// runBounded runs Claude Code to its end or until limit, reporting whether
+// it hung.
+func runBounded(t *testing.T, s *session, args []string, limit time.Duration) (hung bool) {
+	cmd := s.command(args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Logf("claude exited: %v; stderr: %s", err, errb.String())
+		}
+	case <-time.After(limit):
+		hung = true
+	}
+	kill(cmd) // the run, or the hooks it left behind
+	if hung {
+		<-done
+	}
+	return hung
+}
+
+// TestHeadlessPromptWithPendingMail is scenario a: `claude -p` started
+// with mail already pending must show it once and finish.
+func TestHeadlessPromptWithPendingMail(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	sent := s.group.send(s.marker)
+	hung := runBounded(t, s, s.claudeArgs("-p", "Say hello."), 60*time.Second)
+	o := outcome{result: "passed"}
+	if hung {
+		o.result = "hung"
+		t.Errorf("claude -p did not finish within 60 s (%d model requests); its hooks:\n%s", len(s.model.snapshot()), s.hookLines())
+	}
+	s.report("a headless -p, mail pending at start", sent, o)
+}
+
+// streamClient is Claude Code in headless stream-json mode: user messages
+// on stdin, events on stdout, running until stdin closes.
+type streamClient struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan error
+
+	mu      sync.Mutex
+	results int // "result" events: turns finished
+}
+
+func startStream(t *testing.T, s *session) *streamClient {
+	cmd := s.command(s.claudeArgs("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &streamClient{t: t, cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		lines.Buffer(make([]byte, 1<<20), 64<<20)
+		for lines.Scan() {
+			var ev struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(lines.Bytes(), &ev) == nil && ev.Type == "result" {
+				c.mu.Lock()
+				c.results++
+				c.mu.Unlock()
+			}
+		}
+		c.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		kill(cmd)
+		<-c.done
+	})
+	return c
+}
+
+// say sends one user message.
+func (c *streamClient) say(text string) {
+	line, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}})
+	if _, err := c.stdin.Write(append(line, '\n')); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *streamClient) turns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.results
+}
+
+// waitTurns waits until n turns have finished.
+func (c *streamClient) waitTurns(n int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for c.turns() < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// settle waits until the model has had no request for quietPeriod, so
+// that a second delivery of the same mail is seen before counting.
+func (s *session) settle() {
+	deadline := time.Now().Add(4 * quietPeriod)
+	for time.Now().Before(deadline) {
+		reqs := s.model.snapshot()
+		if len(reqs) > 0 && time.Since(reqs[len(reqs)-1].at) >= quietPeriod {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHeadlessStreamMailWhileRunning is scenario b: a stream-json session
+// that has finished its first turn gets mail; the model must see it once,
+// without another user message.
+func TestHeadlessStreamMailWhileRunning(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	c := startStream(t, s)
+	c.say("Say hello.")
+	if !c.waitTurns(1, startLimit) {
+		t.Fatalf("the first turn did not finish within %v (%d model requests); hooks:\n%s", startLimit, len(s.model.snapshot()), s.hookLines())
+	}
+	time.Sleep(time.Second) // the Stop hooks, the waiter among them, start
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(wakeLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v of the send (idle session not woken); hooks:\n%s", wakeLimit, s.hookLines())
+		c.say("Anything new?")
+		if _, ok := s.model.waitFor(wakeLimit, s.hasMarker); ok {
+			t.Logf("the mail reached the model with the next user message")
+		}
+	}
+	s.settle()
+	s.report("b headless stream-json, mail while running", sent, o)
+}
+
+// TestModelWaitsForMessages is scenario c: the model calls
+// wait_for_messages and the mail arrives 3 s later; the tool's result
+// must carry it, and nothing else again.
+func TestModelWaitsForMessages(t *testing.T) {
+	t.Parallel()
+	var s *session
+	s = newSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			return modelReply{toolName: "mcp__crosstalk__wait_for_messages", toolInput: s.group.waitArgs(30)}
+		}
+		return modelReply{text: "Done."}
+	})
+	c := startStream(t, s)
+	c.say("Wait for a Crosstalk message.")
+	if _, ok := s.model.waitFor(startLimit, func(r modelRequest) bool { return r.main }); !ok {
+		t.Fatalf("no model request within %v; hooks:\n%s", startLimit, s.hookLines())
+	}
+	time.Sleep(3 * time.Second)
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(wakeLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v of the send", wakeLimit)
+	}
+	s.settle()
+	if !strings.Contains(s.resultOf("mcp__crosstalk__wait_for_messages"), s.marker) {
+		t.Errorf("wait_for_messages's result did not carry the mail")
+	}
+	s.report("c model calls wait_for_messages", sent, o)
+}
+
+// TestStopWithMailPending is scenario d: mail arrives while the model
+// works on its turn; the Stop hook must block once and deliver it once.
+func TestStopWithMailPending(t *testing.T) {
+	t.Parallel()
+	sentAt := make(chan time.Time, 1)
+	var s *session
+	s = newSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			sentAt <- s.group.send(s.marker)
+		}
+		return modelReply{text: "Done."}
+	})
+	c := startStream(t, s)
+	c.say("Say hello.")
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v; hooks:\n%s", startLimit, s.hookLines())
+	}
+	s.settle()
+	var sent time.Time
+	select {
+	case sent = <-sentAt:
+	default:
+	}
+	s.report("d Stop with mail pending", sent, o)
+}
+
+// TestInteractiveIdleWake is scenario e: an interactive session in a
+// terminal sits idle after its first turn; mail for it must reach the
+// model without anyone typing.
+func TestInteractiveIdleWake(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	cmd := s.command(s.claudeArgs()...)
+	cmd.SysProcAttr = nil // startInTerminal makes it a session leader
+	term, err := startInTerminal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kill(cmd)
+		term.close()
+		cmd.Wait()
+	})
+	if !waitScreen(term, "bypass permissions on", startLimit) {
+		t.Fatalf("the prompt did not appear within %v; screen: %q", startLimit, tail(term.output()))
+	}
+	time.Sleep(time.Second) // the input box takes keys once drawn
+	term.typeText("Say hello.")
+	time.Sleep(300 * time.Millisecond)
+	term.typeText("\r")
+	if _, ok := s.model.waitFor(startLimit, func(r modelRequest) bool { return r.main }); !ok {
+		t.Fatalf("no model request within %v of the prompt; screen: %q", startLimit, tail(term.output()))
+	}
+	s.settle() // the turn ends and the Stop hooks re-arm the waiter
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(wakeLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v of the send (idle session not woken); hooks:\n%s", wakeLimit, s.hookLines())
+	}
+	s.settle()
+	s.report("e interactive idle wake", sent, o)
+}
+
+func waitScreen(term *terminal, text string, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(term.output(), text) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+func tail(s string) string { return s[max(0, len(s)-2000):] }
