@@ -84,6 +84,9 @@ type serverConfig struct {
 	// in bytes of UTF-8; 0 means none. prepareCall hands it to parseSend
 	// with the arguments (toolArgs.maxMessageBytes).
 	maxMessageBytes int
+	// speaksFor, when set, refuses a context_id this session may not act
+	// as (jsonrpc_identity.go); nil lets it speak for every context.
+	speaksFor func(contextID string) *domainError
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -361,6 +364,10 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc
 	}
 	if te := t.checkArgs(args); te != nil {
+		pc.call.result = failure(te)
+		return pc
+	}
+	if te := s.cfg.refuseSpeaker(args); te != nil {
 		pc.call.result = failure(te)
 		return pc
 	}
