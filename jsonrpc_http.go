@@ -96,17 +96,7 @@ func (t *httpTransport) expireIdle() {
 			return
 		case now := <-tick.C:
 			cutoff := now.Add(-t.limits.sessionIdle)
-			t.mu.Lock()
-			var idle []*httpSession
-			for _, s := range t.sessions {
-				if s.idleSince(cutoff) {
-					idle = append(idle, s)
-				}
-			}
-			t.mu.Unlock()
-			for _, s := range idle {
-				t.endSession(s)
-			}
+			t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
 		}
 	}
 }
@@ -132,18 +122,19 @@ func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 			if changed, err := t.tokens.reload(force); err != nil {
 				logf("%v; keeping the tokens loaded before", err)
 			} else if changed {
-				t.endUnlisted()
+				t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
 			}
 		}
 	}()
 }
 
-// endUnlisted ends the sessions whose token the tokens file no longer lists.
-func (t *httpTransport) endUnlisted() {
+// endWhere ends the sessions that match; they are ended after the lock
+// is released, since ending one waits for its in-flight work.
+func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	t.mu.Lock()
 	var gone []*httpSession
 	for _, s := range t.sessions {
-		if !t.tokens.listed(s.owner) {
+		if match(s) {
 			gone = append(gone, s)
 		}
 	}
@@ -157,9 +148,8 @@ func (t *httpTransport) endUnlisted() {
 // request's token and speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter(t.limits.queue)
-	cfg := t.cfg
-	tok := bearer(r)
-	if tok != nil && tok.patterns != nil {
+	cfg, tok := t.cfg, bearer(r)
+	if tok.patterns != nil {
 		cfg.speaksFor = t.tokens.speaksFor(tok)
 	}
 	srv := newServerWriting(t.store, router, cfg)
@@ -167,10 +157,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.changes = t.changes
 		srv.subs.followWatch(t.changes)
 	}
-	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
-	if tok != nil {
-		s.owner = tok.sum
-	}
+	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {
 		srv.audit = func(c toolCall) {
@@ -194,29 +181,23 @@ func (t *httpTransport) endSession(s *httpSession) {
 	}
 }
 
-// session returns the live session id names, or nil.
-func (t *httpTransport) session(id string) *httpSession {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.sessions[id]
-}
-
-// sessionOf returns the live session id names if r's token opened it, or
+// session returns the live session id names if r's token opened it, or
 // nil: a session id alone gives another token no access, and the answer
 // (404, as for an unknown id) does not tell that the session exists.
-func (t *httpTransport) sessionOf(r *http.Request, id string) *httpSession {
-	s := t.session(id)
-	if tok := bearer(r); s == nil || (tok != nil && tok.sum != s.owner) {
-		return nil
+func (t *httpTransport) session(r *http.Request, id string) *httpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.sessions[id]; s != nil && s.owner == bearer(r).sum {
+		return s
 	}
-	return s
+	return nil
 }
 
 // liveSession returns the session a POST or GET names, or refuses the
 // request with 404, which tells a 2025-era client to initialize again
 // (DELETE has its own wording: the client was ending the session anyway).
 func (t *httpTransport) liveSession(w http.ResponseWriter, r *http.Request, id string) *httpSession {
-	s := t.sessionOf(r, id)
+	s := t.session(r, id)
 	if s == nil {
 		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
 	}

@@ -295,6 +295,13 @@ func (c *httpTestClient) trySend(groupID, contextID, text string) bool {
 	return err == nil && !reply.isError
 }
 
+// sessionByID returns the live session id names, whoever opened it.
+func (t *httpTransport) sessionByID(id string) *httpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[id]
+}
+
 // held reports how many units are taken in total.
 func (q *httpQuota) held() int {
 	q.mu.Lock()

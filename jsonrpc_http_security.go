@@ -116,11 +116,13 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // bearerKey is the request context key of the request's *agentToken.
 type bearerKey struct{}
 
-// bearer returns the token a request authenticated with, or nil when the
-// server requires none.
-func bearer(r *http.Request) *agentToken {
-	tok, _ := r.Context().Value(bearerKey{}).(*agentToken)
-	return tok
+// bearer returns the token a request authenticated with, or the zero
+// token, which speaks for everyone, when the server requires none.
+func bearer(r *http.Request) agentToken {
+	if tok, ok := r.Context().Value(bearerKey{}).(*agentToken); ok {
+		return *tok
+	}
+	return agentToken{}
 }
 
 // allowedOrigin accepts an Origin naming loopback or listed with

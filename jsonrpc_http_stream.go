@@ -220,7 +220,7 @@ func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
-	s := t.sessionOf(r, id)
+	s := t.session(r, id)
 	if s == nil {
 		httpRefuse(w, http.StatusNotFound, "Session not found.")
 		return

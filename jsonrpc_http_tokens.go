@@ -15,19 +15,12 @@ import (
 	"time"
 )
 
-// The tokens file (serve --tokens-file) gives each agent a bearer token of
-// its own and the context ids it may speak as, one agent per line:
-//
-//	# NAME  sha256:HEX-OF-TOKEN  CONTEXT_ID_PATTERN...
-//	alice   sha256:3b1f…         alice alice-*
-//
-// Fields are separated by blanks; a line whose first non-blank character is
-// '#' is a comment. A pattern is an exact context_id or a prefix ending in
-// '*'. The file holds only each token's SHA-256, never the token: a copied
-// or leaked file (a backup, a screen share) lets nobody connect, and the
-// server compares digests anyway. "crosstalk-mcp tokens add" writes lines;
-// a person edits them by hand (revoking is deleting the line), and a token
-// made elsewhere is listed as `printf %s "$TOKEN" | sha256sum`.
+// The tokens file (serve --tokens-file) lists one agent a line: NAME, the
+// SHA-256 of its bearer token as sha256:HEX, and the context_id patterns it
+// may speak for; '#' starts a comment line (docs/protocol.md, "Per-agent
+// tokens"). It holds digests, never tokens: a copied or leaked file (a
+// backup, a screen share) lets nobody connect, and the server compares
+// digests anyway. Revoking a token is deleting its line.
 
 // tokensPoll is how often the server stats the tokens file for a change. A
 // stat costs microseconds, and two seconds is shorter than anyone takes to
@@ -41,21 +34,17 @@ type agentToken struct {
 	patterns contextPatterns // nil for the shared token: every context
 }
 
-// tokenSet is one loaded generation of tokens, the shared one included.
-type tokenSet struct {
-	list  []*agentToken
-	bySum map[[sha256.Size]byte]*agentToken
-}
-
 // tokenTable is what the HTTP server authenticates against: the shared
 // token (--token-file or CROSSTALK_HTTP_TOKEN) and the tokens file's, which
 // reload swaps in whole, so a request sees one generation or the next.
 type tokenTable struct {
 	shared *agentToken // nil without a shared token
 	path   string      // the tokens file, or ""
-	set    atomic.Pointer[tokenSet]
-	// stamp is the loaded file's size and time; only reload touches it.
-	stamp fs.FileInfo
+	// set is the loaded generation, the shared token first.
+	set atomic.Pointer[[]*agentToken]
+	// stamp is the loaded file's size and time (zero when it was missing);
+	// only reload touches it.
+	stamp [2]int64
 }
 
 // newTokenTable loads the tokens a server accepts, or returns nil when
@@ -84,13 +73,18 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 // lists no agent (deleting it revokes them all); a malformed one is
 // refused whole and the previous set stays.
 func (tt *tokenTable) reload(force bool) (bool, error) {
-	set := &tokenSet{bySum: map[[sha256.Size]byte]*agentToken{}}
+	var set []*agentToken
 	if tt.shared != nil {
-		set.list, set.bySum[tt.shared.sum] = []*agentToken{tt.shared}, tt.shared
+		set = append(set, tt.shared)
 	}
 	if tt.path != "" {
-		info, _ := os.Stat(tt.path)
-		if !force && sameStamp(info, tt.stamp) {
+		// A rewrite of the same size within the filesystem's time
+		// granularity goes unseen; SIGHUP reloads it.
+		var stamp [2]int64
+		if info, err := os.Stat(tt.path); err == nil {
+			stamp = [2]int64{info.Size(), info.ModTime().UnixNano()}
+		}
+		if !force && stamp == tt.stamp {
 			return false, nil
 		}
 		data, err := os.ReadFile(tt.path)
@@ -101,48 +95,35 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("tokens file %s: %w", tt.path, err)
 		}
-		for _, tok := range tokens {
-			if set.bySum[tok.sum] != nil {
-				return false, fmt.Errorf("tokens file %s: %s has the same token as another", tt.path, tok.name)
-			}
-			set.list, set.bySum[tok.sum] = append(set.list, tok), tok
-		}
-		tt.stamp = info
+		set = append(set, tokens...)
+		tt.stamp = stamp
 	}
-	tt.set.Store(set)
+	tt.set.Store(&set)
 	return true, nil
-}
-
-// sameStamp reports whether two stats of the tokens file (nil: missing)
-// show the same size and time. A rewrite of the same size within the
-// filesystem's time granularity goes unseen; SIGHUP reloads it.
-func sameStamp(a, b fs.FileInfo) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // tokenName is what a NAME may be: short, and safe to print in a refusal.
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
 // parseTokens reads a tokens file; an error names the line, never a token.
+// A NAME or a token listed twice is refused: refusals name the token, and
+// a connection must have one identity.
 func parseTokens(data []byte) ([]*agentToken, error) {
 	var tokens []*agentToken
-	names := map[string]bool{}
+	seen := map[string]bool{}
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		fields := strings.Fields(string(line))
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
 		tok, err := parseTokenLine(fields)
-		if err == nil && names[tok.name] {
-			err = fmt.Errorf("%s is listed twice", tok.name)
+		if err == nil && (seen[tok.name] || seen[string(tok.sum[:])]) {
+			err = fmt.Errorf("%s repeats an earlier line's NAME or token", tok.name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}
-		names[tok.name] = true
+		seen[tok.name], seen[string(tok.sum[:])] = true, true
 		tokens = append(tokens, tok)
 	}
 	return tokens, nil
@@ -187,7 +168,7 @@ func (tt *tokenTable) authenticate(header string) *agentToken {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	var found *agentToken
-	for _, tok := range tt.set.Load().list {
+	for _, tok := range *tt.set.Load() {
 		if subtle.ConstantTimeCompare(sum[:], tok.sum[:]) == 1 {
 			found = tok
 		}
@@ -195,18 +176,22 @@ func (tt *tokenTable) authenticate(header string) *agentToken {
 	return found
 }
 
-// listed reports whether the current set still holds the token whose
-// digest is sum.
-func (tt *tokenTable) listed(sum [sha256.Size]byte) bool {
-	return tt.set.Load().bySum[sum] != nil
+// find returns the current set's token whose digest is sum, or nil.
+func (tt *tokenTable) find(sum [sha256.Size]byte) *agentToken {
+	for _, tok := range *tt.set.Load() {
+		if tok.sum == sum {
+			return tok
+		}
+	}
+	return nil
 }
 
 // speaksFor is serverConfig.speaksFor for the sessions of tok. It reads the
 // current set at each call, so a reload that changes tok's patterns applies
 // to its live sessions too.
-func (tt *tokenTable) speaksFor(tok *agentToken) func(string) *domainError {
+func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 	return func(id string) *domainError {
-		if now := tt.set.Load().bySum[tok.sum]; now == nil || !now.patterns.allow(id) {
+		if now := tt.find(tok.sum); now == nil || !now.patterns.allow(id) {
 			return authorizationErrorf("Token %s may not act as context_id %s: the tokens file lists the context ids each token may speak for.", tok.name, id)
 		}
 		return nil

@@ -38,7 +38,8 @@ func TestParseTokens(t *testing.T) {
 		{"plain token", "alice s3cret a", "line 1: alice: the second field must be sha256:"},
 		{"short hash", "alice sha256:abcd a", "line 1: alice: the second field"},
 		{"star inside", "alice " + hash + " a*b", "line 1: alice: pattern \"a*b\" may have '*' only at its end"},
-		{"twice", "a " + hash + " x\n#\na " + hash + " y", "line 3: a is listed twice"},
+		{"twice", "a " + hash + " x\n#\na " + hash + " y", "line 3: a repeats an earlier line's NAME or token"},
+		{"same token", "a " + hash + " x\nb " + hash + " y", "line 2: b repeats"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +87,7 @@ func TestSpeakerRules(t *testing.T) {
 			t.Fatalf("authenticate %s: got nil; want its token", name)
 		}
 		if tok.patterns != nil {
-			speakers[name] = tokens.speaksFor(tok)
+			speakers[name] = tokens.speaksFor(*tok)
 		}
 	}
 	refusal := map[string]string{"alice": "Token alice may not act as context_id ", "bob": "Token bob may not act as context_id ",
@@ -212,7 +213,7 @@ func TestTokensReload(t *testing.T) {
 	if changed, err := tokens.reload(false); !changed || err != nil {
 		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
 	}
-	s.t.endUnlisted()
+	s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
 	alice.ok("create_group", map[string]any{"context_id": "alice2"}, nil)
 	if code, body := statusOf(bob, "POST", string(bob.request("tools/list", nil)), nil); code != 401 {
 		t.Errorf("bob after removal: got %d (%s); want 401", code, body)

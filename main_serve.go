@@ -36,11 +36,9 @@ transport so that agents on other machines can reach this machine's groups.
 options:
   --http ADDR           listen on ADDR (host:port; a bare port binds 127.0.0.1)
   --token-file PATH     require "Authorization: Bearer <token>" with the token in
-                        PATH (or CROSSTALK_HTTP_TOKEN); it may speak for every
-                        context. A token is required off loopback
-  --tokens-file PATH    also accept per-agent tokens, each speaking only for its
-                        context ids (see 'crosstalk-mcp tokens'); reloaded on
-                        SIGHUP and when the file changes
+                        PATH (or CROSSTALK_HTTP_TOKEN); required off loopback
+  --tokens-file PATH    accept per-agent tokens instead or as well, each speaking
+                        for its context ids only (see 'crosstalk-mcp tokens')
   --tls-cert PATH       serve HTTPS with this certificate (PEM) ...
   --tls-key PATH        ... and this private key (PEM)
   --allow-origin ORIGIN also accept browser requests from ORIGIN
@@ -51,7 +49,6 @@ options:
 // --token-file, else from CROSSTALK_HTTP_TOKEN.
 func parseServeOptions(args []string, getenv func(string) string) (serveOptions, error) {
 	var opts serveOptions
-	var err error
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Func("http", "", func(v string) (err error) {
 		opts.httpAddr, err = normalizeHTTPAddr(v)
@@ -65,7 +62,7 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 		opts.allowedOrigins = append(opts.allowedOrigins, v)
 		return nil
 	})
-	if err = parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return opts, err
 	}
 	if (opts.tlsCert == "") != (opts.tlsKey == "") {
@@ -92,7 +89,8 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 			"who can reach it read and write every group. Give --token-file PATH or set CROSSTALK_HTTP_TOKEN "+
 			"(or bind 127.0.0.1)", opts.httpAddr)
 	}
-	opts.tokens, err = newTokenTable(opts.token, opts.tokensFile)
+	tokens, err := newTokenTable(opts.token, opts.tokensFile)
+	opts.tokens = tokens
 	return opts, err
 }
 

@@ -52,13 +52,12 @@ func TestTokensAddList(t *testing.T) {
 		code int
 		want string // in stderr, or stdout for --help
 	}{
-		{[]string{"add", "alice", "--context-id", "a", "--tokens-file", path}, 1, "alice already has a token"},
+		{[]string{"add", "alice", "--context-id", "a", "--tokens-file", path}, 1, "alice repeats an earlier line's NAME"},
 		{[]string{"add", "carol", "--context-id", "a b", "--tokens-file", path}, 1, "without blanks"},
 		{[]string{"add", "carol", "--context-id", "a*b", "--tokens-file", path}, 1, "only at its end"},
 		{[]string{"add", "carol", "--tokens-file", path}, 2, "at least one --context-id"},
 		{[]string{"add", "--context-id", "a", "--tokens-file", path}, 2, "add needs NAME"},
 		{[]string{"add", "carol", "--context-id", "a"}, 2, "--tokens-file is required"},
-		{[]string{"list", "--tokens-file", path, "--context-id", "a"}, 2, "list takes no --context-id"},
 		{[]string{"remove"}, 2, "expected add or list"},
 		{[]string{"--help"}, 0, "usage: crosstalk-mcp tokens add"},
 		{[]string{"add", "--help"}, 0, "usage: crosstalk-mcp tokens add"},
