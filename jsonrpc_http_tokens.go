@@ -132,11 +132,11 @@ func parseTokens(data []byte) ([]*agentToken, error) {
 // parseTokenLine reads the fields of one line: NAME sha256:HEX PATTERN...
 func parseTokenLine(fields []string) (*agentToken, error) {
 	if len(fields) < 3 {
-		return nil, errors.New("want NAME sha256:HEX CONTEXT_ID_PATTERN...")
+		return nil, errors.New("want NAME, sha256:HEX and at least one context_id pattern")
 	}
 	tok := &agentToken{name: fields[0], patterns: fields[2:]}
 	if !tokenName.MatchString(tok.name) {
-		return nil, fmt.Errorf("NAME must be letters, digits and . _ @ - (at most 64), not %q", tok.name)
+		return nil, errors.New("NAME must be letters, digits and . _ @ - (at most 64)")
 	}
 	digest, ok := strings.CutPrefix(fields[1], "sha256:")
 	if n, err := hex.Decode(tok.sum[:], []byte(digest)); !ok || err != nil || n != sha256.Size || len(digest) != 2*sha256.Size {
