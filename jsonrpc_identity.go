@@ -2,6 +2,11 @@ package main
 
 import "strings"
 
+// Only a tools/call's context_id argument is identity, checked by
+// serverConfig.speaksFor in prepareCall: wake_context_ids name whom to wake,
+// not who speaks, and a context_id that is not a string is left to the
+// tool's own validation.
+
 // contextPatterns are the context ids one identity may speak as: each is an
 // exact id, or a prefix ending in '*' ("ci-*"; "*" alone admits every id).
 type contextPatterns []string
@@ -14,19 +19,6 @@ func (p contextPatterns) allow(id string) bool {
 		}
 	}
 	return false
-}
-
-// refuseSpeaker is the one identity check of a tools/call, on every
-// transport: it returns the authorization error for a context_id this
-// session may not speak as, or nil. Only context_id is identity:
-// wake_context_ids name whom to wake, not who speaks. A context_id that is
-// not a string is left to the tool's own validation.
-func (c serverConfig) refuseSpeaker(args toolArgs) *domainError {
-	id, ok := args.str("context_id")
-	if !ok || c.speaksFor == nil {
-		return nil
-	}
-	return c.speaksFor(id)
 }
 
 // pinnedSpeaker is speaksFor for a stdio server started with

@@ -85,7 +85,8 @@ type serverConfig struct {
 	// with the arguments (toolArgs.maxMessageBytes).
 	maxMessageBytes int
 	// speaksFor, when set, refuses a context_id this session may not act
-	// as (jsonrpc_identity.go); nil lets it speak for every context.
+	// as: prepareCall's one identity check, on every transport
+	// (jsonrpc_identity.go). nil lets it speak for every context.
 	speaksFor func(contextID string) *domainError
 }
 
@@ -367,9 +368,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		pc.call.result = failure(te)
 		return pc
 	}
-	if te := s.cfg.refuseSpeaker(args); te != nil {
-		pc.call.result = failure(te)
-		return pc
+	if id, ok := args.str("context_id"); ok && s.cfg.speaksFor != nil {
+		if te := s.cfg.speaksFor(id); te != nil {
+			pc.call.result = failure(te)
+			return pc
+		}
 	}
 	pc.tool = t
 	return pc
