@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ type httpTransport struct {
 	// every session so that subscriptions and wait_for_messages over HTTP
 	// wake on file events as they do over stdio instead of at the poll.
 	changes *changeWatcher
+	// tokens, when set, are the bearer tokens the guard accepts: a session
+	// belongs to the token that opened it (followTokens reloads them).
+	tokens *tokenTable
 
 	sessionQuota *httpQuota
 	streamQuota  *httpQuota
@@ -92,30 +96,68 @@ func (t *httpTransport) expireIdle() {
 			return
 		case now := <-tick.C:
 			cutoff := now.Add(-t.limits.sessionIdle)
-			t.mu.Lock()
-			var idle []*httpSession
-			for _, s := range t.sessions {
-				if s.idleSince(cutoff) {
-					idle = append(idle, s)
-				}
-			}
-			t.mu.Unlock()
-			for _, s := range idle {
-				t.endSession(s)
-			}
+			t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
 		}
 	}
 }
 
-// newSession makes a session whose server writes to a router.
+// followTokens reloads t.tokens on each signal from hup (SIGHUP) and when
+// the file changes (tokensPoll), until close; a session whose token is no
+// longer listed is ended, the others keep running.
+func (t *httpTransport) followTokens(hup <-chan os.Signal) {
+	t.janitor.Add(1)
+	go func() {
+		defer t.janitor.Done()
+		tick := time.NewTicker(tokensPoll)
+		defer tick.Stop()
+		for {
+			force := false
+			select {
+			case <-t.stop:
+				return
+			case <-hup:
+				force = true
+			case <-tick.C:
+			}
+			if changed, err := t.tokens.reload(force); err != nil {
+				logf("%v; keeping the tokens loaded before", err)
+			} else if changed {
+				t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
+			}
+		}
+	}()
+}
+
+// endWhere ends the sessions that match; they are ended after the lock
+// is released, since ending one waits for its in-flight work.
+func (t *httpTransport) endWhere(match func(*httpSession) bool) {
+	t.mu.Lock()
+	var gone []*httpSession
+	for _, s := range t.sessions {
+		if match(s) {
+			gone = append(gone, s)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range gone {
+		t.endSession(s)
+	}
+}
+
+// newSession makes a session whose server writes to a router, owned by the
+// request's token and speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter(t.limits.queue)
-	srv := newServerWriting(t.store, router, t.cfg)
+	cfg, tok := t.cfg, bearer(r)
+	if tok.patterns != nil {
+		cfg.speaksFor = t.tokens.speaksFor(tok)
+	}
+	srv := newServerWriting(t.store, router, cfg)
 	if t.changes != nil {
 		srv.changes = t.changes
 		srv.subs.followWatch(t.changes)
 	}
-	s := &httpSession{id: id, client: clientKey(r), srv: srv, router: router, ended: make(chan struct{})}
+	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, ended: make(chan struct{})}
 	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {
 		srv.audit = func(c toolCall) {
@@ -139,18 +181,23 @@ func (t *httpTransport) endSession(s *httpSession) {
 	}
 }
 
-// session returns the live session id names, or nil.
-func (t *httpTransport) session(id string) *httpSession {
+// session returns the live session id names if r's token opened it, or
+// nil: a session id alone gives another token no access, and the answer
+// (404, as for an unknown id) does not tell that the session exists.
+func (t *httpTransport) session(r *http.Request, id string) *httpSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sessions[id]
+	if s := t.sessions[id]; s != nil && s.owner == bearer(r).sum {
+		return s
+	}
+	return nil
 }
 
 // liveSession returns the session a POST or GET names, or refuses the
 // request with 404, which tells a 2025-era client to initialize again
 // (DELETE has its own wording: the client was ending the session anyway).
-func (t *httpTransport) liveSession(w http.ResponseWriter, id string) *httpSession {
-	s := t.session(id)
+func (t *httpTransport) liveSession(w http.ResponseWriter, r *http.Request, id string) *httpSession {
+	s := t.session(r, id)
 	if s == nil {
 		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
 	}
@@ -255,7 +302,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
-	s := t.liveSession(w, id)
+	s := t.liveSession(w, r, id)
 	if s == nil {
 		return
 	}

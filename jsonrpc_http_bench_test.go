@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -71,29 +72,25 @@ func benchGroup(b *testing.B, call func(name string, args map[string]any) string
 
 // BenchmarkSend50Clients compares 50 concurrent agents sending one message
 // at a time over Streamable HTTP (one session each, one server) and over
-// stdio (one server process each, in process here), on one group.
+// stdio (one server process each, in process here), on one group. Over
+// HTTP it runs without a token, with the shared token, and with 50
+// per-agent tokens, each agent's own.
 func BenchmarkSend50Clients(b *testing.B) {
-	b.Run("http", func(b *testing.B) {
-		s := newHTTPTestServer(b, "", httpLimits{})
-		http.DefaultTransport.(*http.Transport).MaxIdleConnsPerHost = benchClients
-		clients := make([]*httpTestClient, benchClients)
-		for c := range clients {
-			clients[c] = s.client(b, "")
-			clients[c].initialize()
+	b.Run("http", func(b *testing.B) { benchHTTPSends(b, nil, func(int) string { return "" }) })
+	b.Run("http-shared-token", func(b *testing.B) {
+		tokens, _ := newTokenTable("bench-setup", "")
+		benchHTTPSends(b, tokens, func(int) string { return "bench-setup" })
+	})
+	b.Run("http-agent-tokens", func(b *testing.B) {
+		agents := [][]string{{"setup", "bench-setup", "*"}}
+		for c := range benchClients {
+			agents = append(agents, []string{fmt.Sprintf("agent%d", c), fmt.Sprintf("bench-token-%d", c), fmt.Sprintf("ctx-%d", c)})
 		}
-		group := benchGroup(b, func(name string, args map[string]any) string { return clients[0].tool(name, args).text })
-		senders := make([]benchSender, benchClients)
-		for c := range senders {
-			senders[c] = func(i int, text string) error {
-				args := map[string]any{"caller_name": "bench", "group_id": group, "context_id": fmt.Sprintf("ctx-%d", c), "name": fmt.Sprintf("agent%d", c), "message": text}
-				msg, ok := clients[c].tryCall("tools/call", map[string]any{"name": "send_message", "arguments": args})
-				if !ok || msg.Error != nil {
-					return fmt.Errorf("http send: %+v", msg.Error)
-				}
-				return nil
-			}
+		tokens, err := newTokenTable("", writeTokensFile(b, filepath.Join(b.TempDir(), "tokens"), agents...))
+		if err != nil {
+			b.Fatal(err)
 		}
-		runSendBench(b, senders)
+		benchHTTPSends(b, tokens, func(c int) string { return fmt.Sprintf("bench-token-%d", c) })
 	})
 	b.Run("stdio", func(b *testing.B) {
 		dir := b.TempDir()
@@ -118,6 +115,33 @@ func BenchmarkSend50Clients(b *testing.B) {
 		}
 		runSendBench(b, senders)
 	})
+}
+
+// benchHTTPSends runs the HTTP send benchmark on a server accepting
+// tokens: agent c sends with tokenOf(c); "bench-setup" makes the group.
+func benchHTTPSends(b *testing.B, tokens *tokenTable, tokenOf func(c int) string) {
+	s := newHTTPTokensServer(b, tokens, httpLimits{})
+	http.DefaultTransport.(*http.Transport).MaxIdleConnsPerHost = benchClients
+	setup := s.client(b, "bench-setup")
+	if tokens == nil {
+		setup.token = ""
+	}
+	setup.initialize()
+	group := benchGroup(b, func(name string, args map[string]any) string { return setup.tool(name, args).text })
+	senders := make([]benchSender, benchClients)
+	for c := range senders {
+		client := s.client(b, tokenOf(c))
+		client.initialize()
+		senders[c] = func(i int, text string) error {
+			args := map[string]any{"caller_name": "bench", "group_id": group, "context_id": fmt.Sprintf("ctx-%d", c), "name": fmt.Sprintf("agent%d", c), "message": text}
+			msg, ok := client.tryCall("tools/call", map[string]any{"name": "send_message", "arguments": args})
+			if !ok || msg.Error != nil {
+				return fmt.Errorf("http send: %+v", msg.Error)
+			}
+			return nil
+		}
+	}
+	runSendBench(b, senders)
 }
 
 // benchStdio is an in-process stdio session: a server reading a pipe.

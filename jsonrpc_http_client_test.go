@@ -46,6 +46,17 @@ func positiveOr[T int | int64 | time.Duration](v, def T) T {
 // field of limits is defaultHTTPLimits'.
 func newHTTPTestServer(tb testing.TB, token string, limits httpLimits) *httpTestServer {
 	tb.Helper()
+	tokens, err := newTokenTable(token, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newHTTPTokensServer(tb, tokens, limits)
+}
+
+// newHTTPTokensServer serves a loopback transport that accepts tokens (nil:
+// no token required).
+func newHTTPTokensServer(tb testing.TB, tokens *tokenTable, limits httpLimits) *httpTestServer {
+	tb.Helper()
 	limits = withDefaultLimits(limits)
 	dir := tb.TempDir()
 	st, err := newStore(dir)
@@ -53,7 +64,8 @@ func newHTTPTestServer(tb testing.TB, token string, limits httpLimits) *httpTest
 		tb.Fatal(err)
 	}
 	t := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, limits)
-	srv := httptest.NewServer(newHTTPGuard(true, token, nil, t))
+	t.tokens = tokens
+	srv := httptest.NewServer(newHTTPGuard(true, tokens, nil, t))
 	tb.Cleanup(func() {
 		srv.CloseClientConnections()
 		t.close()
@@ -281,6 +293,13 @@ func (c *httpTestClient) trySend(groupID, contextID, text string) bool {
 	}
 	reply, err := parseToolReply(&msg)
 	return err == nil && !reply.isError
+}
+
+// sessionByID returns the live session id names, whoever opened it.
+func (t *httpTransport) sessionByID(id string) *httpSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[id]
 }
 
 // held reports how many units are taken in total.

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -57,10 +56,9 @@ var defaultHTTPLimits = httpLimits{
 // Host check) before any MCP code or storage sees
 // it, so a refused request touches nothing.
 type httpGuard struct {
-	// tokenSum is the SHA-256 of the bearer token, or nil when none is
-	// required (loopback only). Comparing fixed-size digests keeps the
-	// comparison constant-time in the token's length as well.
-	tokenSum []byte
+	// tokens are the bearer tokens accepted, or nil when none is required
+	// (loopback only).
+	tokens *tokenTable
 	// origins are the browser origins allowed besides loopback ones.
 	origins map[string]bool
 	next    http.Handler
@@ -68,12 +66,8 @@ type httpGuard struct {
 
 // newHTTPGuard wraps next in the transport's access checks. On a loopback
 // bind the dashboard's Host check (loopbackOnly) runs first.
-func newHTTPGuard(loopback bool, token string, origins []string, next http.Handler) http.Handler {
-	g := &httpGuard{origins: map[string]bool{}, next: next}
-	if token != "" {
-		sum := sha256.Sum256([]byte(token))
-		g.tokenSum = sum[:]
-	}
+func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
+	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
 		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
@@ -107,24 +101,28 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
 		return
 	}
-	if g.tokenSum != nil && !g.authorized(r.Header.Get("Authorization")) {
-		h.Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
-		httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
-		return
+	if g.tokens != nil {
+		tok := g.tokens.authenticate(r.Header.Get("Authorization"))
+		if tok == nil {
+			h.Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
+			httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), bearerKey{}, tok))
 	}
 	g.next.ServeHTTP(w, r)
 }
 
-// authorized checks an Authorization header against the token in constant
-// time: both sides are hashed first, so neither the content nor the length
-// of the token leaks through timing.
-func (g *httpGuard) authorized(header string) bool {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+// bearerKey is the request context key of the request's *agentToken.
+type bearerKey struct{}
+
+// bearer returns the token a request authenticated with, or the zero
+// token, which speaks for everyone, when the server requires none.
+func bearer(r *http.Request) agentToken {
+	if tok, ok := r.Context().Value(bearerKey{}).(*agentToken); ok {
+		return *tok
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(sum[:], g.tokenSum) == 1
+	return agentToken{}
 }
 
 // allowedOrigin accepts an Origin naming loopback or listed with

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,9 @@ import (
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
+	// owner is the SHA-256 of the token that opened the session (zero when
+	// the server requires none): only that token's requests reach it.
+	owner [sha256.Size]byte
 	// remote is the address of the request being handled, for the audit
 	// log: each POST may arrive on another connection. An in-flight call
 	// recorded later reads the newest, which is as close as it gets.

@@ -192,7 +192,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept text/event-stream.")
 		return
 	}
-	s := t.liveSession(w, id)
+	s := t.liveSession(w, r, id)
 	if s == nil {
 		return
 	}
@@ -220,7 +220,7 @@ func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
-	s := t.session(id)
+	s := t.session(r, id)
 	if s == nil {
 		httpRefuse(w, http.StatusNotFound, "Session not found.")
 		return

@@ -43,7 +43,7 @@ func TestHTTPSlowClientCutOff(t *testing.T) {
 			// buffers are full and the writer is blocked.
 			big := object{{"jsonrpc", "2.0"}, {"method", "notifications/message"},
 				{"params", object{{"level", "info"}, {"data", strings.Repeat("x", 16<<10)}}}}
-			router := s.t.session(slow.session).router
+			router := s.t.sessionByID(slow.session).router
 			router.mu.Lock()
 			ex := router.stream
 			router.mu.Unlock()
@@ -70,7 +70,7 @@ func TestHTTPSlowClientCutOff(t *testing.T) {
 			if msg := other.call("ping", nil); msg.Error != nil {
 				t.Errorf("ping on the other session: got %+v; want a result", msg.Error)
 			}
-			s.t.session(other.session).router.write(object{{"jsonrpc", "2.0"}, {"method", "notifications/message"},
+			s.t.sessionByID(other.session).router.write(object{{"jsonrpc", "2.0"}, {"method", "notifications/message"},
 				{"params", object{{"level", "info"}, {"data", "still here"}}}})
 			select {
 			case msg := <-stream:

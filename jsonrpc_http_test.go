@@ -330,7 +330,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	}
 	a.attach(&server{store: st})
 	tr := newHTTPTransport(st, newServerConfig(version, time.Hour), a, defaultHTTPLimits)
-	srv := httptest.NewServer(newHTTPGuard(true, "", nil, tr))
+	srv := httptest.NewServer(newHTTPGuard(true, nil, nil, tr))
 	defer func() {
 		srv.Close()
 		tr.close()

@@ -84,6 +84,10 @@ type serverConfig struct {
 	// in bytes of UTF-8; 0 means none. prepareCall hands it to parseSend
 	// with the arguments (toolArgs.maxMessageBytes).
 	maxMessageBytes int
+	// speaksFor, when set, refuses a context_id this session may not act
+	// as: prepareCall's one identity check, on every transport
+	// (jsonrpc_identity.go). nil lets it speak for every context.
+	speaksFor func(contextID string) *domainError
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -363,6 +367,12 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if te := t.checkArgs(args); te != nil {
 		pc.call.result = failure(te)
 		return pc
+	}
+	if id, ok := args.str("context_id"); ok && s.cfg.speaksFor != nil {
+		if te := s.cfg.speaksFor(id); te != nil {
+			pc.call.result = failure(te)
+			return pc
+		}
 	}
 	pc.tool = t
 	return pc

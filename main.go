@@ -58,6 +58,8 @@ Commands:
   status [--context-id ID] [--events N]
                                Summarize a member's groups, unread mail and
                                wakeup delivery states.
+  tokens add|list --tokens-file PATH
+                               Make or list the per-agent tokens of serve --http.
   doctor [--repair] [--groups-dir PATH]
                                List group files no server can use; --repair
                                moves them into the damaged/ folder.
@@ -101,6 +103,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runStatus(args[1:], stdout, stderr)
 	case "hooks":
 		return runHooksInstall(args[1:], stdout, stderr)
+	case "tokens":
+		return runTokens(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "Unknown command: %s; run 'crosstalk-mcp --help'\n", args[0])
 	return 2

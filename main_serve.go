@@ -21,12 +21,14 @@ import (
 type serveOptions struct {
 	httpAddr       string // "" serves stdio
 	token          string
+	tokensFile     string      // --tokens-file: per-agent tokens
+	tokens         *tokenTable // the shared token and tokensFile's, once loaded
 	tlsCert        string
 	tlsKey         string
 	allowedOrigins []string
 }
 
-const serveHelp = `usage: crosstalk-mcp serve [--http ADDR] [--token-file PATH] [--tls-cert PATH --tls-key PATH] [--allow-origin ORIGIN]...
+const serveHelp = `usage: crosstalk-mcp serve [--http ADDR] [--token-file PATH] [--tokens-file PATH] [--tls-cert PATH --tls-key PATH] [--allow-origin ORIGIN]...
 
 Serve MCP over stdio (the default) or, with --http, over the Streamable HTTP
 transport so that agents on other machines can reach this machine's groups.
@@ -35,6 +37,8 @@ options:
   --http ADDR           listen on ADDR (host:port; a bare port binds 127.0.0.1)
   --token-file PATH     require "Authorization: Bearer <token>" with the token in
                         PATH (or CROSSTALK_HTTP_TOKEN); required off loopback
+  --tokens-file PATH    accept per-agent tokens instead or as well, each speaking
+                        for its context ids only (see 'crosstalk-mcp tokens')
   --tls-cert PATH       serve HTTPS with this certificate (PEM) ...
   --tls-key PATH        ... and this private key (PEM)
   --allow-origin ORIGIN also accept browser requests from ORIGIN
@@ -51,6 +55,7 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 		return err
 	})
 	tokenFile := fs.String("token-file", "", "")
+	fs.StringVar(&opts.tokensFile, "tokens-file", "", "")
 	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
 	fs.Func("allow-origin", "", func(v string) error {
@@ -73,15 +78,20 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 			return opts, fmt.Errorf("token file %s is empty", *tokenFile)
 		}
 	}
+	if opts.httpAddr == "" && opts.tokensFile != "" {
+		return opts, errors.New("--tokens-file needs --http: a stdio server has one client")
+	}
 	if opts.httpAddr == "" {
 		return opts, nil
 	}
-	if !isLoopbackAddr(opts.httpAddr) && opts.token == "" {
+	if !isLoopbackAddr(opts.httpAddr) && opts.token == "" && opts.tokensFile == "" {
 		return opts, fmt.Errorf("refusing to listen on %s without a token: a non-loopback address lets anyone "+
 			"who can reach it read and write every group. Give --token-file PATH or set CROSSTALK_HTTP_TOKEN "+
 			"(or bind 127.0.0.1)", opts.httpAddr)
 	}
-	return opts, nil
+	tokens, err := newTokenTable(opts.token, opts.tokensFile)
+	opts.tokens = tokens
+	return opts, err
 }
 
 // runServe runs "crosstalk-mcp serve": stdio without --http.
@@ -186,6 +196,9 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
+	if pinned := os.Getenv("CROSSTALK_CONTEXT_ID"); pinned != "" {
+		sv.cfg.speaksFor = pinnedSpeaker(pinned)
+	}
 	s := newServer(sv.store, stdout, sv.cfg)
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
@@ -229,6 +242,11 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	sv.audit.attach(&server{store: sv.store})
 	t := newHTTPTransport(sv.store, sv.cfg, sv.audit, defaultHTTPLimits)
 	defer t.close()
+	if t.tokens = opts.tokens; opts.tokensFile != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		t.followTokens(hup)
+	}
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
 		t.changes = newChangeWatcher(sv.dir)
 		defer t.changes.close()
@@ -286,7 +304,7 @@ func newHTTPServer(opts serveOptions, t *httpTransport) (*http.Server, string, e
 		scheme = "https"
 	}
 	return &http.Server{
-		Handler: newHTTPGuard(isLoopbackAddr(opts.httpAddr), opts.token, opts.allowedOrigins, t),
+		Handler: newHTTPGuard(isLoopbackAddr(opts.httpAddr), t.tokens, opts.allowedOrigins, t),
 		// The header timeout stops a client from pinning a connection
 		// before it has said anything; bodies and writes have their own
 		// per-request deadlines (httpLimits.writeTimeout), since SSE

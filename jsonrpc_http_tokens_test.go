@@ -1,0 +1,341 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeTokensFile writes a tokens file of agents (name → token, patterns)
+// and returns its path.
+func writeTokensFile(tb testing.TB, path string, agents ...[]string) string {
+	tb.Helper()
+	var text strings.Builder
+	text.WriteString("# test agents\n\n")
+	for _, a := range agents {
+		text.WriteString(tokenLine(a[0], a[1], a[2:]))
+	}
+	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+func TestParseTokens(t *testing.T) {
+	hash := "sha256:" + strings.Repeat("ab", 32)
+	tests := []struct {
+		name, file string
+		want       string // "name patterns" lines, or the error's text
+	}{
+		{"comments and blanks", "# c\n\n  # indented\nalice " + hash + " alice ci-*\n", "alice [alice ci-*]"},
+		{"tabs", "bob\t" + hash + "\t*", "bob [*]"},
+		{"no pattern", "alice " + hash, "line 1: want NAME"},
+		{"bad name", "al/ice " + hash + " a", "line 1: NAME must be"},
+		{"plain token", "alice s3cret a", "line 1: alice: the second field must be sha256:"},
+		{"short hash", "alice sha256:abcd a", "line 1: alice: the second field"},
+		{"star inside", "alice " + hash + " a*b", "line 1: alice: pattern \"a*b\" may have '*' only at its end"},
+		{"twice", "a " + hash + " x\n#\na " + hash + " y", "line 3: a repeats an earlier line's NAME or token"},
+		{"same token", "a " + hash + " x\nb " + hash + " y", "line 2: b repeats"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tokens, err := parseTokens([]byte(tt.file))
+			got := fmt.Sprint(err)
+			if err == nil {
+				got = ""
+				for _, tok := range tokens {
+					got += fmt.Sprintf("%s %v", tok.name, tok.patterns)
+				}
+			}
+			if !strings.HasPrefix(got, tt.want) || strings.Contains(got, "s3cret") {
+				t.Errorf("got %q; want it to start %q (and never show a token)", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestContextPatterns(t *testing.T) {
+	p := contextPatterns{"alice", "ci-*"}
+	for id, want := range map[string]bool{"alice": true, "ci-": true, "ci-7": true, "alice2": false, "ci": false, "bob": false, "": false} {
+		if got := p.allow(id); got != want {
+			t.Errorf("allow(%q): got %v; want %v", id, got, want)
+		}
+	}
+	if !(contextPatterns{"*"}).allow("anyone") {
+		t.Error(`allow with "*": got false; want true`)
+	}
+}
+
+// TestSpeakerRules runs tools for a context_id as each kind of identity
+// (the shared token, per-agent tokens, the stdio pin) and checks who is
+// refused, with what, and that a refused call changes nothing.
+func TestSpeakerRules(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice", "ci-*"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("shared-secret", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	speakers := map[string]func(string) *domainError{"shared": nil, "pinned": pinnedSpeaker("alice")}
+	for _, name := range []string{"alice", "bob", "shared"} {
+		tok := tokens.authenticate("Bearer " + name + "-secret")
+		if tok == nil {
+			t.Fatalf("authenticate %s: got nil; want its token", name)
+		}
+		if tok.patterns != nil {
+			speakers[name] = tokens.speaksFor(*tok)
+		}
+	}
+	refusal := map[string]string{"alice": "Token alice may not act as context_id ", "bob": "Token bob may not act as context_id ",
+		"pinned": "This server is pinned to CROSSTALK_CONTEXT_ID alice and may not act as context_id "}
+	tests := []struct {
+		speaker, tool, contextID string
+		refused                  bool
+	}{
+		{"alice", "create_group", "alice", false},
+		{"alice", "create_group", "ci-7", false},
+		{"alice", "create_group", "bob", true},
+		{"alice", "create_group", "ci", true},
+		{"alice", "join_group", "alice2", true},
+		{"bob", "join_group", "alice", true},
+		{"bob", "send_message", "alice", true},
+		{"bob", "get_unread_messages", "alice", true},
+		{"bob", "leave_group", "alice", true},
+		{"bob", "update_group_metadata", "alice", true},
+		{"bob", "delete_group", "alice", true},
+		{"bob", "send_message", "bob", false},
+		{"bob", "leave_group", "bob", false},
+		{"alice", "update_group_metadata", "alice", false},
+		{"alice", "delete_group", "alice", false},
+		{"shared", "send_message", "bob", false},
+		{"shared", "delete_group", "alice", false},
+		{"pinned", "send_message", "bob", true},
+		{"pinned", "delete_group", "bob", true},
+		{"pinned", "send_message", "alice", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.speaker+" "+tt.tool+" as "+tt.contextID, func(t *testing.T) {
+			st := newTestStore(t, t.TempDir())
+			group := newTestGroup(t, st, "g", "alice", "bob")
+			before := storeSnapshot(t, st, group)
+			cfg := newServerConfig(version, time.Hour)
+			cfg.speaksFor = speakers[tt.speaker]
+			s := newServer(st, &syncBuffer{}, cfg)
+			defer s.subs.close()
+			initializeSession(t, s)
+			var got toolCall
+			s.audit = func(c toolCall) { got = c }
+			req := toolRequest(tt.tool, speakerArgs(tt.tool, group, tt.contextID))
+			req.JSONRPC, req.ID = "2.0", 1
+			line, _ := json.Marshal(req)
+			exchangeLine(t, s, string(line))
+			text := pyJSON(got.result.value)
+			if tt.refused != (got.result.category == categoryAuthorization) || tt.refused != got.result.isError {
+				t.Fatalf("got %s (%s); want refused %v", text, got.result.category, tt.refused)
+			}
+			if !tt.refused {
+				return
+			}
+			if want := refusal[tt.speaker] + tt.contextID; !strings.Contains(text, want) || strings.Contains(text, "secret") {
+				t.Errorf("got %s; want it to say %q and never show a token", text, want)
+			}
+			if after := storeSnapshot(t, st, group); after != before {
+				t.Errorf("store after the refusal: got %s; want %s", after, before)
+			}
+		})
+	}
+}
+
+// speakerArgs are tool's arguments for the group as contextID.
+func speakerArgs(tool, group, contextID string) map[string]any {
+	args := map[string]any{"context_id": contextID}
+	if tool != "create_group" {
+		args["group_id"] = group
+	}
+	switch tool {
+	case "join_group", "leave_group", "get_unread_messages":
+		args["name"] = contextID
+	case "send_message":
+		args["name"], args["message"] = contextID, "hello"
+	case "update_group_metadata":
+		args["name"] = "renamed"
+	}
+	return args
+}
+
+// storeSnapshot describes what a tool could change: the groups, their
+// names, the group's members and its message revision.
+func storeSnapshot(tb testing.TB, st *store, group string) string {
+	tb.Helper()
+	groups, err := st.listGroups()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	users, _ := st.users(group)
+	rev, _ := st.messageRevision(group)
+	var members []string
+	for _, m := range users {
+		members = append(members, m.contextID)
+	}
+	var names []string
+	for _, g := range groups {
+		names = append(names, g.name)
+	}
+	return fmt.Sprint(names, members, rev)
+}
+
+// TestTokensReload edits the tokens file under a running transport: a
+// session whose token stays listed keeps working (and follows the new
+// patterns), one whose token was removed is ended and refused.
+func TestTokensReload(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
+	alice.initialize()
+	bob.initialize()
+	if reply := alice.tool("create_group", map[string]any{"context_id": "alice2"}); !strings.Contains(reply.text, "Token alice may not") {
+		t.Fatalf("before the reload: got %s; want a refusal", reply.text)
+	}
+	// An edit of the same size keeps its time: age the old stamp so the
+	// change is seen as an editor's save would be.
+	os.Chtimes(path, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	tokens.reload(true)
+	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice", "alice2"})
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+	}
+	s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
+	alice.ok("create_group", map[string]any{"context_id": "alice2"}, nil)
+	if code, body := statusOf(bob, "POST", string(bob.request("tools/list", nil)), nil); code != 401 {
+		t.Errorf("bob after removal: got %d (%s); want 401", code, body)
+	}
+	if held := s.t.sessionQuota.held(); held != 1 {
+		t.Errorf("sessions after the reload: got %d; want 1 (alice's)", held)
+	}
+	// A malformed file is refused whole: alice's token keeps working.
+	os.WriteFile(path, []byte("alice sha256:nothex alice\n"), 0o600)
+	if _, err := tokens.reload(true); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("malformed reload: got %v; want the line's error", err)
+	}
+	alice.ok("list_groups", nil, nil)
+	// A deleted file lists nobody.
+	os.Remove(path)
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload of a deleted file: got %v, %v; want true, nil", changed, err)
+	}
+	if code, _ := statusOf(alice, "POST", string(alice.request("tools/list", nil)), nil); code != 401 {
+		t.Errorf("alice after the file was deleted: got %d; want 401", code)
+	}
+}
+
+// TestTokensFollowFile checks the transport's own watcher: a removed line
+// ends its token's session within a few polls, with no SIGHUP.
+func TestTokensFollowFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the tokens poll")
+	}
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	hup := make(chan os.Signal, 1)
+	s.t.followTokens(hup)
+	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
+	alice.initialize()
+	bob.initialize()
+	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
+	waitUntil(t, "bob's session ended", func() bool { return s.t.sessionQuota.held() == 1 })
+	alice.ok("list_groups", nil, nil)
+}
+
+// TestSessionBelongsToItsToken tries another token's session id on every
+// method: each answers 404, as for an unknown id, and the session lives on.
+func TestSessionBelongsToItsToken(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("shared-secret", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	alice := s.client(t, "alice-secret")
+	alice.initialize()
+	for _, token := range []string{"bob-secret", "shared-secret"} {
+		thief := s.client(t, token)
+		thief.session, thief.version = alice.session, alice.version
+		for _, tc := range []struct{ method, body string }{
+			{"POST", string(thief.request("tools/call", toolRequest("join_group", speakerArgs("join_group", "grp_"+strings.Repeat("0", 32), "alice")).Params))},
+			{"GET", ""},
+			{"DELETE", ""},
+		} {
+			if code, body := statusOf(thief, tc.method, tc.body, map[string]string{"Accept": "application/json, text/event-stream"}); code != 404 {
+				t.Errorf("%s %s with alice's session: got %d (%s); want 404", token, tc.method, code, body)
+			}
+		}
+	}
+	alice.ok("list_groups", nil, nil)
+	if code, _ := statusOf(alice, "DELETE", "", nil); code != 204 {
+		t.Errorf("alice's own DELETE: got %d; want 204", code)
+	}
+}
+
+// TestTokensTwoAgents runs two agents on two tokens over HTTP: each speaks
+// as itself, and a spoof of the other (a 2025-era session's call or a
+// 2026-07-28 request's) is refused with nothing stored.
+func TestTokensTwoAgents(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
+	alice.initialize()
+	bob.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	alice.ok("create_group", map[string]any{"context_id": "alice"}, &g)
+	alice.ok("join_group", speakerArgs("join_group", g.GroupID, "alice"), nil)
+	bob.ok("join_group", speakerArgs("join_group", g.GroupID, "bob"), nil)
+	bob.ok("send_message", with(speakerArgs("send_message", g.GroupID, "bob"), "wake_context_ids", []string{"alice"}), nil)
+	for _, spoof := range []struct{ tool, want string }{
+		{"send_message", "Token bob may not act as context_id alice"},
+		{"delete_group", "Token bob may not act as context_id alice"},
+		{"get_unread_messages", "Token bob may not act as context_id alice"},
+	} {
+		if reply := bob.tool(spoof.tool, speakerArgs(spoof.tool, g.GroupID, "alice")); !reply.isError || !strings.Contains(reply.text, spoof.want) {
+			t.Errorf("bob's %s as alice: got %s; want an error saying %q", spoof.tool, reply.text, spoof.want)
+		}
+	}
+	modern := s.client(t, "bob-secret")
+	modern.version = "2026-07-28"
+	req := toolRequest("send_message", speakerArgs("send_message", g.GroupID, "alice"))
+	body := modern.request(req.Method, modernParams(req.Params.(map[string]any)))
+	header := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "send_message"}
+	if _, text := statusOf(modern, "POST", string(body), header); !strings.Contains(text, "Token bob may not act as context_id alice") {
+		t.Errorf("bob's 2026-07-28 send as alice: got %s; want the refusal", text)
+	}
+	var unread struct {
+		Messages []struct {
+			ContextID string `json:"context_id"`
+		} `json:"messages"`
+	}
+	alice.ok("get_unread_messages", speakerArgs("get_unread_messages", g.GroupID, "alice"), &unread)
+	if len(unread.Messages) != 1 || unread.Messages[0].ContextID != "bob" {
+		t.Errorf("alice's unread: got %+v; want bob's one message", unread.Messages)
+	}
+}
