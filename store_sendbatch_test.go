@@ -177,7 +177,7 @@ func TestSendQueueCancelledAndFailing(t *testing.T) {
 		}()
 	}
 	cancel()
-	release(len(texts))
+	release(len(texts) - 1) // the cancelled send leaves the queue at once
 	wg.Wait()
 	for i, want := range []string{"", context.Canceled.Error(), "refused", ""} {
 		if got := fmt.Sprint(errs[i]); (want == "" && errs[i] != nil) || (want != "" && !strings.Contains(got, want)) {

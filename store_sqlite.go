@@ -48,11 +48,11 @@ func readOnlyDSN(path string) string {
 const busyRetryWindow = 3 * time.Second
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
-// extended form.
+// extended form, or errGroupBusy, a send's spent window.
 func isBusy(err error) bool {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
-		return false
+		return errors.Is(err, errGroupBusy)
 	}
 	code := se.Code() & 0xff
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
@@ -61,20 +61,29 @@ func isBusy(err error) bool {
 // retryBusy runs op until it succeeds, fails with anything but busy/locked,
 // or busyRetryWindow has passed, sleeping with doubling backoff and jitter
 // between attempts so that competing processes spread out.
-func retryBusy(op func() error) error {
+func retryBusy(op func() error) error { return retryBusyContext(context.Background(), op) }
+
+// retryBusyContext is retryBusy that also stops, with ctx's cause, when ctx
+// ends, and whose window ends at ctx's deadline if that comes first.
+func retryBusyContext(ctx context.Context, op func() error) error {
 	deadline := time.Now().Add(busyRetryWindow)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	delay := 25 * time.Millisecond
 	for {
 		err := op()
-		if err == nil || !isBusy(err) {
-			return err
-		}
 		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		if err == nil || !isBusy(err) || remaining <= 0 {
 			return err
 		}
-		sleep := delay/2 + rand.N(delay/2+1)
-		time.Sleep(min(sleep, remaining))
+		pause := time.NewTimer(min(delay/2+rand.N(delay/2+1), remaining))
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			pause.Stop()
+			return context.Cause(ctx)
+		}
 		delay = min(delay*2, 400*time.Millisecond)
 	}
 }
