@@ -107,3 +107,18 @@ func syncDir(dir string) {
 	d.Sync()
 	d.Close()
 }
+
+// inTx runs fn in one IMMEDIATE transaction (the DSN's _txlock): a deferred
+// transaction that reads and then writes fails at once with
+// SQLITE_BUSY_SNAPSHOT when another process committed in between.
+func inTx(db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

@@ -104,25 +104,17 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 		args = append(args, limit)
 	}
 	rows, err := q.QueryContext(context.Background(), query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []delivery
-	for rows.Next() {
-		var d delivery
+	out, err := collectRows(rows, err, func(row rowScanner) (d delivery, err error) {
 		var via sql.NullString
-		if err := rows.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
-			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via); err != nil {
-			return nil, err
-		}
+		err = row.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
+			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via)
 		d.deliveredVia = via.String
 		if d.deliveredAt == nil && d.readAt != nil {
 			d.deliveredAt, d.deliveredVia = d.readAt, viaTool
 		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		return d, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	// Oldest first reads as a timeline; the query took the newest.
@@ -226,23 +218,17 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id "+
 			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
 			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
 			p := pendingMessage{groupID: g.groupID, groupName: g.groupName}
 			var mentions, targets string
 			var relevance sql.NullString
-			if err := rows.Scan(&p.msg.id, &p.msg.contextID, &p.msg.name, &p.msg.text, &p.msg.sentAt, &p.msg.priority,
-				&mentions, &targets, &p.msg.routingReason, &relevance); err != nil {
-				return err
-			}
+			err := row.Scan(&p.msg.id, &p.msg.contextID, &p.msg.name, &p.msg.text, &p.msg.sentAt, &p.msg.priority,
+				&mentions, &targets, &p.msg.routingReason, &relevance)
 			p.msg.mentions, p.msg.wakeupTargets = parseStringList(mentions), parseStringList(targets)
 			p.wakes, p.relevance = relevance.Valid, relevance.String
-			out = append(out, p)
-		}
-		return rows.Err()
+			return p, err
+		})
+		return err
 	})
 	return out, err
 }
@@ -258,7 +244,6 @@ func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]
 	}
 	var confirmed []int64
 	err := s.writeGroup(groupID, func(tx groupTx) error {
-		confirmed = confirmed[:0]
 		placeholders := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
 		args := make([]any, 0, len(ids)+1)
 		args = append(args, contextID)
@@ -266,22 +251,9 @@ func (s *store) deliverMessages(groupID, contextID, via string, ids []int64) ([]
 			args = append(args, id)
 		}
 		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN ("+placeholders+") ORDER BY message_id", args...)
-		if err != nil {
+		confirmed, err = collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
+		if err != nil || len(confirmed) == 0 {
 			return err
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			confirmed = append(confirmed, id)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if len(confirmed) == 0 {
-			return nil
 		}
 		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -136,20 +138,15 @@ func (s *store) groupsOnDisk() (map[string]bool, error) {
 // readCatalog returns the catalog's rows by group id.
 func readCatalog(cat *sql.DB) (map[string]groupMeta, error) {
 	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	metas, err := collectRows(rows, err, func(row rowScanner) (m groupMeta, err error) {
+		return m, row.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	catalog := map[string]groupMeta{}
-	for rows.Next() {
-		var m groupMeta
-		if err := rows.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read catalog: %w", err)
-		}
+	for _, m := range metas {
 		catalog[m.groupID] = m
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	return catalog, nil
 }
@@ -288,18 +285,10 @@ func (s *store) users(id string) ([]member, error) {
 	var members []member
 	err := s.withGroup(id, func(db *sql.DB) error {
 		rows, err := db.Query("SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m member
-			if err := rows.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID); err != nil {
-				return err
-			}
-			members = append(members, m)
-		}
-		return rows.Err()
+		members, err = collectRows(rows, err, func(row rowScanner) (m member, err error) {
+			return m, row.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID)
+		})
+		return err
 	})
 	return members, err
 }
@@ -389,4 +378,18 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	crand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// removeDatabaseFiles deletes a database and the -wal and -shm files SQLite
+// keeps beside it in WAL mode.
+func removeDatabaseFiles(path string) error {
+	var errs []error
+	// The write queue's side file goes last, after the database: a writer
+	// that finds the database gone never recreates it (writeQueue.create).
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

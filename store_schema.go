@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -148,4 +149,38 @@ func (s *store) catalog() (*sql.DB, error) {
 	}
 	s.catalogDB = db
 	return db, nil
+}
+
+// queryer is what *sql.DB, *sql.Conn and *sql.Tx offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// tableNames lists the tables of a database.
+func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
+	return nameSet(ctx, q, "list tables", "SELECT name FROM sqlite_master WHERE type = 'table'")
+}
+
+// columnNames lists the columns of table.
+func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
+	return nameSet(ctx, q, "list columns of "+table, "SELECT name FROM pragma_table_info(?)", table)
+}
+
+// nameSet returns the names query lists; what says what failed.
+func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
 }

@@ -374,19 +374,9 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 // original's routing order follows.
 func groupMembers(tx groupTx) ([]recipient, error) {
 	rows, err := tx.Query("SELECT context_id, name FROM group_members")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var all []recipient
-	for rows.Next() {
-		var r recipient
-		if err := rows.Scan(&r.contextID, &r.name); err != nil {
-			return nil, err
-		}
-		all = append(all, r)
-	}
-	return all, rows.Err()
+	return collectRows(rows, err, func(row rowScanner) (r recipient, err error) {
+		return r, row.Scan(&r.contextID, &r.name)
+	})
 }
 
 // othersOf checks that contextID has joined as name and returns the other
