@@ -283,9 +283,7 @@ type wakeNotice struct {
 // its transaction, so two waiters of one member never both claim an event.
 func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, error) {
 	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
-	find := func(q interface {
-		QueryRow(string, ...any) rowScanner
-	}, has bool) (*wakeNotice, error) {
+	find := func(queryRow func(string, ...any) rowScanner, has bool) (*wakeNotice, error) {
 		query := "SELECT w.message_id, w.priority, w.relevance, m.sender_name, m.content FROM wakeup_events w JOIN messages m ON m.id = w.message_id " +
 			"WHERE w.context_id = ?1 AND w.acknowledged_at IS NULL"
 		if has {
@@ -295,7 +293,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 		}
 		query += " ORDER BY w.id ASC LIMIT 1"
 		n := wakeNotice{groupID: g.groupID, groupName: g.groupName}
-		err := q.QueryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
+		err := queryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -310,7 +308,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 		if err != nil {
 			return err
 		}
-		found, err = find(sqlRowQueryer{db}, has)
+		found, err = find(func(q string, args ...any) rowScanner { return db.QueryRow(q, args...) }, has)
 		return err
 	})
 	if err != nil || found == nil {
@@ -322,18 +320,10 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 			return err
 		}
 		var err error
-		if claimed, err = find(tx, true); err != nil || claimed == nil {
+		if claimed, err = find(tx.QueryRow, true); err != nil || claimed == nil {
 			return err
 		}
 		return s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID})
 	})
 	return claimed, err
-}
-
-// sqlRowQueryer adapts *sql.DB's QueryRow to return a rowScanner, the shape
-// groupTx.QueryRow has.
-type sqlRowQueryer struct{ db *sql.DB }
-
-func (q sqlRowQueryer) QueryRow(query string, args ...any) rowScanner {
-	return q.db.QueryRow(query, args...)
 }

@@ -33,13 +33,11 @@ type routedSend struct {
 	now    string
 }
 
-// maxBatchInsert and maxWakeInsert bound the rows of one INSERT of messages
-// (eight parameters each) and of wake events (five each): SQLite allows
-// 32,766 bound parameters. A pipelined run is at most maxSendRun anyway.
-const (
-	maxBatchInsert = 256
-	maxWakeInsert  = 2048
-)
+// maxWakeInsert bounds the rows of one INSERT of wake events (five
+// parameters each): SQLite allows 32,766 bound parameters. Messages take
+// eight each, and a transaction holds at most maxSharedSends of them, or one
+// call's run of at most maxSendRun.
+const maxWakeInsert = 2048
 
 // valuesSQL returns prefix followed by n tuples of width parameters. The
 // write connection prepares each text once (groupTx.stmt).
@@ -248,20 +246,17 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 		pending = append(pending, p)
 		index = append(index, i)
 	}
-	for start := 0; start < len(pending); start += maxBatchInsert {
-		chunk := pending[start:min(start+maxBatchInsert, len(pending))]
-		first, err := b.insertRows(chunk)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := b.fanOut(chunk, first); err != nil {
-			return nil, nil, err
-		}
-		for k, p := range chunk {
-			outs[index[start+k]] = p.sent(b.id, first+int64(k))
-		}
+	if len(pending) == 0 {
+		return outs, errs, nil
 	}
-	return outs, errs, nil
+	first, err := b.insertRows(pending)
+	if err == nil {
+		err = b.fanOut(pending, first)
+	}
+	for k, p := range pending {
+		outs[index[k]] = p.sent(b.id, first+int64(k))
+	}
+	return outs, errs, err
 }
 
 // routed checks that m's sender is a member under its name and routes
