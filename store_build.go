@@ -71,10 +71,8 @@ func buildFile(path string, fill func(tx *sql.Tx) error) error {
 	// synchronous=FULL makes the commit durable before the rename gives
 	// the file its name; it is SQLite's default for a rollback journal and
 	// is set so that a build-time setting cannot weaken it.
-	for _, q := range []string{fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"} {
-		if _, err := db.Exec(q); err != nil {
-			return err
-		}
+	if err := execAll(db, fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"); err != nil {
+		return err
 	}
 	if err := inTx(db, fill); err != nil {
 		return err

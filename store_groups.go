@@ -45,21 +45,25 @@ func (s *store) upsertCatalog(meta groupMeta) {
 	if meta.updatedAt != nil {
 		updated = *meta.updatedAt
 	}
-	err := retryBusy(func() error {
-		cat, err := s.catalog()
-		if err != nil {
-			return err
-		}
-		_, err = cat.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
-			"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
-			"created_at = excluded.created_at, updated_at = excluded.updated_at",
-			meta.groupID, meta.name, meta.description, meta.createdAt, updated)
-		s.dropReadOnlyCatalog(err)
-		return err
-	})
+	err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+		"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
+		"created_at = excluded.created_at, updated_at = excluded.updated_at",
+		meta.groupID, meta.name, meta.description, meta.createdAt, updated)
 	if err != nil {
 		logf("update catalog for %s: %v", meta.groupID, err)
 	}
+}
+
+// catalogExec runs one statement on the catalog, retrying while it is busy.
+func (s *store) catalogExec(query string, args ...any) error {
+	return retryBusy(func() error {
+		cat, err := s.catalog()
+		if err == nil {
+			_, err = cat.Exec(query, args...)
+			s.dropReadOnlyCatalog(err)
+		}
+		return err
+	})
 }
 
 // listGroups returns every group database in dir with its catalog metadata,
@@ -230,15 +234,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 	if err := removeDatabaseFiles(s.groupPath(id)); err != nil {
 		return fmt.Errorf("delete group %s: %w", id, err)
 	}
-	if err := retryBusy(func() error {
-		cat, err := s.catalog()
-		if err != nil {
-			return err
-		}
-		_, err = cat.Exec("DELETE FROM groups WHERE group_id = ?", id)
-		s.dropReadOnlyCatalog(err)
-		return err
-	}); err != nil {
+	if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
 		logf("remove catalog row for %s: %v", id, err)
 	}
 	return nil

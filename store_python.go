@@ -236,9 +236,6 @@ func formatTimestamp(t time.Time) string {
 // parseStringList reads a stored JSON list, keeping only its strings, as the
 // original does for the mentions and wakeup_targets columns.
 func parseStringList(s string) []string {
-	if s == "[]" {
-		return []string{}
-	}
 	var items []any
 	if json.Unmarshal([]byte(s), &items) != nil {
 		return []string{}

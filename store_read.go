@@ -35,15 +35,15 @@ func scanMessage(row rowScanner) (m message, err error) {
 
 // readSelection is one way of choosing messages to return and mark read:
 // rows selects them, and predicate (over member_unread_messages.message_id
-// and wakeup_events.message_id) names the same set for marking. allUnread
+// and wakeup_events.message_id) names the same set for marking; both take
+// args. allUnread
 // says that set is all of the member's unread messages, whose unread rows
 // are then removed without the predicate. via, when set, records the
 // returned messages delivered that way in wakeup_deliveries.
 type readSelection struct {
 	rows      string
-	rowArgs   []any
 	predicate string
-	predArgs  []any
+	args      []any
 	allUnread bool
 	via       string
 }
@@ -62,7 +62,7 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(sel.rows, sel.rowArgs...)
+		rows, err := tx.Query(sel.rows, sel.args...)
 		if out, err = collectRows(rows, err, scanMessage); err != nil || len(out) == 0 {
 			return err
 		}
@@ -75,7 +75,7 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 				return err
 			}
 		}
-		return s.markRead(tx, contextID, sel.predicate, sel.predArgs, sel.allUnread)
+		return s.markRead(tx, contextID, sel.predicate, sel.args, sel.allUnread)
 	})
 	return out, err
 }
@@ -166,9 +166,8 @@ func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
 func afterCursor(after int64) readSelection {
 	return readSelection{
 		rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
-		rowArgs:   []any{after},
 		predicate: "message_id > ?",
-		predArgs:  []any{after},
+		args:      []any{after},
 	}
 }
 
@@ -184,9 +183,8 @@ func (s *store) unreadMessagesVia(id, contextID, name, via string) ([]message, e
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
 				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
-			rowArgs:   []any{contextID},
 			predicate: "message_id IN (SELECT message_id FROM member_unread_messages WHERE context_id = ?)",
-			predArgs:  []any{contextID},
+			args:      []any{contextID},
 			allUnread: true,
 			via:       via,
 		}, nil
@@ -231,9 +229,8 @@ func (s *store) searchMessages(id, contextID, name, query string) ([]message, er
 		}
 		return readSelection{
 			rows:      "SELECT " + messageColumns + " FROM messages WHERE id IN (" + hits + ") ORDER BY id ASC",
-			rowArgs:   []any{pattern},
 			predicate: "message_id IN (" + hits + ")",
-			predArgs:  []any{pattern},
+			args:      []any{pattern},
 		}, nil
 	})
 }

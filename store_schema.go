@@ -98,10 +98,8 @@ END`,
 // server ever sees the file without its schema.
 func (s *store) initGroup(id, contextID, name, description string) error {
 	return buildGroupFile(s.dir, id, func(tx *sql.Tx) error {
-		for _, q := range groupSchema {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
+		if err := execAll(tx, groupSchema...); err != nil {
+			return err
 		}
 		now := s.timestamp()
 		if _, err := tx.Exec("INSERT OR IGNORE INTO group_metadata(id, name, description, creator_context_id, created_at, updated_at) VALUES (1, ?, ?, ?, ?, ?)",
@@ -132,16 +130,8 @@ func (s *store) catalog() (*sql.DB, error) {
 	err = retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
 		// settings persist in the file, like the original's catalog.
-		for _, q := range []string{
-			"PRAGMA auto_vacuum=INCREMENTAL",
-			"PRAGMA journal_mode=WAL",
-			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
-		} {
-			if _, err := db.Exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
+		return execAll(db, "PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
+			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)")
 	})
 	if err != nil {
 		db.Close()
