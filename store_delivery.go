@@ -219,14 +219,9 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
 			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
 		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
-			p := pendingMessage{groupID: g.groupID, groupName: g.groupName}
-			var mentions, targets string
 			var relevance sql.NullString
-			err := row.Scan(&p.msg.id, &p.msg.contextID, &p.msg.name, &p.msg.text, &p.msg.sentAt, &p.msg.priority,
-				&mentions, &targets, &p.msg.routingReason, &relevance)
-			p.msg.mentions, p.msg.wakeupTargets = parseStringList(mentions), parseStringList(targets)
-			p.wakes, p.relevance = relevance.Valid, relevance.String
-			return p, err
+			msg, err := scanMessage(row, &relevance)
+			return pendingMessage{groupID: g.groupID, groupName: g.groupName, msg: msg, wakes: relevance.Valid, relevance: relevance.String}, err
 		})
 		return err
 	})

@@ -83,8 +83,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	}
 	for id := range catalog {
 		if !onDisk[id] {
-			if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
-				s.dropReadOnlyCatalog(err)
+			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
 				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
 			}
 		}

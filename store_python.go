@@ -169,27 +169,13 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 			continue
 		}
 		b.WriteString(s[start:i])
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
+		switch short, ok := shortEscapes[r]; {
+		case ok:
+			b.WriteString(short)
+		case st.ensureASCII:
+			writeU(b, r)
 		default:
-			if st.ensureASCII {
-				writeU(b, r)
-			} else {
-				b.WriteRune(r) // an invalid byte, written as U+FFFD
-			}
+			b.WriteRune(r) // an invalid byte, written as U+FFFD
 		}
 		i += size
 		start = i
@@ -197,6 +183,9 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 	b.WriteString(s[start:])
 	b.WriteByte('"')
 }
+
+// shortEscapes are the characters json.dumps escapes by a letter.
+var shortEscapes = map[rune]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\b': `\b`, '\f': `\f`}
 
 // plainASCII marks the bytes that json.dumps writes as they are.
 var plainASCII = func() (t [utf8.RuneSelf]bool) {

@@ -25,10 +25,10 @@ type message struct {
 
 const messageColumns = "messages.id, sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason"
 
-// scanMessage reads one row of messageColumns.
-func scanMessage(row rowScanner) (m message, err error) {
+// scanMessage reads one row of messageColumns, followed by extra columns.
+func scanMessage(row rowScanner, extra ...any) (m message, err error) {
 	var mentions, targets string
-	err = row.Scan(&m.id, &m.contextID, &m.name, &m.text, &m.sentAt, &m.priority, &mentions, &targets, &m.routingReason)
+	err = row.Scan(append([]any{&m.id, &m.contextID, &m.name, &m.text, &m.sentAt, &m.priority, &mentions, &targets, &m.routingReason}, extra...)...)
 	m.mentions, m.wakeupTargets = parseStringList(mentions), parseStringList(targets)
 	return m, err
 }
@@ -63,7 +63,7 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 			return err
 		}
 		rows, err := tx.Query(sel.rows, sel.args...)
-		if out, err = collectRows(rows, err, scanMessage); err != nil || len(out) == 0 {
+		if out, err = collectRows(rows, err, func(row rowScanner) (message, error) { return scanMessage(row) }); err != nil || len(out) == 0 {
 			return err
 		}
 		if sel.via != "" {
