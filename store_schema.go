@@ -174,3 +174,15 @@ func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (m
 	}
 	return names, rows.Err()
 }
+
+// execAll runs queries on db in order, stopping at the first failure.
+func execAll(db interface {
+	Exec(query string, args ...any) (sql.Result, error)
+}, queries ...string) error {
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}

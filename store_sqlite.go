@@ -109,15 +109,3 @@ func collectRows[T any](rows *sql.Rows, err error, scan func(row rowScanner) (T,
 	}
 	return out, rows.Err()
 }
-
-// execAll runs queries on db in order, stopping at the first failure.
-func execAll(db interface {
-	Exec(query string, args ...any) (sql.Result, error)
-}, queries ...string) error {
-	for _, q := range queries {
-		if _, err := db.Exec(q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
