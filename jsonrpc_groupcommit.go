@@ -163,12 +163,7 @@ func (s *server) commitSends(run []pendingSend) []toolResult {
 	for i, p := range run {
 		msgs[i] = p.msg
 	}
-	var outs []sent
-	var errs []error
-	err := retryBusy(func() (err error) {
-		outs, errs, err = s.store.sendMessages(context.Background(), run[0].groupID, msgs)
-		return err
-	})
+	outs, errs, err := s.store.sendMessages(context.Background(), run[0].groupID, msgs)
 	if err != nil && !isBusy(err) {
 		return nil
 	}

@@ -337,7 +337,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	var raw [16]byte
 	rand.Read(raw[:])
 	s := t.newSession(hex.EncodeToString(raw[:]), r)
-	reply := s.handle(body, r.RemoteAddr)
+	reply := s.handle(r.Context(), body, r.RemoteAddr)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(client)
 		s.end()

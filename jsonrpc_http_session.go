@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
@@ -39,10 +40,12 @@ type httpSession struct {
 
 // handle passes one message from remote to the session's server and
 // returns its immediate answer, or nil.
-func (s *httpSession) handle(body []byte, remote string) any {
+func (s *httpSession) handle(ctx context.Context, body []byte, remote string) any {
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
 	s.remote.Store(&remote)
+	s.srv.request = ctx
+	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
 }
 

@@ -91,7 +91,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	s.enter()
 	defer s.leave()
 	if !msg.isRequest() {
-		if reply := s.handle(body, r.RemoteAddr); reply != nil {
+		if reply := s.handle(r.Context(), body, r.RemoteAddr); reply != nil {
 			writeHTTPJSON(w, http.StatusOK, reply) // a batch's answers, or an error
 			return
 		}
@@ -100,7 +100,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	ex := s.router.expect(msg.ID)
 	defer s.router.forget(ex)
-	if reply := s.handle(body, r.RemoteAddr); reply != nil {
+	if reply := s.handle(r.Context(), body, r.RemoteAddr); reply != nil {
 		// Answered at once, so nothing was written for it: only an
 		// in-flight request writes through the router.
 		writeHTTPJSON(w, replyStatus(reply, s.id == ""), reply)
@@ -108,7 +108,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	// The request runs on in the server's in-flight table.
 	if !t.streamQuota.acquire(s.client) {
-		s.handle(cancelledNotification(msg.ID), r.RemoteAddr)
+		s.handle(r.Context(), cancelledNotification(msg.ID), r.RemoteAddr)
 		w.Header().Set("Retry-After", "10")
 		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
 		return
@@ -118,7 +118,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// The client went away or was cut off: end the request, as
 		// 2026-07-28 defines a closed stream to mean, and as the answer
 		// could not reach the client anyway (streams are not resumable).
-		s.handle(cancelledNotification(msg.ID), r.RemoteAddr)
+		s.handle(r.Context(), cancelledNotification(msg.ID), r.RemoteAddr)
 	}
 }
 

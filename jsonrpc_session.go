@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,11 @@ type server struct {
 
 	// audit, when set, receives every completed tools/call.
 	audit func(toolCall)
+
+	// request is the context of the HTTP request being handled
+	// (httpSession.handle sets it under handleMu), which a send must not
+	// outlive uncommitted; on stdio it is Background.
+	request context.Context
 
 	// serving is held by serve while it handles what it read, and taken by
 	// stop, so that a signal waits for the request in hand to be answered
@@ -106,7 +112,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 // newServerWriting returns a session whose messages leave through out, as
 // the HTTP transport's do, and starts its subscription poller.
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
-	s := &server{store: st, out: out, cfg: cfg}
+	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
 	s.inflight = newInflight(s.out)
 	return s

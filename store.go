@@ -59,22 +59,18 @@ type groupHandle struct {
 	info     os.FileInfo
 	lastUsed time.Time
 
-	// writeTurn serializes write transactions on conn, the connection whose
-	// prepared statements stmts keeps: preparing a statement costs more
-	// than running it, and a send runs about ten. A writer holds it by
-	// putting the one value it has room for. It is a channel, not a mutex,
-	// so that a queued send can stop waiting as soon as another's
-	// transaction has answered it (sendQueued), and its waiters take their
-	// turns in order.
+	// writeTurn, held by putting its one value, serializes write
+	// transactions on conn, whose prepared statements stmts keeps:
+	// preparing a statement costs more than running it, and a send runs
+	// about ten. It is a channel so that a queued send can stop waiting
+	// when it is answered or its context ends (sendQueued).
 	writeTurn chan struct{}
 	conn      *sql.Conn
 	stmts     map[string]*sql.Stmt
-	// queue orders this group's writers across processes (writeQueue).
-	queue *writeQueue
+	queue     *writeQueue // orders this group's writers across processes
 
-	// sends holds this process's sends to the group that wait for writeTurn,
-	// so that whoever takes it stores them all in one transaction
-	// (sendQueued). sendsMu guards it; it is taken alone, or inside writeTurn.
+	// sends are this process's sends waiting for writeTurn, which whoever
+	// takes it stores in one transaction (sendQueued).
 	sendsMu sync.Mutex
 	sends   []*queuedSend
 }
@@ -121,15 +117,8 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 	return st.QueryRow(args...)
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction on the write connection,
-// for the reason inTx gives.
-func (h *groupHandle) write(fn func(tx groupTx) error) error {
-	h.writeTurn <- struct{}{}
-	defer func() { <-h.writeTurn }()
-	return h.writeLocked(fn)
-}
-
-// writeLocked is write for a caller that holds writeTurn.
+// writeLocked runs fn in one BEGIN IMMEDIATE transaction (inTx says why) on
+// the write connection, whose writeTurn the caller holds.
 func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	ctx := context.Background()
 	if h.conn == nil {
@@ -157,11 +146,14 @@ func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 
 // writeGroup runs fn in a write transaction on group id.
 func (s *store) writeGroup(id string, fn func(tx groupTx) error) error {
-	return s.withHandle(id, func(h *groupHandle) error { return h.write(fn) })
+	return s.withHandle(id, func(h *groupHandle) error {
+		h.writeTurn <- struct{}{}
+		defer func() { <-h.writeTurn }()
+		return h.writeLocked(fn)
+	})
 }
 
-// newStore creates dir if needed. The catalog is opened on first use, so
-// that starting a server costs no database work before initialize.
+// newStore creates dir if needed; the catalog is opened on first use.
 func newStore(dir string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create groups directory: %w", err)
@@ -198,13 +190,11 @@ func (h *groupHandle) close() {
 	h.db.Close()
 }
 
-// timestamp returns the current time in the on-disk format.
 func (s *store) timestamp() string { return formatTimestamp(s.now()) }
 
 // validateGroupID accepts only the ids create_group makes: "grp_" and 32
 // lowercase hex digits. It runs before any path is built from an id, and it
-// is the one definition of a group id: groupIDOfFile, the store and the
-// dashboard all use it.
+// is the one definition of a group id.
 func validateGroupID(id string) error {
 	if len(id) != 36 || !strings.HasPrefix(id, "grp_") {
 		return validationErrorf("Invalid group_id.")
@@ -217,15 +207,12 @@ func validateGroupID(id string) error {
 	return nil
 }
 
-// groupPath is the database file of group id; id must already be valid.
 func (s *store) groupPath(id string) string { return groupFile(s.dir, id) }
 
 // groupFile is the database file of group id in dir; id must already be a
-// valid group id. The dashboard, which has a directory but no store, uses it
-// directly.
+// valid group id.
 func groupFile(dir, id string) string { return filepath.Join(dir, id+".sqlite3") }
 
-// withGroup runs fn with the open database of an existing group.
 func (s *store) withGroup(id string, fn func(db *sql.DB) error) error {
 	return s.withHandle(id, func(h *groupHandle) error { return fn(h.db) })
 }
@@ -277,12 +264,11 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		}
 		return nil, fmt.Errorf("stat group %s: %w", id, err)
 	}
-	var stale []*groupHandle
+	var stale []*groupHandle // closed outside s.mu
 	s.mu.Lock()
 	h := s.handles[id]
 	if h != nil && !os.SameFile(h.info, info) {
-		stale = append(stale, h)
-		h = nil
+		stale, h = append(stale, h), nil
 	}
 	if h == nil {
 		db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
@@ -296,7 +282,9 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		db.SetMaxIdleConns(3)
 		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
-		stale = append(stale, s.evictLocked(id)...)
+		if len(s.handles) > maxOpenGroups {
+			stale = append(stale, s.evictLocked(id))
+		}
 	}
 	h.lastUsed = time.Now()
 	h.inUse.RLock()
@@ -307,21 +295,18 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 	return h, nil
 }
 
-// evictLocked removes the least recently used handles beyond maxOpenGroups,
-// never keep's, and returns them for closing outside s.mu.
-func (s *store) evictLocked(keep string) []*groupHandle {
-	var evicted []*groupHandle
-	for len(s.handles) > maxOpenGroups {
-		oldestID := ""
-		for id, h := range s.handles {
-			if id != keep && (oldestID == "" || h.lastUsed.Before(s.handles[oldestID].lastUsed)) {
-				oldestID = id
-			}
+// evictLocked removes the least recently used handle but keep's and
+// returns it for closing outside s.mu.
+func (s *store) evictLocked(keep string) *groupHandle {
+	oldestID := ""
+	for id, h := range s.handles {
+		if id != keep && (oldestID == "" || h.lastUsed.Before(s.handles[oldestID].lastUsed)) {
+			oldestID = id
 		}
-		evicted = append(evicted, s.handles[oldestID])
-		delete(s.handles, oldestID)
 	}
-	return evicted
+	h := s.handles[oldestID]
+	delete(s.handles, oldestID)
+	return h
 }
 
 // forget closes and drops the cached handle of group id, if any.
@@ -335,7 +320,6 @@ func (s *store) forget(id string) {
 	}
 }
 
-// groupExists reports whether the database file of a valid group id exists.
 func (s *store) groupExists(id string) bool { return groupFileExists(s.dir, id) }
 
 // groupFileExists reports whether dir holds the database file of a valid
@@ -349,8 +333,7 @@ func groupFileExists(dir, id string) bool {
 }
 
 // groupIDOfFile returns the group id a database file name stands for; ok is
-// false for any name that is not a valid id plus ".sqlite3", so the store's
-// validateGroupID stays the one definition of a group id.
+// false for any name that is not a valid id plus ".sqlite3".
 func groupIDOfFile(name string) (id string, ok bool) {
 	id, ok = strings.CutSuffix(name, ".sqlite3")
 	return id, ok && validateGroupID(id) == nil

@@ -71,10 +71,8 @@ func buildFile(path string, fill func(tx *sql.Tx) error) error {
 	// synchronous=FULL makes the commit durable before the rename gives
 	// the file its name; it is SQLite's default for a rollback journal and
 	// is set so that a build-time setting cannot weaken it.
-	for _, q := range []string{fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"} {
-		if _, err := db.Exec(q); err != nil {
-			return err
-		}
+	if err := execAll(db, fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"); err != nil {
+		return err
 	}
 	if err := inTx(db, fill); err != nil {
 		return err
@@ -106,4 +104,19 @@ func syncDir(dir string) {
 	}
 	d.Sync()
 	d.Close()
+}
+
+// inTx runs fn in one IMMEDIATE transaction (the DSN's _txlock): a deferred
+// transaction that reads and then writes fails at once with
+// SQLITE_BUSY_SNAPSHOT when another process committed in between.
+func inTx(db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }

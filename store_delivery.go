@@ -104,25 +104,17 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 		args = append(args, limit)
 	}
 	rows, err := q.QueryContext(context.Background(), query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []delivery
-	for rows.Next() {
-		var d delivery
+	out, err := collectRows(rows, err, func(row rowScanner) (d delivery, err error) {
 		var via sql.NullString
-		if err := rows.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
-			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via); err != nil {
-			return nil, err
-		}
+		err = row.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
+			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via)
 		d.deliveredVia = via.String
 		if d.deliveredAt == nil && d.readAt != nil {
 			d.deliveredAt, d.deliveredVia = d.readAt, viaTool
 		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		return d, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	// Oldest first reads as a timeline; the query took the newest.
@@ -231,23 +223,12 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id "+
 			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
 			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p := pendingMessage{groupID: g.groupID, groupName: g.groupName}
-			var mentions, targets string
+		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
 			var relevance sql.NullString
-			if err := rows.Scan(&p.msg.id, &p.msg.contextID, &p.msg.name, &p.msg.text, &p.msg.sentAt, &p.msg.priority,
-				&mentions, &targets, &p.msg.routingReason, &relevance); err != nil {
-				return err
-			}
-			p.msg.mentions, p.msg.wakeupTargets = parseStringList(mentions), parseStringList(targets)
-			p.wakes, p.relevance = relevance.Valid, relevance.String
-			out = append(out, p)
-		}
-		return rows.Err()
+			msg, err := scanMessage(row, &relevance)
+			return pendingMessage{groupID: g.groupID, groupName: g.groupName, msg: msg, wakes: relevance.Valid, relevance: relevance.String}, err
+		})
+		return err
 	})
 	return out, err
 }
@@ -265,19 +246,8 @@ func (s *store) deliverMessages(groupID, contextID, via string, read, previewed 
 	return s.writeGroup(groupID, func(tx groupTx) error {
 		in, args := sqlInList(contextID, append(append([]int64(nil), read...), previewed...))
 		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN "+in+" ORDER BY message_id", args...)
-		if err != nil {
-			return err
-		}
-		var confirmed []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			confirmed = append(confirmed, id)
-		}
-		if err := rows.Close(); err != nil || len(confirmed) == 0 {
+		confirmed, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
+		if err != nil || len(confirmed) == 0 {
 			return err
 		}
 		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
@@ -330,9 +300,7 @@ type wakeNotice struct {
 // its transaction, so two waiters of one member never both claim an event.
 func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, error) {
 	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
-	find := func(q interface {
-		QueryRow(string, ...any) rowScanner
-	}, has bool) (*wakeNotice, error) {
+	find := func(queryRow func(string, ...any) rowScanner, has bool) (*wakeNotice, error) {
 		query := "SELECT w.message_id, w.priority, w.relevance, m.sender_name, m.content FROM wakeup_events w JOIN messages m ON m.id = w.message_id " +
 			"WHERE w.context_id = ?1 AND w.acknowledged_at IS NULL"
 		if has {
@@ -342,7 +310,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 		}
 		query += " ORDER BY w.id ASC LIMIT 1"
 		n := wakeNotice{groupID: g.groupID, groupName: g.groupName}
-		err := q.QueryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
+		err := queryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -357,7 +325,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 		if err != nil {
 			return err
 		}
-		found, err = find(sqlRowQueryer{db}, has)
+		found, err = find(func(q string, args ...any) rowScanner { return db.QueryRow(q, args...) }, has)
 		return err
 	})
 	if err != nil || found == nil {
@@ -369,18 +337,10 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 			return err
 		}
 		var err error
-		if claimed, err = find(tx, true); err != nil || claimed == nil {
+		if claimed, err = find(tx.QueryRow, true); err != nil || claimed == nil {
 			return err
 		}
 		return s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID})
 	})
 	return claimed, err
-}
-
-// sqlRowQueryer adapts *sql.DB's QueryRow to return a rowScanner, the shape
-// groupTx.QueryRow has.
-type sqlRowQueryer struct{ db *sql.DB }
-
-func (q sqlRowQueryer) QueryRow(query string, args ...any) rowScanner {
-	return q.db.QueryRow(query, args...)
 }

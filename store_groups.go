@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,21 +45,25 @@ func (s *store) upsertCatalog(meta groupMeta) {
 	if meta.updatedAt != nil {
 		updated = *meta.updatedAt
 	}
-	err := retryBusy(func() error {
-		cat, err := s.catalog()
-		if err != nil {
-			return err
-		}
-		_, err = cat.Exec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
-			"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
-			"created_at = excluded.created_at, updated_at = excluded.updated_at",
-			meta.groupID, meta.name, meta.description, meta.createdAt, updated)
-		s.dropReadOnlyCatalog(err)
-		return err
-	})
+	err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+		"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
+		"created_at = excluded.created_at, updated_at = excluded.updated_at",
+		meta.groupID, meta.name, meta.description, meta.createdAt, updated)
 	if err != nil {
 		logf("update catalog for %s: %v", meta.groupID, err)
 	}
+}
+
+// catalogExec runs one statement on the catalog, retrying while it is busy.
+func (s *store) catalogExec(query string, args ...any) error {
+	return retryBusy(func() error {
+		cat, err := s.catalog()
+		if err == nil {
+			_, err = cat.Exec(query, args...)
+			s.dropReadOnlyCatalog(err)
+		}
+		return err
+	})
 }
 
 // listGroups returns every group database in dir with its catalog metadata,
@@ -77,8 +83,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	}
 	for id := range catalog {
 		if !onDisk[id] {
-			if _, err := cat.Exec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
-				s.dropReadOnlyCatalog(err)
+			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
 				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
 			}
 		}
@@ -136,20 +141,15 @@ func (s *store) groupsOnDisk() (map[string]bool, error) {
 // readCatalog returns the catalog's rows by group id.
 func readCatalog(cat *sql.DB) (map[string]groupMeta, error) {
 	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	metas, err := collectRows(rows, err, func(row rowScanner) (m groupMeta, err error) {
+		return m, row.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	catalog := map[string]groupMeta{}
-	for rows.Next() {
-		var m groupMeta
-		if err := rows.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read catalog: %w", err)
-		}
+	for _, m := range metas {
 		catalog[m.groupID] = m
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	return catalog, nil
 }
@@ -233,15 +233,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 	if err := removeDatabaseFiles(s.groupPath(id)); err != nil {
 		return fmt.Errorf("delete group %s: %w", id, err)
 	}
-	if err := retryBusy(func() error {
-		cat, err := s.catalog()
-		if err != nil {
-			return err
-		}
-		_, err = cat.Exec("DELETE FROM groups WHERE group_id = ?", id)
-		s.dropReadOnlyCatalog(err)
-		return err
-	}); err != nil {
+	if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
 		logf("remove catalog row for %s: %v", id, err)
 	}
 	return nil
@@ -288,18 +280,10 @@ func (s *store) users(id string) ([]member, error) {
 	var members []member
 	err := s.withGroup(id, func(db *sql.DB) error {
 		rows, err := db.Query("SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m member
-			if err := rows.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID); err != nil {
-				return err
-			}
-			members = append(members, m)
-		}
-		return rows.Err()
+		members, err = collectRows(rows, err, func(row rowScanner) (m member, err error) {
+			return m, row.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID)
+		})
+		return err
 	})
 	return members, err
 }
@@ -389,4 +373,18 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	crand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// removeDatabaseFiles deletes a database and the -wal and -shm files SQLite
+// keeps beside it in WAL mode.
+func removeDatabaseFiles(path string) error {
+	var errs []error
+	// The write queue's side file goes last, after the database: a writer
+	// that finds the database gone never recreates it (writeQueue.create).
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -16,36 +16,30 @@ import (
 
 // hugeLine is the line (or message) length from which the stdio transport
 // and the store trade a little time for memory. A send_message line of this
-// size would hold, at its worst moment, the line, the decoded text and
-// SQLite's two copies of it (its bound parameter and the row's record), and
-// a third for the search trigger. The line is freed before the insert, and
-// sendHuge drops the decoded text once bound and avoids the trigger's copy.
-// Left to itself Go's collector lets the heap grow to twice what is live
-// before collecting, and keeps what it freed mapped for a while, so a
-// 200 MiB line used to peak at more than 6× its size. Below it nothing here
-// runs and small sends pay nothing.
+// size would hold at its worst the line, the decoded text, SQLite's bound
+// parameter and row record, and the search trigger's copy; Go's collector,
+// left to itself, lets the heap grow to twice what is live, so a 200 MiB
+// line peaked at more than 6× its size. The line is freed before the
+// insert, and sendHuge drops the decoded text once bound and avoids the
+// trigger's copy. Below it nothing here runs.
 const hugeLine = 16 << 20
 
 // releaseMemory collects garbage now and returns freed pages to the
-// operating system. It costs one collection (milliseconds when the heap is
-// a few large byte slices); it is only called around lines of hugeLine bytes
+// operating system: one collection, run only around lines of hugeLine bytes
 // or more, when the garbage it returns is hundreds of megabytes.
 func releaseMemory() { debug.FreeOSMemory() }
 
-// hugeText is the text of one huge message (hugeLine bytes or more), held
-// in one place, so that the insert can take the last reference to it. Once
-// SQLite has its own copy of the bound text, the Go string is garbage, and
-// the insert gives its memory back to the operating system before SQLite
-// builds the row: the send then holds two copies of the text at its peak
-// (the bound parameter and the record) instead of three.
+// hugeText is the text of one huge message, held in one place so that the
+// insert can take the last reference to it and free it once SQLite has
+// bound its own copy: two copies at the peak (bound parameter and record)
+// instead of three.
 type hugeText struct {
 	s     string
 	taken bool
 }
 
-// errHugeTextTaken reports a second insert of one huge text. Only a retry of
-// a transaction that failed after the first insert could attempt it; the
-// text is gone by then, and the send fails rather than store it empty.
+// errHugeTextTaken refuses a retry of a transaction that failed after
+// taking the huge text: it is gone, and must not be stored empty.
 var errHugeTextTaken = errors.New("the text of this huge message was released by a failed attempt to store it; send it again")
 
 // sendHuge is sendMessage for a message whose text, hugeLine bytes or more,
@@ -54,8 +48,6 @@ var errHugeTextTaken = errors.New("the text of this huge message was released by
 func (s *store) sendHuge(id string, m outgoing, text *hugeText) (out sent, err error) {
 	err = s.writeGroup(id, func(tx groupTx) error {
 		if text.taken {
-			// A retry of a transaction that took the text: nothing of it
-			// is left to store.
 			return errHugeTextTaken
 		}
 		b := s.newSendBatch(tx, id)
@@ -88,13 +80,11 @@ const searchTrigger = "CREATE TRIGGER messages_search_after_insert AFTER INSERT 
 	"INSERT INTO message_search(rowid, content) VALUES (new.id, new.content); END"
 
 // releaseTextSQL is the SQL function crosstalk_release_text(token, value),
-// registered on every connection of this process. Placed in an INSERT in a
-// column after the text's, it runs after the driver bound the text (modernc
-// copies a bound string into SQLite's memory before the statement steps)
-// and before SQLite builds the row's record from the values. It drops the
-// text from the arguments registered under token, collects it and returns
-// the freed memory to the operating system, and returns value as its
-// column's value. Nothing in the group file refers to it.
+// registered on every connection of this process. In an INSERT column after
+// the text's, it runs after the driver copied the bound text into SQLite
+// and before SQLite builds the row's record: it drops the text from the
+// arguments registered under token, releases the memory, and returns value.
+// Nothing in the group file refers to it.
 const releaseTextSQL = "crosstalk_release_text"
 
 // boundTexts holds, by token, the argument that carries the text of each
@@ -124,24 +114,17 @@ func init() {
 }
 
 // insertHuge inserts p, whose text is hugeLine bytes or more, and indexes it
-// for search itself instead of through searchTrigger, which it reports
-// false for when the group's trigger is not exactly that one.
+// for search itself instead of through searchTrigger; ok is false, and
+// nothing done, when the group's trigger is not exactly that one.
 //
 // An AFTER INSERT trigger that reads new.content makes SQLite hold one more
-// copy of the row's text, on top of the bound parameter and the row's
-// record: for a 200 MiB message that copy alone is 170 MB more at the
-// peak. So, in the send's transaction, the trigger is dropped, the row
-// inserted, the index given exactly the row the trigger would have given it
-// (read back from the row, by which time the text exists only there), and
-// the trigger created again from its own stored text. Nobody ever sees the
-// trigger missing: other connections, the original's included, read
-// committed snapshots, and the transaction commits all of it or nothing.
-//
-// The row is inserted through the driver directly, because database/sql
-// keeps every argument of a statement until it finishes, and with
-// releaseTextSQL, which drops the Go copy of the text mid-statement. The
-// text, held only in a hugeText (as the stdio transport hands it over), is
-// then referenced nowhere else.
+// copy of the text (170 MB more at the peak of a 200 MiB message). So, in
+// the send's transaction, the trigger is dropped, the row inserted, the
+// index given the row read back, and the trigger recreated from its own
+// stored text. Other connections, the original's included, read committed
+// snapshots, so none ever sees the trigger missing. The row is inserted
+// through the driver directly, because database/sql keeps every argument
+// until the statement ends, with releaseTextSQL to drop the Go copy.
 func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, err error) {
 	var stored string
 	err = b.tx.QueryRow("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert' AND tbl_name = 'messages'").Scan(&stored)

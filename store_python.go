@@ -1,14 +1,10 @@
 package main
 
 // This file holds every emulation of the Python original's behaviour that
-// agents or other writers can observe: json.dumps, str.lower and
-// str.strip, urllib's quote and unquote, datetime.isoformat and the reading
-// of stored JSON lists. The golden transcripts (golden_test.go) check them
-// byte for byte. It sits in the store layer because stored values (mentions,
-// wakeup targets, timestamps) are written in these forms; the wire, the
-// audit log and the dashboard build on it. The audit log and the dashboard
-// use the rest: Python's str() of a number (pyNumber, pyFloatRepr) and
-// datetime.fromisoformat (pyFromISOFormat).
+// agents or other writers can observe, which the golden transcripts
+// (golden_test.go) check byte for byte. It sits in the store layer because
+// stored values (mentions, wakeup targets, timestamps) are written in these
+// forms; the wire, the audit log and the dashboard build on it.
 //
 // Four Python rules stay beside the one caller they shape, each citing the
 // original: rawJSON.writePyJSON (jsonrpc_unicode.go) echoes a request id as
@@ -173,27 +169,13 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 			continue
 		}
 		b.WriteString(s[start:i])
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
+		switch short, ok := shortEscapes[r]; {
+		case ok:
+			b.WriteString(short)
+		case st.ensureASCII:
+			writeU(b, r)
 		default:
-			if st.ensureASCII {
-				writeU(b, r)
-			} else {
-				b.WriteRune(r) // an invalid byte, written as U+FFFD
-			}
+			b.WriteRune(r) // an invalid byte, written as U+FFFD
 		}
 		i += size
 		start = i
@@ -201,6 +183,9 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 	b.WriteString(s[start:])
 	b.WriteByte('"')
 }
+
+// shortEscapes are the characters json.dumps escapes by a letter.
+var shortEscapes = map[rune]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\b': `\b`, '\f': `\f`}
 
 // plainASCII marks the bytes that json.dumps writes as they are.
 var plainASCII = func() (t [utf8.RuneSelf]bool) {
@@ -240,15 +225,6 @@ func formatTimestamp(t time.Time) string {
 // parseStringList reads a stored JSON list, keeping only its strings, as the
 // original does for the mentions and wakeup_targets columns.
 func parseStringList(s string) []string {
-	if s == "[]" {
-		return []string{}
-	}
-	var strs []string
-	// Decoding null into a string is a no-op, so lists holding null take
-	// the general path, which drops non-strings.
-	if !strings.Contains(s, "null") && json.Unmarshal([]byte(s), &strs) == nil && strs != nil {
-		return strs
-	}
 	var items []any
 	if json.Unmarshal([]byte(s), &items) != nil {
 		return []string{}
@@ -371,30 +347,16 @@ func percentEncode(s string) string {
 func percentDecode(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
-			i += 2
-			continue
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
 		}
 		b.WriteByte(s[i])
 	}
 	return strings.ToValidUTF8(b.String(), "\uFFFD")
-}
-
-// isHex reports whether c is a hexadecimal digit.
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// unhex is the value of the hexadecimal digit c.
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // pyFromISOFormat reads a stored ISO 8601 timestamp as the original's
@@ -432,27 +394,14 @@ func pyFloatRepr(f float64) string {
 	if math.IsInf(f, 0) {
 		return map[bool]string{true: "inf", false: "-inf"}[f > 0]
 	}
+	// Go's shortest 'e' form is Python's (two exponent digits at least);
+	// only the exponents at which Python switches to it differ.
 	s := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, expText, _ := strings.Cut(s, "e")
-	exp, _ := strconv.Atoi(expText)
-	sign := ""
-	if strings.HasPrefix(mant, "-") {
-		sign, mant = "-", mant[1:]
+	if exp, _ := strconv.Atoi(s[strings.IndexByte(s, 'e')+1:]); exp < -4 || exp >= 16 {
+		return s
 	}
-	digits := strings.Replace(mant, ".", "", 1)
-	if exp < -4 || exp >= 16 {
-		m := digits[:1]
-		if len(digits) > 1 {
-			m += "." + digits[1:]
-		}
-		es := fmt.Sprintf("%+03d", exp)
-		return sign + m + "e" + es
+	if s = strconv.FormatFloat(f, 'f', -1, 64); !strings.Contains(s, ".") {
+		s += ".0"
 	}
-	if exp < 0 {
-		return sign + "0." + strings.Repeat("0", -exp-1) + digits
-	}
-	if len(digits) <= exp+1 {
-		return sign + digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
-	}
-	return sign + digits[:exp+1] + "." + digits[exp+1:]
+	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -97,10 +98,8 @@ END`,
 // server ever sees the file without its schema.
 func (s *store) initGroup(id, contextID, name, description string) error {
 	return buildGroupFile(s.dir, id, func(tx *sql.Tx) error {
-		for _, q := range groupSchema {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
+		if err := execAll(tx, groupSchema...); err != nil {
+			return err
 		}
 		now := s.timestamp()
 		if _, err := tx.Exec("INSERT OR IGNORE INTO group_metadata(id, name, description, creator_context_id, created_at, updated_at) VALUES (1, ?, ?, ?, ?, ?)",
@@ -131,16 +130,8 @@ func (s *store) catalog() (*sql.DB, error) {
 	err = retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
 		// settings persist in the file, like the original's catalog.
-		for _, q := range []string{
-			"PRAGMA auto_vacuum=INCREMENTAL",
-			"PRAGMA journal_mode=WAL",
-			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)",
-		} {
-			if _, err := db.Exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
+		return execAll(db, "PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
+			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)")
 	})
 	if err != nil {
 		db.Close()
@@ -148,4 +139,50 @@ func (s *store) catalog() (*sql.DB, error) {
 	}
 	s.catalogDB = db
 	return db, nil
+}
+
+// queryer is what *sql.DB, *sql.Conn and *sql.Tx offer.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// tableNames lists the tables of a database.
+func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
+	return nameSet(ctx, q, "list tables", "SELECT name FROM sqlite_master WHERE type = 'table'")
+}
+
+// columnNames lists the columns of table.
+func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
+	return nameSet(ctx, q, "list columns of "+table, "SELECT name FROM pragma_table_info(?)", table)
+}
+
+// nameSet returns the names query lists; what says what failed.
+func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
+}
+
+// execAll runs queries on db in order, stopping at the first failure.
+func execAll(db interface {
+	Exec(query string, args ...any) (sql.Result, error)
+}, queries ...string) error {
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			return err
+		}
+	}
+	return nil
 }

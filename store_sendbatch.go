@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
-	"sync"
 )
 
 // sendBatch is one or more sends to a group written in one transaction. Its
@@ -32,45 +33,21 @@ type routedSend struct {
 	now    string
 }
 
-// maxBatchInsert and maxWakeInsert bound the rows of one INSERT of messages
-// (eight parameters each) and of wake events (five each): SQLite allows
-// 32,766 bound parameters. A pipelined run is at most maxSendRun anyway.
-const (
-	maxBatchInsert = 256
-	maxWakeInsert  = 2048
-)
+// maxWakeInsert bounds the rows of one INSERT of wake events (five
+// parameters each): SQLite allows 32,766 bound parameters. Messages take
+// eight each, and a transaction holds at most maxSharedSends of them, or one
+// call's run of at most maxSendRun.
+const maxWakeInsert = 2048
 
-// valuesSQL returns prefix followed by n tuples of width parameters, built
-// once per text; the write connection prepares each text once too.
+// valuesSQL returns prefix followed by n tuples of width parameters. The
+// write connection prepares each text once (groupTx.stmt).
 func valuesSQL(prefix string, width, n int) string {
-	valuesTexts.Lock()
-	defer valuesTexts.Unlock()
-	k := valuesKey{prefix, width, n}
-	if q, ok := valuesTexts.m[k]; ok {
-		return q
-	}
 	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
-	q := prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
-	valuesTexts.m[k] = q
-	return q
+	return prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
 }
 
-// valuesKey names one text of valuesSQL.
-type valuesKey struct {
-	prefix   string
-	width, n int
-}
-
-// valuesTexts holds the texts valuesSQL built.
-var valuesTexts = struct {
-	sync.Mutex
-	m map[valuesKey]string
-}{m: map[valuesKey]string{}}
-
-// sendMessage stores a message from contextID, fans it out as unread to
-// every other member and records one wake event per routed recipient, all in
-// one transaction, which other sends of this process may share
-// (sendQueued).
+// sendMessage stores one message as sendMessages does, for a caller with no
+// request of its own to end it.
 func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 	outs, errs, err := s.sendMessages(context.Background(), id, []outgoing{m})
 	if err != nil {
@@ -79,21 +56,27 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 	return outs[0], errs[0]
 }
 
-// sendMessages stores several messages to group id in one transaction, in
-// order: a group commit for sends a client pipelines. Each message is
-// written as sendMessage would write it. A message refused for its sender
-// (errs[i], a *domainError) writes nothing and leaves the others to commit;
-// any other failure rolls all of them back and is returned as err. A call
-// whose ctx ends before its transaction begins stores nothing and returns
-// ctx's error.
+// sendMessages stores msgs, in order, in one transaction that other sends of
+// this process to group id may share (sendQueued): the message, its unread
+// rows for every other member and one wake event per routed recipient. A
+// message refused for its sender (errs[i], a *domainError) writes nothing and
+// leaves the others to commit; any other failure rolls all of them back and
+// is returned as err. A busy group is retried until busyRetryWindow has
+// passed since this call, however many sends wait beside it, and then
+// answered errGroupBusy. A call whose ctx ends before its COMMIT stores
+// nothing and returns ctx's error: a client that gave up or left must not
+// find its message stored.
 func (s *store) sendMessages(ctx context.Context, id string, msgs []outgoing) (outs []sent, errs []error, err error) {
-	q := &queuedSend{ctx: ctx, msgs: msgs}
-	err = s.withHandle(id, func(h *groupHandle) error {
-		// withHandle runs this again on a fresh handle after a read-only
-		// failure, which stored nothing.
-		q.outs, q.errs, q.err, q.done = nil, nil, nil, make(chan struct{})
-		h.sendQueued(s, id, q)
-		return q.err
+	ctx, cancel := context.WithTimeoutCause(ctx, busyRetryWindow, errGroupBusy)
+	defer cancel()
+	var q *queuedSend
+	err = retryBusyContext(ctx, func() error {
+		return s.withHandle(id, func(h *groupHandle) error {
+			// A fresh entry for each attempt: a failed one stored nothing.
+			q = &queuedSend{ctx: ctx, msgs: msgs, done: make(chan struct{})}
+			h.sendQueued(s, id, q)
+			return q.err
+		})
 	})
 	if err != nil {
 		return nil, nil, err
@@ -116,21 +99,28 @@ type queuedSend struct {
 // sends at the front of the queue are answered within a few milliseconds.
 const maxSharedSends = 256
 
-// sendQueued stores q through h and returns once it is stored or failed.
-// Concurrent sessions of one process (serve --http, where many agents share
-// the process) each pay a commit's fixed cost otherwise, one after another:
-// a send dirties some forty pages and pays one fsync however many messages
-// share it. So a send joins the handle's queue and waits for writeTurn; the
-// sender that gets it stores every send queued by then in one transaction,
-// and those whose turn comes after find themselves answered. Each message
-// is stamped by this process's clock as its transaction writes it.
+// sendQueued stores q through h and returns once it is answered. Concurrent
+// sessions of one process (serve --http) would otherwise each pay a commit's
+// fixed cost, one after another: a send dirties some forty pages and pays
+// one fsync however many messages share it. So a send joins the handle's
+// queue and waits for writeTurn; the sender that gets it stores every send
+// queued by then in one transaction, and those whose turn comes after find
+// themselves answered. A send whose ctx ends while it waits leaves the
+// queue, unless a transaction has taken it, which then answers it.
 func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
 	h.sendsMu.Lock()
 	h.sends = append(h.sends, q)
 	h.sendsMu.Unlock()
 	select {
 	case <-q.done:
-		return // stored by the transaction of a send queued before it
+		return
+	case <-q.ctx.Done():
+		if h.unqueue(q) {
+			q.err = context.Cause(q.ctx)
+		} else {
+			<-q.done
+		}
+		return
 	case h.writeTurn <- struct{}{}:
 	}
 	defer func() { <-h.writeTurn }()
@@ -146,32 +136,53 @@ func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
 	}
 }
 
+// unqueue removes q from h's queue and reports whether it was still there.
+func (h *groupHandle) unqueue(q *queuedSend) bool {
+	h.sendsMu.Lock()
+	defer h.sendsMu.Unlock()
+	i := slices.Index(h.sends, q)
+	if i >= 0 {
+		h.sends = slices.Delete(h.sends, i, i+1)
+	}
+	return i >= 0
+}
+
 // takeQueued removes from h's queue the sends of one transaction, oldest
-// first, and answers those whose context ended with its error instead: a
-// caller that gave up must find its message not stored. The caller holds
-// writeTurn.
+// first, and answers those whose ctx ended with its cause instead. The
+// caller holds writeTurn.
 func (h *groupHandle) takeQueued() []*queuedSend {
 	h.sendsMu.Lock()
 	defer h.sendsMu.Unlock()
 	var taken []*queuedSend
 	n, i := 0, 0
 	for ; i < len(h.sends) && (n == 0 || n+len(h.sends[i].msgs) <= maxSharedSends); i++ {
-		q := h.sends[i]
-		if q.err = q.ctx.Err(); q.err != nil {
-			close(q.done)
-			continue
+		if q := h.sends[i]; !q.ended() {
+			taken, n = append(taken, q), n+len(q.msgs)
 		}
-		taken, n = append(taken, q), n+len(q.msgs)
 	}
 	h.sends = h.sends[i:]
 	return taken
 }
 
+// ended answers q with its ctx's cause when ctx has ended.
+func (q *queuedSend) ended() bool {
+	if q.ctx.Err() == nil {
+		return false
+	}
+	q.err = context.Cause(q.ctx)
+	close(q.done)
+	return true
+}
+
+// errSendEnded rolls back a shared transaction in which a send's ctx ended
+// before COMMIT; the others are stored again without it.
+var errSendEnded = errors.New("a send's request ended before its commit")
+
 // storeQueued writes the sends of batch in one transaction on h, whose
 // writeTurn the caller holds, and answers them. When a transaction shared by
 // several calls fails other than busy, each is stored again alone, so that
 // it gets the answer it would have got alone; a busy group is reported to
-// all, and each retries within its own window (retryBusy).
+// all, and each retries within its own window.
 func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var all []outgoing
 	for _, q := range batch {
@@ -181,8 +192,19 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var errs []error
 	err := h.writeLocked(func(tx groupTx) (err error) {
 		outs, errs, err = s.newSendBatch(tx, id).write(all)
+		for _, q := range batch {
+			if err == nil && q.ctx.Err() != nil {
+				err = errSendEnded // checked right before COMMIT
+			}
+		}
 		return err
 	})
+	if errors.Is(err, errSendEnded) {
+		if batch = slices.DeleteFunc(batch, (*queuedSend).ended); len(batch) > 0 {
+			h.storeQueued(s, id, batch)
+		}
+		return
+	}
 	if err != nil && len(batch) > 1 && !isBusy(err) {
 		for _, q := range batch {
 			h.storeQueued(s, id, []*queuedSend{q})
@@ -224,20 +246,17 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 		pending = append(pending, p)
 		index = append(index, i)
 	}
-	for start := 0; start < len(pending); start += maxBatchInsert {
-		chunk := pending[start:min(start+maxBatchInsert, len(pending))]
-		first, err := b.insertRows(chunk)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := b.fanOut(chunk, first); err != nil {
-			return nil, nil, err
-		}
-		for k, p := range chunk {
-			outs[index[start+k]] = p.sent(b.id, first+int64(k))
-		}
+	if len(pending) == 0 {
+		return outs, errs, nil
 	}
-	return outs, errs, nil
+	first, err := b.insertRows(pending)
+	if err == nil {
+		err = b.fanOut(pending, first)
+	}
+	for k, p := range pending {
+		outs[index[k]] = p.sent(b.id, first+int64(k))
+	}
+	return outs, errs, err
 }
 
 // routed checks that m's sender is a member under its name and routes
@@ -350,19 +369,9 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 // original's routing order follows.
 func groupMembers(tx groupTx) ([]recipient, error) {
 	rows, err := tx.Query("SELECT context_id, name FROM group_members")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var all []recipient
-	for rows.Next() {
-		var r recipient
-		if err := rows.Scan(&r.contextID, &r.name); err != nil {
-			return nil, err
-		}
-		all = append(all, r)
-	}
-	return all, rows.Err()
+	return collectRows(rows, err, func(row rowScanner) (r recipient, err error) {
+		return r, row.Scan(&r.contextID, &r.name)
+	})
 }
 
 // othersOf checks that contextID has joined as name and returns the other

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -177,7 +179,7 @@ func TestSendQueueCancelledAndFailing(t *testing.T) {
 		}()
 	}
 	cancel()
-	release(len(texts))
+	release(len(texts) - 1) // the cancelled send leaves the queue at once
 	wg.Wait()
 	for i, want := range []string{"", context.Canceled.Error(), "refused", ""} {
 		if got := fmt.Sprint(errs[i]); (want == "" && errs[i] != nil) || (want != "" && !strings.Contains(got, want)) {
@@ -186,5 +188,39 @@ func TestSendQueueCancelledAndFailing(t *testing.T) {
 	}
 	if got := queryRows(t, db, "SELECT content FROM messages ORDER BY content"); !slices.Equal(got, []string{"four", "one"}) {
 		t.Errorf("stored: got %v; want [four one]", got)
+	}
+}
+
+// TestHTTPSendGivenUpIsNotStored sends over HTTP to a group whose write lock
+// another connection holds, and drops the request before the lock is free:
+// the send must not be stored once the lock is released within its busy
+// window, as it would be if the store kept retrying for a client that left.
+func TestHTTPSendGivenUpIsNotStored(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	a := s.client(t, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "given up"}, &g)
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+	send := func(text string) []byte {
+		return a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{"caller_name": "t",
+			"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": text}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if resp, err := a.tryDo(ctx, http.MethodPost, send("given up"), nil); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("send behind a held lock answered %d within 300 ms (%.300s); want it still retrying", resp.StatusCode, body)
+	}
+	time.Sleep(700 * time.Millisecond) // well inside the send's 3 s window
+	release()
+	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "after"}, nil)
+	got := queryRows(t, openTestDB(t, groupFile(s.dir, g.GroupID), "ro"), "SELECT content FROM messages ORDER BY id")
+	if !slices.Equal(got, []string{"after"}) {
+		t.Errorf("stored: got %q; want only [after]: a send whose client left must not be stored", got)
 	}
 }

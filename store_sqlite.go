@@ -4,11 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -48,11 +45,11 @@ func readOnlyDSN(path string) string {
 const busyRetryWindow = 3 * time.Second
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
-// extended form.
+// extended form, or errGroupBusy, a send's spent window.
 func isBusy(err error) bool {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
-		return false
+		return errors.Is(err, errGroupBusy)
 	}
 	code := se.Code() & 0xff
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
@@ -61,37 +58,31 @@ func isBusy(err error) bool {
 // retryBusy runs op until it succeeds, fails with anything but busy/locked,
 // or busyRetryWindow has passed, sleeping with doubling backoff and jitter
 // between attempts so that competing processes spread out.
-func retryBusy(op func() error) error {
+func retryBusy(op func() error) error { return retryBusyContext(context.Background(), op) }
+
+// retryBusyContext is retryBusy that also stops, with ctx's cause, when ctx
+// ends, and whose window ends at ctx's deadline if that comes first.
+func retryBusyContext(ctx context.Context, op func() error) error {
 	deadline := time.Now().Add(busyRetryWindow)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	delay := 25 * time.Millisecond
 	for {
 		err := op()
-		if err == nil || !isBusy(err) {
-			return err
-		}
 		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		if err == nil || !isBusy(err) || remaining <= 0 {
 			return err
 		}
-		sleep := delay/2 + rand.N(delay/2+1)
-		time.Sleep(min(sleep, remaining))
+		pause := time.NewTimer(min(delay/2+rand.N(delay/2+1), remaining))
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			pause.Stop()
+			return context.Cause(ctx)
+		}
 		delay = min(delay*2, 400*time.Millisecond)
 	}
-}
-
-// inTx runs fn in one IMMEDIATE transaction (the DSN's _txlock): a deferred
-// transaction that reads and then writes fails at once with
-// SQLITE_BUSY_SNAPSHOT when another process committed in between.
-func inTx(db *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 // rowScanner is the Scan of an *sql.Row.
@@ -101,58 +92,20 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// queryer is what both *sql.DB and *sql.Conn offer.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// tableNames lists the tables of a database.
-func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
+// collectRows returns scan of each of rows, in order, and closes rows; err
+// is the error of the query that returned them.
+func collectRows[T any](rows *sql.Rows, err error, scan func(row rowScanner) (T, error)) ([]T, error) {
 	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
-	names := map[string]bool{}
+	var out []T
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list tables: %w", err)
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
 		}
-		names[name] = true
+		out = append(out, v)
 	}
-	return names, rows.Err()
-}
-
-// columnNames lists the columns of table.
-func columnNames(ctx context.Context, q queryer, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
-	if err != nil {
-		return nil, fmt.Errorf("list columns of %s: %w", table, err)
-	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list columns of %s: %w", table, err)
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
-}
-
-// removeDatabaseFiles deletes a database and the -wal and -shm files SQLite
-// keeps beside it in WAL mode.
-func removeDatabaseFiles(path string) error {
-	var errs []error
-	// The write queue's side file goes last, after the database: a writer
-	// that finds the database gone never recreates it (writeQueue.create).
-	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return out, rows.Err()
 }

@@ -193,11 +193,14 @@ func toolSendMessage(s *server, a toolArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.store.sendMessage(a.groupID(), m)
+	outs, errs, err := s.store.sendMessages(s.request, a.groupID(), []outgoing{m})
+	if err == nil {
+		err = errs[0]
+	}
 	if err != nil {
 		return nil, err
 	}
-	return sentObject(out), nil
+	return sentObject(outs[0]), nil
 }
 
 // parseSend checks send_message's arguments beyond their schema.

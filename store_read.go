@@ -1,0 +1,236 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// acknowledgedWakeupRetention is the original's: an acknowledged wake event
+// is purged after it.
+const acknowledgedWakeupRetention = 7 * 24 * time.Hour
+
+// message is one stored message as the read tools return it.
+type message struct {
+	id            int64
+	contextID     string
+	name          string
+	text          string
+	priority      string
+	mentions      []string
+	wakeupTargets []string
+	routingReason string
+	sentAt        string
+}
+
+const messageColumns = "messages.id, sender_context_id, sender_name, content, created_at, priority, mentions, wakeup_targets, routing_reason"
+
+// scanMessage reads one row of messageColumns, followed by extra columns.
+func scanMessage(row rowScanner, extra ...any) (m message, err error) {
+	var mentions, targets string
+	err = row.Scan(append([]any{&m.id, &m.contextID, &m.name, &m.text, &m.sentAt, &m.priority, &mentions, &targets, &m.routingReason}, extra...)...)
+	m.mentions, m.wakeupTargets = parseStringList(mentions), parseStringList(targets)
+	return m, err
+}
+
+// readSelection is one way of choosing messages to return and mark read:
+// rows selects them, and predicate (over member_unread_messages.message_id
+// and wakeup_events.message_id) names the same set for marking; both take
+// args. allUnread
+// says that set is all of the member's unread messages, whose unread rows
+// are then removed without the predicate. via, when set, records the
+// returned messages delivered that way in wakeup_deliveries.
+type readSelection struct {
+	rows      string
+	predicate string
+	args      []any
+	allUnread bool
+	via       string
+}
+
+// readMessages returns the selected messages and, when any were returned,
+// marks them read and acknowledges their wake events for contextID, in one
+// transaction so that concurrent senders cannot slip between read and mark.
+func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
+	var out []message
+	err := s.writeGroup(id, func(tx groupTx) error {
+		latest, err := requireMember(tx, contextID, name)
+		if err != nil {
+			return err
+		}
+		sel, err := pick(tx, latest)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(sel.rows, sel.args...)
+		if out, err = collectRows(rows, err, func(row rowScanner) (message, error) { return scanMessage(row) }); err != nil || len(out) == 0 {
+			return err
+		}
+		if sel.via != "" {
+			ids := make([]int64, len(out))
+			for i, m := range out {
+				ids[i] = m.id
+			}
+			if err := s.recordDeliveries(tx, contextID, sel.via, ids); err != nil {
+				return err
+			}
+		}
+		return s.markRead(tx, contextID, sel.predicate, sel.args, sel.allUnread)
+	})
+	return out, err
+}
+
+// markRead is how a read or a delivery marks the messages predicate selects
+// for the member: their wake events acknowledged, their unread rows removed
+// (all of the member's unread rows when allUnread), and the member and
+// wakeup revisions bumped for whichever of the two changed. Wake events go
+// first, as the predicate may read member_unread_messages.
+func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, allUnread bool) error {
+	ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args)
+	if err != nil {
+		return err
+	}
+	if allUnread {
+		predicate, args = "", nil
+	}
+	unreadChanged, err := removeUnread(tx, contextID, predicate, args)
+	if err != nil {
+		return err
+	}
+	var which revision
+	if unreadChanged {
+		which |= revMember
+	}
+	if ackChanged {
+		which |= revWakeup
+	}
+	return bumpRevisions(tx, which)
+}
+
+// removeUnread deletes the member's unread rows matching predicate, or all
+// of them when it is empty, and keeps the member's unread_count in step.
+func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, error) {
+	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
+	if predicate != "" {
+		q += " AND " + predicate
+	}
+	res, err := tx.Exec(q, append([]any{contextID}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return false, nil
+	}
+	_, err = tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID)
+	return true, err
+}
+
+// acknowledgeWakeups marks the member's pending wake events for the selected
+// messages acknowledged, and purges events acknowledged over 7 days ago.
+func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) (bool, error) {
+	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ? AND " + predicate + " AND acknowledged_at IS NULL"
+	res, err := tx.Exec(q, append([]any{s.timestamp(), contextID}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	acked, _ := res.RowsAffected()
+	if acked > 0 {
+		s.acks.Add(1)
+	}
+	cutoff := formatTimestamp(s.now().Add(-acknowledgedWakeupRetention))
+	res, err = tx.Exec("DELETE FROM wakeup_events WHERE acknowledged_at IS NOT NULL AND acknowledged_at < ?", cutoff)
+	if err != nil {
+		return false, err
+	}
+	expired, _ := res.RowsAffected()
+	return acked > 0 || expired > 0, nil
+}
+
+// messagesAfter returns every message with an id above after and marks them
+// read (get_all_messages with after 0, get_messages_after).
+func (s *store) messagesAfter(id, contextID, name string, after int64) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+		return afterCursor(after), nil
+	})
+}
+
+// latestMessages returns the messages after the member's own latest send.
+func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
+		return afterCursor(latest), nil
+	})
+}
+
+// afterCursor selects the messages with an id above after.
+func afterCursor(after int64) readSelection {
+	return readSelection{
+		rows:      "SELECT " + messageColumns + " FROM messages WHERE id > ? ORDER BY id ASC",
+		predicate: "message_id > ?",
+		args:      []any{after},
+	}
+}
+
+// unreadMessages returns the member's unread messages.
+func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
+	return s.unreadMessagesVia(id, contextID, name, "")
+}
+
+// unreadMessagesVia is unreadMessages that also records what it returns as
+// delivered by via (wait_for_messages), for the delivery states.
+func (s *store) unreadMessagesVia(id, contextID, name, via string) ([]message, error) {
+	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+		return readSelection{
+			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
+				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
+			predicate: "message_id IN (SELECT message_id FROM member_unread_messages WHERE context_id = ?)",
+			args:      []any{contextID},
+			allUnread: true,
+			via:       via,
+		}, nil
+	})
+}
+
+// unreadCount reads how many unread messages the member has, without the
+// write transaction a read-and-mark takes: a waiting tool checks this on
+// every change of the group, and each write would wake every watcher of
+// the directory. member is false when contextID has not joined.
+func (s *store) unreadCount(id, contextID string) (n int64, member bool, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		err := db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = ?", contextID).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		member = err == nil
+		return err
+	})
+	return n, member, err
+}
+
+// searchMessages returns messages whose text matches the LIKE pattern
+// %query% (ASCII case-insensitive; % and _ in query are wildcards) through
+// the trigram index, or by a scan where a group lacks the index.
+func (s *store) searchMessages(id, contextID, name, query string) ([]message, error) {
+	pattern := "%" + query + "%"
+	return s.readMessages(id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
+		var indexed bool
+		err := tx.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
+		if err != nil {
+			return readSelection{}, err
+		}
+		// The hits are found through the trigram index when the group has
+		// one, both to list them and to mark them read: scanning every
+		// message for the second was most of a search's time. SQLite still
+		// checks LIKE on each candidate the index returns, so both sets are
+		// exactly what a scan finds.
+		hits := "SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE"
+		if indexed {
+			hits = "SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE"
+		}
+		return readSelection{
+			rows:      "SELECT " + messageColumns + " FROM messages WHERE id IN (" + hits + ") ORDER BY id ASC",
+			predicate: "message_id IN (" + hits + ")",
+			args:      []any{pattern},
+		}, nil
+	})
+}
