@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -51,22 +52,8 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
 		return 0, false
 	}
-	var r rune
-	for _, c := range raw[i+2 : i+6] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(d)
-	}
-	return r, true
+	r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+	return rune(r), err == nil
 }
 
 // errNotUnicode is the validation error for an argument whose text is not
@@ -251,18 +238,12 @@ func decodeJSONString(lit []byte) (string, bool) {
 				r, n = utf16.DecodeRune(r, low), 12
 			}
 			b.WriteRune(r)
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		default: // " \ /
-			b.WriteByte(body[1])
+		default: // " \ / b f n r t
+			if k := strings.IndexByte(`bfnrt`, body[1]); k >= 0 {
+				b.WriteByte("\b\f\n\r\t"[k])
+			} else {
+				b.WriteByte(body[1])
+			}
 		}
 		body = body[n:]
 	}

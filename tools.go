@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // tool is one MCP tool: its wire definition, the function that runs it and
@@ -23,7 +24,8 @@ type tool struct {
 	legacyDestructive bool
 
 	// nameIsCaller is set when the tool's "name" argument is the caller's
-	// own label, which the audit log falls back to without a caller_name.
+	// own label, which the audit log falls back to without a caller_name:
+	// for the tools that require it (toolsByName sets it).
 	nameIsCaller bool
 	// auditDetails returns the allowlisted, content-free summary of a
 	// successful result that the audit log records, in any order; nil
@@ -146,7 +148,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolJoinGroup,
-		nameIsCaller: true,
 		auditDetails: auditCompleted,
 	},
 	{
@@ -155,7 +156,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolLeaveGroup,
-		nameIsCaller: true,
 		auditDetails: auditCompleted,
 	},
 	{
@@ -164,7 +164,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetAllMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -173,7 +172,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetLatestMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -182,7 +180,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetUnreadMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -193,7 +190,6 @@ var tools = []tool{
 		),
 		required:     append(identityReq[:3:3], "after_message_id"),
 		call:         toolGetMessagesAfter,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -204,7 +200,6 @@ var tools = []tool{
 		),
 		required:     append(identityReq[:3:3], "query"),
 		call:         toolSearchMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -215,13 +210,8 @@ var tools = []tool{
 			field{"priority", object{{"type", "string"}, {"enum", []any{"low", "normal", "high", "urgent"}}, {"default", "normal"}, {"description", "Message priority."}}},
 			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
 		),
-		required: append(identityReq[:3:3], "message"),
-		// Pipelined sends are stored by jsonrpc_groupcommit.go, which
-		// prepares and parses them as this handler does and commits several
-		// in one transaction; TestGroupCommitMatchesOneByOne holds the two
-		// paths to the same answers and rows.
-		call:         toolSendMessage,
-		nameIsCaller: true,
+		required:     append(identityReq[:3:3], "message"),
+		call:         toolSendMessage, // and jsonrpc_groupcommit.go: see toolSendMessage
 		auditDetails: auditSentDetails,
 	},
 	{
@@ -233,7 +223,6 @@ var tools = []tool{
 		),
 		required:     identityReq,
 		wait:         toolWaitForMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 }
@@ -241,6 +230,7 @@ var tools = []tool{
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
+		tools[i].nameIsCaller = slices.Contains(tools[i].required, "name")
 		m[tools[i].name] = &tools[i]
 	}
 	return m
