@@ -189,42 +189,39 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	if req.id == nil {
 		return nil, nil
 	}
-	if r, rerr, ok := s.dispatchRequest(req); ok {
-		return r, rerr
-	}
-	switch req.method {
-	case "resources/subscribe":
-		return s.resourcesSubscribe(req)
-	case "resources/unsubscribe":
-		return s.resourcesUnsubscribe(req)
-	}
-	return nil, errMethodNotFound(req.method)
+	return s.dispatchRequest(req)
 }
 
-// dispatchRequest runs the requests every revision has, rendered for
-// req.version; ok is false for any other method.
-func (s *server) dispatchRequest(req request) (result any, rerr *rpcError, ok bool) {
+// dispatchRequest runs a request that needs no lifecycle, in any revision,
+// rendered for req.version. Subscriptions are a session's, so 2026-07-28
+// has none (subscriptions/listen instead).
+func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
 		if typed(req.version) {
-			return typedToolList, nil, true
+			return typedToolList, nil
 		}
-		return toolList, nil, true
+		return toolList, nil
 	case "tools/call":
-		result, rerr = s.toolsCall(req)
+		return s.toolsCall(req)
 	case "resources/list":
-		result, rerr = s.resourcesList(req.version)
+		return s.resourcesList(req.version)
 	case "resources/templates/list":
-		if !typed(req.version) {
-			return nil, nil, false
+		if typed(req.version) {
+			return resourceTemplates, nil
 		}
-		result = resourceTemplates
 	case "resources/read":
-		result, rerr = s.resourcesRead(req)
-	default:
-		return nil, nil, false
+		return s.resourcesRead(req)
+	case "resources/subscribe":
+		if req.version < revModern {
+			return s.resourcesSubscribe(req)
+		}
+	case "resources/unsubscribe":
+		if req.version < revModern {
+			return s.resourcesUnsubscribe(req)
+		}
 	}
-	return result, rerr, true
+	return nil, errMethodNotFound(req.method)
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
@@ -373,8 +370,5 @@ func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
 	if pc.rerr != nil {
 		return nil, pc.rerr
 	}
-	if typed(pc.call.version) {
-		return pc.call.result.typedWire(), nil
-	}
-	return pc.call.result.wire(), nil
+	return pc.call.result.wire(pc.call.version), nil
 }

@@ -46,12 +46,22 @@ type toolResult struct {
 	category string
 }
 
-// wire renders r as an MCP CallToolResult.
-func (r toolResult) wire() object {
-	return object{
-		{"content", []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}},
-		{"isError", r.isError},
+// wire renders r as an MCP CallToolResult for rev. From 2025-06-18 on it
+// carries the same object as structuredContent, beside the text block kept
+// for clients that read only content, and join_group's wakeup URI also as
+// a resource_link.
+func (r toolResult) wire(rev protocolRevision) object {
+	content := []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}
+	if !typed(rev) {
+		return object{{"content", content}, {"isError", r.isError}}
 	}
+	if o, ok := r.value.(object); ok && !r.isError {
+		if uri, ok := o.get("wakeup_resource_uri").(string); ok {
+			content = append(content, object{{"type", "resource_link"}, {"uri", uri}, {"name", "wakeups"},
+				{"title", "Wakeups for this context"}, {"description", wakeupDescription}, {"mimeType", "application/json"}})
+		}
+	}
+	return object{{"content", content}, {"structuredContent", r.value}, {"isError", r.isError}}
 }
 
 // The property schemas several tools share.
