@@ -123,15 +123,25 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 // itself, where json.Unmarshal into map[string]json.RawMessage copies every
 // value: for a 200 MB send_message line each such copy is another 200 MB.
 // raw must be valid JSON (json.Valid, which allocates nothing); ok is false
-// when it is not an object. Keys are decoded as encoding/json decodes them
-// and a repeated key keeps its last value, as with json.Unmarshal. The
-// values alias raw, which the caller must therefore not reuse.
+// when it is not an object. A repeated key keeps its last value, as with
+// json.Unmarshal. The values alias raw, which the caller must therefore not
+// reuse.
 func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
+	members = map[string]json.RawMessage{}
+	if !eachMember(raw, func(key string, value json.RawMessage) { members[key] = value }) {
 		return nil, false
 	}
-	members = map[string]json.RawMessage{}
+	return members, true
+}
+
+// eachMember calls member with each key and value of the valid JSON object
+// raw, in order, and reports whether raw is an object. Keys are decoded as
+// encoding/json decodes them; values are slices of raw.
+func eachMember(raw []byte, member func(key string, value json.RawMessage)) bool {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		end := skipValue(raw, i)
 		lit := raw[i:end]
@@ -142,13 +152,13 @@ func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
 		}
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
 		end = skipValue(raw, i)
-		members[key] = raw[i:end:end]
+		member(key, raw[i:end:end])
 		i = skipSpace(raw, end)
 		if i < len(raw) && raw[i] == ',' {
 			i = skipSpace(raw, i+1)
 		}
 	}
-	return members, true
+	return true
 }
 
 // skipSpace returns the index of the first non-whitespace byte at or after i.

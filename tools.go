@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 )
@@ -294,21 +293,9 @@ func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
 }
 
 // keys returns the argument names in the order they were sent. Only error
-// messages need the order, so it is decoded again rather than kept.
-func (a toolArgs) keys() []string {
-	var keys []string
-	dec := json.NewDecoder(bytes.NewReader(a.raw))
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		var skip json.RawMessage
-		if err != nil || dec.Decode(&skip) != nil {
-			break
-		}
-		keys = append(keys, tok.(string))
-	}
+// messages need the order, so it is read again rather than kept.
+func (a toolArgs) keys() (keys []string) {
+	eachMember(a.raw, func(key string, _ json.RawMessage) { keys = append(keys, key) })
 	return keys
 }
 
