@@ -6,8 +6,8 @@ import (
 )
 
 // tool is one MCP tool: its wire definition, the function that runs it and
-// what the audit log records of it.
-// Every tool also takes the audit-only caller_name, added by toolList.
+// what the audit log records of it. Every tool also takes the audit-only
+// caller_name, added by toolList.
 type tool struct {
 	name        string
 	description string
@@ -16,10 +16,8 @@ type tool struct {
 	call        func(s *server, a toolArgs) (any, error)
 
 	// legacyDestructive is the one annotation the original's tools/list
-	// carries (destructiveHint, on delete_group only), reproduced byte for
-	// byte for 2025-03-26 and earlier. It differs from toolSchema.destructive
-	// on purpose: the typed revisions judge every tool afresh and also mark
-	// update_group_metadata and leave_group (tools_schema.go).
+	// carries (destructiveHint, on delete_group only), reproduced for
+	// 2025-03-26 and earlier; toolSchema.destructive says why it differs.
 	legacyDestructive bool
 
 	// nameIsCaller is set when the tool's "name" argument is the caller's
