@@ -144,12 +144,7 @@ func eachMember(raw []byte, member func(key string, value json.RawMessage)) bool
 	}
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		end := skipValue(raw, i)
-		lit := raw[i:end]
-		key := string(lit[1 : len(lit)-1])
-		if bytes.IndexByte(lit, '\\') >= 0 || !utf8.Valid(lit) {
-			key = ""
-			json.Unmarshal(lit, &key)
-		}
+		key, _ := decodeJSONString(raw[i:end])
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
 		end = skipValue(raw, i)
 		member(key, raw[i:end:end])
@@ -224,9 +219,6 @@ func decodeJSONString(lit []byte) (string, bool) {
 	if !unicodeJSON(lit) {
 		var s string
 		return s, json.Unmarshal(lit, &s) == nil
-	}
-	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body), true
 	}
 	var b strings.Builder
 	b.Grow(len(body))
