@@ -113,8 +113,6 @@ func auditResultLen(result object, key string) (int, bool) {
 		return len(value), true
 	case stringList:
 		return len(value), true
-	case messageList:
-		return len(value), true
 	}
 	return 0, false
 }

@@ -147,7 +147,7 @@ func (w *lineWriter) write(v any) error {
 	return w.w.Flush()
 }
 
-// writeFor writes v as write does: stdio has one stream for everything.
+// writeFor writes v as write does: stdio has one stream.
 func (w *lineWriter) writeFor(_ json.RawMessage, v any, _ bool) error { return w.write(v) }
 
 // handleLine answers one line: a request, a notification or a batch. It
@@ -161,10 +161,7 @@ func (s *server) handleLine(line []byte) any {
 		return s.handleRaw(trimmed)
 	}
 	var batch []json.RawMessage
-	if err := json.Unmarshal(trimmed, &batch); err != nil {
-		return errorResponse(nil, errParse)
-	}
-	if len(batch) == 0 {
+	if json.Unmarshal(trimmed, &batch); len(batch) == 0 { // valid, so an array
 		return errorResponse(nil, errInvalidRequest)
 	}
 	if e := s.batchRefusal(batch); e != nil {
@@ -182,8 +179,7 @@ func (s *server) handleLine(line []byte) any {
 	return replies
 }
 
-// handleRaw decodes one JSON-RPC message of a line and hands it to the
-// session; it returns the answer, or nil when nothing is to be written.
+// handleRaw answers one JSON-RPC message of a line, or returns nil.
 func (s *server) handleRaw(raw json.RawMessage) any {
 	req, reply, ok := decodeRequest(raw)
 	if !ok {

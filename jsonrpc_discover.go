@@ -57,10 +57,7 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 	case "subscriptions/listen":
 		return response(req, nil, s.listen(req, meta)) // nil once it runs
 	}
-	r, rerr, ok := s.dispatchRequest(req)
-	if !ok {
-		rerr = errMethodNotFound(req.method)
-	}
+	r, rerr := s.dispatchRequest(req)
 	if rerr != nil || r == nil { // r is nil for a waiting tool: it answers from the in-flight table
 		return response(req, nil, rerr)
 	}

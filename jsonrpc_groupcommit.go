@@ -1,5 +1,13 @@
 package main
 
+// Group commit: a client that pipelines sends to one group (writes several
+// send_message requests before reading their answers) gets them committed
+// in one transaction, which costs about as much as one send. This file only
+// decides which sends share a transaction; each send is prepared by
+// prepareCall, parsed by parseSend and stored by sendBatch, as a lone
+// send_message is, and answered with the same bytes.
+// TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
+
 import (
 	"bufio"
 	"bytes"
@@ -7,9 +15,7 @@ import (
 	"encoding/json"
 )
 
-// pendingSend is a send_message call read ahead of its answer: prepared by
-// prepareCall like any tools/call, with its message parsed by parseSend,
-// the function the send_message handler parses with.
+// pendingSend is a send_message call read ahead of its answer.
 type pendingSend struct {
 	req request
 	preparedCall
@@ -19,14 +25,6 @@ type pendingSend struct {
 	// msg (detach), and is nil for any other send.
 	huge *hugeText
 }
-
-// Group commit: a client that pipelines sends to one group (writes several
-// send_message requests before reading their answers) gets them committed
-// in one transaction, which costs about as much as one send. This file only
-// decides which sends share a transaction and when it commits; each send is
-// prepared by prepareCall, parsed by parseSend and stored by sendBatch,
-// as a lone send_message is, and answered with the same bytes.
-// TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
 
 // maxSendRun bounds how many pipelined sends share one transaction, so that
 // the first of them is still answered within a few milliseconds and another
@@ -79,7 +77,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 // the bytes test only skips decoding lines that cannot qualify.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	line = bytes.TrimSpace(line)
-	version, ready := s.lifecycle()
+	rev, ready := s.lifecycle()
 	if !ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) || bytes.Contains(line, []byte(metaProtocolVersion)) {
 		return pendingSend{}, false
 	}
@@ -87,7 +85,7 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	if !ok || req.id == nil || req.method != "tools/call" {
 		return pendingSend{}, false
 	}
-	req.version = version
+	req.version = rev
 	pc := s.prepareCall(req)
 	if pc.tool == nil || pc.tool.name != "send_message" {
 		return pendingSend{}, false
@@ -100,32 +98,19 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	return pendingSend{req: req, preparedCall: pc, groupID: groupID, msg: msg}, true
 }
 
-// answerSends runs a run of pipelined sends and writes their answers in
-// order. A run of one is an ordinary call of the send_message tool. A run
-// of several is committed as one transaction, and every answer is written
-// after that commit. A run that stays busy for the whole retry window is
-// answered busy at once rather than retried send by send, which would hold
-// the client up to 3 s per send. When the shared transaction fails
-// otherwise (a deleted group, a failing statement, a full disk), nothing of
-// it is kept and each send runs alone, so that it gets exactly the answer
-// it would have got had it not been pipelined.
+// answerSends stores a run of pipelined sends and writes their answers in
+// order, every one after the run's commit.
 func (s *server) answerSends(run []pendingSend) error {
-	var results []toolResult
+	results := s.storeSends(run)
 	var groupName string
 	var groupNameRead bool
 	if len(run) > 1 {
-		results = s.commitSends(run)
 		// The sends share one commit, so one read of the group's name
 		// serves the audit records of all of them.
 		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
 	}
 	for i, p := range run {
-		if results != nil {
-			p.call.result = results[i]
-		} else {
-			p.call.result = s.sendAlone(p)
-		}
-		p.call.groupName, p.call.groupNameRead = groupName, groupNameRead
+		p.call.result, p.call.groupName, p.call.groupNameRead = results[i], groupName, groupNameRead
 		result, _ := s.finishCall(p.preparedCall)
 		if err := s.out.write(response(p.req, result, nil)); err != nil {
 			return err
@@ -134,48 +119,35 @@ func (s *server) answerSends(run []pendingSend) error {
 	return nil
 }
 
-// sendAlone runs a run of one: the send_message tool, as tool.run runs it,
-// on the message sendCall already parsed, which is therefore not decoded
-// twice (for a huge message, a second copy of it).
-func (s *server) sendAlone(p pendingSend) toolResult {
-	if p.huge != nil {
+// storeSends stores a run in one transaction, retried while busy, and
+// returns each send's result. A run that stays busy for the whole retry
+// window is answered busy at once rather than retried send by send, which
+// would hold the client up to 3 s per send. When the shared transaction
+// fails otherwise (a deleted group, a failing statement, a full disk),
+// nothing of it is kept and each send is stored alone, so that it gets
+// exactly the answer it would have got had it not been pipelined.
+func (s *server) storeSends(run []pendingSend) []toolResult {
+	send := run[0].tool
+	if p := run[0]; p.huge != nil {
 		releaseMemory() // the line, now unreferenced: see hugeLine
+		var out sent
+		err := retryBusy(func() (err error) { out, err = s.store.sendHuge(p.groupID, p.msg, p.huge); return err })
+		return []toolResult{send.result(sentObject(out), err)}
 	}
-	var out sent
-	err := retryBusy(func() (err error) {
-		if p.huge != nil {
-			out, err = s.store.sendHuge(p.groupID, p.msg, p.huge)
-		} else {
-			out, err = s.store.sendMessage(p.groupID, p.msg)
-		}
-		return err
-	})
-	if err != nil {
-		return failure(classify(p.tool.name, err))
-	}
-	return toolResult{value: sentObject(out)}
-}
-
-// commitSends stores a run of sends in one transaction and returns their
-// results, or nil when the transaction failed as a whole other than busy.
-func (s *server) commitSends(run []pendingSend) []toolResult {
 	msgs := make([]outgoing, len(run))
 	for i, p := range run {
 		msgs[i] = p.msg
 	}
 	outs, errs, err := s.store.sendMessages(context.Background(), run[0].groupID, msgs)
-	if err != nil && !isBusy(err) {
-		return nil
-	}
 	results := make([]toolResult, len(run))
 	for i := range run {
 		switch {
+		case err != nil && !isBusy(err) && len(run) > 1:
+			results[i] = s.storeSends(run[i : i+1])[0]
 		case err != nil:
-			results[i] = failure(errGroupBusy)
-		case errs[i] != nil:
-			results[i] = failure(classify("send_message", errs[i]))
+			results[i] = send.result(nil, err)
 		default:
-			results[i] = toolResult{value: sentObject(outs[i])}
+			results[i] = send.result(sentObject(outs[i]), errs[i])
 		}
 	}
 	return results

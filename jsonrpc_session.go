@@ -8,31 +8,27 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
 // server is one MCP session: the lifecycle, method dispatch and tool calls
 // of one client. A transport hands it one decoded message at a time through
-// handle and receives what the session writes (answers the transport does
-// not write itself, and the poller's notifications) through out.
+// handle and receives what the session writes through out.
 //
 // The stdio transport (serve) calls handle from a single goroutine, in
-// arrival order, so requests never overlap. A transport that runs requests
-// concurrently (long-running tool calls, Streamable HTTP) must keep the
-// lifecycle messages ordered; the lifecycle fields are guarded by life, and
-// everything else is already safe for concurrent use: the store locks per
-// group, subs locks its own state, and out must be safe for concurrent
-// writes.
+// arrival order. A transport that runs requests concurrently (Streamable
+// HTTP, long-running tool calls) relies on life for the lifecycle fields;
+// the store, subs and out are safe for concurrent use themselves.
 type server struct {
 	store *store
 	subs  *subscriptions
 	out   messageWriter
 	cfg   serverConfig
 
-	// life guards initialized, ready and version: initialize and
-	// notifications/initialized write them while, on a concurrent
-	// transport, other requests of the session read them (lifecycle).
+	// life guards initialized, ready and version, which initialize and
+	// notifications/initialized write while other requests read them.
 	life        sync.Mutex
 	initialized bool // initialize was answered
 	ready       bool // notifications/initialized arrived after that
@@ -40,15 +36,9 @@ type server struct {
 	// process; 2026-07-28 requests carry theirs in _meta instead.
 	version protocolRevision
 
-	// inflight runs long-running requests such as subscriptions/listen.
-	inflight *inflight
-
-	// changes reports groups that file events say may have changed, for
-	// the pollers and waiting tool calls; nil when file events are off.
-	changes *changeWatcher
-
-	// audit, when set, receives every completed tools/call.
-	audit func(toolCall)
+	inflight *inflight      // long-running requests such as subscriptions/listen
+	changes  *changeWatcher // nil when file events are off
+	audit    func(toolCall) // when set, receives every completed tools/call
 
 	// request is the context of the HTTP request being handled
 	// (httpSession.handle sets it under handleMu), which a send must not
@@ -75,9 +65,7 @@ type toolCall struct {
 	// that it outlives the group, or once for a whole run of pipelined sends.
 	groupName     string
 	groupNameRead bool
-	// remote is the HTTP client's address, recorded in the audit row's
-	// details; "" over stdio.
-	remote string
+	remote        string // the HTTP client's address; "" over stdio
 }
 
 // serverConfig is what every session of a process is built with besides its
@@ -87,8 +75,7 @@ type serverConfig struct {
 	interval      time.Duration // the subscription poller's period
 	waitKeepalive time.Duration // how often a waiting tool call reports progress
 	// maxMessageBytes is CROSSTALK_MAX_MESSAGE_BYTES, send_message's limit
-	// in bytes of UTF-8; 0 means none. prepareCall hands it to parseSend
-	// with the arguments (toolArgs.maxMessageBytes).
+	// in bytes of UTF-8; 0 means none (toolArgs.maxMessageBytes).
 	maxMessageBytes int
 	// speaksFor, when set, refuses a context_id this session may not act
 	// as: prepareCall's one identity check, on every transport
@@ -97,8 +84,7 @@ type serverConfig struct {
 }
 
 // newServerConfig is the configuration of a process released as release
-// that polls every interval: waiting calls report progress every
-// defaultWaitKeepalive.
+// that polls every interval.
 func newServerConfig(release string, interval time.Duration) serverConfig {
 	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive}
 }
@@ -131,16 +117,12 @@ func (s *server) stop() {
 // the answers since then were lost, so it is not a clean exit.
 const exitClientGone = 3
 
-// errOutputClosed marks a failed write of an answer: the client closed
-// stdout (EPIPE) or it broke otherwise. Either way nothing can reach the
+// errOutputClosed marks a failed write of an answer: nothing can reach the
 // client any more, so the session ends as on EOF.
 var errOutputClosed = errors.New("cannot write to stdout")
 
 // serve is the stdio transport: it reads messages until EOF and writes each
-// answer as one line. Lines have no length limit: a 16 MiB message is one
-// line like any other. Sends the client has pipelined to one group are
-// committed together (jsonrpc_groupcommit.go); every other line goes to
-// handleLine.
+// answer as one line. Lines have no length limit.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	defer s.inflight.close()
@@ -158,9 +140,9 @@ func (s *server) serve(stdin io.Reader) error {
 	}
 }
 
-// serveLine answers line, and the sends pipelined behind it, under
-// s.serving; after stop it answers nothing. It returns the error of a
-// failed write.
+// serveLine answers line, and the sends pipelined behind it
+// (jsonrpc_groupcommit.go), under s.serving; after stop it answers nothing.
+// It returns the error of a failed write.
 func (s *server) serveLine(line []byte, r *bufio.Reader) error {
 	s.serving.Lock()
 	defer s.serving.Unlock()
@@ -184,7 +166,7 @@ func (s *server) notify(method string, params object) error {
 }
 
 // handle answers one decoded JSON-RPC message; it returns nil when nothing
-// is to be written (a notification, or a request answered by nothing).
+// is to be written.
 func (s *server) handle(req request) any {
 	if s.dispatchNotification(req) {
 		return nil
@@ -197,17 +179,15 @@ func (s *server) handle(req request) any {
 	return response(req, result, err)
 }
 
-// dispatch runs one request and returns its result, an error, or (nil, nil)
-// when nothing is to be answered.
+// dispatch runs one request of a session and returns its result, an error,
+// or (nil, nil) when nothing is to be answered.
 func (s *server) dispatch(req request) (any, *rpcError) {
 	switch req.method {
 	case "initialize":
 		return s.initialize(req)
 	case "notifications/initialized":
 		s.life.Lock()
-		if s.initialized {
-			s.ready = true
-		}
+		s.ready = s.initialized
 		s.life.Unlock()
 		return nil, nil
 	case "ping":
@@ -219,43 +199,39 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	if req.id == nil {
 		return nil, nil
 	}
-	if r, rerr, ok := s.dispatchRequest(req); ok {
-		return r, rerr
-	}
-	switch req.method {
-	case "resources/subscribe":
-		return s.resourcesSubscribe(req)
-	case "resources/unsubscribe":
-		return s.resourcesUnsubscribe(req)
-	}
-	return nil, errMethodNotFound(req.method)
+	return s.dispatchRequest(req)
 }
 
-// dispatchRequest runs the requests every revision has, rendered for
-// req.version, whether or not they need a session; ok is false for any
-// other method.
-func (s *server) dispatchRequest(req request) (result any, rerr *rpcError, ok bool) {
+// dispatchRequest runs a request that needs no lifecycle, in any revision,
+// rendered for req.version. Subscriptions are a session's, so 2026-07-28
+// has none (subscriptions/listen instead).
+func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
 		if typed(req.version) {
-			return typedToolList, nil, true
+			return typedToolList, nil
 		}
-		return toolList, nil, true
+		return toolList, nil
 	case "tools/call":
-		result, rerr = s.toolsCall(req)
+		return s.toolsCall(req)
 	case "resources/list":
-		result, rerr = s.resourcesList(req.version)
+		return s.resourcesList(req.version)
 	case "resources/templates/list":
-		if !typed(req.version) {
-			return nil, nil, false
+		if typed(req.version) {
+			return resourceTemplates, nil
 		}
-		result = resourceTemplates
 	case "resources/read":
-		result, rerr = s.resourcesRead(req)
-	default:
-		return nil, nil, false
+		return s.resourcesRead(req)
+	case "resources/subscribe":
+		if req.version < revModern {
+			return s.resourcesSubscribe(req)
+		}
+	case "resources/unsubscribe":
+		if req.version < revModern {
+			return s.resourcesUnsubscribe(req)
+		}
 	}
-	return result, rerr, true
+	return nil, errMethodNotFound(req.method)
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
@@ -347,7 +323,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		args, argsOK = parseArgs(rawArgs)
 	}
 	if !argsOK {
-		return pc.refuse("tools/call arguments must be an object.")
+		return pc.refuse(errInvalidParams("tools/call arguments must be an object."))
 	}
 	args.stateless = req.version >= revModern
 	args.maxMessageBytes = s.cfg.maxMessageBytes
@@ -357,14 +333,14 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		// From 2025-06-18 on an unknown tool is a protocol error
 		// (server/tools.mdx "Error Handling"), with the spec's wording;
 		// older revisions keep the original's tool result below.
-		return pc.refuseWith(&rpcError{-32602, "Unknown tool: " + pc.call.name})
+		return pc.refuse(&rpcError{-32602, "Unknown tool: " + pc.call.name})
 	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
 		// From 2025-11-25 on, input validation failures are tool results.
 		pc.call.result = failure(validationErrorf("tools/call caller_name must be a non-empty string."))
 		return pc
 	} else if isBlank(caller) {
-		return pc.refuse("tools/call caller_name must be a non-empty string.")
+		return pc.refuse(errInvalidParams("tools/call caller_name must be a non-empty string."))
 	}
 	if t == nil {
 		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
@@ -384,18 +360,10 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	return pc
 }
 
-// refuse decides pc as the -32602 error msg, which the audit log records as
-// the validation failure of the same text.
-func (pc preparedCall) refuse(msg string) preparedCall {
-	pc.call.result = failure(validationErrorf("%s", msg))
-	pc.rerr = errInvalidParams(msg)
-	return pc
-}
-
-// refuseWith decides pc as the JSON-RPC error e, which the audit log
-// records as the validation failure of e's message.
-func (pc preparedCall) refuseWith(e *rpcError) preparedCall {
-	pc.call.result = failure(validationErrorf("%s", e.message))
+// refuse decides pc as the JSON-RPC error e, which the audit log records as
+// the validation failure of e's message without its "Invalid params: ".
+func (pc preparedCall) refuse(e *rpcError) preparedCall {
+	pc.call.result = failure(validationErrorf("%s", strings.TrimPrefix(e.message, "Invalid params: ")))
 	pc.rerr = e
 	return pc
 }
@@ -418,8 +386,5 @@ func (s *server) finishCall(pc preparedCall) (any, *rpcError) {
 	if pc.rerr != nil {
 		return nil, pc.rerr
 	}
-	if typed(pc.call.version) {
-		return pc.call.result.typedWire(), nil
-	}
-	return pc.call.result.wire(), nil
+	return pc.call.result.wire(pc.call.version), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -51,22 +52,8 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
 		return 0, false
 	}
-	var r rune
-	for _, c := range raw[i+2 : i+6] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(d)
-	}
-	return r, true
+	r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+	return rune(r), err == nil
 }
 
 // errNotUnicode is the validation error for an argument whose text is not
@@ -136,32 +123,37 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 // itself, where json.Unmarshal into map[string]json.RawMessage copies every
 // value: for a 200 MB send_message line each such copy is another 200 MB.
 // raw must be valid JSON (json.Valid, which allocates nothing); ok is false
-// when it is not an object. Keys are decoded as encoding/json decodes them
-// and a repeated key keeps its last value, as with json.Unmarshal. The
-// values alias raw, which the caller must therefore not reuse.
+// when it is not an object. A repeated key keeps its last value, as with
+// json.Unmarshal. The values alias raw, which the caller must therefore not
+// reuse.
 func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
+	members = map[string]json.RawMessage{}
+	if !eachMember(raw, func(key string, value json.RawMessage) { members[key] = value }) {
 		return nil, false
 	}
-	members = map[string]json.RawMessage{}
+	return members, true
+}
+
+// eachMember calls member with each key and value of the valid JSON object
+// raw, in order, and reports whether raw is an object. Keys are decoded as
+// encoding/json decodes them; values are slices of raw.
+func eachMember(raw []byte, member func(key string, value json.RawMessage)) bool {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		end := skipValue(raw, i)
-		lit := raw[i:end]
-		key := string(lit[1 : len(lit)-1])
-		if bytes.IndexByte(lit, '\\') >= 0 || !utf8.Valid(lit) {
-			key = ""
-			json.Unmarshal(lit, &key)
-		}
+		key, _ := decodeJSONString(raw[i:end])
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the colon
 		end = skipValue(raw, i)
-		members[key] = raw[i:end:end]
+		member(key, raw[i:end:end])
 		i = skipSpace(raw, end)
 		if i < len(raw) && raw[i] == ',' {
 			i = skipSpace(raw, i+1)
 		}
 	}
-	return members, true
+	return true
 }
 
 // skipSpace returns the index of the first non-whitespace byte at or after i.
@@ -228,9 +220,6 @@ func decodeJSONString(lit []byte) (string, bool) {
 		var s string
 		return s, json.Unmarshal(lit, &s) == nil
 	}
-	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body), true
-	}
 	var b strings.Builder
 	b.Grow(len(body))
 	for len(body) > 0 {
@@ -251,18 +240,12 @@ func decodeJSONString(lit []byte) (string, bool) {
 				r, n = utf16.DecodeRune(r, low), 12
 			}
 			b.WriteRune(r)
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		default: // " \ /
-			b.WriteByte(body[1])
+		default: // " \ / b f n r t
+			if k := strings.IndexByte(`bfnrt`, body[1]); k >= 0 {
+				b.WriteByte("\b\f\n\r\t"[k])
+			} else {
+				b.WriteByte(body[1])
+			}
 		}
 		body = body[n:]
 	}

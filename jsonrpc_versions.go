@@ -66,23 +66,20 @@ type requestMeta struct {
 	progressToken   json.RawMessage
 }
 
-// readRequestMeta reads params._meta; absent or malformed parts are zero.
+// readRequestMeta reads params._meta of valid JSON params; absent or
+// malformed parts are zero.
 func readRequestMeta(params json.RawMessage) requestMeta {
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
 	var m requestMeta
-	if len(params) == 0 || params[0] != '{' || json.Unmarshal(params, &p) != nil || p.Meta == nil {
-		return m
-	}
-	if raw, ok := p.Meta[metaProtocolVersion]; ok {
+	p, _ := splitObject(params)
+	meta, _ := splitObject(p["_meta"])
+	if raw, ok := meta[metaProtocolVersion]; ok {
 		m.hasVersion = true
-		_ = json.Unmarshal(raw, &m.protocolVersion)
+		m.protocolVersion, _ = decodeJSONString(raw)
 	}
-	if raw, ok := p.Meta[metaClientCapabilities]; ok && len(raw) > 0 && raw[0] == '{' {
+	if raw, ok := meta[metaClientCapabilities]; ok && len(raw) > 0 && raw[0] == '{' {
 		m.hasCapabilities = true
 	}
-	if raw, ok := p.Meta["progressToken"]; ok && len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+	if raw, ok := meta["progressToken"]; ok && len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 		m.progressToken = raw
 	}
 	return m
@@ -110,9 +107,8 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 		return errInvalidRequest // batches were removed in 2025-06-18
 	}
 	for _, item := range batch {
-		var m map[string]json.RawMessage
-		var method string
-		if json.Unmarshal(item, &m) == nil && json.Unmarshal(m["method"], &method) == nil && method == "initialize" {
+		m, _ := splitObject(item)
+		if method, _ := decodeJSONString(m["method"]); method == "initialize" {
 			return errBatchInit
 		}
 		if readRequestMeta(m["params"]).hasVersion {

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // tool is one MCP tool: its wire definition, the function that runs it and
-// what the audit log records of it.
-// Every tool also takes the audit-only caller_name, added by toolList.
+// what the audit log records of it. Every tool also takes the audit-only
+// caller_name, added by toolList.
 type tool struct {
 	name        string
 	description string
@@ -16,14 +16,13 @@ type tool struct {
 	call        func(s *server, a toolArgs) (any, error)
 
 	// legacyDestructive is the one annotation the original's tools/list
-	// carries (destructiveHint, on delete_group only), reproduced byte for
-	// byte for 2025-03-26 and earlier. It differs from toolSchema.destructive
-	// on purpose: the typed revisions judge every tool afresh and also mark
-	// update_group_metadata and leave_group (tools_schema.go).
+	// carries (destructiveHint, on delete_group only), reproduced for
+	// 2025-03-26 and earlier; toolSchema.destructive says why it differs.
 	legacyDestructive bool
 
 	// nameIsCaller is set when the tool's "name" argument is the caller's
-	// own label, which the audit log falls back to without a caller_name.
+	// own label, which the audit log falls back to without a caller_name:
+	// for the tools that require it (toolsByName sets it).
 	nameIsCaller bool
 	// auditDetails returns the allowlisted, content-free summary of a
 	// successful result that the audit log records, in any order; nil
@@ -44,12 +43,22 @@ type toolResult struct {
 	category string
 }
 
-// wire renders r as an MCP CallToolResult.
-func (r toolResult) wire() object {
-	return object{
-		{"content", []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}},
-		{"isError", r.isError},
+// wire renders r as an MCP CallToolResult for rev. From 2025-06-18 on it
+// carries the same object as structuredContent, beside the text block kept
+// for clients that read only content, and join_group's wakeup URI also as
+// a resource_link.
+func (r toolResult) wire(rev protocolRevision) object {
+	content := []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}
+	if !typed(rev) {
+		return object{{"content", content}, {"isError", r.isError}}
 	}
+	if o, ok := r.value.(object); ok && !r.isError {
+		if uri, ok := o.get("wakeup_resource_uri").(string); ok {
+			content = append(content, object{{"type", "resource_link"}, {"uri", uri}, {"name", "wakeups"},
+				{"title", "Wakeups for this context"}, {"description", wakeupDescription}, {"mimeType", "application/json"}})
+		}
+	}
+	return object{{"content", content}, {"structuredContent", r.value}, {"isError", r.isError}}
 }
 
 // The property schemas several tools share.
@@ -146,7 +155,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolJoinGroup,
-		nameIsCaller: true,
 		auditDetails: auditCompleted,
 	},
 	{
@@ -155,7 +163,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolLeaveGroup,
-		nameIsCaller: true,
 		auditDetails: auditCompleted,
 	},
 	{
@@ -164,7 +171,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetAllMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -173,7 +179,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetLatestMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -182,7 +187,6 @@ var tools = []tool{
 		properties:   identityProps,
 		required:     identityReq,
 		call:         toolGetUnreadMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -193,7 +197,6 @@ var tools = []tool{
 		),
 		required:     append(identityReq[:3:3], "after_message_id"),
 		call:         toolGetMessagesAfter,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -204,7 +207,6 @@ var tools = []tool{
 		),
 		required:     append(identityReq[:3:3], "query"),
 		call:         toolSearchMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 	{
@@ -215,13 +217,8 @@ var tools = []tool{
 			field{"priority", object{{"type", "string"}, {"enum", []any{"low", "normal", "high", "urgent"}}, {"default", "normal"}, {"description", "Message priority."}}},
 			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
 		),
-		required: append(identityReq[:3:3], "message"),
-		// Pipelined sends are stored by jsonrpc_groupcommit.go, which
-		// prepares and parses them as this handler does and commits several
-		// in one transaction; TestGroupCommitMatchesOneByOne holds the two
-		// paths to the same answers and rows.
-		call:         toolSendMessage,
-		nameIsCaller: true,
+		required:     append(identityReq[:3:3], "message"),
+		call:         toolSendMessage, // and jsonrpc_groupcommit.go: see toolSendMessage
 		auditDetails: auditSentDetails,
 	},
 	{
@@ -233,7 +230,6 @@ var tools = []tool{
 		),
 		required:     identityReq,
 		wait:         toolWaitForMessages,
-		nameIsCaller: true,
 		auditDetails: auditCount("messages", "message_count"),
 	},
 }
@@ -241,6 +237,7 @@ var tools = []tool{
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
+		tools[i].nameIsCaller = slices.Contains(tools[i].required, "name")
 		m[tools[i].name] = &tools[i]
 	}
 	return m
@@ -294,21 +291,9 @@ func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
 }
 
 // keys returns the argument names in the order they were sent. Only error
-// messages need the order, so it is decoded again rather than kept.
-func (a toolArgs) keys() []string {
-	var keys []string
-	dec := json.NewDecoder(bytes.NewReader(a.raw))
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		var skip json.RawMessage
-		if err != nil || dec.Decode(&skip) != nil {
-			break
-		}
-		keys = append(keys, tok.(string))
-	}
+// messages need the order, so it is read again rather than kept.
+func (a toolArgs) keys() (keys []string) {
+	eachMember(a.raw, func(key string, _ json.RawMessage) { keys = append(keys, key) })
 	return keys
 }
 

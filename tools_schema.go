@@ -86,17 +86,3 @@ var typedToolList = func() object {
 	}
 	return object{{"tools", list}}
 }()
-
-// typedWire renders r for 2025-06-18 and later: the legacy text block, kept
-// for clients that read only content, the same object as structuredContent,
-// and join_group's wakeup URI also as a resource_link.
-func (r toolResult) typedWire() object {
-	content := []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}
-	if o, ok := r.value.(object); ok && !r.isError {
-		if uri, ok := o.get("wakeup_resource_uri").(string); ok {
-			content = append(content, object{{"type", "resource_link"}, {"uri", uri}, {"name", "wakeups"},
-				{"title", "Wakeups for this context"}, {"description", wakeupDescription}, {"mimeType", "application/json"}})
-		}
-	}
-	return object{{"content", content}, {"structuredContent", r.value}, {"isError", r.isError}}
-}
