@@ -262,18 +262,28 @@ func (a *auditLog) report(err error) {
 	fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
 }
 
-// attach makes srv record every completed tools/call of srv, consulting srv's
-// store for group names and members' joined names.
+// attach makes srv record every completed tools/call, reading names from
+// srv's store.
 func (a *auditLog) attach(srv *server) {
+	if a != nil {
+		a.readNamesFrom(srv.store)
+		srv.audit = a.observe
+	}
+}
+
+// readNamesFrom makes the log consult st for the group-name snapshot of
+// each event and, when a call carries no caller_name, the member's joined
+// name. The HTTP transport, which has no one server, calls it directly.
+func (a *auditLog) readNamesFrom(st *store) {
 	if a == nil {
 		return
 	}
 	a.groupName = func(id string) (string, error) {
-		meta, err := srv.store.groupMetadata(id)
+		meta, err := st.groupMetadata(id)
 		return meta.name, err
 	}
 	a.memberName = func(id, contextID string) (string, error) {
-		members, err := srv.store.users(id)
+		members, err := st.users(id)
 		for _, m := range members {
 			if m.contextID == contextID && m.name != "" {
 				return m.name, nil
@@ -281,7 +291,6 @@ func (a *auditLog) attach(srv *server) {
 		}
 		return "", err
 	}
-	srv.audit = a.observe
 }
 
 // observe queues the record of one completed tools/call and returns at once:

@@ -226,7 +226,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	sv.audit.attach(&server{store: sv.store})
+	sv.audit.readNamesFrom(sv.store)
 	t := newHTTPTransport(sv.store, sv.cfg, sv.audit, defaultHTTPLimits)
 	defer t.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
