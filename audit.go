@@ -35,10 +35,6 @@ type auditLog struct {
 	memberName func(groupID, contextID string) (string, error)
 	// now is the clock used for retention; tests move it.
 	now func() time.Time
-	// cleanupBudget bounds the retention work the writer does after one
-	// batch, so that it never holds the write lock long; a large backlog is
-	// drained after the following batches instead.
-	cleanupBudget time.Duration
 
 	// queue carries events from tool calls to the writer goroutine, so that
 	// no tool call waits for the audit database. It is bounded: when the
@@ -86,8 +82,6 @@ var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must 
 
 const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
-	// auditCleanupBudget is the default auditLog.cleanupBudget.
-	auditCleanupBudget = 50 * time.Millisecond
 	// auditQueueSize bounds the events waiting for the writer; at a few
 	// hundred bytes each this is well under a megabyte.
 	auditQueueSize = 4096
@@ -137,7 +131,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if warn == nil {
 		warn = io.Discard
 	}
-	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now, cleanupBudget: auditCleanupBudget,
+	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now,
 		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
