@@ -49,8 +49,9 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	if s, ok := c.args.str("context_id"); ok {
 		e.contextID = sql.NullString{String: s, Valid: true}
 	}
+	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
-	if t := toolsByName[c.name]; pyStrip(name) == "" && t != nil && t.nameIsCaller {
+	if pyStrip(name) == "" && t != nil && t.nameIsCaller {
 		name, _ = c.args.str("name")
 	}
 	if name = pyStrip(name); name != "" {
@@ -66,16 +67,16 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		}
 		e.errorCategory = sql.NullString{String: category, Valid: true}
 	} else if c.name == "create_group" {
-		if s, ok := auditResultString(result, "group_id"); ok {
+		if s, ok := result.get("group_id").(string); ok {
 			e.groupID = sql.NullString{String: s, Valid: true}
 		}
 	}
-	if n, ok := auditResultLen(result, "messages"); ok {
+	if n, ok := auditLen(result.get("messages")); ok {
 		e.resultCount = sql.NullInt64{Int64: int64(n), Valid: true}
 	}
 	var details object
-	if !c.result.isError {
-		details = auditResultDetails(c.name, result)
+	if !c.result.isError && t != nil && t.auditDetails != nil {
+		details = t.auditDetails(result)
 	}
 	if c.remote != "" {
 		// One HTTP server serves many machines: say which one called.
@@ -97,17 +98,8 @@ func auditResultField(result object, key string) (any, bool) {
 	return nil, false
 }
 
-// auditResultString returns a string-valued key of a tool result.
-func auditResultString(result object, key string) (string, bool) {
-	value, _ := auditResultField(result, key)
-	s, ok := value.(string)
-	return s, ok
-}
-
-// auditResultLen returns the length of a list-valued key of a tool result,
-// in each list type the tools build.
-func auditResultLen(result object, key string) (int, bool) {
-	value, _ := auditResultField(result, key)
+// auditLen returns the length of a list in each list type the tools build.
+func auditLen(value any) (int, bool) {
 	switch value := value.(type) {
 	case []any:
 		return len(value), true
@@ -119,18 +111,6 @@ func auditResultLen(result object, key string) (int, bool) {
 	return 0, false
 }
 
-// auditString reports the value of a JSON string.
-func auditString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
 // auditRequestID renders a JSON-RPC id as the original's str() does: a string
 // as-is, an integer as its digits, a fraction as a Python float.
 func auditRequestID(raw json.RawMessage) (string, bool) {
@@ -138,7 +118,8 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
-	if s, ok := auditString(raw); ok {
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
 		return s, true
 	}
 	switch string(raw) {
@@ -148,17 +129,6 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 		return "False", true
 	}
 	return pyNumber(string(raw)), true
-}
-
-// auditResultDetails is the tool's allowlisted summary of a successful
-// result (its tool table entry's auditDetails), or nil.
-func auditResultDetails(tool string, result any) object {
-	t := toolsByName[tool]
-	if t == nil || t.auditDetails == nil {
-		return nil
-	}
-	r, _ := result.(object)
-	return t.auditDetails(r)
 }
 
 // auditDetailsText renders details as details_json; ok is false when there
@@ -180,7 +150,7 @@ func auditDetailsText(details object) (string, bool) {
 
 // auditCreatedGroup is create_group's details: the new group's id.
 func auditCreatedGroup(result object) object {
-	if s, ok := auditResultString(result, "group_id"); ok {
+	if s, ok := result.get("group_id").(string); ok {
 		return object{{"created_group_id", s}}
 	}
 	return nil
@@ -189,7 +159,7 @@ func auditCreatedGroup(result object) object {
 // auditCount returns the details that count the list at key as name.
 func auditCount(key, name string) func(object) object {
 	return func(result object) object {
-		if n, ok := auditResultLen(result, key); ok {
+		if n, ok := auditLen(result.get(key)); ok {
 			return object{{name, n}}
 		}
 		return nil
@@ -222,7 +192,7 @@ func auditSentDetails(result object) object {
 			details = append(details, field{key, v})
 		}
 	}
-	if n, ok := auditResultLen(result, "wakeup_targets"); ok {
+	if n, ok := auditLen(result.get("wakeup_targets")); ok {
 		details = append(details, field{"wakeup_target_count", n})
 	}
 	return details
