@@ -168,10 +168,7 @@ func (a *auditLog) reopen() {
 	if err != nil {
 		return
 	}
-	for _, st := range a.stmts {
-		st.Close()
-	}
-	a.db.Close()
+	a.db.Close() // and with it the statements prepared on it
 	a.db, a.stmts, a.ready = db, nil, false
 }
 
@@ -189,9 +186,6 @@ func (a *auditLog) close() error {
 	<-a.written
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, st := range a.stmts {
-		st.Close()
-	}
 	return a.db.Close()
 }
 
@@ -199,42 +193,26 @@ func (a *auditLog) close() error {
 // to auditMaxBatch, one attempt per batch in one transaction: a batch costs
 // little more than a single event, because the same rollup and index pages
 // are written once. After a quiet spell the first event is written at once;
-// while calls keep coming, it lingers up to auditLinger to gather a batch.
+// while calls keep coming, it lingers auditLinger to gather a batch.
 func (a *auditLog) writeRows() {
 	defer close(a.written)
 	var lastWrite time.Time
 	for e := range a.queue {
-		batch := []auditEvent{e}
-		var timer *time.Timer
-		var deadline <-chan time.Time
 		if time.Since(lastWrite) < auditLinger {
-			timer = time.NewTimer(auditLinger)
-			deadline = timer.C
+			time.Sleep(auditLinger)
 		}
-	more:
+		batch := []auditEvent{e}
+	gather:
 		for len(batch) < auditMaxBatch {
-			var next auditEvent
-			var ok bool
-			if deadline == nil {
-				select {
-				case next, ok = <-a.queue:
-				default:
-					break more
+			select {
+			case next, ok := <-a.queue:
+				if !ok {
+					break gather
 				}
-			} else {
-				select {
-				case next, ok = <-a.queue:
-				case <-deadline:
-					break more
-				}
+				batch = append(batch, next)
+			default:
+				break gather
 			}
-			if !ok {
-				break
-			}
-			batch = append(batch, next)
-		}
-		if timer != nil {
-			timer.Stop()
 		}
 		a.mu.Lock()
 		if err := a.attempt(batch); err != nil {
