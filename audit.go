@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -41,10 +40,8 @@ type auditLog struct {
 	// writer falls behind by this much, new events are dropped.
 	queue   chan auditEvent
 	written chan struct{} // closed when the writer has exited
-	// queued counts the events observe has put on the queue. Nothing in the
-	// server reads it: with attempted it lets a test wait for the writer
-	// (auditFlush in audit_test.go), at the cost of one atomic add on the
-	// call path and none for the writer.
+	// queued counts the events put on the queue; with attempted it lets a
+	// test wait for the writer (auditFlush), for one atomic add per call.
 	queued atomic.Int64
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
@@ -81,6 +78,9 @@ var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must 
 
 const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
+	// auditMaxRetentionDays is past the start of the calendar for any clock
+	// this program runs on.
+	auditMaxRetentionDays = 1_000_000
 	// auditQueueSize bounds the events waiting for the writer; at a few
 	// hundred bytes each this is well under a megabyte.
 	auditQueueSize = 4096
@@ -105,9 +105,10 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 	case value == "inf":
 		return auditConfig{enabled: true, setting: "inf"}, nil
 	case auditDaysPattern.MatchString(value):
+		// Past auditMaxRetentionDays no row can ever expire: keep them all.
 		days, err := strconv.Atoi(value)
-		if err != nil {
-			days = math.MaxInt
+		if err != nil || days > auditMaxRetentionDays {
+			days = 0
 		}
 		return auditConfig{enabled: true, days: days, setting: value}, nil
 	}

@@ -39,24 +39,17 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  c.groupName,
-	}
-	if id, ok := auditRequestID(c.requestID); ok {
-		e.requestID = sql.NullString{String: id, Valid: true}
-	}
-	if s, ok := c.args.str("group_id"); ok {
-		e.groupID = sql.NullString{String: s, Valid: true}
-	}
-	if s, ok := c.args.str("context_id"); ok {
-		e.contextID = sql.NullString{String: s, Valid: true}
+		requestID:  auditNull(auditRequestID(c.requestID)),
+		groupID:    auditNull(c.args.str("group_id")),
+		contextID:  auditNull(c.args.str("context_id")),
 	}
 	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
 	if pyStrip(name) == "" && t != nil && t.nameIsCaller {
 		name, _ = c.args.str("name")
 	}
-	if name = pyStrip(name); name != "" {
-		e.name = sql.NullString{String: name, Valid: true}
-	}
+	name = pyStrip(name)
+	e.name = auditNull(name, name != "")
 	// Every tool result is an object; anything else has none of the keys.
 	result, _ := c.result.value.(object)
 	if c.result.isError {
@@ -65,10 +58,10 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		if category == "" {
 			category = categoryInternal
 		}
-		e.errorCategory = sql.NullString{String: category, Valid: true}
+		e.errorCategory = auditNull(category, true)
 	} else if c.name == "create_group" {
 		if s, ok := result.get("group_id").(string); ok {
-			e.groupID = sql.NullString{String: s, Valid: true}
+			e.groupID = auditNull(s, true)
 		}
 	}
 	if n, ok := auditLen(result.get("messages")); ok {
@@ -82,9 +75,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		// One HTTP server serves many machines: say which one called.
 		details = append(append(object{}, details...), field{"remote_addr", c.remote})
 	}
-	if text, ok := auditDetailsText(details); ok {
-		e.detailsJSON = sql.NullString{String: text, Valid: true}
-	}
+	e.detailsJSON = auditNull(auditDetailsText(details))
 	return e
 }
 
@@ -96,6 +87,11 @@ func auditResultField(result object, key string) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// auditNull is s as a column value: NULL unless ok.
+func auditNull(s string, ok bool) sql.NullString {
+	return sql.NullString{String: s, Valid: ok}
 }
 
 // auditLen returns the length of a list in each list type the tools build.

@@ -148,8 +148,7 @@ func (a *auditLog) prepareFile(ctx context.Context) error {
 			return fmt.Errorf("set audit auto_vacuum: %w", err)
 		}
 	}
-	var mode string
-	if err := a.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+	if _, err := a.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
 		return fmt.Errorf("set audit journal mode: %w", err)
 	}
 	return nil
@@ -174,19 +173,18 @@ func (a *auditLog) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, auditBaseSchema); err != nil {
 			return fmt.Errorf("create audit schema: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, "+
-			"last_retention_cleanup_at, retention_setting) VALUES (1, ?, ?, ?, NULL, NULL)", auditSchemaVersion, now, now); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at) "+
+			"VALUES (1, ?, ?, ?)", auditSchemaVersion, now, now); err != nil {
 			return fmt.Errorf("create audit metadata: %w", err)
 		}
 	}
 	if err := auditUpgrade(ctx, tx, tables); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET schema_version = ? WHERE id = 1", auditSchemaVersion); err != nil {
+	version := strconv.Itoa(auditSchemaVersion)
+	_, err = tx.ExecContext(ctx, "UPDATE metadata SET schema_version = "+version+" WHERE id = 1; PRAGMA user_version = "+version)
+	if err != nil {
 		return fmt.Errorf("record audit schema version: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, "PRAGMA user_version="+strconv.Itoa(auditSchemaVersion)); err != nil {
-		return fmt.Errorf("set audit user_version: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit schema: %w", err)
