@@ -29,9 +29,9 @@ type auditLog struct {
 	// groupName returns a group's current name ("" when unnamed); it is
 	// consulted for the group-name snapshot of each event.
 	groupName func(groupID string) (string, error)
-	// memberName returns the name a context joined a group with; it is the
-	// caller-name fallback when a call carries no caller_name.
-	memberName func(groupID, contextID string) (string, error)
+	// memberName returns the name a context joined a group with ("" when
+	// unknown); it is the caller-name fallback when a call carries none.
+	memberName func(groupID, contextID string) string
 	// now is the clock used for retention; tests move it.
 	now func() time.Time
 
@@ -128,9 +128,6 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if err != nil {
 		return nil, err
 	}
-	if warn == nil {
-		warn = io.Discard
-	}
 	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now,
 		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
 	a.mu.Lock()
@@ -201,18 +198,11 @@ func (a *auditLog) writeRows() {
 		if time.Since(lastWrite) < auditLinger {
 			time.Sleep(auditLinger)
 		}
+		// The writer is the queue's only receiver, so what len counts is
+		// there to take without waiting.
 		batch := []auditEvent{e}
-	gather:
-		for len(batch) < auditMaxBatch {
-			select {
-			case next, ok := <-a.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, next)
-			default:
-				break gather
-			}
+		for len(batch) < auditMaxBatch && len(a.queue) > 0 {
+			batch = append(batch, <-a.queue)
 		}
 		a.mu.Lock()
 		if err := a.attempt(batch); err != nil {
@@ -254,14 +244,14 @@ func (a *auditLog) readNamesFrom(st *store) {
 		meta, err := st.groupMetadata(id)
 		return meta.name, err
 	}
-	a.memberName = func(id, contextID string) (string, error) {
-		members, err := st.users(id)
+	a.memberName = func(id, contextID string) string {
+		members, _ := st.users(id)
 		for _, m := range members {
-			if m.contextID == contextID && m.name != "" {
-				return m.name, nil
+			if m.contextID == contextID {
+				return m.name
 			}
 		}
-		return "", err
+		return ""
 	}
 }
 
@@ -275,9 +265,8 @@ func (a *auditLog) observe(c toolCall) {
 	}
 	e := auditBuildEvent(c, time.Since(c.started))
 	if !e.name.Valid && e.groupID.String != "" && e.contextID.String != "" && a.memberName != nil {
-		if name, err := a.memberName(e.groupID.String, e.contextID.String); err == nil && name != "" {
-			e.name = sql.NullString{String: name, Valid: true}
-		}
+		name := a.memberName(e.groupID.String, e.contextID.String)
+		e.name = auditNull(name, name != "")
 	}
 	// A name read ahead of the record (delete_group's, before the group was
 	// destroyed, or a pipelined run's) is kept rather than read again.
