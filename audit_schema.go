@@ -32,10 +32,7 @@ const auditSchemaVersion = 2
 var auditHistoryTables = func() []string {
 	tables := []string{"tool_call_group_names", "tool_calls"}
 	for _, r := range auditResolutions {
-		tables = append(tables, "analytics_"+r.suffix)
-	}
-	for _, r := range auditResolutions {
-		tables = append(tables, "analytics_latency_"+r.suffix)
+		tables = append(tables, "analytics_"+r.suffix, "analytics_latency_"+r.suffix)
 	}
 	return append(tables, "analytics_filter_values")
 }()
