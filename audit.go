@@ -151,8 +151,7 @@ func openAuditDB(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open audit database %s: %w", path, err)
 	}
-	// One connection: there is one writer anyway, and the prepared statements
-	// belong to the connection they were prepared on.
+	// One connection: there is one writer anyway.
 	db.SetMaxOpenConns(1)
 	return db, nil
 }
