@@ -111,6 +111,9 @@ func auditLatencyBucket(ms int64) string {
 
 // record writes events and their rollups in a single IMMEDIATE transaction.
 func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
+	if len(events) == 0 {
+		return nil // and so the rollups never count rows from id 0 on
+	}
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin audit write: %w", err)
