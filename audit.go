@@ -133,9 +133,6 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
 		a.report(err)
-		if isReadOnly(err) {
-			a.reopen()
-		}
 	}
 	a.mu.Unlock()
 	go a.writeRows()
@@ -214,8 +211,12 @@ func (a *auditLog) writeRows() {
 }
 
 // report writes the first audit failure to stderr; later ones are silent so a
-// broken audit database cannot flood the log. Callers hold a.mu.
+// broken audit database cannot flood the log. A handle SQLite opened
+// read-only is replaced. Callers hold a.mu.
 func (a *auditLog) report(err error) {
+	if isReadOnly(err) {
+		a.reopen()
+	}
 	if a.warned {
 		return
 	}
@@ -299,9 +300,6 @@ func (a *auditLog) attempt(events []auditEvent) error {
 		if err = a.record(ctx, events...); err == nil {
 			_, err = a.cleanup(ctx)
 		}
-	}
-	if isReadOnly(err) {
-		a.reopen()
 	}
 	return err
 }
