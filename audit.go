@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -30,25 +29,19 @@ type auditLog struct {
 	// groupName returns a group's current name ("" when unnamed); it is
 	// consulted for the group-name snapshot of each event.
 	groupName func(groupID string) (string, error)
-	// memberName returns the name a context joined a group with; it is the
-	// caller-name fallback when a call carries no caller_name.
-	memberName func(groupID, contextID string) (string, error)
+	// memberName returns the name a context joined a group with ("" when
+	// unknown); it is the caller-name fallback when a call carries none.
+	memberName func(groupID, contextID string) string
 	// now is the clock used for retention; tests move it.
 	now func() time.Time
-	// cleanupBudget bounds the retention work the writer does after one
-	// batch, so that it never holds the write lock long; a large backlog is
-	// drained after the following batches instead.
-	cleanupBudget time.Duration
 
 	// queue carries events from tool calls to the writer goroutine, so that
 	// no tool call waits for the audit database. It is bounded: when the
 	// writer falls behind by this much, new events are dropped.
 	queue   chan auditEvent
 	written chan struct{} // closed when the writer has exited
-	// queued counts the events observe has put on the queue. Nothing in the
-	// server reads it: with attempted it lets a test wait for the writer
-	// (auditFlush in audit_test.go), at the cost of one atomic add on the
-	// call path and none for the writer.
+	// queued counts the events put on the queue; with attempted it lets a
+	// test wait for the writer (auditFlush), for one atomic add per call.
 	queued atomic.Int64
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
@@ -58,7 +51,6 @@ type auditLog struct {
 	mu          sync.Mutex
 	db          *sql.DB
 	ready       bool
-	stmts       map[string]*sql.Stmt
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
@@ -86,8 +78,9 @@ var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must 
 
 const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
-	// auditCleanupBudget is the default auditLog.cleanupBudget.
-	auditCleanupBudget = 50 * time.Millisecond
+	// auditMaxRetentionDays is past the start of the calendar for any clock
+	// this program runs on.
+	auditMaxRetentionDays = 1_000_000
 	// auditQueueSize bounds the events waiting for the writer; at a few
 	// hundred bytes each this is well under a megabyte.
 	auditQueueSize = 4096
@@ -112,9 +105,10 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 	case value == "inf":
 		return auditConfig{enabled: true, setting: "inf"}, nil
 	case auditDaysPattern.MatchString(value):
+		// Past auditMaxRetentionDays no row can ever expire: keep them all.
 		days, err := strconv.Atoi(value)
-		if err != nil {
-			days = math.MaxInt
+		if err != nil || days > auditMaxRetentionDays {
+			days = 0
 		}
 		return auditConfig{enabled: true, days: days, setting: value}, nil
 	}
@@ -134,17 +128,11 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	if err != nil {
 		return nil, err
 	}
-	if warn == nil {
-		warn = io.Discard
-	}
-	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now, cleanupBudget: auditCleanupBudget,
+	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now,
 		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
 		a.report(err)
-		if isReadOnly(err) {
-			a.reopen()
-		}
 	}
 	a.mu.Unlock()
 	go a.writeRows()
@@ -160,8 +148,7 @@ func openAuditDB(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open audit database %s: %w", path, err)
 	}
-	// One connection: there is one writer anyway, and the prepared statements
-	// belong to the connection they were prepared on.
+	// One connection: there is one writer anyway.
 	db.SetMaxOpenConns(1)
 	return db, nil
 }
@@ -174,11 +161,8 @@ func (a *auditLog) reopen() {
 	if err != nil {
 		return
 	}
-	for _, st := range a.stmts {
-		st.Close()
-	}
 	a.db.Close()
-	a.db, a.stmts, a.ready = db, nil, false
+	a.db, a.ready = db, false
 }
 
 // close writes what is queued, stops the writer and releases the database.
@@ -195,9 +179,6 @@ func (a *auditLog) close() error {
 	<-a.written
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, st := range a.stmts {
-		st.Close()
-	}
 	return a.db.Close()
 }
 
@@ -205,42 +186,19 @@ func (a *auditLog) close() error {
 // to auditMaxBatch, one attempt per batch in one transaction: a batch costs
 // little more than a single event, because the same rollup and index pages
 // are written once. After a quiet spell the first event is written at once;
-// while calls keep coming, it lingers up to auditLinger to gather a batch.
+// while calls keep coming, it lingers auditLinger to gather a batch.
 func (a *auditLog) writeRows() {
 	defer close(a.written)
 	var lastWrite time.Time
 	for e := range a.queue {
-		batch := []auditEvent{e}
-		var timer *time.Timer
-		var deadline <-chan time.Time
 		if time.Since(lastWrite) < auditLinger {
-			timer = time.NewTimer(auditLinger)
-			deadline = timer.C
+			time.Sleep(auditLinger)
 		}
-	more:
-		for len(batch) < auditMaxBatch {
-			var next auditEvent
-			var ok bool
-			if deadline == nil {
-				select {
-				case next, ok = <-a.queue:
-				default:
-					break more
-				}
-			} else {
-				select {
-				case next, ok = <-a.queue:
-				case <-deadline:
-					break more
-				}
-			}
-			if !ok {
-				break
-			}
-			batch = append(batch, next)
-		}
-		if timer != nil {
-			timer.Stop()
+		// The writer is the queue's only receiver, so what len counts is
+		// there to take without waiting.
+		batch := []auditEvent{e}
+		for len(batch) < auditMaxBatch && len(a.queue) > 0 {
+			batch = append(batch, <-a.queue)
 		}
 		a.mu.Lock()
 		if err := a.attempt(batch); err != nil {
@@ -253,8 +211,12 @@ func (a *auditLog) writeRows() {
 }
 
 // report writes the first audit failure to stderr; later ones are silent so a
-// broken audit database cannot flood the log. Callers hold a.mu.
+// broken audit database cannot flood the log. A handle SQLite opened
+// read-only is replaced. Callers hold a.mu.
 func (a *auditLog) report(err error) {
+	if isReadOnly(err) {
+		a.reopen()
+	}
 	if a.warned {
 		return
 	}
@@ -262,26 +224,35 @@ func (a *auditLog) report(err error) {
 	fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
 }
 
-// attach makes srv record every completed tools/call of srv, consulting srv's
-// store for group names and members' joined names.
+// attach makes srv record every completed tools/call, reading names from
+// srv's store.
 func (a *auditLog) attach(srv *server) {
+	if a != nil {
+		a.readNamesFrom(srv.store)
+		srv.audit = a.observe
+	}
+}
+
+// readNamesFrom makes the log consult st for the group-name snapshot of
+// each event and, when a call carries no caller_name, the member's joined
+// name. The HTTP transport, which has no one server, calls it directly.
+func (a *auditLog) readNamesFrom(st *store) {
 	if a == nil {
 		return
 	}
 	a.groupName = func(id string) (string, error) {
-		meta, err := srv.store.groupMetadata(id)
+		meta, err := st.groupMetadata(id)
 		return meta.name, err
 	}
-	a.memberName = func(id, contextID string) (string, error) {
-		members, err := srv.store.users(id)
+	a.memberName = func(id, contextID string) string {
+		members, _ := st.users(id)
 		for _, m := range members {
-			if m.contextID == contextID && m.name != "" {
-				return m.name, nil
+			if m.contextID == contextID {
+				return m.name
 			}
 		}
-		return "", err
+		return ""
 	}
-	srv.audit = a.observe
 }
 
 // observe queues the record of one completed tools/call and returns at once:
@@ -294,9 +265,8 @@ func (a *auditLog) observe(c toolCall) {
 	}
 	e := auditBuildEvent(c, time.Since(c.started))
 	if !e.name.Valid && e.groupID.String != "" && e.contextID.String != "" && a.memberName != nil {
-		if name, err := a.memberName(e.groupID.String, e.contextID.String); err == nil && name != "" {
-			e.name = sql.NullString{String: name, Valid: true}
-		}
+		name := a.memberName(e.groupID.String, e.contextID.String)
+		e.name = auditNull(name, name != "")
 	}
 	// A name read ahead of the record (delete_group's, before the group was
 	// destroyed, or a pipelined run's) is kept rather than read again.
@@ -330,9 +300,6 @@ func (a *auditLog) attempt(events []auditEvent) error {
 		if err = a.record(ctx, events...); err == nil {
 			_, err = a.cleanup(ctx)
 		}
-	}
-	if isReadOnly(err) {
-		a.reopen()
 	}
 	return err
 }

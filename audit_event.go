@@ -39,23 +39,17 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  c.groupName,
+		requestID:  auditNull(auditRequestID(c.requestID)),
+		groupID:    auditNull(c.args.str("group_id")),
+		contextID:  auditNull(c.args.str("context_id")),
 	}
-	if id, ok := auditRequestID(c.requestID); ok {
-		e.requestID = sql.NullString{String: id, Valid: true}
-	}
-	if s, ok := c.args.str("group_id"); ok {
-		e.groupID = sql.NullString{String: s, Valid: true}
-	}
-	if s, ok := c.args.str("context_id"); ok {
-		e.contextID = sql.NullString{String: s, Valid: true}
-	}
+	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
-	if t := toolsByName[c.name]; pyStrip(name) == "" && t != nil && t.nameIsCaller {
+	if pyStrip(name) == "" && t != nil && t.nameIsCaller {
 		name, _ = c.args.str("name")
 	}
-	if name = pyStrip(name); name != "" {
-		e.name = sql.NullString{String: name, Valid: true}
-	}
+	name = pyStrip(name)
+	e.name = auditNull(name, name != "")
 	// Every tool result is an object; anything else has none of the keys.
 	result, _ := c.result.value.(object)
 	if c.result.isError {
@@ -64,26 +58,24 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		if category == "" {
 			category = categoryInternal
 		}
-		e.errorCategory = sql.NullString{String: category, Valid: true}
+		e.errorCategory = auditNull(category, true)
 	} else if c.name == "create_group" {
-		if s, ok := auditResultString(result, "group_id"); ok {
-			e.groupID = sql.NullString{String: s, Valid: true}
+		if s, ok := result.get("group_id").(string); ok {
+			e.groupID = auditNull(s, true)
 		}
 	}
-	if n, ok := auditResultLen(result, "messages"); ok {
+	if n, ok := auditLen(result.get("messages")); ok {
 		e.resultCount = sql.NullInt64{Int64: int64(n), Valid: true}
 	}
 	var details object
-	if !c.result.isError {
-		details = auditResultDetails(c.name, result)
+	if !c.result.isError && t != nil && t.auditDetails != nil {
+		details = t.auditDetails(result)
 	}
 	if c.remote != "" {
 		// One HTTP server serves many machines: say which one called.
 		details = append(append(object{}, details...), field{"remote_addr", c.remote})
 	}
-	if text, ok := auditDetailsText(details); ok {
-		e.detailsJSON = sql.NullString{String: text, Valid: true}
-	}
+	e.detailsJSON = auditNull(auditDetailsText(details))
 	return e
 }
 
@@ -97,17 +89,13 @@ func auditResultField(result object, key string) (any, bool) {
 	return nil, false
 }
 
-// auditResultString returns a string-valued key of a tool result.
-func auditResultString(result object, key string) (string, bool) {
-	value, _ := auditResultField(result, key)
-	s, ok := value.(string)
-	return s, ok
+// auditNull is s as a column value: NULL unless ok.
+func auditNull(s string, ok bool) sql.NullString {
+	return sql.NullString{String: s, Valid: ok}
 }
 
-// auditResultLen returns the length of a list-valued key of a tool result,
-// in each list type the tools build.
-func auditResultLen(result object, key string) (int, bool) {
-	value, _ := auditResultField(result, key)
+// auditLen returns the length of a list in each list type the tools build.
+func auditLen(value any) (int, bool) {
 	switch value := value.(type) {
 	case []any:
 		return len(value), true
@@ -117,18 +105,6 @@ func auditResultLen(result object, key string) (int, bool) {
 	return 0, false
 }
 
-// auditString reports the value of a JSON string.
-func auditString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
 // auditRequestID renders a JSON-RPC id as the original's str() does: a string
 // as-is, an integer as its digits, a fraction as a Python float.
 func auditRequestID(raw json.RawMessage) (string, bool) {
@@ -136,7 +112,8 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
-	if s, ok := auditString(raw); ok {
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
 		return s, true
 	}
 	switch string(raw) {
@@ -146,17 +123,6 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 		return "False", true
 	}
 	return pyNumber(string(raw)), true
-}
-
-// auditResultDetails is the tool's allowlisted summary of a successful
-// result (its tool table entry's auditDetails), or nil.
-func auditResultDetails(tool string, result any) object {
-	t := toolsByName[tool]
-	if t == nil || t.auditDetails == nil {
-		return nil
-	}
-	r, _ := result.(object)
-	return t.auditDetails(r)
 }
 
 // auditDetailsText renders details as details_json; ok is false when there
@@ -178,7 +144,7 @@ func auditDetailsText(details object) (string, bool) {
 
 // auditCreatedGroup is create_group's details: the new group's id.
 func auditCreatedGroup(result object) object {
-	if s, ok := auditResultString(result, "group_id"); ok {
+	if s, ok := result.get("group_id").(string); ok {
 		return object{{"created_group_id", s}}
 	}
 	return nil
@@ -187,7 +153,7 @@ func auditCreatedGroup(result object) object {
 // auditCount returns the details that count the list at key as name.
 func auditCount(key, name string) func(object) object {
 	return func(result object) object {
-		if n, ok := auditResultLen(result, key); ok {
+		if n, ok := auditLen(result.get(key)); ok {
 			return object{{name, n}}
 		}
 		return nil
@@ -220,7 +186,7 @@ func auditSentDetails(result object) object {
 			details = append(details, field{key, v})
 		}
 	}
-	if n, ok := auditResultLen(result, "wakeup_targets"); ok {
+	if n, ok := auditLen(result.get("wakeup_targets")); ok {
 		details = append(details, field{"wakeup_target_count", n})
 	}
 	return details

@@ -213,5 +213,10 @@ func TestAuditRequestID(t *testing.T) {
 // result, or reports false when the tool has none or it exceeds 2 KiB: what
 // auditEvent writes to details_json for a call without a remote address.
 func auditDetails(tool string, result any) (string, bool) {
-	return auditDetailsText(auditResultDetails(tool, result))
+	r, _ := result.(object)
+	var details object
+	if t := toolsByName[tool]; t != nil && t.auditDetails != nil {
+		details = t.auditDetails(r)
+	}
+	return auditDetailsText(details)
 }

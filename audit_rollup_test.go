@@ -142,24 +142,18 @@ func TestAuditRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var events []auditEvent
 		for i := range 2500 {
 			e := event(48*time.Hour+time.Duration(i)*time.Second, "list_groups", "", "")
-			events = append(events, e)
 			if _, err := tx.Exec("INSERT INTO tool_calls(occurred_at, tool_name, name, outcome, duration_ms) VALUES (?, ?, 'ops', 'success', 3)", e.occurredAt, e.toolName); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := auditApplyRollups(context.Background(), tx.ExecContext, events, 1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec("INSERT INTO analytics_filter_values VALUES ('tool_name', 'list_groups', 'list_groups', 2500), ('name', 'ops', 'ops', 2500)"); err != nil {
+		if err := auditApplyRollups(context.Background(), tx, auditRecordRollups, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		a.cleanupBudget = 0
 		var got []int
 		for range 4 {
 			n, err := a.cleanup(context.Background())

@@ -32,10 +32,7 @@ const auditSchemaVersion = 2
 var auditHistoryTables = func() []string {
 	tables := []string{"tool_call_group_names", "tool_calls"}
 	for _, r := range auditResolutions {
-		tables = append(tables, "analytics_"+r.suffix)
-	}
-	for _, r := range auditResolutions {
-		tables = append(tables, "analytics_latency_"+r.suffix)
+		tables = append(tables, "analytics_"+r.suffix, "analytics_latency_"+r.suffix)
 	}
 	return append(tables, "analytics_filter_values")
 }()
@@ -129,7 +126,6 @@ func (a *auditLog) prepare() error {
 		}
 	}
 	a.ready = true
-	a.prepareStatements(ctx)
 	return nil
 }
 
@@ -149,15 +145,15 @@ func (a *auditLog) prepareFile(ctx context.Context) error {
 			return fmt.Errorf("set audit auto_vacuum: %w", err)
 		}
 	}
-	var mode string
-	if err := a.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+	if _, err := a.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
 		return fmt.Errorf("set audit journal mode: %w", err)
 	}
 	return nil
 }
 
 // migrate creates the version-2 schema, or upgrades an older one, in one
-// transaction, and records the version.
+// transaction, and records the version. A new file is upgraded from the
+// bare tables, its backfill counting no rows.
 func (a *auditLog) migrate(ctx context.Context) error {
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -169,19 +165,23 @@ func (a *auditLog) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if tables["metadata"] {
-		err = auditUpgrade(ctx, tx, tables)
-	} else {
-		err = auditCreate(ctx, tx, formatTimestamp(a.now()))
+	if !tables["metadata"] {
+		now := formatTimestamp(a.now())
+		if _, err := tx.ExecContext(ctx, auditBaseSchema); err != nil {
+			return fmt.Errorf("create audit schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at) "+
+			"VALUES (1, ?, ?, ?)", auditSchemaVersion, now, now); err != nil {
+			return fmt.Errorf("create audit metadata: %w", err)
+		}
 	}
-	if err != nil {
+	if err := auditUpgrade(ctx, tx, tables); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET schema_version = ? WHERE id = 1", auditSchemaVersion); err != nil {
+	version := strconv.Itoa(auditSchemaVersion)
+	_, err = tx.ExecContext(ctx, "UPDATE metadata SET schema_version = "+version+" WHERE id = 1; PRAGMA user_version = "+version)
+	if err != nil {
 		return fmt.Errorf("record audit schema version: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, "PRAGMA user_version="+strconv.Itoa(auditSchemaVersion)); err != nil {
-		return fmt.Errorf("set audit user_version: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit schema: %w", err)
@@ -199,24 +199,10 @@ func hasAll(set map[string]bool, names []string) bool {
 	return true
 }
 
-// auditCreate lays down a fresh version-2 schema inside tx.
-func auditCreate(ctx context.Context, tx *sql.Tx, now string) error {
-	for _, script := range []string{auditBaseSchema, auditIndexes, auditRollupSchema()} {
-		if _, err := tx.ExecContext(ctx, script); err != nil {
-			return fmt.Errorf("create audit schema: %w", err)
-		}
-	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO metadata(id, schema_version, created_at, audit_enabled_at, "+
-		"last_retention_cleanup_at, retention_setting) VALUES (1, ?, ?, ?, NULL, NULL)", auditSchemaVersion, now, now)
-	if err != nil {
-		return fmt.Errorf("create audit metadata: %w", err)
-	}
-	return nil
-}
-
-// auditUpgrade brings a version-1 database (tool_calls without rollups) to
-// version 2. The rollups and filter values are backfilled only when the
-// newest rollup table is missing, so running it twice counts nothing twice.
+// auditUpgrade brings a version-1 database (tool_calls without rollups), or
+// a new one, to version 2. The rollups and filter values are backfilled only when the
+// newest rollup table is missing, so running it twice counts nothing twice;
+// as in the original, a group is labelled with its greatest recorded name.
 func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
 	backfill := !tables["analytics_30d"]
 	for _, script := range []string{auditRollupSchema(), auditIndexes} {
@@ -235,32 +221,5 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	if cols["name"] {
 		nameColumn = "name"
 	}
-	_, events, err := auditQueryEvents(ctx, tx, "SELECT id, occurred_at, tool_name, group_id, context_id, "+nameColumn+
-		", outcome, duration_ms, error_category FROM tool_calls")
-	if err != nil {
-		return fmt.Errorf("read audit rows to backfill: %w", err)
-	}
-	if err := auditApplyRollups(ctx, tx.ExecContext, events, 1); err != nil {
-		return err
-	}
-	for _, field := range []string{"tool_name", "name"} {
-		if field == "name" && nameColumn == "NULL" {
-			continue
-		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
-			"SELECT ?, "+field+", "+field+", COUNT(*) FROM tool_calls WHERE "+field+" IS NOT NULL AND "+field+" != '' "+
-			"GROUP BY "+field+" ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count", field)
-		if err != nil {
-			return fmt.Errorf("backfill audit filter values: %w", err)
-		}
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO analytics_filter_values(field, value, label, count) "+
-		"SELECT 'group_id', tool_calls.group_id, COALESCE(MAX(tool_call_group_names.group_name), tool_calls.group_id), COUNT(*) "+
-		"FROM tool_calls LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id "+
-		"WHERE tool_calls.group_id IS NOT NULL AND tool_calls.group_id != '' GROUP BY tool_calls.group_id "+
-		"ON CONFLICT(field, value) DO UPDATE SET count = count + excluded.count")
-	if err != nil {
-		return fmt.Errorf("backfill audit group filter values: %w", err)
-	}
-	return nil
+	return auditApplyRollups(ctx, tx, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
 }

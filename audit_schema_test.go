@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -57,7 +58,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := openAuditLog(dir, auditInf, nil)
+		a, err := openAuditLog(dir, auditInf, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
 			t.Fatal(err)
 		}
-		a, err := openAuditLog(dir, auditInf, nil)
+		a, err := openAuditLog(dir, auditInf, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +138,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 			}
 		}
 		upgrade := func() {
-			a, err := openAuditLog(dir, auditInf, nil)
+			a, err := openAuditLog(dir, auditInf, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +184,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec(auditRollupSchema()); err != nil {
 			t.Fatal(err)
 		}
-		a, err := openAuditLog(dir, auditInf, nil)
+		a, err := openAuditLog(dir, auditInf, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

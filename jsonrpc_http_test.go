@@ -328,7 +328,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.attach(&server{store: st})
+	a.readNamesFrom(st)
 	tr := newHTTPTransport(st, newServerConfig(version, time.Hour), a, defaultHTTPLimits)
 	srv := httptest.NewServer(newHTTPGuard(true, nil, nil, tr))
 	defer func() {

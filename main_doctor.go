@@ -43,22 +43,21 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	remaining := 0
 	for _, f := range findings {
+		var note string
 		switch {
 		case !*repair:
-			fmt.Fprintf(stdout, "damaged %s: %s\n", f.name, f.problem)
-			remaining++
 		case f.recent:
-			fmt.Fprintf(stdout, "damaged %s: %s; left in place, changed less than %v ago (it may still be being created)\n", f.name, f.problem, doctorGracePeriod)
-			remaining++
+			note = fmt.Sprintf("; left in place, changed less than %v ago (it may still be being created)", doctorGracePeriod)
 		default:
 			dest, err := moveAside(*dir, f.name)
-			if err != nil {
-				fmt.Fprintf(stdout, "damaged %s: %s; could not move it aside: %v\n", f.name, f.problem, err)
-				remaining++
+			if err == nil {
+				fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
 				continue
 			}
-			fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
+			note = fmt.Sprintf("; could not move it aside: %v", err)
 		}
+		fmt.Fprintf(stdout, "damaged %s: %s%s\n", f.name, f.problem, note)
+		remaining++
 	}
 	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, *dir, len(findings), remaining)
 	if remaining > 0 {

@@ -115,7 +115,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	sv.audit.attach(&server{store: sv.store})
+	sv.audit.readNamesFrom(sv.store)
 	t := newHTTPTransport(sv.store, sv.cfg, sv.audit, defaultHTTPLimits)
 	defer t.close()
 	if t.tokens = opts.tokens; opts.tokensFile != "" {

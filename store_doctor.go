@@ -98,12 +98,6 @@ func (w *damagedWarnings) warn(path string, problem error) {
 	}
 }
 
-// isGroupFile reports whether name is a group database's file name.
-func isGroupFile(name string) bool {
-	_, ok := groupIDOfFile(name)
-	return ok
-}
-
 // doctorScan checks every group file and leftover build in dir.
 func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 	entries, err := os.ReadDir(dir)
@@ -119,13 +113,12 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 			continue
 		}
 		recent := now.Sub(info.ModTime()) < doctorGracePeriod
-		switch {
-		case isGroupFile(name):
+		if _, ok := groupIDOfFile(name); ok {
 			checked++
 			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
 				findings = append(findings, doctorFinding{name, problem.Error(), recent})
 			}
-		case strings.HasPrefix(name, buildingPrefix) && strings.HasSuffix(name, ".sqlite3"):
+		} else if strings.HasPrefix(name, buildingPrefix) && strings.HasSuffix(name, ".sqlite3") {
 			findings = append(findings, doctorFinding{name, "an interrupted create_group", recent})
 		}
 	}
