@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,29 @@ func TestStdioPin(t *testing.T) {
 			stored := !strings.Contains(out, `\"groups\": []`)
 			if strings.Contains(out, refusal) != tt.refused || stored == tt.refused {
 				t.Errorf("got %s; want refused %v and a group stored %v", out, tt.refused, !tt.refused)
+			}
+		})
+	}
+}
+
+// TestMemberWakeupSpeaksFor reads wakeup resources the 2026-07-28 way, where
+// membership authorizes: a session pinned to bob reads bob's wakeups but not
+// alice's, although alice is a member too.
+func TestMemberWakeupSpeaksFor(t *testing.T) {
+	s, _ := newTestServer(t)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	s.cfg.speaksFor = pinnedSpeaker("bob")
+	for _, tt := range []struct {
+		contextID string
+		refused   bool
+	}{{"bob", false}, {"alice", true}} {
+		t.Run(tt.contextID, func(t *testing.T) {
+			_, c, err := s.memberWakeup(wakeupURI(g, tt.contextID))
+			var de *domainError
+			if refused := errors.As(err, &de) && de.category == categoryAuthorization; refused != tt.refused || (!tt.refused && (err != nil || c != tt.contextID)) {
+				t.Errorf("got %q, %v; want refused %v", c, err, tt.refused)
 			}
 		})
 	}

@@ -94,11 +94,17 @@ var errWakeupNotMember = authorizationErrorf("Wakeup resource is only available 
 // is a current member of the group. It is how a 2026-07-28 request, which
 // has no session that could remember a join_group, is authorized: by the
 // same membership join_group checks, read from the database, so that any
-// process or transport answers alike.
+// process or transport answers alike. A session that may speak only for
+// some contexts (a per-agent token, the stdio pin) reads only their wakeups.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
 		return "", "", err
+	}
+	if s.cfg.speaksFor != nil {
+		if refused := s.cfg.speaksFor(c); refused != nil {
+			return "", "", refused
+		}
 	}
 	members, err := s.store.users(g)
 	if err != nil {
