@@ -75,6 +75,10 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		// One HTTP server serves many machines: say which one called.
 		details = append(append(object{}, details...), field{"remote_addr", c.remote})
 	}
+	if c.token != "" {
+		// Which agent's token spoke; the token itself is never recorded.
+		details = append(append(object{}, details...), field{"token_name", c.token})
+	}
 	e.detailsJSON = auditNull(auditDetailsText(details))
 	return e
 }

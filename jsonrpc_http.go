@@ -161,7 +161,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {
 		srv.audit = func(c toolCall) {
-			c.remote = *s.remote.Load()
+			c.remote, c.token = *s.remote.Load(), tok.name
 			t.audit.observe(c)
 		}
 	}

@@ -317,7 +317,8 @@ func TestNetworkFSWarning(t *testing.T) {
 }
 
 // TestHTTPAuditRecordsRemoteAddress checks that with auditing on, every tool
-// call over HTTP, failed ones too, records the client's address.
+// call over HTTP, failed ones too, records the client's address, and the
+// NAME of a per-agent token but never the token itself.
 func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	dir := t.TempDir()
 	st, err := newStore(dir)
@@ -329,24 +330,37 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.readNamesFrom(st)
+	tokens, err := newTokenTable("", writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"agent-a", "secret-a", "ctx-a"}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr := newHTTPTransport(st, newServerConfig(version, time.Hour), a, defaultHTTPLimits)
-	srv := httptest.NewServer(newHTTPGuard(true, nil, nil, tr))
+	tr.tokens = tokens
+	srv := httptest.NewServer(newHTTPGuard(true, tokens, nil, tr))
 	defer func() {
 		srv.Close()
 		tr.close()
 		a.close()
 		st.close()
 	}()
-	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint}
+	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint, token: "secret-a"}
 	c.initialize()
 	c.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "audited"}, nil)
 	if reply := c.tool("get_group_metadata", map[string]any{"group_id": "grp_00000000000000000000000000000000"}); !reply.isError {
 		t.Fatalf("get_group_metadata of a missing group: got %s; want an error", reply.text)
 	}
 	auditFlush(t, a)
-	got := observabilityInt(t, dir, `SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.remote_addr') LIKE '127.0.0.1:%'`)
-	if got != 2 {
-		t.Errorf("audit rows with a loopback remote_addr: got %d; want 2 (a success and a failure)", got)
+	for _, tt := range []struct {
+		query string
+		want  int
+	}{
+		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.remote_addr') LIKE '127.0.0.1:%'`, 2},
+		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.token_name') = 'agent-a'`, 2},
+		{`SELECT COUNT(*) FROM tool_calls WHERE details_json LIKE '%secret-a%'`, 0},
+	} {
+		if got := observabilityInt(t, dir, tt.query); got != tt.want {
+			t.Errorf("%s: got %d; want %d (a success and a failure, never the token)", tt.query, got, tt.want)
+		}
 	}
 }
 

@@ -66,6 +66,7 @@ type toolCall struct {
 	groupName     string
 	groupNameRead bool
 	remote        string // the HTTP client's address; "" over stdio
+	token         string // the per-agent token's NAME; "" for the shared token and stdio
 }
 
 // serverConfig is what every session of a process is built with besides its
