@@ -16,17 +16,18 @@
 //
 // # One stdio send_message, as it runs by default
 //
-//  1. main.go run → main_serve.go runStdio → jsonrpc_session.go serve reads
+//  1. main.go run → main_stdio.go runStdio → jsonrpc_session.go serve reads
 //     a line and offers it to pipelinedSends (jsonrpc_groupcommit.go), which
 //     checks it with prepareCall and parseSend (tools_handlers.go) and lets
 //     sends to the same group already buffered join the run (up to 64).
-//  2. sendAlone or commitSends call the store inside retryBusy
-//     (store_sqlite.go). store.sendMessages (store_sendbatch.go): withHandle
+//  2. storeSends calls store.sendMessages (store_sendbatch.go), which gives
+//     each send its own 3 s busy window and honours its context: withHandle
 //     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
 //     queue → storeQueued → writeLocked: the cross-process write queue
 //     (store_writequeue*.go), BEGIN IMMEDIATE, sendBatch.write (membership,
-//     route in routing.go, rows, wake events, revisions), COMMIT. A line of
-//     16 MiB or more goes sendAlone → store.sendHuge instead.
+//     route in routing.go, rows, wake events, revisions), a last look at
+//     each send's context, COMMIT. A line of 16 MiB or more goes storeSends
+//     → store.sendHuge inside retryBusy (store_sqlite.go) instead.
 //  3. sentObject renders the answer; finishCall hands the call to the audit
 //     log (audit.go, when enabled) and lineWriter writes one pyJSON line.
 //  4. In another session's process the commit's -wal write fires an inotify
@@ -37,7 +38,7 @@
 //     (store_messages.go) finds the wake event, notify writes
 //     notifications/resources/updated, markWakeupNotified records it.
 //
-// That path runs through main.go, main_serve.go, jsonrpc.go,
+// That path runs through main.go, main_stdio.go, jsonrpc.go,
 // jsonrpc_session.go, jsonrpc_groupcommit.go, tools_handlers.go, store.go,
 // store_sqlite.go, store_sendbatch.go, store_writequeue.go,
 // store_writequeue_unix.go, store_messages.go, store_signature.go,
@@ -46,11 +47,13 @@
 //
 // # One HTTP request
 //
-// httpGuard (jsonrpc_http_security.go: token, Origin, Host, body limit) →
+// httpGuard (jsonrpc_http_security.go: token, Origin, Host, body limit;
+// per-agent tokens in jsonrpc_http_tokens.go) →
 // httpTransport.ServeHTTP (jsonrpc_http.go) → post → the session's
-// handleLine, the same session code as stdio without the read-ahead; its
-// sends meet other sessions' sends of this process in the group handle's
-// queue (step 2 above) and share their commit. Answers and notifications
+// handleLine, the same session code as stdio without the read-ahead, its
+// context the request's; its sends meet other sessions' sends of this
+// process in the group handle's queue (step 2 above) and share their commit.
+// prepareCall refuses a context_id the session's token may not speak for. Answers and notifications
 // leave through the session's router (jsonrpc_http_session.go) on the
 // request's stream or the GET stream (jsonrpc_http_stream.go).
 //
@@ -60,7 +63,7 @@
 // or shutdown, except where said.
 //
 //	goroutine                    started by                     stopped and joined by
-//	stdio read loop              runStdio (main_serve.go)       stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
+//	stdio read loop              runStdio (main_stdio.go)       stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (stop channel, WaitGroup)
 //	SSE cut-off watcher          jsonrpc_http_stream.go         the stream's end
@@ -68,7 +71,8 @@
 //	subscription poller          newSubscriptions               subscriptions.close (stop channel, joined)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     the first subscription         the last one leaves (RmWatch, done channel)
-//	audit writer                 auditLog.attach (audit.go)     queue closed; close waits on written
+//	tokens-file watcher          httpTransport.followTokens     transport close (stop channel, WaitGroup)
+//	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
 //	demo trickle, child waiter   observe_demo.go                the demo's context, child exit
@@ -99,7 +103,8 @@
 //	observePollInterval 0.5 s  observe.go          the original dashboard's refresh; idle groups cost two stats
 //	retiredHandleGrace 1 min   observe_readonly.go a replaced read-only handle may still be read
 //	demoTimeout 30 s           observe_demo.go     a demo tool call slower than this means its child is stuck
-//	auditCleanupBudget 50 ms   audit.go            retention cleanup runs in slices that never hold the write lock long
+//	auditCleanupBatchSize 1000 audit_rollup.go     rows per retention transaction: other writers' 100 ms busy_timeout
+//	tokensPoll 2 s             jsonrpc_http_tokens.go an edited tokens file applies within it; a stat costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
 //
 // # Environment variables
@@ -111,5 +116,5 @@
 //	CROSSTALK_MAX_MESSAGE_BYTES            the largest message accepted
 //	CROSSTALK_HTTP_TOKEN                   the bearer token of serve --http (or --token-file)
 //	CROSSTALK_ALLOW_NETWORK_FS             1 silences the network-filesystem warning
-//	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for
+//	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for; pins a stdio server to it
 package main
