@@ -29,11 +29,8 @@ type observer struct {
 	dbs          *readOnlyPool
 	location     *time.Location
 	now          func() time.Time
-	static       http.Handler
-	// handler is the route table behind the middleware chain (routes).
-	handler http.Handler
-	// fsWarning is the network filesystem warning for dir, or "".
-	fsWarning string
+	handler      http.Handler // routes, behind the middleware chain
+	fsWarning    string       // the network filesystem warning for dir, or ""
 
 	// poller state is touched only by pollOnce, which runs on one goroutine
 	// at a time (the baseline before serving, then the poll loop).
@@ -110,7 +107,6 @@ func openWithPlatform(ctx context.Context, url string) error {
 	return cmd.Run()
 }
 
-// run parses args and serves the dashboard until c.stopOn's context ends.
 // run serves the dashboard that opts describe until c.stopOn's context ends
 // and returns the exit status.
 func (c observeCommand) run(opts observeOptions) int {
@@ -127,8 +123,8 @@ func (c observeCommand) run(opts observeOptions) int {
 	if err != nil {
 		return fail(err)
 	}
-	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
-		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+warning)
+	if obs.fsWarning != "" {
+		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+obs.fsWarning)
 	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
@@ -165,21 +161,16 @@ func (c observeCommand) run(opts observeOptions) int {
 // listenObserver binds 127.0.0.1 only. Without an explicit port it prefers
 // 8787 and falls back to an OS-chosen port; an explicit busy port fails.
 func listenObserver(port int) (net.Listener, bool, error) {
-	if port != 0 {
-		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			return nil, false, fmt.Errorf("listen on 127.0.0.1:%d: %w", port, err)
+	if port == 0 {
+		if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", defaultObserverPort)); err == nil {
+			return ln, false, nil
 		}
-		return ln, false, nil
 	}
-	if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", defaultObserverPort)); err == nil {
-		return ln, false, nil
-	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
-		return nil, false, fmt.Errorf("listen on 127.0.0.1: %w", err)
+		return nil, false, fmt.Errorf("listen on 127.0.0.1:%d: %w", port, err)
 	}
-	return ln, true, nil
+	return ln, port == 0, nil
 }
 
 // newObserver prepares a dashboard over dir without touching the directory.
@@ -202,7 +193,6 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 		dbs:          newReadOnlyPool(),
 		location:     zone,
 		now:          now,
-		static:       staticHandler(),
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},
 		reads:        newGroupReadCache(),
@@ -226,11 +216,7 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		o.pollLoop(pollCtx)
-	}()
+	wg.Go(func() { o.pollLoop(pollCtx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var serveErr error
@@ -278,7 +264,7 @@ func (o *observer) routes() http.Handler {
 	}
 	mux.HandleFunc("GET /events", o.serveEvents)
 	mux.HandleFunc("GET /api/health", serveHealth)
-	mux.Handle("GET /static/", o.static)
+	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
 	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
 	mux.HandleFunc("GET /fragments/message", o.serveMessage)
