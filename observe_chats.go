@@ -105,15 +105,11 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 
 // groupName reads a group's name from its own metadata.
 func (o *observer) groupName(ctx context.Context, id string) string {
-	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		return "Untitled group"
-	}
 	var name sql.NullString
-	if db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name) != nil || name.String == "" {
-		return "Untitled group"
+	if db, err := o.dbs.group(o.dir, id); err == nil {
+		db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name)
 	}
-	return name.String
+	return firstNonEmpty(name.String, "Untitled group")
 }
 
 // wakeupListLimit bounds the side panel; the total is still shown.
@@ -157,10 +153,9 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 		return err
 	}
 	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
-	if v.Members, err = readMembers(ctx, conn); err != nil {
-		return err
+	if v.Members, err = readMembers(ctx, conn); err == nil {
+		v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
 	}
-	v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
 	return err
 }
 
@@ -237,8 +232,23 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 	return out, err
 }
 
-// messageQuery selects messages as scanMessage reads them.
-const messageQuery = "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages"
+// readMessages reads group id's messages that where (a WHERE clause with
+// args) selects, as the chat shows them.
+func (o *observer) readMessages(ctx context.Context, id, where string, args ...any) ([]messageRow, error) {
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return nil, err
+	}
+	return queryAll(ctx, db, func(row rowScanner) (messageRow, error) {
+		var m messageRow
+		var sender, senderName, content, created, prio, routing sql.NullString
+		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing)
+		m.Sender, m.Content = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String
+		m.Created = o.stampOf(created.String, "")
+		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
+		return m, err
+	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages "+where, args...)
+}
 
 // messagePageView reads the page of messages older than cursor (or the
 // newest page for zero). One extra row is read to know whether an older page
@@ -252,11 +262,7 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	if cursor <= 0 {
 		cursor = math.MaxInt64
 	}
-	db, err := o.dbs.group(o.dir, id)
-	var page []messageRow
-	if err == nil {
-		page, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
-	}
+	page, err := o.readMessages(ctx, id, "WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
 	if err != nil {
 		p.Error = "Messages are temporarily unavailable; retry shortly."
 		return p
@@ -270,21 +276,6 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	return p
 }
 
-// scanMessage reads one messages row as the chat shows it.
-func (o *observer) scanMessage(row rowScanner) (messageRow, error) {
-	var m messageRow
-	var sender, senderName, content, created, prio, routing sql.NullString
-	if err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
-		return m, err
-	}
-	m.Sender = firstNonEmpty(senderName.String, sender.String, "Unknown")
-	m.Content = content.String
-	m.Created = o.stampOf(created.String, "")
-	m.Priority = firstNonEmpty(prio.String, "normal")
-	m.Routing = firstNonEmpty(routing.String, "normal")
-	return m, nil
-}
-
 // singleMessage reads one message of group id as a page of its own, for
 // live appends to an open chat; Error says why it is missing.
 func (o *observer) singleMessage(ctx context.Context, id string, messageID int64) messagePage {
@@ -292,11 +283,8 @@ func (o *observer) singleMessage(ctx context.Context, id string, messageID int64
 	if validateGroupID(id) != nil {
 		return p
 	}
-	db, err := o.dbs.group(o.dir, id)
-	if err == nil {
-		p.Messages, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id = ?", messageID)
-	}
-	switch {
+	var err error
+	switch p.Messages, err = o.readMessages(ctx, id, "WHERE id = ?", messageID); {
 	case err != nil:
 		p.Error = "Message is temporarily unavailable."
 	case len(p.Messages) == 0:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -67,37 +68,26 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		}
 		summaries = append(summaries, g)
 	}
-	v.Rows = o.healthRows(summaries)
-	audit, err := o.readAuditSchema(ctx)
-	if err != nil {
-		audit = nil
+	v.Rows = make([]healthRow, 0, len(summaries))
+	for _, g := range summaries {
+		v.Rows = append(v.Rows, o.healthRowOf(g))
 	}
+	// Groups needing a look come first, then by name.
+	sort.SliceStable(v.Rows, func(i, j int) bool {
+		if hi, hj := v.Rows[i].State == "Healthy", v.Rows[j].State == "Healthy"; hi != hj {
+			return !hi
+		}
+		return strings.ToLower(v.Rows[i].Name) < strings.ToLower(v.Rows[j].Name)
+	})
+	audit, _ := o.readAuditSchema(ctx) // nil when the audit database cannot be read
 	v.Reliability = o.reliability(ctx, audit)
 	overviewFigures(&v, summaries)
 	if meta, ok := auditMetadata(ctx, audit); ok {
-		v.AuditEnabled = true
-		v.AuditSince = o.stampOf(meta.EnabledAt, "")
-	} else if v.Reliability.Available {
-		v.AuditEnabled = true
+		v.AuditEnabled, v.AuditSince = true, o.stampOf(meta.EnabledAt, "")
 	}
+	v.AuditEnabled = v.AuditEnabled || v.Reliability.Available
 	v.Events = o.activity(ctx, summaries, audit)
 	return v
-}
-
-// healthRows lists groups needing a look first, then by name.
-func (o *observer) healthRows(summaries []groupSummary) []healthRow {
-	rows := make([]healthRow, 0, len(summaries))
-	for _, g := range summaries {
-		rows = append(rows, o.healthRowOf(g))
-	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		hi, hj := rows[i].State == "Healthy", rows[j].State == "Healthy"
-		if hi != hj {
-			return !hi
-		}
-		return strings.ToLower(rows[i].Name) < strings.ToLower(rows[j].Name)
-	})
-	return rows
 }
 
 // overviewFigures fills the headline numbers and the footnote from the
@@ -137,13 +127,9 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
 		{Label: "Wakeup response", Value: average},
 	}
-	switch {
-	case acked == 1:
-		v.WakeupNote = "1 acknowledged wakeup included"
-	case acked > 1:
-		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeups included", acked)
-	default:
-		v.WakeupNote = "No acknowledged wakeups yet"
+	v.WakeupNote = "No acknowledged wakeups yet"
+	if acked > 0 {
+		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeup%s included", acked, map[bool]string{true: "s"}[acked > 1])
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(priorities)) {
@@ -217,10 +203,7 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	if err != nil {
 		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.UpdatedAt, g.LatestAt = name.String, updated.String, latestAt.String
-	if g.Name == "" {
-		g.Name = "Untitled group"
-	}
+	g.Name, g.UpdatedAt, g.LatestAt = cmp.Or(name.String, "Untitled group"), updated.String, latestAt.String
 	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
@@ -367,11 +350,9 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 			Duration: duration.Int64, At: o.stampOf(at.String, "")}, err
 	}, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
 	if err != nil {
-		return reliabilityView{ErrorRate: "—", P95: "—"}
+		return v
 	}
-	v.Available = true
-	v.Calls = calls
-	v.ErrorRate = percentText(errs, calls)
+	v.Available, v.Calls, v.ErrorRate = true, calls, percentText(errs, calls)
 	if p, ok := percentile(hist, 0.95); ok {
 		v.P95 = fmt.Sprintf("%d ms p95", p)
 	}
