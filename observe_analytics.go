@@ -241,7 +241,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 			case "name":
 				callers = append(callers, selectOption{Value: value.String, Label: value.String})
 			case "group_id":
-				name, _ := labels.label(value.String, label.String)
+				name, _ := labels(value.String, label.String)
 				groups = append(groups, selectOption{Value: value.String, Label: name})
 			}
 			return nil

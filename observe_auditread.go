@@ -1,11 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -31,13 +32,11 @@ func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &auditSchema{db: db, tables: tables, columns: map[string]bool{}}
-	if tables["tool_calls"] {
-		if a.columns, err = columnNames(ctx, db, "tool_calls"); err != nil {
-			return nil, err
-		}
+	columns, err := columnNames(ctx, db, "tool_calls") // none without the table
+	if err != nil {
+		return nil, err
 	}
-	return a, nil
+	return &auditSchema{db: db, tables: tables, columns: columns}, nil
 }
 
 // auditMeta is the audit database's metadata row.
@@ -173,7 +172,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		r.Label = outcomeLabel(r.Outcome, r.Category)
 		r.GroupID, r.GroupLabel = group.String, "—"
 		if r.GroupID != "" {
-			r.GroupLabel, r.Deleted = labels.label(r.GroupID, gname.String)
+			r.GroupLabel, r.Deleted = labels(r.GroupID, gname.String)
 		}
 		return r, nil
 	}, toolCallsQuery(a, f, where), append(args, limit)...)
@@ -205,48 +204,40 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 const unknownGroupLabel = "Unknown group"
 
 // groupLabeler names the groups audit rows refer to, for the event log and
-// the group filter alike. It remembers, per request, which groups are gone
-// and what the live ones are called, because one page names the same few
-// groups many times.
-type groupLabeler struct {
-	o       *observer
-	ctx     context.Context
-	deleted map[string]bool
-	names   map[string]string
-}
-
-// newGroupLabeler returns a labeler for one request.
-func (o *observer) newGroupLabeler(ctx context.Context) *groupLabeler {
-	return &groupLabeler{o: o, ctx: ctx, deleted: map[string]bool{}, names: map[string]string{}}
-}
-
+// the group filter alike, for one request. It remembers which groups are
+// gone and what the live ones are called, because one page names the same
+// few groups many times.
+//
 // label names group id and reports whether its database is gone. recorded
 // is the name the audit log kept; the writer stores the id itself, or
 // nothing, when it had no name. Without a recorded name a live group is
 // named from its own database. A missing group with a recorded name was
 // deleted and its label says so; one without is "Unknown group", since a
 // call may name a group that never existed (the id is on hover).
-func (l *groupLabeler) label(id, recorded string) (string, bool) {
-	gone, ok := l.deleted[id]
-	if !ok {
-		gone = !groupFileExists(l.o.dir, id)
-		l.deleted[id] = gone
+type groupLabeler func(id, recorded string) (label string, deleted bool)
+
+// newGroupLabeler returns a labeler for one request.
+func (o *observer) newGroupLabeler(ctx context.Context) groupLabeler {
+	deleted, names := map[string]bool{}, map[string]string{}
+	return func(id, recorded string) (string, bool) {
+		gone, ok := deleted[id]
+		if !ok {
+			gone = !groupFileExists(o.dir, id)
+			deleted[id] = gone
+		}
+		switch {
+		case gone && (recorded == "" || recorded == id):
+			return unknownGroupLabel, true
+		case gone:
+			return recorded + " (deleted)", true
+		case recorded != "" && recorded != id:
+			return recorded, false
+		}
+		if _, ok := names[id]; !ok {
+			names[id] = o.groupName(ctx, id)
+		}
+		return names[id], false
 	}
-	if gone && (recorded == "" || recorded == id) {
-		return unknownGroupLabel, true
-	}
-	if gone {
-		return recorded + " (deleted)", true
-	}
-	if recorded != "" && recorded != id {
-		return recorded, false
-	}
-	name, ok := l.names[id]
-	if !ok {
-		name = l.o.groupName(l.ctx, id)
-		l.names[id] = name
-	}
-	return name, false
 }
 
 // aggregateRow is one grouped rollup row.
@@ -375,8 +366,7 @@ func percentile(hist []latencyCount, p float64) (int64, bool) {
 	if total == 0 {
 		return 0, false
 	}
-	sorted := append([]latencyCount(nil), hist...)
-	sort.Slice(sorted, func(i, j int) bool { return latencyValue(sorted[i].Bucket) < latencyValue(sorted[j].Bucket) })
+	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int { return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket)) })
 	target := int64(math.Ceil(float64(total) * p))
 	var seen int64
 	for _, h := range sorted {

@@ -106,17 +106,6 @@ type axisTick struct {
 	Fmt   string
 }
 
-// valueTicks returns the gridlines of a value axis from 0 to a nice
-// maximum at or above maxV, bottom first, with that maximum.
-func valueTicks(maxV int64) (int64, []axisTick) {
-	top, step := niceScale(maxV, 5)
-	var ticks []axisTick
-	for v := int64(0); v <= top; v += step {
-		ticks = append(ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
-	}
-	return top, ticks
-}
-
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 // lineChart is a server-drawn SVG time series with an area fill.
@@ -155,30 +144,24 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	for _, k := range keys {
 		maxV = max(maxV, byTime[k])
 	}
-	top, ticks := valueTicks(maxV)
-	c.Ticks = ticks
-	for i := len(ticks) - 1; i >= 0; i-- {
-		c.YLabels = append(c.YLabels, ticks[i].Label)
+	top, step := niceScale(maxV, 5)
+	for v := int64(0); v <= top; v += step {
+		c.Ticks = append(c.Ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
+		c.YLabels = append([]string{fmt.Sprint(v)}, c.YLabels...)
 	}
 	c.Count = len(keys)
-	var line, area strings.Builder
-	base := plotHeight
+	var line strings.Builder
 	for i, k := range keys {
-		x, y := lineX(i, len(keys)), base-plotHeight*float64(byTime[k])/float64(top)
-		cmd := "L"
-		if i == 0 {
-			cmd = "M"
-			fmt.Fprintf(&area, "M%.1f %.1f ", x, base)
-		}
-		fmt.Fprintf(&line, "%s%.1f %.1f ", cmd, x, y)
-		fmt.Fprintf(&area, "L%.1f %.1f ", x, y)
+		x, y := lineX(i, len(keys)), plotHeight-plotHeight*float64(byTime[k])/float64(top)
+		fmt.Fprintf(&line, "L%.1f %.1f ", x, y)
 		t := time.Unix(k, 0).In(o.location)
 		suffix := fmt.Sprintf(": %d calls", byTime[k])
 		c.Points = append(c.Points, linePoint{X: f1(x), Y: f1(y), Title: t.Format("2006-01-02 15:04:05 MST") + suffix,
 			ISO: t.UTC().Format(time.RFC3339), Suffix: suffix})
 	}
-	fmt.Fprintf(&area, "L%.1f %.1f Z", lineX(len(keys)-1, len(keys)), base)
-	c.Line, c.Area = strings.TrimSpace(line.String()), area.String()
+	path := strings.TrimSpace(line.String())
+	c.Line = "M" + path[1:]
+	c.Area = fmt.Sprintf("M%.1f %.1f %s L%.1f %.1f Z", lineX(0, len(keys)), plotHeight, path, lineX(len(keys)-1, len(keys)), plotHeight)
 	c.XTicks = o.timeTicks(keys, seconds)
 	return c
 }
@@ -226,16 +209,12 @@ func lineX(i, n int) float64 {
 func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	labels := min(5, len(keys))
 	ticks := make([]axisTick, 0, labels)
+	layout, format := "01-02 15:04", "minute"
+	if seconds >= 86400 {
+		layout, format = "2006-01-02", "date"
+	}
 	for j := range labels {
-		i := 0
-		if labels > 1 {
-			i = j * (len(keys) - 1) / (labels - 1)
-		}
-		t := time.Unix(keys[i], 0)
-		layout, format := "01-02 15:04", "minute"
-		if seconds >= 86400 {
-			layout, format = "2006-01-02", "date"
-		}
+		t := time.Unix(keys[j*(len(keys)-1)/max(labels-1, 1)], 0)
 		ticks = append(ticks, axisTick{Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format})
 	}
 	return ticks

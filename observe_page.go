@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"embed"
 	"fmt"
@@ -76,12 +77,6 @@ func staticHandler() http.Handler {
 	}))
 }
 
-// noticeView is a one-line status message.
-type noticeView struct {
-	Error bool
-	Text  string
-}
-
 // renderPage executes one template into a buffer first, so a template error
 // becomes a clean 500 instead of half a page.
 func (o *observer) renderPage(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
@@ -100,7 +95,10 @@ func (o *observer) renderPage(w http.ResponseWriter, r *http.Request, status int
 
 // renderNotice renders a one-line notice with status.
 func (o *observer) renderNotice(w http.ResponseWriter, r *http.Request, status int, isError bool, text string) {
-	o.renderPage(w, r, status, "notice", noticeView{Error: isError, Text: text})
+	o.renderPage(w, r, status, "notice", struct {
+		Error bool
+		Text  string
+	}{isError, text})
 }
 
 // stamp is a stored timestamp prepared for display: ISO for the browser to
@@ -167,10 +165,7 @@ func outcomeLabel(outcome, category string) string {
 
 // toolLabel makes a snake_case tool name readable: "send_message" → "Send Message".
 func toolLabel(name string) string {
-	if name == "" {
-		name = "tool"
-	}
-	parts := strings.Split(name, "_")
+	parts := strings.Split(cmp.Or(name, "tool"), "_")
 	for i, p := range parts {
 		if p != "" {
 			parts[i] = strings.ToUpper(p[:1]) + p[1:]
@@ -200,10 +195,7 @@ func firstNonEmpty(values ...string) string {
 // formatDuration renders seconds the way a person reads them, to the two
 // largest units: "45 s", "3 m 20 s", "7 h 36 m", "2 d 5 h", "1 m".
 func formatDuration(seconds float64) string {
-	total := int64(math.Round(seconds))
-	if total < 60 {
-		return fmt.Sprintf("%d s", max(total, 0))
-	}
+	total := max(int64(math.Round(seconds)), 0)
 	units := []struct {
 		name string
 		size int64
@@ -225,14 +217,13 @@ func formatBytes(n int64) string {
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	v := float64(n)
-	for _, unit := range []string{"KiB", "MiB", "GiB"} {
-		v /= 1024
-		if v < 1024 || unit == "GiB" {
-			return fmt.Sprintf("%.1f %s", v, unit)
+	v, unit := float64(n)/1024, "KiB"
+	for _, next := range []string{"MiB", "GiB"} {
+		if v >= 1024 {
+			v, unit = v/1024, next
 		}
 	}
-	return fmt.Sprint(n)
+	return fmt.Sprintf("%.1f %s", v, unit)
 }
 
 // loopbackOnly refuses any request whose Host header does not name this
