@@ -55,51 +55,35 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 	}
 	events = append(events, o.toolEvents(ctx, audit)...)
 	// Each round reads the next page of every source that may still reach
-	// the stream, until none may.
+	// the stream, until none may: once the stream is full, one whose last
+	// page ended before the stream's oldest event cannot. Events past the
+	// limit are dropped each round, since no later round brings them back,
+	// so each round sorts a few hundred events rather than all read so far.
 	for reading := true; reading; {
 		reading = false
-		var cutoff time.Time
-		var full bool
-		events, cutoff, full = cutoffOf(events)
+		events = newestEvents(events)
+		full := len(events) == overviewEventLimit
 		for _, s := range sources {
-			if s.done || (full && !s.oldest.IsZero() && s.oldest.Before(cutoff)) {
+			if s.done || full && !s.oldest.IsZero() && s.oldest.Before(events[overviewEventLimit-1].when) {
 				continue
 			}
 			reading = true
 			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
-			if err != nil || len(page) < activityPage {
-				s.done = true
-			}
+			s.done = err != nil || len(page) < activityPage
 			if len(page) > 0 {
-				s.before = page[len(page)-1].order
-				s.oldest = page[len(page)-1].when
+				s.before, s.oldest = page[len(page)-1].order, page[len(page)-1].when
 			}
 			events = append(events, page...)
 		}
 	}
-	sortEvents(events)
-	if len(events) > overviewEventLimit {
-		events = events[:overviewEventLimit]
-	}
-	return events
+	return newestEvents(events)
 }
 
-// cutoffOf returns the time of the limit-th newest event, once there are that
-// many: older rows can no longer enter the stream. It also drops the events
-// past the limit, which no later round can bring back, so that each round
-// sorts a few hundred events rather than everything read so far.
-func cutoffOf(events []activityEvent) ([]activityEvent, time.Time, bool) {
-	if len(events) < overviewEventLimit {
-		return events, time.Time{}, false
-	}
-	sortEvents(events)
-	events = events[:overviewEventLimit]
-	return events, events[overviewEventLimit-1].when, true
-}
-
-// sortEvents orders events newest first, keeping ties in place.
-func sortEvents(events []activityEvent) {
+// newestEvents orders events newest first, keeping ties in place, and keeps
+// the overviewEventLimit newest.
+func newestEvents(events []activityEvent) []activityEvent {
 	sort.SliceStable(events, func(i, j int) bool { return events[i].when.After(events[j].when) })
+	return events[:min(len(events), overviewEventLimit)]
 }
 
 // activityRows reads one page of a group's messages or wakeups below an id.

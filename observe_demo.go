@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,7 +32,8 @@ type observeDemo struct {
 	// time (the seeding, then the trickle).
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout *bufio.Reader
+	enc    *json.Encoder // one JSON-RPC message a line, to stdin
+	dec    *json.Decoder // the server's replies and notifications
 	nextID int64
 
 	stop    context.CancelFunc
@@ -145,53 +145,41 @@ func (d *observeDemo) startSession() error {
 	if err := d.cmd.Start(); err != nil {
 		return fmt.Errorf("start demo session: %w", err)
 	}
-	d.stdin, d.stdout = stdin, bufio.NewReaderSize(stdout, 1<<20)
+	d.stdin, d.enc, d.dec = stdin, json.NewEncoder(stdin), json.NewDecoder(stdout)
 	_, err = d.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": "1"}})
 	if err == nil {
-		err = d.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+		err = d.enc.Encode(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	}
 	return err
 }
 
-// send writes one JSON-RPC message as a line.
-func (d *observeDemo) send(msg any) error {
-	line, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	if _, err := d.stdin.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("demo session: write: %w", err)
-	}
-	return nil
-}
-
-// request sends one request and reads lines until its response, skipping
-// the notifications (wakeups, resource updates) the server interleaves. A
-// child that does not answer within demoTimeout is stuck and is killed,
-// which ends the read; every later call to it then fails at once.
+// request sends one request and reads messages until its response,
+// skipping the notifications (wakeups, resource updates) the server
+// interleaves. A child that does not answer within demoTimeout is stuck and
+// is killed, which ends the read; every later call to it then fails at once.
 func (d *observeDemo) request(method string, params any) (json.RawMessage, error) {
 	d.nextID++
 	id := d.nextID
-	if err := d.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
-		return nil, err
+	if err := d.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		return nil, fmt.Errorf("demo session: write: %w", err)
 	}
 	stuck := time.AfterFunc(demoTimeout, func() { d.cmd.Process.Kill() })
 	defer stuck.Stop()
 	for {
-		line, err := d.stdout.ReadBytes('\n')
+		var m struct {
+			ID     *int64          `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct{ Message string }
+		}
+		err := d.dec.Decode(&m)
 		if err != nil && !stuck.Stop() {
 			return nil, fmt.Errorf("demo session: %s: no reply within %v", method, demoTimeout)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("demo session: %s: session ended: %w", method, err)
 		}
-		var m struct {
-			ID     *int64          `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct{ Message string }
-		}
-		if json.Unmarshal(line, &m) != nil || m.ID == nil || *m.ID != id {
+		if m.ID == nil || *m.ID != id {
 			continue
 		}
 		if m.Error != nil {
