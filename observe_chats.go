@@ -123,40 +123,19 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 		return v
 	}
 	v.Selected = true
-	if err := o.readChat(ctx, &v); err != nil {
+	g, err := o.readGroupSummary(ctx, id)
+	if err == nil {
+		v.Wakeups, err = o.readWakeups(ctx, id, memberNames(g.Members))
+	}
+	if err != nil {
 		v.Unavailable = true
 		return v
 	}
+	v.Name, v.Description, v.Members, v.WakeupTotal, v.Pending = g.Name, g.Description, g.Members, g.WakeupTotal, g.Pending
 	v.Messages = o.messagePageView(ctx, id, 0)
 	// messagePageView sets Error only on pages it returns without messages.
 	v.Unavailable = v.Messages.Error != ""
 	return v
-}
-
-// readChat fills v's metadata, members and wake events. It releases its
-// connection before returning, so the message page can take one from the
-// same small pool.
-func (o *observer) readChat(ctx context.Context, v *chatView) error {
-	db, err := o.dbs.group(o.dir, v.ID)
-	if err != nil {
-		return err
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var name, desc sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
-		"COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&name, &desc, &v.WakeupTotal, &v.Pending)
-	if err != nil {
-		return err
-	}
-	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
-	if v.Members, err = readMembers(ctx, conn); err == nil {
-		v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
-	}
-	return err
 }
 
 // readWakeups reads up to wakeupListLimit wake events, the ones still
@@ -165,9 +144,13 @@ func (o *observer) readChat(ctx context.Context, v *chatView) error {
 // Delivery states and times come from the store's wakeupDeliveries: created,
 // notified (a session pushed the notification), delivered (a hook, wait or
 // read tool put it before the agent) and read (acknowledged).
-func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]string) ([]wakeupRow, error) {
+func (o *observer) readWakeups(ctx context.Context, id string, names map[string]string) ([]wakeupRow, error) {
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return nil, err
+	}
 	// All events, because a waiting one may be older than the newest page.
-	events, err := wakeupDeliveries(q, "", 0)
+	events, err := wakeupDeliveries(db, "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +161,7 @@ func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]
 		return events[i].eventID > events[j].eventID
 	})
 	events = events[:min(len(events), wakeupListLimit)]
-	excerpts, err := messageExcerpts(ctx, q, events)
+	excerpts, err := messageExcerpts(ctx, db, events)
 	if err != nil {
 		return nil, err
 	}

@@ -145,14 +145,17 @@ type memberInfo struct {
 	Unread    int64
 }
 
-// groupSummary is what Overview needs from one group database.
+// groupSummary is what Overview and a chat's header need from one group
+// database.
 type groupSummary struct {
 	ID              string
 	Name            string
+	Description     string
 	UpdatedAt       string
 	Members         []memberInfo
 	LatestAt        string
 	Pending         int64
+	WakeupTotal     int64
 	Acknowledged    int64
 	ResponseSeconds float64
 	Priorities      map[string]int64
@@ -175,7 +178,7 @@ func (o *observer) unavailableSummary(id string) groupSummary {
 	return g
 }
 
-// readGroupSummary reads one group's Overview inputs over a single
+// readGroupSummary reads one group's summary over a single
 // connection. It never changes unread or wakeup state.
 func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummary, error) {
 	g := groupSummary{ID: id, Priorities: map[string]int64{}}
@@ -190,20 +193,20 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	defer conn.Close()
 	// One statement reads the metadata, the newest message's time and the
 	// wakeup totals, with the acknowledged ones' response seconds.
-	var name, updated, latestAt sql.NullString
+	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
-	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT updated_at FROM group_metadata WHERE id = 1), "+
-		"(SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), "+
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+		"(SELECT updated_at FROM group_metadata WHERE id = 1), (SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), COUNT(*), "+
 		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
 		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
-		"FROM wakeup_events").Scan(&name, &updated, &latestAt, &pending, &acked, &response)
+		"FROM wakeup_events").Scan(&name, &desc, &updated, &latestAt, &g.WakeupTotal, &pending, &acked, &response)
 	if err != nil {
 		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.UpdatedAt, g.LatestAt = cmp.Or(name.String, "Untitled group"), updated.String, latestAt.String
+	g.Name, g.Description, g.UpdatedAt, g.LatestAt = cmp.Or(name.String, "Untitled group"), desc.String, updated.String, latestAt.String
 	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)

@@ -15,17 +15,12 @@ import (
 )
 
 // readOnlyPool keeps one read-only handle per database file the dashboard
-// reads. Opening a SQLite connection costs milliseconds, which fifty groups
-// polled twice a second cannot afford; a handle is reused only while the
-// path still names the same file, so a deleted and recreated group is never
-// read through a stale handle.
-//
-// At most maxReadOnlyHandles handles stay open: each open connection holds
-// a few hundred kilobytes (schema, page cache, lookaside, the -shm mapping),
-// and a deployment of hundreds of groups must not cost that many times
-// over. Views and the poller skip unchanged groups by their file signature
-// (groupReadCache, pollGroup), so the bound costs reopening only for groups
-// that changed.
+// reads, because opening a SQLite connection costs milliseconds; a handle is
+// reused only while the path still names the same file, so a recreated group
+// is never read through a stale handle. At most maxReadOnlyHandles stay
+// open, since each connection holds a few hundred kilobytes (schema, page
+// cache, the -shm mapping); views and the poller skip unchanged groups by
+// their file signature, so the bound costs reopening only changed groups.
 type readOnlyPool struct {
 	// mu guards entries, which request handlers and the poller share.
 	mu      sync.Mutex
@@ -43,18 +38,15 @@ type readOnlyEntry struct {
 const maxReadOnlyHandles = 32
 
 // readOnlyCacheSize bounds each dashboard connection's page cache to 512 KiB
-// (SQLite's default is 2,000 KiB). The pool keeps up to maxReadOnlyHandles
-// handles of up to four connections each, and the dashboard's reads are
-// single passes over a group, which the operating system's page cache
-// serves again anyway; with 200 groups of 1 KiB pages the default let the
-// dashboard's peak RSS reach 66 MB, with this bound 62 MB, at the same
-// speed (BenchmarkDashboardScale).
+// (SQLite's default is 2,000 KiB): the dashboard's reads are single passes
+// that the operating system's page cache serves again anyway, and at 200
+// groups the default let peak RSS reach 66 MB, this bound 62 MB, at the
+// same speed (BenchmarkDashboardScale).
 const readOnlyCacheSize = "_pragma=cache_size%28-512%29"
 
-// retiredHandleGrace is how long an evicted handle stays usable: a request
-// that fetched it just before the eviction may still run its queries. The
-// handle's idle connections are closed at once, which is what frees the
-// memory; this only bounds the wait before the handle itself is closed.
+// retiredHandleGrace is how long an evicted handle stays usable, for a
+// request that fetched it just before the eviction; its idle connections,
+// which hold the memory, are closed at once.
 const retiredHandleGrace = time.Minute
 
 // errNoDatabase reports that an allowed database file does not exist.
@@ -66,8 +58,7 @@ func newReadOnlyPool() *readOnlyPool {
 }
 
 // checkedFile returns the file information of an allowed database below dir:
-// a group file or the observability file, a regular file, and not a symlink
-// that leads outside dir.
+// a regular group or observability file, not a symlink leading outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
 	if _, isGroup := groupIDOfFile(name); name != catalogFileName && !isGroup {
@@ -128,8 +119,7 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 }
 
 // evictLocked retires the least recently used handles until there is room
-// for one more. A retired handle drops its idle connections now (one in use
-// closes when it is returned) and is closed after retiredHandleGrace.
+// for one more; see retiredHandleGrace.
 func (p *readOnlyPool) evictLocked() {
 	for len(p.entries) >= maxReadOnlyHandles {
 		oldest := ""
@@ -178,8 +168,8 @@ func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
 	return p.get(dir, filepath.Join(dir, catalogFileName))
 }
 
-// snapshotState is a group's revisions and its newest message id (nil for
-// an empty group, which events encode as JSON null).
+// snapshotState is a group's revisions and its newest message id (nil, JSON
+// null, for an empty group).
 type snapshotState struct {
 	marker revisions
 	latest *int64
