@@ -7,7 +7,6 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"math"
 	"net"
 	"net/http"
@@ -61,20 +60,16 @@ var pageTemplates = sync.OnceValue(func() *template.Template {
 
 // staticHandler serves the embedded assets. Browsers revalidate them on each
 // load (they are tiny) so an upgraded binary never shows stale scripts.
-func staticHandler() http.Handler {
-	sub, err := fs.Sub(staticFiles, "static")
-	if err != nil {
-		return http.NotFoundHandler()
-	}
-	files := http.FileServer(http.FS(sub))
-	return http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, ".html") || strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
+func staticHandler() http.HandlerFunc {
+	files := http.FileServerFS(staticFiles) // at /static/, as the paths are
+	return func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".html") || strings.HasSuffix(r.URL.Path, "/") {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
-	}))
+	}
 }
 
 // renderPage executes one template into a buffer first, so a template error
