@@ -83,11 +83,10 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	names := catalogNames(ctx, o.dir, o.dbs)
 	var v chatsView
 	for _, id := range ids {
-		name := names[id]
-		if name == "" {
-			name = o.groupName(ctx, id)
+		if names[id] == "" {
+			names[id] = o.groupName(ctx, id) // not in the catalog
 		}
-		v.Groups = append(v.Groups, selectOption{Value: id, Label: name})
+		v.Groups = append(v.Groups, selectOption{Value: id, Label: names[id]})
 	}
 	if len(v.Groups) == 0 {
 		return v
@@ -96,9 +95,7 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	if !slices.Contains(ids, selected) {
 		selected = v.Groups[0].Value
 	}
-	for i := range v.Groups {
-		v.Groups[i].Selected = v.Groups[i].Value == selected
-	}
+	v.Groups = withSelection(v.Groups, selected, "")
 	v.Chat = o.chatView(ctx, selected)
 	return v
 }
@@ -115,8 +112,8 @@ func (o *observer) groupName(ctx context.Context, id string) string {
 // wakeupListLimit bounds the side panel; the total is still shown.
 const wakeupListLimit = 200
 
-// chatView reads one group's conversation, members and newest wake events
-// over a single connection; any failure shows the chat as unavailable.
+// chatView reads one group's conversation, members and newest wake events;
+// any failure shows the chat as unavailable.
 func (o *observer) chatView(ctx context.Context, id string) chatView {
 	v := chatView{ID: id}
 	if validateGroupID(id) != nil {

@@ -48,14 +48,14 @@ func (h *eventHub) subscribe() *eventSubscriber {
 	return s
 }
 
-// unsubscribe removes s if it is still registered.
+// unsubscribe ends s's stream if it is still registered.
 func (h *eventHub) unsubscribe(s *eventSubscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropLocked(s)
 }
 
-// dropLocked ends s's stream if it is still registered; h.mu is held.
+// dropLocked is unsubscribe with h.mu held.
 func (h *eventHub) dropLocked(s *eventSubscriber) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
@@ -110,11 +110,9 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
 	send := func(data []byte) bool {
 		_, err := w.Write(data)
 		flusher.Flush()

@@ -46,13 +46,11 @@ func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request)
 	id := r.URL.Query().Get("group_id")
 	if validateGroupID(id) != nil {
 		o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
-		return
-	}
-	if g, err := o.readGroupSummary(r.Context(), id); err == nil {
+	} else if g, err := o.readGroupSummary(r.Context(), id); err == nil {
 		o.renderPage(w, r, http.StatusOK, "overview-group-row", o.healthRowOf(g))
-		return
+	} else {
+		o.renderPage(w, r, http.StatusOK, "empty", nil)
 	}
-	o.renderPage(w, r, http.StatusOK, "empty", nil)
 }
 
 // overviewView collects every group once and derives the whole Overview.
@@ -254,9 +252,7 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 		var m memberInfo
 		var name sql.NullString
 		err := row.Scan(&m.ContextID, &name, &m.Unread)
-		if m.Name = name.String; m.Name == "" {
-			m.Name = m.ContextID
-		}
+		m.Name = cmp.Or(name.String, m.ContextID)
 		return m, err
 	}, query)
 }

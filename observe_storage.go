@@ -47,11 +47,7 @@ func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
 // renderMaintenance reports a maintenance action's outcome; a failure is a
 // conflict with the audit writer or a missing database, worth a retry.
 func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg string, err error) {
-	if err != nil {
-		o.renderNotice(w, r, http.StatusConflict, true, msg)
-		return
-	}
-	o.renderNotice(w, r, http.StatusOK, false, msg)
+	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
 }
 
 // storageView reads the audit database's size, rows, free pages and
@@ -69,14 +65,10 @@ func (o *observer) storageView(ctx context.Context) storageView {
 		return missing
 	}
 	var rowsCount, pageSize, freePages int64
-	if a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tool_calls").Scan(&rowsCount) != nil ||
-		a.db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize) != nil ||
-		a.db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&freePages) != nil {
-		return unavailable
-	}
 	path := filepath.Join(o.dir, catalogFileName)
 	info, err := os.Stat(path)
-	if err != nil {
+	if err != nil || a.db.QueryRowContext(ctx, "SELECT COUNT(*), (SELECT page_size FROM pragma_page_size), "+
+		"(SELECT freelist_count FROM pragma_freelist_count) FROM tool_calls").Scan(&rowsCount, &pageSize, &freePages) != nil {
 		return unavailable
 	}
 	// Until a checkpoint, recent writes live in the WAL beside the file; on
