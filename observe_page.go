@@ -20,19 +20,9 @@ import (
 // names ("/?view=chats&group_id=…"), so a reload, Back or a shared link opens
 // where the user was, also without JavaScript. Only that view is read.
 type dashboardView struct {
-	CSRFToken   string
-	View        string
-	Title       string
-	Description string
-	Panel       any
-}
-
-// pageViews are the views the page can open on, with their headings.
-var pageViews = map[string][2]string{
-	"overview":  {"Overview · operational cockpit", "Live conversation activity, group health, and MCP reliability."},
-	"chats":     {"Chats", "Read-only conversation history and participant state."},
-	"analytics": {"Tool analytics", "Tool volume, reliability, and latency from audit history."},
-	"storage":   {"Storage", "Audit history maintenance for this local observer."},
+	CSRFToken string
+	View      string // overview, chats, analytics or storage; headings are the template's
+	Panel     any
 }
 
 // dashboardView reads the full page for the view r's ?view= names (Overview
@@ -40,10 +30,9 @@ var pageViews = map[string][2]string{
 // page's script can send it with the maintenance POSTs.
 func (o *observer) dashboardView(r *http.Request) dashboardView {
 	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
-	if _, ok := pageViews[v.View]; !ok {
+	if v.View != "chats" && v.View != "analytics" && v.View != "storage" {
 		v.View = "overview"
 	}
-	v.Title, v.Description = pageViews[v.View][0], pageViews[v.View][1]
 	v.Panel = o.panels()[v.View](r)
 	return v
 }
