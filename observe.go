@@ -17,10 +17,9 @@ import (
 	"time"
 )
 
-// observer is the local dashboard, read-only for group data; the Storage
-// view's two maintenance actions write the audit database. It is an HTTP
-// handler over one groups directory, with a poller that turns cheap
-// revision checks into live events.
+// observer is the local dashboard over one groups directory, read-only for
+// group data (the Storage view's two actions write the audit database), with
+// a poller that turns cheap revision checks into live events.
 type observer struct {
 	dir          string
 	pollInterval time.Duration
@@ -32,24 +31,20 @@ type observer struct {
 	handler      http.Handler // routes, behind the middleware chain
 	fsWarning    string       // the network filesystem warning for dir, or ""
 
-	// poller state is touched only by pollOnce, which runs on one goroutine
-	// at a time (the baseline before serving, then the poll loop).
-	markers    map[string]revisions
-	signatures map[string]groupSignature // at the last complete pollGroup
-	// reads caches the Overview's reads of unchanged groups.
-	reads       *groupReadCache
+	reads *groupReadCache // the views' reads of unchanged groups
+
+	// The poller's state is touched only by pollOnce, which runs on one
+	// goroutine at a time (the baseline before serving, then the poll loop).
+	markers     map[string]revisions
+	signatures  map[string]groupSignature // at the last complete pollGroup
 	latestAudit int64
-	// polled is set once a poll has read every group and the audit id, so
-	// later polls can tell news from the baseline.
-	polled bool
+	polled      bool // after the baseline poll, so that later ones publish news
 }
 
-// observerMemoryLimit is the dashboard's soft limit on the memory the Go
-// runtime uses (GOMEMLIMIT overrides it). A render of hundreds of groups
-// allocates tens of megabytes that are garbage a moment later; with the
-// default GOGC alone the heap would grow to twice its peak live size before
-// a collection. The limit only makes the collector run sooner: it is well
-// above what the dashboard keeps live, so it never starves the process.
+// observerMemoryLimit is the dashboard's soft memory limit (GOMEMLIMIT
+// overrides it). A render of hundreds of groups allocates tens of megabytes
+// of short-lived garbage, and GOGC alone would let the heap reach twice its
+// peak; the limit, well above what stays live, only makes collections sooner.
 const observerMemoryLimit = 40 << 20
 
 // observePollInterval is how often the dashboard looks for changes unless
@@ -248,10 +243,9 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.handler.ServeHTTP(w, r)
 }
 
-// routes declares the dashboard's URLs, which are the original's so that
-// bookmarks and scripts keep working. Every page is GET (which also answers
-// HEAD); the only writes are the Storage view's two POSTs, each behind the
-// CSRF check. The mux answers other methods with 405 and an Allow header.
+// routes declares the dashboard's URLs, the original's so that bookmarks and
+// scripts keep working: GET (and so HEAD) pages, and the Storage view's two
+// POSTs behind the CSRF check; the mux answers other methods with 405.
 func (o *observer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -20,8 +20,8 @@ type eventHub struct {
 	closed bool
 }
 
-// eventSubscriber is one /events stream's queue of encoded events. Its
-// channel is closed when the hub drops it or shuts down.
+// eventSubscriber is one /events stream's queue of encoded events, closed
+// when the hub drops it or shuts down.
 type eventSubscriber struct {
 	ch chan []byte
 }
@@ -100,8 +100,7 @@ func encodeEvent(event string, payload any) ([]byte, error) {
 }
 
 // serveEvents streams server-sent events: a snapshot, then live changes. A
-// client that cannot keep up is dropped by the hub; its browser reconnects
-// and gets a fresh snapshot.
+// client dropped for lagging reconnects and gets a fresh snapshot.
 func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -118,7 +117,7 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 		return err == nil
 	}
-	// A retry hint keeps reconnection quick after a drop for backpressure.
+	// The retry hint keeps reconnection quick after a drop.
 	snapshot, err := encodeEvent("snapshot", o.snapshot())
 	if err != nil || !send(append([]byte("retry: 1000\n\n"), snapshot...)) {
 		return
@@ -142,9 +141,8 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// revisions are a group's four group_state counters. Writers bump the one
-// matching what they changed, so comparing two readings tells the poller
-// which kind of event to publish without reading the data itself.
+// revisions are a group's four group_state counters, which writers bump by
+// what they changed: two readings tell the poller which events to publish.
 type revisions struct {
 	message, member, wakeup, metadata int64
 }
@@ -163,10 +161,9 @@ func (o *observer) pollLoop(ctx context.Context) {
 	}
 }
 
-// pollOnce compares each group's revision counters and the newest audit id
-// with the previous poll and publishes one event per change. A group that
-// cannot be read right now (locked, half-written) is skipped and compared
-// again next time, so nothing is lost.
+// pollOnce publishes one event per change of each group's revision counters
+// and the newest audit id since the previous poll. A group that cannot be
+// read now (locked, half-written) is compared again next time.
 func (o *observer) pollOnce() {
 	ids, dirExists := discoverGroups(o.dir)
 	seen := make(map[string]bool, len(ids))
@@ -199,10 +196,9 @@ func (o *observer) pollOnce() {
 	o.polled = true
 }
 
-// pollGroup publishes the changes of one group since the previous poll.
-// A group whose files have not changed since its last complete poll is
-// skipped without opening it (see groupSignature): most groups are idle,
-// and the read-only pool keeps only a few handles open.
+// pollGroup publishes the changes of one group since the previous poll. One
+// whose files have not changed since is skipped without opening it, since
+// most groups are idle and the read-only pool keeps only a few handles open.
 func (o *observer) pollGroup(id string) {
 	sig, sigOK := readGroupSignature(groupFile(o.dir, id), time.Now())
 	if prev, known := o.signatures[id]; sigOK && known && sig.unchangedSince(prev) {
