@@ -25,9 +25,8 @@ type activityEvent struct {
 // overviewEventLimit is how many events the live activity stream shows.
 const overviewEventLimit = 500
 
-// activityPage is how many rows one group contributes per round while the
-// activity stream is merged; only groups that could still make the cut are
-// asked for more.
+// activityPage is how many rows one group's messages or wakeups contribute
+// per round of the activity merge.
 const activityPage = 50
 
 // activity merges the newest messages and wakeups of every group with the

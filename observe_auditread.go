@@ -12,17 +12,14 @@ import (
 )
 
 // auditSchema is the audit database's handle with its table names and the
-// columns of tool_calls (empty without that table). A request reads it once
-// and passes it to every reader of the audit database, instead of each
-// reader opening the file and listing tables again.
+// columns of tool_calls, read once per request for every reader of it.
 type auditSchema struct {
 	db      *sql.DB
 	tables  map[string]bool
 	columns map[string]bool
 }
 
-// readAuditSchema opens the audit database and lists its tables and
-// tool_calls columns.
+// readAuditSchema opens the audit database and lists its schema.
 func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
 	db, err := o.dbs.audit(o.dir)
 	if err != nil {
@@ -203,20 +200,15 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 // unknownGroupLabel names a group that has no database and no recorded name.
 const unknownGroupLabel = "Unknown group"
 
-// groupLabeler names the groups audit rows refer to, for the event log and
-// the group filter alike, for one request. It remembers which groups are
-// gone and what the live ones are called, because one page names the same
-// few groups many times.
-//
-// label names group id and reports whether its database is gone. recorded
-// is the name the audit log kept; the writer stores the id itself, or
-// nothing, when it had no name. Without a recorded name a live group is
-// named from its own database. A missing group with a recorded name was
-// deleted and its label says so; one without is "Unknown group", since a
-// call may name a group that never existed (the id is on hover).
+// groupLabeler names group id, which audit rows refer to, and reports
+// whether its database is gone. recorded is the name the audit log kept (or
+// the id, or nothing); without one a live group is named from its database.
+// A missing group with one was deleted and its label says so; one without
+// is "Unknown group", since a call may name a group that never existed.
 type groupLabeler func(id, recorded string) (label string, deleted bool)
 
-// newGroupLabeler returns a labeler for one request.
+// newGroupLabeler returns a labeler for one request. It remembers which
+// groups are gone and what live ones are called: a page names a few many times.
 func (o *observer) newGroupLabeler(ctx context.Context) groupLabeler {
 	deleted, names := map[string]bool{}, map[string]string{}
 	return func(id, recorded string) (string, bool) {

@@ -54,11 +54,9 @@ var outcomePalette = func() map[string]string {
 // successColor is the green of successful calls.
 const successColor = "#4f8a2a"
 
-// newDonut builds a ring from counts, biggest category first (ties by
-// name), so the legend reads as a ranking like Grafana's table legend. A
-// category takes its colour from palette when listed there, else from
-// toolPalette by its place in name order, so a tool keeps its colour when
-// the ranking changes.
+// newDonut builds a ring from counts, biggest category first (ties by name)
+// so that the legend reads as a ranking. A category's colour is palette's,
+// else toolPalette's by its place in name order, so it survives re-ranking.
 func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
 	d := donutChart{Label: label}
 	names := make([]string, 0, len(counts))
@@ -166,10 +164,9 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	return c
 }
 
-// chartBuckets lists the buckets to plot, oldest first: the buckets with
-// calls, or every bucket of the filtered range when there are few enough.
-// Bucket starts use auditBucketStart, as the rollups do, so the range's
-// first and last buckets line up with the stored ones also before 1970.
+// chartBuckets lists the buckets to plot, oldest first: those with calls, or
+// all of the filtered range when few enough, started by auditBucketStart as
+// the rollups do, so they line up with the stored ones also before 1970.
 func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) []int64 {
 	keys := make([]int64, 0, len(byTime))
 	for k := range byTime {
@@ -220,11 +217,10 @@ func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	return ticks
 }
 
-// topList is a ranked horizontal bar chart ("top list"): one row per
-// category, biggest first, with its exact count, on an axis that ends at a
-// round number just above the largest value. Labels are HTML, so they stay
-// readable at any width; each bar is a tiny SVG because the page's CSP
-// allows no inline styles.
+// topList is a ranked horizontal bar chart: one row per category, biggest
+// first, with its count, on an axis ending at a round number. Labels are
+// HTML, readable at any width; each bar is a tiny SVG, as the CSP allows no
+// inline styles.
 type topList struct {
 	Label string
 	Noun  string // what is counted, for the hover text: "calls"
@@ -243,9 +239,8 @@ type topRow struct {
 	Other   int    // how many categories an "Other" row sums; 0 otherwise
 }
 
-// maxTopRows bounds a top list; the tail is summed into one "Other" row so
-// that every category is either shown or counted in plain sight. It is high
-// enough that a busy deployment's callers (two dozen in review) all show.
+// maxTopRows bounds a top list, whose tail one "Other" row sums in plain
+// sight; a busy deployment's callers (two dozen in review) all show.
 const maxTopRows = 25
 
 // newTopList ranks counts (ties by name) and scales the bars to a nice axis.

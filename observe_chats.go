@@ -135,12 +135,11 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 	return v
 }
 
-// readWakeups reads up to wakeupListLimit wake events, the ones still
-// waiting first, then newest first, naming each target by its member name
-// (names maps context ids to names) and quoting the message that woke it.
-// Delivery states and times come from the store's wakeupDeliveries: created,
-// notified (a session pushed the notification), delivered (a hook, wait or
-// read tool put it before the agent) and read (acknowledged).
+// readWakeups reads up to wakeupListLimit wake events, waiting ones first,
+// then newest, naming each target by its member name (names) and quoting
+// the message that woke it. The store's wakeupDeliveries gives the states:
+// created, notified (a session pushed it), delivered (a hook, wait or read
+// tool put it before the agent) and read (acknowledged).
 func (o *observer) readWakeups(ctx context.Context, id string, names map[string]string) ([]wakeupRow, error) {
 	db, err := o.dbs.group(o.dir, id)
 	if err != nil {
@@ -231,8 +230,7 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 }
 
 // messagePageView reads the page of messages older than cursor (or the
-// newest page for zero). One extra row is read to know whether an older page
-// exists, so "Load older" never leads to an empty page.
+// newest, for zero), and one more row so "Load older" never finds nothing.
 func (o *observer) messagePageView(ctx context.Context, id string, cursor int64) messagePage {
 	p := messagePage{GroupID: id}
 	if validateGroupID(id) != nil {

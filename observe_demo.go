@@ -27,9 +27,8 @@ type observeDemo struct {
 	agents   []demoAgent
 	groupIDs []string // release train first, then the incident room
 
-	// The session is a child crosstalk-mcp process spoken to over stdio the
-	// way a client does, one request at a time and from one goroutine at a
-	// time (the seeding, then the trickle).
+	// The session: a child crosstalk-mcp spoken to over stdio like a client,
+	// one request at a time from one goroutine (the seeding, then the trickle).
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	enc    *json.Encoder // one JSON-RPC message a line, to stdin
@@ -46,9 +45,8 @@ type demoAgent struct {
 	contextID string
 }
 
-// demoTimeout bounds one tool call. It is generous because the demo's child
-// process shares the machine with the dashboard and a browser; a call that
-// takes longer means the child is stuck, and the demo gives up on it.
+// demoTimeout bounds one tool call, generously because the child shares the
+// machine with the dashboard and a browser: a slower call means it is stuck.
 const demoTimeout = 30 * time.Second
 
 // demoTrickleInterval is how often the demo sends a new message, so the live
@@ -318,10 +316,9 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// close stops the trickle and ends the session, then removes the directory
-// unless the user asked to keep it. Closing stdin makes the server exit; a
-// child that does not exit within a few seconds is killed so the directory
-// can go.
+// close stops the trickle and the session (closing stdin makes the server
+// exit; one still running after 5 s is killed so the directory can go), then
+// removes the directory unless the user asked to keep it.
 func (d *observeDemo) close() error {
 	if d.stop != nil {
 		d.stop()

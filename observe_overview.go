@@ -16,18 +16,16 @@ import (
 // overviewView is the Overview fragment: headline metrics, live activity,
 // group health and reliability.
 type overviewView struct {
-	Metrics       []metric
-	WakeupNote    string
-	PriorityNote  string
-	AuditEnabled  bool
-	AuditSince    stamp
-	Events        []activityEvent
-	Rows          []healthRow
-	Reliability   reliabilityView
-	GroupsMissing bool
-	// NetworkFSWarning is the start-up warning about a groups directory
-	// on a network filesystem, or "".
-	NetworkFSWarning string
+	Metrics          []metric
+	WakeupNote       string
+	PriorityNote     string
+	AuditEnabled     bool
+	AuditSince       stamp
+	Events           []activityEvent
+	Rows             []healthRow
+	Reliability      reliabilityView
+	GroupsMissing    bool
+	NetworkFSWarning string // the start-up warning (observer.fsWarning)
 }
 
 // reliabilityView summarises all audit history.
@@ -39,9 +37,8 @@ type reliabilityView struct {
 	Failures  []failureRow
 }
 
-// serveOverviewGroupRow serves one group's health row, for live row
-// refreshes, or nothing for a group that cannot be read (deleted, locked),
-// which the page then drops.
+// serveOverviewGroupRow serves one group's health row for live refreshes,
+// or nothing for a group that cannot be read, which the page then drops.
 func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("group_id")
 	if validateGroupID(id) != nil {
@@ -158,9 +155,7 @@ type groupSummary struct {
 	ResponseSeconds float64
 	Priorities      map[string]int64
 	Unavailable     bool
-	// Damage says why the file is not a usable group (checkGroupFile),
-	// when it is damaged rather than locked or gone.
-	Damage string
+	Damage          string // why a damaged (not locked or gone) file is no group
 }
 
 // unavailableSummary stands for a group whose summary could not be read. It
@@ -176,8 +171,7 @@ func (o *observer) unavailableSummary(id string) groupSummary {
 	return g
 }
 
-// readGroupSummary reads one group's summary over a single
-// connection. It never changes unread or wakeup state.
+// readGroupSummary reads one group's summary over a single connection.
 func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummary, error) {
 	g := groupSummary{ID: id, Priorities: map[string]int64{}}
 	db, err := o.dbs.group(o.dir, id)
@@ -323,9 +317,9 @@ type failureRow struct {
 	At       stamp
 }
 
-// reliability summarises all audit history from the coarsest rollup (or
-// the raw rows of a version-1 database) and lists the 100 newest failures.
-// a is nil when the audit database cannot be read.
+// reliability summarises all audit history from the coarsest rollup (or a
+// version-1 database's raw rows) with the 100 newest failures; a is nil
+// when the audit database cannot be read.
 func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityView {
 	v := reliabilityView{ErrorRate: "—", P95: "—"}
 	if a == nil || !a.tables["tool_calls"] {

@@ -16,18 +16,17 @@ import (
 	"time"
 )
 
-// dashboardView is the full page: the shell plus the view its address
-// names ("/?view=chats&group_id=…"), so a reload, Back or a shared link opens
-// where the user was, also without JavaScript. Only that view is read.
+// dashboardView is the full page: the shell plus the one view its address
+// names ("/?view=chats&group_id=…"), so that a reload, Back or a shared link
+// opens where the user was, also without JavaScript.
 type dashboardView struct {
 	CSRFToken string
 	View      string // overview, chats, analytics or storage; headings are the template's
 	Panel     any
 }
 
-// dashboardView reads the full page for the view r's ?view= names (Overview
-// when it names none it knows); the CSRF token rides in a meta tag so the
-// page's script can send it with the maintenance POSTs.
+// dashboardView reads the page for the view r's ?view= names, else Overview;
+// the CSRF token rides in a meta tag for the script's maintenance POSTs.
 func (o *observer) dashboardView(r *http.Request) dashboardView {
 	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
 	if v.View != "chats" && v.View != "analytics" && v.View != "storage" {
@@ -40,9 +39,8 @@ func (o *observer) dashboardView(r *http.Request) dashboardView {
 //go:embed static
 var staticFiles embed.FS
 
-// pageTemplates holds every page and fragment. It is parsed once, on first
-// use, so that the stdio server, which never renders a page, does not pay
-// for it at start-up.
+// pageTemplates holds every page and fragment, parsed on first use so that
+// the stdio server, which never renders a page, does not pay for it.
 var pageTemplates = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
 })
@@ -118,9 +116,8 @@ const (
 	unknownErrorLabel = "Unknown Error"
 )
 
-// errorCategories names and colours the failure categories audit rows
-// store; the keys are the tool layer's category constants. The colours keep
-// reds and ambers for failures, next to successColor.
+// errorCategories names and colours (reds and ambers, beside successColor)
+// the tool layer's failure categories that audit rows store.
 var errorCategories = []struct{ Key, Label, Color string }{
 	{categoryValidation, "Validation Error", "#c0504d"},
 	{categoryNotFound, "Not Found Error", "#c9822b"},
@@ -210,12 +207,10 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, unit)
 }
 
-// loopbackOnly refuses any request whose Host header does not name this
-// machine's loopback interface: such a request may come from a page that
-// rebound its DNS name to 127.0.0.1. An absolute-form request line
-// ("GET http://127.0.0.1/ HTTP/1.1") is refused too: net/http then takes
-// r.Host from the line and drops the Host header, so the header cannot be
-// checked, and browsers send that form only to proxies.
+// loopbackOnly refuses requests whose Host header does not name the
+// loopback interface, which may come from a page that rebound its DNS name
+// to 127.0.0.1. It refuses absolute-form request lines too: net/http then
+// drops the Host header, and browsers send that form only to proxies.
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" || !allowedHost(r.Host) {
@@ -258,10 +253,9 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// requireCSRF lets a POST through only with this process's CSRF token and,
-// when the browser names an origin, a loopback one. "Origin: null" (sent by
-// sandboxed frames, data: URLs and some redirects) is refused even with the
-// right token, because such a page can be anyone's.
+// requireCSRF lets a POST through only with this process's CSRF token and
+// no origin but a loopback one: "Origin: null" (sandboxed frames, data: URLs,
+// some redirects) is refused even with the token, as such a page is anyone's.
 func (o *observer) requireCSRF(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {

@@ -10,9 +10,8 @@ import (
 	"path/filepath"
 )
 
-// storageView is the Storage fragment. This file also holds the dashboard's
-// only writes, the Storage view's two maintenance actions on the audit
-// database; every other view is read-only.
+// storageView is the Storage fragment, whose two maintenance actions on the
+// audit database, here too, are the dashboard's only writes.
 type storageView struct {
 	Available bool
 	Notice    string
@@ -50,8 +49,7 @@ func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg
 	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
 }
 
-// storageView reads the audit database's size, rows, free pages and
-// retention facts.
+// storageView reads the audit database's size, rows, free pages, retention.
 func (o *observer) storageView(ctx context.Context) storageView {
 	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
 	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
@@ -119,8 +117,7 @@ func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, erro
 	return "Reclaimed available audit free pages.", nil
 }
 
-// deleteAuditHistory deletes every audit row and rollup in one immediate
-// transaction.
+// deleteAuditHistory deletes every audit row and rollup in one transaction.
 func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
 	db, msg, err := openAuditForWrite(dir)
 	if err != nil {
