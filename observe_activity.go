@@ -11,15 +11,12 @@ import (
 
 // activityEvent is one entry of the Overview's live activity stream.
 type activityEvent struct {
-	Kind      string // message, wakeup, group, success, error
-	Badge     string
-	Title     string
-	GroupName string
-	Text      string
-	At        stamp
-	Attention bool
-	when      time.Time
-	order     int64
+	Kind                          string // message, wakeup, group, success, error
+	Badge, Title, GroupName, Text string
+	At                            stamp
+	Attention                     bool
+	when                          time.Time
+	order                         int64
 }
 
 // overviewEventLimit is how many events the live activity stream shows.

@@ -13,25 +13,18 @@ import (
 
 // analyticsView is the Tool analytics fragment.
 type analyticsView struct {
-	Available  bool
-	RangeValue string
-	Units      []selectOption
-	Tools      []selectOption
-	Outcomes   []selectOption
-	Callers    []selectOption
-	Groups     []selectOption
-	Hidden     []hiddenField
-	Total      int64
-	P50        string
-	P95        string
-	ErrorRate  string
-	ErrorAlert bool
-	Tier       string
-	ByTool     donutChart
-	ByOutcome  donutChart
-	OverTime   lineChart
-	ByCaller   topList
-	Rows       []toolCallRow
+	Available                               bool
+	RangeValue                              string
+	Units, Tools, Outcomes, Callers, Groups []selectOption // the filter menus
+	Hidden                                  []hiddenField
+	Total                                   int64
+	P50, P95, ErrorRate                     string
+	ErrorAlert                              bool
+	Tier                                    string
+	ByTool, ByOutcome                       donutChart
+	OverTime                                lineChart
+	ByCaller                                topList
+	Rows                                    []toolCallRow
 }
 
 // rangeUnits are the rolling-range units, by their short form.

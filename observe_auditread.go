@@ -38,9 +38,7 @@ func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
 
 // auditMeta is the audit database's metadata row.
 type auditMeta struct {
-	EnabledAt   string
-	LastCleanup string
-	Retention   string
+	EnabledAt, LastCleanup, Retention string
 }
 
 // auditMetadata reads the metadata row; ok is false when auditing was never
@@ -60,14 +58,10 @@ func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 }
 
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
+// Outcome is success, error, or error:<category>.
 type auditFilter struct {
-	From    time.Time
-	To      time.Time
-	Tool    string
-	Outcome string // success, error, or error:<category>
-	Caller  string
-	Group   string
-	Context string
+	From, To                              time.Time
+	Tool, Outcome, Caller, Group, Context string
 }
 
 // auditWhere filters rollup rows when seconds, the tier's bucket width, is
@@ -129,18 +123,14 @@ func optionalColumn(cols map[string]bool, col string) string {
 
 // toolCallRow is one audit row as the event logs show it.
 type toolCallRow struct {
-	At         stamp
-	Tool       string
-	ToolName   string
-	Caller     string
-	Outcome    string
-	Label      string
-	Category   string
-	GroupID    string
-	GroupLabel string
-	Deleted    bool
-	Duration   int64
-	when       time.Time
+	At                       stamp
+	Tool, ToolName           string // the readable label and the stored name
+	Caller                   string
+	Outcome, Label, Category string // Label names the outcome or the category
+	GroupID, GroupLabel      string
+	Deleted                  bool
+	Duration                 int64
+	when                     time.Time
 }
 
 // readToolCalls reads the newest matching audit rows with their group-name

@@ -20,12 +20,10 @@ type donutChart struct {
 
 // donutSegment is one arc, drawn as a dashed circle stroke.
 type donutSegment struct {
-	Name    string
-	Value   int64
-	Percent string
-	Color   string
-	Dash    string
-	Offset  string
+	Name           string
+	Value          int64
+	Percent, Color string
+	Dash, Offset   string // the stroke's dash array and offset
 }
 
 // Chart geometry shared with the templates. The line chart's SVG holds the
@@ -98,33 +96,26 @@ func trimPercent(p float64) string {
 
 // axisTick is one labelled gridline or time label.
 type axisTick struct {
-	Y     string
-	Label string
-	ISO   string
-	Fmt   string
+	Y, Label, ISO, Fmt string
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 // lineChart is a server-drawn SVG time series with an area fill.
 type lineChart struct {
-	Label  string
-	Line   string
-	Area   string
-	Points []linePoint
-	Ticks  []axisTick
-	XTicks []axisTick
-	Count  int
+	Label         string
+	Line, Area    string // SVG paths
+	Points        []linePoint
+	Ticks, XTicks []axisTick // value gridlines and time labels
+	Count         int
 	// YLabels are the tick labels top first, as the HTML axis lists them.
 	YLabels []string
 }
 
 // linePoint is one bucket with its hover title.
 type linePoint struct {
-	X, Y   string
-	Title  string
-	ISO    string
-	Suffix string
+	X, Y               string
+	Title, ISO, Suffix string
 }
 
 // maxFilledBuckets bounds gap filling; sparser series keep only real points.

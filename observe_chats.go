@@ -20,30 +20,25 @@ type chatsView struct {
 
 // chatView is one group's conversation, members and wake events.
 type chatView struct {
-	Selected    bool
-	Unavailable bool
-	ID          string
-	Name        string
-	Description string
-	Members     []memberInfo
-	Wakeups     []wakeupRow
-	WakeupTotal int64
-	Pending     int64 // unacknowledged wake events, all of them listed first
-	Messages    messagePage
+	Selected, Unavailable bool
+	ID, Name, Description string
+	Members               []memberInfo
+	Wakeups               []wakeupRow
+	WakeupTotal           int64
+	Pending               int64 // unacknowledged wake events, all of them listed first
+	Messages              messagePage
 }
 
 // wakeupRow is one wake event as the chat's side panel shows it: whom it
 // wakes (by member name), for which message, and how far it got.
 type wakeupRow struct {
-	MessageID int64
-	ContextID string
-	Target    string // the member's name, or the context id of one who left
-	Sender    string
-	Excerpt   string
-	Priority  string
-	Relevance string
-	Steps     []wakeupStep
-	Pending   bool
+	MessageID           int64
+	ContextID           string
+	Target              string // the member's name, or the context id of one who left
+	Sender, Excerpt     string // of the message that woke the target
+	Priority, Relevance string
+	Steps               []wakeupStep
+	Pending             bool
 }
 
 // wakeupStep is one delivery state of a wake event: created, notified,
@@ -56,12 +51,10 @@ type wakeupStep struct {
 
 // messageRow is one chat message.
 type messageRow struct {
-	ID       int64
-	Sender   string
-	Content  string
-	Created  stamp
-	Priority string
-	Routing  string
+	ID                int64
+	Sender, Content   string
+	Created           stamp
+	Priority, Routing string
 }
 
 // messagePage is one page of a chat, oldest first, with the cursor for the

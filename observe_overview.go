@@ -16,25 +16,23 @@ import (
 // overviewView is the Overview fragment: headline metrics, live activity,
 // group health and reliability.
 type overviewView struct {
-	Metrics          []metric
-	WakeupNote       string
-	PriorityNote     string
-	AuditEnabled     bool
-	AuditSince       stamp
-	Events           []activityEvent
-	Rows             []healthRow
-	Reliability      reliabilityView
-	GroupsMissing    bool
-	NetworkFSWarning string // the start-up warning (observer.fsWarning)
+	Metrics                  []metric
+	WakeupNote, PriorityNote string // the footnote's parts
+	AuditEnabled             bool
+	AuditSince               stamp
+	Events                   []activityEvent
+	Rows                     []healthRow
+	Reliability              reliabilityView
+	GroupsMissing            bool
+	NetworkFSWarning         string // the start-up warning (observer.fsWarning)
 }
 
 // reliabilityView summarises all audit history.
 type reliabilityView struct {
-	Available bool
-	Calls     int64
-	ErrorRate string
-	P95       string
-	Failures  []failureRow
+	Available      bool
+	Calls          int64
+	ErrorRate, P95 string
+	Failures       []failureRow
 }
 
 // serveOverviewGroupRow serves one group's health row for live refreshes,
@@ -135,27 +133,21 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 
 // memberInfo is one group member as the dashboard shows it.
 type memberInfo struct {
-	ContextID string
-	Name      string
-	Unread    int64
+	ContextID, Name string
+	Unread          int64
 }
 
 // groupSummary is what Overview and a chat's header need from one group
 // database.
 type groupSummary struct {
-	ID              string
-	Name            string
-	Description     string
-	UpdatedAt       string
-	Members         []memberInfo
-	LatestAt        string
-	Pending         int64
-	WakeupTotal     int64
-	Acknowledged    int64
-	ResponseSeconds float64
-	Priorities      map[string]int64
-	Unavailable     bool
-	Damage          string // why a damaged (not locked or gone) file is no group
+	ID, Name, Description              string
+	UpdatedAt, LatestAt                string // of the metadata and the newest message
+	Members                            []memberInfo
+	Pending, WakeupTotal, Acknowledged int64   // wake events
+	ResponseSeconds                    float64 // summed over the acknowledged ones
+	Priorities                         map[string]int64
+	Unavailable                        bool
+	Damage                             string // why a damaged (not locked or gone) file is no group
 }
 
 // unavailableSummary stands for a group whose summary could not be read. It
@@ -262,14 +254,10 @@ func memberNames(members []memberInfo) map[string]string {
 
 // healthRow is one line of the Overview group health table.
 type healthRow struct {
-	ID         string
-	Name       string
-	Members    string
-	Unread     string
-	Pending    string
-	Latest     stamp
-	State      string
-	StateClass string
+	ID, Name                 string
+	Members, Unread, Pending string // counts, or "—" for an unavailable group
+	Latest                   stamp
+	State, StateClass        string
 	// Detail explains a damaged row; it is shown on hover of the status.
 	Detail string
 }
@@ -303,18 +291,16 @@ func (o *observer) healthRowOf(g groupSummary) healthRow {
 
 // metric is one headline number.
 type metric struct {
-	Label string
-	Value string
-	When  stamp
-	Alert bool
+	Label, Value string
+	When         stamp
+	Alert        bool
 }
 
 // failureRow is one recent failed tool call.
 type failureRow struct {
-	Tool     string
-	Category string
-	Duration int64
-	At       stamp
+	Tool, Category string
+	Duration       int64
+	At             stamp
 }
 
 // reliability summarises all audit history from the coarsest rollup (or a
