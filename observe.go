@@ -21,6 +21,7 @@ import (
 // group data (the Storage view's two actions write the audit database), with
 // a poller that turns cheap revision checks into live events.
 type observer struct {
+	http.Handler // routes, behind the middleware chain
 	dir          string
 	pollInterval time.Duration
 	csrfToken    string
@@ -28,8 +29,7 @@ type observer struct {
 	dbs          *readOnlyPool
 	location     *time.Location
 	now          func() time.Time
-	handler      http.Handler // routes, behind the middleware chain
-	fsWarning    string       // the network filesystem warning for dir, or ""
+	fsWarning    string // the network filesystem warning for dir, or ""
 
 	reads *groupReadCache // the views' reads of unchanged groups
 
@@ -190,10 +190,10 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 		now:          now,
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},
-		reads:        newGroupReadCache(),
+		reads:        &groupReadCache{groups: map[string]*groupReads{}},
 		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
-	o.handler = o.routes()
+	o.Handler = o.routes()
 	return o, nil
 }
 
@@ -205,10 +205,7 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	o.pollOnce()
 	// The header timeout stops an idle local client from pinning a
 	// connection; no write timeout, because event streams are long-lived.
-	srv := &http.Server{
-		Handler:           o,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { o.pollLoop(pollCtx) })
@@ -238,11 +235,6 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ServeHTTP serves the dashboard through its middleware chain.
-func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.handler.ServeHTTP(w, r)
-}
-
 // routes declares the dashboard's URLs, the original's so that bookmarks and
 // scripts keep working: GET (and so HEAD) pages, and the Storage view's two
 // POSTs behind the CSRF check; the mux answers other methods with 405.
@@ -257,7 +249,11 @@ func (o *observer) routes() http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /events", o.serveEvents)
-	mux.HandleFunc("GET /api/health", serveHealth)
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) { // scripts' liveness probe
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, `{"status":"ok"}`)
+	})
 	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
 	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
@@ -277,11 +273,4 @@ func (o *observer) panels() map[string]func(*http.Request) any {
 		"analytics": func(r *http.Request) any { return o.analyticsView(r.Context(), r.URL.Query()) },
 		"storage":   func(r *http.Request) any { return o.storageView(r.Context()) },
 	}
-}
-
-// serveHealth answers the liveness probe scripts use.
-func serveHealth(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	io.WriteString(w, `{"status":"ok"}`)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -197,13 +196,7 @@ func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []
 		byOutcome[outcomeLabel(a.Outcome, a.Category)] += a.Calls
 	}
 	v.ErrorRate, v.ErrorAlert = percentText(failed, v.Total), failed > 0
-	v.P50, v.P95 = "—", "—"
-	if p, ok := percentile(hist, 0.50); ok {
-		v.P50 = fmt.Sprint(p)
-	}
-	if p, ok := percentile(hist, 0.95); ok {
-		v.P95 = fmt.Sprint(p)
-	}
+	v.P50, v.P95 = percentileText(hist, 0.50, "%d"), percentileText(hist, 0.95, "%d")
 	v.ByTool = newDonut("Calls by tool", byTool, nil)
 	v.ByOutcome = newDonut("Call outcomes", byOutcome, outcomePalette)
 	v.ByTool.Category, v.ByOutcome.Category = "Tool", "Outcome"

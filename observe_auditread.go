@@ -339,14 +339,15 @@ func latencyValue(bucket string) int64 {
 	return n
 }
 
-// percentile returns the nearest-rank percentile of a histogram.
-func percentile(hist []latencyCount, p float64) (int64, bool) {
+// percentileText renders the nearest-rank percentile p of a histogram in
+// milliseconds with format, or "—" for an empty one.
+func percentileText(hist []latencyCount, p float64, format string) string {
 	var total int64
 	for _, h := range hist {
 		total += h.Count
 	}
 	if total == 0 {
-		return 0, false
+		return "—"
 	}
 	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int { return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket)) })
 	target := int64(math.Ceil(float64(total) * p))
@@ -354,8 +355,8 @@ func percentile(hist []latencyCount, p float64) (int64, bool) {
 	for _, h := range sorted {
 		seen += h.Count
 		if seen >= target {
-			return latencyValue(h.Bucket), true
+			return fmt.Sprintf(format, latencyValue(h.Bucket))
 		}
 	}
-	return latencyValue(sorted[len(sorted)-1].Bucket), true
+	return fmt.Sprintf(format, latencyValue(sorted[len(sorted)-1].Bucket))
 }

@@ -331,9 +331,7 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 	if err != nil {
 		return v
 	}
-	v.Available, v.Calls, v.ErrorRate = true, calls, percentText(errs, calls)
-	if p, ok := percentile(hist, 0.95); ok {
-		v.P95 = fmt.Sprintf("%d ms p95", p)
-	}
+	v.Available, v.Calls = true, calls
+	v.ErrorRate, v.P95 = percentText(errs, calls), percentileText(hist, 0.95, "%d ms p95")
 	return v
 }

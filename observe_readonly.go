@@ -309,10 +309,6 @@ type activityPageKey struct {
 	before int64
 }
 
-func newGroupReadCache() *groupReadCache {
-	return &groupReadCache{groups: map[string]*groupReads{}}
-}
-
 // forget drops everything cached for group id.
 func (c *groupReadCache) forget(id string) {
 	c.mu.Lock()
