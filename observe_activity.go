@@ -105,10 +105,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 			Text: c.String, At: o.stampOf(created.String, ""), order: id}
 		e.when, _ = parseStamp(created.String)
 		if wakeup {
-			state := " awaiting acknowledgement"
-			if b.Valid {
-				state = " acknowledged"
-			}
+			state := map[bool]string{false: " awaiting acknowledgement", true: " acknowledged"}[b.Valid]
 			e.Kind, e.Badge, e.Title = "wakeup", "Wakeup", firstNonEmpty(names[a.String], a.String, "Context")
 			e.Text, e.Attention = "Wakeup for message #"+c.String+state, !b.Valid
 		}
@@ -125,10 +122,7 @@ func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEve
 	if a == nil {
 		return nil
 	}
-	calls, err := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit)
-	if err != nil {
-		return nil
-	}
+	calls, _ := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit) // none on an error
 	out := make([]activityEvent, 0, len(calls))
 	for _, c := range calls {
 		e := activityEvent{Kind: "success", Badge: "Tool success", Title: c.Tool, GroupName: c.GroupLabel,

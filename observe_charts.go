@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -67,20 +68,16 @@ func newDonut(label string, counts map[string]int64, palette map[string]string) 
 	sort.Strings(names)
 	colorOf := make(map[string]string, len(names))
 	for i, name := range names {
-		colorOf[name] = toolPalette[i%len(toolPalette)]
-		if c, ok := palette[name]; ok {
-			colorOf[name] = c
-		}
+		colorOf[name] = cmp.Or(palette[name], toolPalette[i%len(toolPalette)])
 	}
 	sort.SliceStable(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
 	circumference := 2 * math.Pi * donutRadius
 	offset := 0.0
 	for _, name := range names {
 		n := counts[name]
-		color := colorOf[name]
 		length := circumference * float64(n) / float64(d.Total)
 		d.Segments = append(d.Segments, donutSegment{
-			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: color,
+			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: colorOf[name],
 			Dash:   fmt.Sprintf("%.3f %.3f", length, circumference-length),
 			Offset: fmt.Sprintf("%.3f", -offset),
 		})

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -228,11 +229,7 @@ func allowedHost(host string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	switch strings.ToLower(host) {
-	case "127.0.0.1", "localhost", "::1":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, strings.ToLower(host))
 }
 
 // contentSecurityPolicy allows only this origin: no inline script or style,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -96,11 +95,10 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.entries[path]; ok {
-		if os.SameFile(e.info, info) {
-			e.lastUsed = time.Now()
-			return e.db, nil
-		}
+	if e, ok := p.entries[path]; ok && os.SameFile(e.info, info) {
+		e.lastUsed = time.Now()
+		return e.db, nil
+	} else if ok { // the path names another file now
 		e.db.Close()
 		delete(p.entries, path)
 	}
@@ -201,15 +199,12 @@ func (p *readOnlyPool) latestAuditID(dir string) (int64, bool, error) {
 	if errors.Is(err, errNoDatabase) {
 		return 0, false, nil
 	}
-	if err != nil {
-		return 0, false, err
+	var tables map[string]bool
+	if err == nil {
+		tables, err = tableNames(context.Background(), db)
 	}
-	tables, err := tableNames(context.Background(), db)
-	if err != nil {
+	if err != nil || !tables["tool_calls"] {
 		return 0, false, err
-	}
-	if !tables["tool_calls"] {
-		return 0, false, nil
 	}
 	var latest sql.NullInt64
 	if err := db.QueryRow("SELECT MAX(id) FROM tool_calls").Scan(&latest); err != nil {
@@ -226,12 +221,11 @@ func discoverGroups(dir string) ([]string, bool) {
 		return nil, false
 	}
 	var ids []string
-	for _, e := range entries {
+	for _, e := range entries { // sorted by name, and so by id
 		if id, ok := groupIDOfFile(e.Name()); ok && e.Type().IsRegular() {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
 	return ids, true
 }
 
