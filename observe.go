@@ -70,10 +70,9 @@ type observeOptions struct {
 // process around it, so that tests can run it without a browser or a signal.
 type observeCommand struct {
 	stdout, stderr io.Writer
-	// groupsDir names the groups directory when --groups-dir is not given.
+	// groupsDir names the groups directory without --groups-dir.
 	groupsDir func() (string, error)
-	// openBrowser opens the dashboard's address unless --silent; it gives
-	// up when ctx ends.
+	// openBrowser opens the address unless --silent, giving up when ctx ends.
 	openBrowser func(ctx context.Context, url string) error
 	// stopOn returns the context whose end stops the dashboard.
 	stopOn func(context.Context) (context.Context, context.CancelFunc)

@@ -60,7 +60,8 @@ func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 		return now.AddDate(0, 0, -amount), true
 	}
 	// A month back from the 31st is the last day of the shorter month.
-	first := time.Date(now.Year(), now.Month()-time.Month(months), 1, now.Hour(), now.Minute(), now.Second(), now.Nanosecond(), now.Location())
+	first := time.Date(now.Year(), now.Month()-time.Month(months), 1,
+		now.Hour(), now.Minute(), now.Second(), now.Nanosecond(), now.Location())
 	if first.Year() < 1 {
 		return time.Time{}, false
 	}
@@ -74,20 +75,16 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 	if f.From.IsZero() {
 		f.From = oldest
 	}
-	last := auditResolutions[len(auditResolutions)-1]
-	if f.From.IsZero() {
-		return last.suffix, last.seconds
-	}
 	end := now
 	if !f.To.IsZero() {
 		end = f.To
 	}
-	span := end.Sub(f.From).Seconds()
 	for _, r := range auditResolutions {
-		if span <= float64(r.seconds*360) {
+		if !f.From.IsZero() && end.Sub(f.From).Seconds() <= float64(r.seconds*360) {
 			return r.suffix, r.seconds
 		}
 	}
+	last := auditResolutions[len(auditResolutions)-1]
 	return last.suffix, last.seconds
 }
 
@@ -117,13 +114,11 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
-	var oldest time.Time
+	var first sql.NullString // stays NULL on an error, which then charts coarsely
 	if f.From.IsZero() {
-		var first sql.NullString
-		if a.db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first) == nil {
-			oldest, _ = parseStamp(first.String)
-		}
+		a.db.QueryRowContext(ctx, "SELECT MIN(occurred_at) FROM tool_calls").Scan(&first)
 	}
+	oldest, _ := parseStamp(first.String)
 	tier, seconds := chooseTier(f, now, oldest)
 	// Without a time bound, the totals, breakdowns and latency histogram are
 	// sums the coarsest tier holds in a fraction of the rows; the finer tier

@@ -349,7 +349,9 @@ func percentileText(hist []latencyCount, p float64, format string) string {
 	if total == 0 {
 		return "—"
 	}
-	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int { return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket)) })
+	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int {
+		return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket))
+	})
 	target := int64(math.Ceil(float64(total) * p))
 	var seen int64
 	for _, h := range sorted {

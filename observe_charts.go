@@ -147,7 +147,8 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	}
 	path := strings.TrimSpace(line.String())
 	c.Line = "M" + path[1:]
-	c.Area = fmt.Sprintf("M%.1f %.1f %s L%.1f %.1f Z", lineX(0, len(keys)), plotHeight, path, lineX(len(keys)-1, len(keys)), plotHeight)
+	first, last := lineX(0, len(keys)), lineX(len(keys)-1, len(keys))
+	c.Area = fmt.Sprintf("M%.1f %.1f %s L%.1f %.1f Z", first, plotHeight, path, last, plotHeight)
 	c.XTicks = o.timeTicks(keys, seconds)
 	return c
 }

@@ -190,7 +190,8 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	if err != nil {
 		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.Description, g.UpdatedAt, g.LatestAt = cmp.Or(name.String, "Untitled group"), desc.String, updated.String, latestAt.String
+	g.Name, g.Description = cmp.Or(name.String, "Untitled group"), desc.String
+	g.UpdatedAt, g.LatestAt = updated.String, latestAt.String
 	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
