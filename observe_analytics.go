@@ -90,15 +90,13 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 
 // selectOption is one <option> of a filter.
 type selectOption struct {
-	Value    string
-	Label    string
-	Selected bool
+	Value, Label string
+	Selected     bool
 }
 
 // hiddenField carries a filter the form has no control for.
 type hiddenField struct {
-	Name  string
-	Value string
+	Name, Value string
 }
 
 // analyticsLogLimit is how many matching calls the event log lists.

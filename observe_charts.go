@@ -13,10 +13,9 @@ import (
 // donutChart is a server-drawn SVG ring: one arc per category, with a hover
 // title giving each exact value.
 type donutChart struct {
-	Label    string
-	Category string // what the legend's first column lists: "Tool"
-	Total    int64
-	Segments []donutSegment
+	Label, Category string // Category is what the legend's first column lists: "Tool"
+	Total           int64
+	Segments        []donutSegment
 }
 
 // donutSegment is one arc, drawn as a dashed circle stroke.

@@ -40,8 +40,7 @@ type observeDemo struct {
 
 // demoAgent is one of the demo's callers.
 type demoAgent struct {
-	name      string
-	contextID string
+	name, contextID string
 }
 
 // demoTimeout bounds one tool call, generously because the child shares the

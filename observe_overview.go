@@ -104,25 +104,23 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 		acked += g.Acknowledged
 		response += g.ResponseSeconds
 	}
-	rel := v.Reliability
-	toolCalls, errorRate, average := "—", "—", "—"
+	rel := v.Reliability // its ErrorRate is "—" without audit history
+	toolCalls, average := "—", "—"
 	if rel.Available {
-		toolCalls, errorRate = fmt.Sprint(rel.Calls), rel.ErrorRate
+		toolCalls = fmt.Sprint(rel.Calls)
 	}
+	v.WakeupNote = "No acknowledged wakeups yet"
 	if acked > 0 {
 		average = formatDuration(response/float64(acked)) + " avg"
+		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeup%s included", acked, map[bool]string{true: "s"}[acked > 1])
 	}
 	v.Metrics = []metric{
 		{Label: "Groups", Value: fmt.Sprint(groups)},
 		{Label: "Contexts", Value: fmt.Sprint(len(contexts))},
 		{Label: "Messages", Value: fmt.Sprint(messages)},
 		{Label: "Tool calls", Value: toolCalls},
-		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
+		{Label: "Error rate", Value: rel.ErrorRate, Alert: rel.Available && rel.ErrorRate != "0.0%"},
 		{Label: "Wakeup response", Value: average},
-	}
-	v.WakeupNote = "No acknowledged wakeups yet"
-	if acked > 0 {
-		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeup%s included", acked, map[bool]string{true: "s"}[acked > 1])
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(priorities)) {

@@ -87,8 +87,7 @@ func (o *observer) renderNotice(w http.ResponseWriter, r *http.Request, status i
 // stamp is a stored timestamp prepared for display: ISO for the browser to
 // re-render in the viewer's zone, Text as a server-side fallback.
 type stamp struct {
-	ISO  string
-	Text string
+	ISO, Text string
 }
 
 // parseStamp reads the ISO 8601 timestamps writers store, ignoring
