@@ -96,10 +96,7 @@ func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), e
 	if err != nil {
 		return "", nil, err
 	}
-	fate := "removed on exit; --keep keeps it"
-	if opts.keep {
-		fate = "kept on exit"
-	}
+	fate := map[bool]string{false: "removed on exit; --keep keeps it", true: "kept on exit"}[opts.keep]
 	fmt.Fprintf(c.stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
 	return d.dir, func() {
 		if err := d.close(); err != nil {

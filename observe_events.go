@@ -105,20 +105,15 @@ func encodeEvent(event string, payload any) ([]byte, error) {
 // serveEvents streams server-sent events: a snapshot, then live changes. A
 // client dropped for lagging reconnects and gets a fresh snapshot.
 func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "Streaming unsupported.", http.StatusInternalServerError)
-		return
-	}
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
-	send := func(data []byte) bool {
+	flusher := http.NewResponseController(w)
+	send := func(data []byte) bool { // false when the client is gone or cannot stream
 		_, err := w.Write(data)
-		flusher.Flush()
-		return err == nil
+		return err == nil && flusher.Flush() == nil
 	}
 	// The retry hint keeps reconnection quick after a drop.
 	snapshot, err := encodeEvent("snapshot", o.snapshot())
