@@ -44,8 +44,7 @@ func runObserve(args []string, stdout, stderr io.Writer, groupsDir func() (strin
 	return observeCommand{stdout, stderr, groupsDir, openWithPlatform, stopOn}.run(opts)
 }
 
-// parseObserveOptions parses the observer's options with parseFlags, like
-// every other command's.
+// parseObserveOptions parses the options with parseFlags, like every command's.
 func parseObserveOptions(args []string) (observeOptions, error) {
 	opts := observeOptions{pollInterval: observePollInterval}
 	fs := flag.NewFlagSet("observe", flag.ContinueOnError)

@@ -52,8 +52,7 @@ const observerMemoryLimit = 40 << 20
 // that a live view feels live, and cheap because idle groups cost two stats.
 const observePollInterval = 500 * time.Millisecond
 
-// defaultObserverPort is tried first so bookmarks keep working; when it is
-// busy an OS-chosen port is used instead.
+// defaultObserverPort is tried first so that bookmarks keep working.
 const defaultObserverPort = 8787
 
 // observeOptions is the validated command line of "crosstalk-mcp observe".
@@ -78,8 +77,7 @@ type observeCommand struct {
 	stopOn func(context.Context) (context.Context, context.CancelFunc)
 }
 
-// resolveGroupsDir picks the groups directory from the flag, else the
-// default. It never creates the directory.
+// resolveGroupsDir picks the flag's groups directory, else the default.
 func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
 	if opts.groupsDir != "" {
 		return opts.groupsDir, nil
@@ -101,8 +99,8 @@ func openWithPlatform(ctx context.Context, url string) error {
 	return cmd.Run()
 }
 
-// run serves the dashboard that opts describe until c.stopOn's context ends
-// and returns the exit status.
+// run serves the dashboard of opts until c.stopOn's context ends, and
+// returns the exit status.
 func (c observeCommand) run(opts observeOptions) int {
 	fail := func(err error) int {
 		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
@@ -262,8 +260,7 @@ func (o *observer) routes() http.Handler {
 	return loopbackOnly(securityHeaders(mux))
 }
 
-// panels reads the view each /fragments/<name> URL serves, which the
-// template of that name renders.
+// panels reads the view each /fragments/<name> serves, for template <name>.
 func (o *observer) panels() map[string]func(*http.Request) any {
 	return map[string]func(*http.Request) any{
 		"overview":  func(r *http.Request) any { return o.overviewView(r.Context()) },

@@ -31,8 +31,7 @@ var rangeUnits = []struct{ Key, Name string }{
 	{"s", "seconds"}, {"m", "minutes"}, {"h", "hours"}, {"d", "days"}, {"M", "months"}, {"Y", "years"},
 }
 
-// rangeUnitKey returns the short form of a range unit given in either form;
-// ok is false for an unknown unit.
+// rangeUnitKey returns the short form of a range unit given in either form.
 func rangeUnitKey(unit string) (string, bool) {
 	for _, u := range rangeUnits {
 		if unit == u.Key || unit == u.Name {
@@ -174,8 +173,8 @@ func analyticsRequest(q url.Values, now time.Time) (analyticsView, auditFilter) 
 	return v, f
 }
 
-// chartAggregates fills the headline numbers and the four charts. The
-// timeline comes from timeline when it is not nil, else from agg's buckets.
+// chartAggregates fills the headline numbers and the four charts, the
+// timeline from timeline unless it is nil.
 func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []latencyCount, timeline map[int64]int64, seconds int64, f auditFilter, now time.Time) {
 	byTool, byCaller, byOutcome := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	byTime := map[int64]int64{}

@@ -281,8 +281,7 @@ func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, s
 	return out, nil
 }
 
-// readRawAggregate derives the same aggregates from raw rows, for audit
-// databases written before rollups existed.
+// readRawAggregate derives the aggregates from a pre-rollup database's rows.
 func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
 	cols := a.columns
 	where, args, ok := auditWhere(f, 0, cols)

@@ -26,9 +26,8 @@ type donutSegment struct {
 	Dash, Offset   string // the stroke's dash array and offset
 }
 
-// Chart geometry shared with the templates. The line chart's SVG holds the
-// plot only and is stretched to its card, so its coordinates are abstract:
-// x from 0 to plotWidth, y from 0 (top) to plotHeight.
+// Chart geometry shared with the templates. The line chart's SVG, stretched
+// to its card, has abstract coordinates: x to plotWidth, y (down) to plotHeight.
 const (
 	donutRadius = 60.0
 	plotWidth   = 1000.0
@@ -188,9 +187,8 @@ func lineX(i, n int) float64 {
 	return plotWidth * float64(i) / float64(n-1)
 }
 
-// timeTicks labels up to five evenly spaced buckets, in dates for day-wide
-// buckets and in minutes otherwise. An odd count lets a phone show every
-// other label (first, middle, last) still evenly spaced.
+// timeTicks labels up to five evenly spaced buckets, in dates or minutes; an
+// odd count lets a phone show every other label, still evenly spaced.
 func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	labels := min(5, len(keys))
 	ticks := make([]axisTick, 0, labels)
@@ -273,9 +271,8 @@ func newTopList(label, noun string, counts map[string]int64) topList {
 	return l
 }
 
-// niceScale returns the smallest round axis maximum at or above maxV and
-// its step, using at most maxTicks steps of 1, 2, 2.5 or 5 times a power of
-// ten: 123 gives 125 in steps of 25, not 250.
+// niceScale returns the smallest round axis maximum at or above maxV and its
+// step, in at most maxTicks steps of 1, 2, 2.5 or 5 × 10ⁿ: 123 gives 125.
 func niceScale(maxV int64, maxTicks int) (top, step int64) {
 	if maxV < 1 {
 		maxV = 1

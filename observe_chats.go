@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// chatsView is the Chats workspace: the group picker (Value is the group
-// id) plus the selected chat.
+// chatsView is the Chats workspace: the group picker (values are group ids)
+// and the selected chat.
 type chatsView struct {
 	Groups []selectOption
 	Chat   chatView
@@ -183,8 +183,7 @@ func (o *observer) wakeupStep(name string, at *string) wakeupStep {
 	return wakeupStep{Name: name, Done: true, At: o.stampOf(*at, "—")}
 }
 
-// messageExcerpts reads the sender and the start of each wake event's
-// message, keyed by message id.
+// messageExcerpts reads the sender and start of each wake event's message.
 func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
 	out := make(map[int64][2]string, len(events))
 	if len(events) == 0 {
@@ -266,8 +265,7 @@ func (o *observer) singleMessage(ctx context.Context, id string, messageID int64
 	return p
 }
 
-// serveMessages serves the page of messages before older_than_message_id,
-// or the newest page without it.
+// serveMessages serves the page before older_than_message_id, else the newest.
 func (o *observer) serveMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var cursor int64

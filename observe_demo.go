@@ -117,8 +117,8 @@ func newContextID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// startSession runs d.cmd as an MCP stdio server on d.dir with auditing on
-// and completes the initialize handshake.
+// startSession runs d.cmd as an audited MCP stdio server on d.dir and
+// completes the initialize handshake.
 func (d *observeDemo) startSession() error {
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CROSSTALK_") {
@@ -185,8 +185,7 @@ func (d *observeDemo) request(method string, params any) (json.RawMessage, error
 // on purpose so the dashboard has failures to show.
 var errDemoTool = errors.New("tool returned an error")
 
-// tool calls one MCP tool as agent a and decodes its JSON text result into
-// out (when out is not nil).
+// tool calls one MCP tool as agent a and decodes its JSON text into out.
 func (d *observeDemo) tool(a demoAgent, name string, args map[string]any, out any) error {
 	args["caller_name"] = a.name
 	raw, err := d.request("tools/call", map[string]any{"name": name, "arguments": args})

@@ -37,8 +37,7 @@ func newEventHub() *eventHub {
 	return &eventHub{subs: map[*eventSubscriber]struct{}{}}
 }
 
-// subscribe registers a new stream; after close it returns an already-closed
-// subscriber so late handlers end at once.
+// subscribe registers a new stream, already closed if the hub is.
 func (h *eventHub) subscribe() *eventSubscriber {
 	s := &eventSubscriber{ch: make(chan []byte, subscriberBuffer)}
 	h.mu.Lock()
@@ -234,8 +233,8 @@ func (o *observer) pollGroup(id string) {
 	}
 }
 
-// snapshot is sent first on every event stream so a (re)connecting browser
-// can reconcile what it shows without replaying history.
+// snapshot starts every event stream, so that a (re)connecting browser can
+// reconcile what it shows without a replay.
 func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)

@@ -13,8 +13,7 @@ import (
 	"strings"
 )
 
-// overviewView is the Overview fragment: headline metrics, live activity,
-// group health and reliability.
+// overviewView is the Overview: metrics, activity, group health, reliability.
 type overviewView struct {
 	Metrics                  []metric
 	WakeupNote, PriorityNote string // the footnote's parts
@@ -135,8 +134,7 @@ type memberInfo struct {
 	Unread          int64
 }
 
-// groupSummary is what Overview and a chat's header need from one group
-// database.
+// groupSummary is what Overview and a chat's header need from a group.
 type groupSummary struct {
 	ID, Name, Description              string
 	UpdatedAt, LatestAt                string // of the metadata and the newest message
@@ -261,8 +259,7 @@ type healthRow struct {
 	Detail string
 }
 
-// healthRowOf derives a group's health row; pending wakeups need attention
-// before unread messages do.
+// healthRowOf derives a group's health row; pending wakeups outrank unread.
 func (o *observer) healthRowOf(g groupSummary) healthRow {
 	if g.Unavailable {
 		row := healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",

@@ -83,8 +83,7 @@ func checkedFile(dir, path string) (os.FileInfo, error) {
 	return info, nil
 }
 
-// get returns a read-only handle for path, reopening it when the file was
-// replaced since the handle was made.
+// get returns a read-only handle for path, reopened if the file was replaced.
 func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	info, err := checkedFile(dir, path)
 	if err != nil {
@@ -116,8 +115,7 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// evictLocked retires the least recently used handles until there is room
-// for one more; see retiredHandleGrace.
+// evictLocked retires least recently used handles to make room for one more.
 func (p *readOnlyPool) evictLocked() {
 	for len(p.entries) >= maxReadOnlyHandles {
 		oldest := ""
@@ -229,8 +227,7 @@ func discoverGroups(dir string) ([]string, bool) {
 	return ids, true
 }
 
-// catalogNames reads every group name from the catalog table in one query;
-// it is empty when there is no catalog.
+// catalogNames reads every group name from the catalog in one query, if any.
 func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[string]string {
 	names := map[string]string{}
 	db, err := pool.audit(dir)
@@ -351,8 +348,7 @@ func (o *observer) cachedActivityRows(ctx context.Context, g groupSummary, wakeu
 	})
 }
 
-// cachedSnapshotState is groupState through the cache, for the snapshot
-// every event stream starts with.
+// cachedSnapshotState is groupState through the cache, for event snapshots.
 func (o *observer) cachedSnapshotState(id string) (snapshotState, error) {
 	return cachedRead(o.reads, o.dir, id, "snapshot", func() (snapshotState, error) { return o.dbs.groupState(o.dir, id) })
 }

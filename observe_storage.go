@@ -18,8 +18,7 @@ type storageView struct {
 	Details   []metric
 }
 
-// reclaimPages bounds one "Reclaim space" step, so a click never holds the
-// audit writer off for long.
+// reclaimPages bounds a "Reclaim space" step: a click never stalls the writer.
 const reclaimPages = 100
 
 // serveReclaim runs "Reclaim space"; requireCSRF has checked the request.
@@ -32,8 +31,7 @@ func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
 // user typed the confirmation, so no stray POST can empty the history.
 const deleteConfirmation = "DELETE AUDIT HISTORY"
 
-// serveDeleteHistory runs "Delete audit history" once explicitly confirmed;
-// requireCSRF has checked the request.
+// serveDeleteHistory runs "Delete audit history" once CSRF-checked and confirmed.
 func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
 		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
