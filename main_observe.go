@@ -27,7 +27,7 @@ options:
                         observer refresh interval in seconds (default: 0.5)
   --groups-dir PATH     directory containing Crosstalk group databases
   --demo                show demo data: a temporary groups directory that a few
-                        agents fill through real MCP sessions of this binary
+                        agents fill through a real MCP session of this binary
   --keep                with --demo, keep the demo directory on exit
 `
 
