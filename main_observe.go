@@ -27,7 +27,7 @@ options:
                         observer refresh interval in seconds (default: 0.5)
   --groups-dir PATH     directory containing Crosstalk group databases
   --demo                show demo data: a temporary groups directory that a few
-                        agents fill through real MCP sessions of this binary
+                        agents fill through a real MCP session of this binary
   --keep                with --demo, keep the demo directory on exit
 `
 
@@ -44,14 +44,31 @@ func runObserve(args []string, stdout, stderr io.Writer, groupsDir func() (strin
 	return observeCommand{stdout, stderr, groupsDir, openWithPlatform, stopOn}.run(opts)
 }
 
-// parseObserveOptions parses the observer's options with parseFlags, like
-// every other command's.
+// parseObserveOptions parses the options with parseFlags, like every command's.
 func parseObserveOptions(args []string) (observeOptions, error) {
 	opts := observeOptions{pollInterval: observePollInterval}
 	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
 	fs.BoolVar(&opts.silent, "silent", false, "")
-	fs.Func("port", "", func(v string) error { return setObservePort(&opts, v) })
-	fs.Func("poll-interval", "", func(v string) error { return setObservePollInterval(&opts, v) })
+	fs.Func("port", "", func(v string) error {
+		port, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || port < 1 || port > 65535 {
+			return errors.New("port must be an integer between 1 and 65535")
+		}
+		opts.port = port
+		return nil
+	})
+	fs.Func("poll-interval", "", func(v string) error {
+		seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
+			return errors.New("poll interval must be a finite positive number of seconds")
+		}
+		// The ticker needs a representable, non-zero duration.
+		opts.pollInterval = time.Duration(math.MaxInt64)
+		if nanos := seconds * float64(time.Second); nanos < math.MaxInt64 {
+			opts.pollInterval = max(time.Duration(nanos), time.Millisecond)
+		}
+		return nil
+	})
 	fs.StringVar(&opts.groupsDir, "groups-dir", "", "")
 	fs.BoolVar(&opts.demo, "demo", false, "")
 	fs.BoolVar(&opts.keep, "keep", false, "")
@@ -65,32 +82,4 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		return opts, errors.New("--demo: not allowed with --groups-dir (the demo makes its own directory)")
 	}
 	return opts, nil
-}
-
-// setObservePort accepts a port number from 1 to 65535.
-func setObservePort(opts *observeOptions, v string) error {
-	port, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || port < 1 || port > 65535 {
-		return errors.New("port must be an integer between 1 and 65535")
-	}
-	opts.port = port
-	return nil
-}
-
-// setObservePollInterval accepts a finite positive number of seconds.
-func setObservePollInterval(opts *observeOptions, v string) error {
-	seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
-		return errors.New("poll interval must be a finite positive number of seconds")
-	}
-	// The ticker needs a representable, non-zero duration.
-	switch nanos := seconds * float64(time.Second); {
-	case nanos >= math.MaxInt64:
-		opts.pollInterval = time.Duration(math.MaxInt64)
-	case nanos < float64(time.Millisecond):
-		opts.pollInterval = time.Millisecond
-	default:
-		opts.pollInterval = time.Duration(nanos)
-	}
-	return nil
 }

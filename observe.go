@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// observer is the local dashboard, read-only for group data; the Storage
-// view's two maintenance actions write the audit database. It is an HTTP
-// handler over one groups directory, with a poller that turns cheap
-// revision checks into live events.
+// observer is the local dashboard over one groups directory, read-only for
+// group data (the Storage view's two actions write the audit database), with
+// a poller that turns cheap revision checks into live events.
 type observer struct {
+	http.Handler // routes, behind the middleware chain
 	dir          string
 	pollInterval time.Duration
 	csrfToken    string
@@ -29,30 +29,22 @@ type observer struct {
 	dbs          *readOnlyPool
 	location     *time.Location
 	now          func() time.Time
-	static       http.Handler
-	// handler is the route table behind the middleware chain (routes).
-	handler http.Handler
-	// fsWarning is the network filesystem warning for dir, or "".
-	fsWarning string
+	fsWarning    string // the network filesystem warning for dir, or ""
 
-	// poller state is touched only by pollOnce, which runs on one goroutine
-	// at a time (the baseline before serving, then the poll loop).
-	markers    map[string]revisions
-	signatures map[string]groupSignature // at the last complete pollGroup
-	// reads caches the Overview's reads of unchanged groups.
-	reads       *groupReadCache
+	reads *groupReadCache // the views' reads of unchanged groups
+
+	// The poller's state is touched only by pollOnce, which runs on one
+	// goroutine at a time (the baseline before serving, then the poll loop).
+	markers     map[string]revisions
+	signatures  map[string]groupSignature // at the last complete pollGroup
 	latestAudit int64
-	// polled is set once a poll has read every group and the audit id, so
-	// later polls can tell news from the baseline.
-	polled bool
+	polled      bool // after the baseline poll, so that later ones publish news
 }
 
-// observerMemoryLimit is the dashboard's soft limit on the memory the Go
-// runtime uses (GOMEMLIMIT overrides it). A render of hundreds of groups
-// allocates tens of megabytes that are garbage a moment later; with the
-// default GOGC alone the heap would grow to twice its peak live size before
-// a collection. The limit only makes the collector run sooner: it is well
-// above what the dashboard keeps live, so it never starves the process.
+// observerMemoryLimit is the dashboard's soft memory limit (GOMEMLIMIT
+// overrides it). A render of hundreds of groups allocates tens of megabytes
+// of short-lived garbage, and GOGC alone would let the heap reach twice its
+// peak; the limit, well above what stays live, only makes collections sooner.
 const observerMemoryLimit = 40 << 20
 
 // observePollInterval is how often the dashboard looks for changes unless
@@ -60,8 +52,7 @@ const observerMemoryLimit = 40 << 20
 // that a live view feels live, and cheap because idle groups cost two stats.
 const observePollInterval = 500 * time.Millisecond
 
-// defaultObserverPort is tried first so bookmarks keep working; when it is
-// busy an OS-chosen port is used instead.
+// defaultObserverPort is tried first so that bookmarks keep working.
 const defaultObserverPort = 8787
 
 // observeOptions is the validated command line of "crosstalk-mcp observe".
@@ -78,17 +69,15 @@ type observeOptions struct {
 // process around it, so that tests can run it without a browser or a signal.
 type observeCommand struct {
 	stdout, stderr io.Writer
-	// groupsDir names the groups directory when --groups-dir is not given.
+	// groupsDir names the groups directory without --groups-dir.
 	groupsDir func() (string, error)
-	// openBrowser opens the dashboard's address unless --silent; it gives
-	// up when ctx ends.
+	// openBrowser opens the address unless --silent, giving up when ctx ends.
 	openBrowser func(ctx context.Context, url string) error
 	// stopOn returns the context whose end stops the dashboard.
 	stopOn func(context.Context) (context.Context, context.CancelFunc)
 }
 
-// resolveGroupsDir picks the groups directory from the flag, else the
-// default. It never creates the directory.
+// resolveGroupsDir picks the flag's groups directory, else the default.
 func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
 	if opts.groupsDir != "" {
 		return opts.groupsDir, nil
@@ -110,9 +99,8 @@ func openWithPlatform(ctx context.Context, url string) error {
 	return cmd.Run()
 }
 
-// run parses args and serves the dashboard until c.stopOn's context ends.
-// run serves the dashboard that opts describe until c.stopOn's context ends
-// and returns the exit status.
+// run serves the dashboard of opts until c.stopOn's context ends, and
+// returns the exit status.
 func (c observeCommand) run(opts observeOptions) int {
 	fail := func(err error) int {
 		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
@@ -127,8 +115,8 @@ func (c observeCommand) run(opts observeOptions) int {
 	if err != nil {
 		return fail(err)
 	}
-	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
-		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+warning)
+	if obs.fsWarning != "" {
+		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+obs.fsWarning)
 	}
 	ln, fellBack, err := listenObserver(opts.port)
 	if err != nil {
@@ -165,21 +153,16 @@ func (c observeCommand) run(opts observeOptions) int {
 // listenObserver binds 127.0.0.1 only. Without an explicit port it prefers
 // 8787 and falls back to an OS-chosen port; an explicit busy port fails.
 func listenObserver(port int) (net.Listener, bool, error) {
-	if port != 0 {
-		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			return nil, false, fmt.Errorf("listen on 127.0.0.1:%d: %w", port, err)
+	if port == 0 {
+		if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", defaultObserverPort)); err == nil {
+			return ln, false, nil
 		}
-		return ln, false, nil
 	}
-	if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", defaultObserverPort)); err == nil {
-		return ln, false, nil
-	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
-		return nil, false, fmt.Errorf("listen on 127.0.0.1: %w", err)
+		return nil, false, fmt.Errorf("listen on 127.0.0.1:%d: %w", port, err)
 	}
-	return ln, true, nil
+	return ln, port == 0, nil
 }
 
 // newObserver prepares a dashboard over dir without touching the directory.
@@ -202,13 +185,12 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 		dbs:          newReadOnlyPool(),
 		location:     zone,
 		now:          now,
-		static:       staticHandler(),
 		markers:      map[string]revisions{},
 		signatures:   map[string]groupSignature{},
-		reads:        newGroupReadCache(),
+		reads:        &groupReadCache{groups: map[string]*groupReads{}},
 		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
-	o.handler = o.routes()
+	o.Handler = o.routes()
 	return o, nil
 }
 
@@ -220,17 +202,10 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	o.pollOnce()
 	// The header timeout stops an idle local client from pinning a
 	// connection; no write timeout, because event streams are long-lived.
-	srv := &http.Server{
-		Handler:           o,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		o.pollLoop(pollCtx)
-	}()
+	wg.Go(func() { o.pollLoop(pollCtx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var serveErr error
@@ -257,15 +232,9 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ServeHTTP serves the dashboard through its middleware chain.
-func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.handler.ServeHTTP(w, r)
-}
-
-// routes declares the dashboard's URLs, which are the original's so that
-// bookmarks and scripts keep working. Every page is GET (which also answers
-// HEAD); the only writes are the Storage view's two POSTs, each behind the
-// CSRF check. The mux answers other methods with 405 and an Allow header.
+// routes declares the dashboard's URLs, the original's so that bookmarks and
+// scripts keep working: GET (and so HEAD) pages, and the Storage view's two
+// POSTs behind the CSRF check; the mux answers other methods with 405.
 func (o *observer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -277,8 +246,12 @@ func (o *observer) routes() http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /events", o.serveEvents)
-	mux.HandleFunc("GET /api/health", serveHealth)
-	mux.Handle("GET /static/", o.static)
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) { // scripts' liveness probe
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, `{"status":"ok"}`)
+	})
+	mux.Handle("GET /static/", staticHandler())
 	mux.HandleFunc("GET /fragments/overview-group-row", o.serveOverviewGroupRow)
 	mux.HandleFunc("GET /fragments/messages", o.serveMessages)
 	mux.HandleFunc("GET /fragments/message", o.serveMessage)
@@ -287,8 +260,7 @@ func (o *observer) routes() http.Handler {
 	return loopbackOnly(securityHeaders(mux))
 }
 
-// panels reads the view each /fragments/<name> URL serves, which the
-// template of that name renders.
+// panels reads the view each /fragments/<name> serves, for template <name>.
 func (o *observer) panels() map[string]func(*http.Request) any {
 	return map[string]func(*http.Request) any{
 		"overview":  func(r *http.Request) any { return o.overviewView(r.Context()) },
@@ -297,11 +269,4 @@ func (o *observer) panels() map[string]func(*http.Request) any {
 		"analytics": func(r *http.Request) any { return o.analyticsView(r.Context(), r.URL.Query()) },
 		"storage":   func(r *http.Request) any { return o.storageView(r.Context()) },
 	}
-}
-
-// serveHealth answers the liveness probe scripts use.
-func serveHealth(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	io.WriteString(w, `{"status":"ok"}`)
 }

@@ -156,7 +156,7 @@ func TestGroupLabels(t *testing.T) {
 		{gone, "", "Unknown group", true},
 	}
 	for _, tt := range tests {
-		got, deleted := l.label(tt.id, tt.recorded)
+		got, deleted := l(tt.id, tt.recorded)
 		if got != tt.want || deleted != tt.deleted {
 			t.Errorf("label(%s, %q) got %q, %v; want %q, %v", tt.id, tt.recorded, got, deleted, tt.want, tt.deleted)
 		}

@@ -1,27 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
 
 // auditSchema is the audit database's handle with its table names and the
-// columns of tool_calls (empty without that table). A request reads it once
-// and passes it to every reader of the audit database, instead of each
-// reader opening the file and listing tables again.
+// columns of tool_calls, read once per request for every reader of it.
 type auditSchema struct {
 	db      *sql.DB
 	tables  map[string]bool
 	columns map[string]bool
 }
 
-// readAuditSchema opens the audit database and lists its tables and
-// tool_calls columns.
+// readAuditSchema opens the audit database and lists its schema.
 func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
 	db, err := o.dbs.audit(o.dir)
 	if err != nil {
@@ -31,20 +29,16 @@ func (o *observer) readAuditSchema(ctx context.Context) (*auditSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &auditSchema{db: db, tables: tables, columns: map[string]bool{}}
-	if tables["tool_calls"] {
-		if a.columns, err = columnNames(ctx, db, "tool_calls"); err != nil {
-			return nil, err
-		}
+	columns, err := columnNames(ctx, db, "tool_calls") // none without the table
+	if err != nil {
+		return nil, err
 	}
-	return a, nil
+	return &auditSchema{db: db, tables: tables, columns: columns}, nil
 }
 
 // auditMeta is the audit database's metadata row.
 type auditMeta struct {
-	EnabledAt   string
-	LastCleanup string
-	Retention   string
+	EnabledAt, LastCleanup, Retention string
 }
 
 // auditMetadata reads the metadata row; ok is false when auditing was never
@@ -64,14 +58,10 @@ func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 }
 
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
+// Outcome is success, error, or error:<category>.
 type auditFilter struct {
-	From    time.Time
-	To      time.Time
-	Tool    string
-	Outcome string // success, error, or error:<category>
-	Caller  string
-	Group   string
-	Context string
+	From, To                              time.Time
+	Tool, Outcome, Caller, Group, Context string
 }
 
 // auditWhere filters rollup rows when seconds, the tier's bucket width, is
@@ -133,18 +123,14 @@ func optionalColumn(cols map[string]bool, col string) string {
 
 // toolCallRow is one audit row as the event logs show it.
 type toolCallRow struct {
-	At         stamp
-	Tool       string
-	ToolName   string
-	Caller     string
-	Outcome    string
-	Label      string
-	Category   string
-	GroupID    string
-	GroupLabel string
-	Deleted    bool
-	Duration   int64
-	when       time.Time
+	At                       stamp
+	Tool, ToolName           string // the readable label and the stored name
+	Caller                   string
+	Outcome, Label, Category string // Label names the outcome or the category
+	GroupID, GroupLabel      string
+	Deleted                  bool
+	Duration                 int64
+	when                     time.Time
 }
 
 // readToolCalls reads the newest matching audit rows with their group-name
@@ -173,7 +159,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		r.Label = outcomeLabel(r.Outcome, r.Category)
 		r.GroupID, r.GroupLabel = group.String, "—"
 		if r.GroupID != "" {
-			r.GroupLabel, r.Deleted = labels.label(r.GroupID, gname.String)
+			r.GroupLabel, r.Deleted = labels(r.GroupID, gname.String)
 		}
 		return r, nil
 	}, toolCallsQuery(a, f, where), append(args, limit)...)
@@ -204,49 +190,36 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 // unknownGroupLabel names a group that has no database and no recorded name.
 const unknownGroupLabel = "Unknown group"
 
-// groupLabeler names the groups audit rows refer to, for the event log and
-// the group filter alike. It remembers, per request, which groups are gone
-// and what the live ones are called, because one page names the same few
-// groups many times.
-type groupLabeler struct {
-	o       *observer
-	ctx     context.Context
-	deleted map[string]bool
-	names   map[string]string
-}
+// groupLabeler names group id, which audit rows refer to, and reports
+// whether its database is gone. recorded is the name the audit log kept (or
+// the id, or nothing); without one a live group is named from its database.
+// A missing group with one was deleted and its label says so; one without
+// is "Unknown group", since a call may name a group that never existed.
+type groupLabeler func(id, recorded string) (label string, deleted bool)
 
-// newGroupLabeler returns a labeler for one request.
-func (o *observer) newGroupLabeler(ctx context.Context) *groupLabeler {
-	return &groupLabeler{o: o, ctx: ctx, deleted: map[string]bool{}, names: map[string]string{}}
-}
-
-// label names group id and reports whether its database is gone. recorded
-// is the name the audit log kept; the writer stores the id itself, or
-// nothing, when it had no name. Without a recorded name a live group is
-// named from its own database. A missing group with a recorded name was
-// deleted and its label says so; one without is "Unknown group", since a
-// call may name a group that never existed (the id is on hover).
-func (l *groupLabeler) label(id, recorded string) (string, bool) {
-	gone, ok := l.deleted[id]
-	if !ok {
-		gone = !groupFileExists(l.o.dir, id)
-		l.deleted[id] = gone
+// newGroupLabeler returns a labeler for one request. It remembers which
+// groups are gone and what live ones are called: a page names a few many times.
+func (o *observer) newGroupLabeler(ctx context.Context) groupLabeler {
+	deleted, names := map[string]bool{}, map[string]string{}
+	return func(id, recorded string) (string, bool) {
+		gone, ok := deleted[id]
+		if !ok {
+			gone = !groupFileExists(o.dir, id)
+			deleted[id] = gone
+		}
+		switch {
+		case gone && (recorded == "" || recorded == id):
+			return unknownGroupLabel, true
+		case gone:
+			return recorded + " (deleted)", true
+		case recorded != "" && recorded != id:
+			return recorded, false
+		}
+		if _, ok := names[id]; !ok {
+			names[id] = o.groupName(ctx, id)
+		}
+		return names[id], false
 	}
-	if gone && (recorded == "" || recorded == id) {
-		return unknownGroupLabel, true
-	}
-	if gone {
-		return recorded + " (deleted)", true
-	}
-	if recorded != "" && recorded != id {
-		return recorded, false
-	}
-	name, ok := l.names[id]
-	if !ok {
-		name = l.o.groupName(l.ctx, id)
-		l.names[id] = name
-	}
-	return name, false
 }
 
 // aggregateRow is one grouped rollup row.
@@ -308,8 +281,7 @@ func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, s
 	return out, nil
 }
 
-// readRawAggregate derives the same aggregates from raw rows, for audit
-// databases written before rollups existed.
+// readRawAggregate derives the aggregates from a pre-rollup database's rows.
 func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
 	cols := a.columns
 	where, args, ok := auditWhere(f, 0, cols)
@@ -366,24 +338,26 @@ func latencyValue(bucket string) int64 {
 	return n
 }
 
-// percentile returns the nearest-rank percentile of a histogram.
-func percentile(hist []latencyCount, p float64) (int64, bool) {
+// percentileText renders the nearest-rank percentile p of a histogram in
+// milliseconds with format, or "—" for an empty one.
+func percentileText(hist []latencyCount, p float64, format string) string {
 	var total int64
 	for _, h := range hist {
 		total += h.Count
 	}
 	if total == 0 {
-		return 0, false
+		return "—"
 	}
-	sorted := append([]latencyCount(nil), hist...)
-	sort.Slice(sorted, func(i, j int) bool { return latencyValue(sorted[i].Bucket) < latencyValue(sorted[j].Bucket) })
+	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int {
+		return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket))
+	})
 	target := int64(math.Ceil(float64(total) * p))
 	var seen int64
 	for _, h := range sorted {
 		seen += h.Count
 		if seen >= target {
-			return latencyValue(h.Bucket), true
+			return fmt.Sprintf(format, latencyValue(h.Bucket))
 		}
 	}
-	return latencyValue(sorted[len(sorted)-1].Bucket), true
+	return fmt.Sprintf(format, latencyValue(sorted[len(sorted)-1].Bucket))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -12,25 +13,21 @@ import (
 // donutChart is a server-drawn SVG ring: one arc per category, with a hover
 // title giving each exact value.
 type donutChart struct {
-	Label    string
-	Category string // what the legend's first column lists: "Tool"
-	Total    int64
-	Segments []donutSegment
+	Label, Category string // Category is what the legend's first column lists: "Tool"
+	Total           int64
+	Segments        []donutSegment
 }
 
 // donutSegment is one arc, drawn as a dashed circle stroke.
 type donutSegment struct {
-	Name    string
-	Value   int64
-	Percent string
-	Color   string
-	Dash    string
-	Offset  string
+	Name           string
+	Value          int64
+	Percent, Color string
+	Dash, Offset   string // the stroke's dash array and offset
 }
 
-// Chart geometry shared with the templates. The line chart's SVG holds the
-// plot only and is stretched to its card, so its coordinates are abstract:
-// x from 0 to plotWidth, y from 0 (top) to plotHeight.
+// Chart geometry shared with the templates. The line chart's SVG, stretched
+// to its card, has abstract coordinates: x to plotWidth, y (down) to plotHeight.
 const (
 	donutRadius = 60.0
 	plotWidth   = 1000.0
@@ -54,11 +51,9 @@ var outcomePalette = func() map[string]string {
 // successColor is the green of successful calls.
 const successColor = "#4f8a2a"
 
-// newDonut builds a ring from counts, biggest category first (ties by
-// name), so the legend reads as a ranking like Grafana's table legend. A
-// category takes its colour from palette when listed there, else from
-// toolPalette by its place in name order, so a tool keeps its colour when
-// the ranking changes.
+// newDonut builds a ring from counts, biggest category first (ties by name)
+// so that the legend reads as a ranking. A category's colour is palette's,
+// else toolPalette's by its place in name order, so it survives re-ranking.
 func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
 	d := donutChart{Label: label}
 	names := make([]string, 0, len(counts))
@@ -71,20 +66,16 @@ func newDonut(label string, counts map[string]int64, palette map[string]string) 
 	sort.Strings(names)
 	colorOf := make(map[string]string, len(names))
 	for i, name := range names {
-		colorOf[name] = toolPalette[i%len(toolPalette)]
-		if c, ok := palette[name]; ok {
-			colorOf[name] = c
-		}
+		colorOf[name] = cmp.Or(palette[name], toolPalette[i%len(toolPalette)])
 	}
 	sort.SliceStable(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
 	circumference := 2 * math.Pi * donutRadius
 	offset := 0.0
 	for _, name := range names {
 		n := counts[name]
-		color := colorOf[name]
 		length := circumference * float64(n) / float64(d.Total)
 		d.Segments = append(d.Segments, donutSegment{
-			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: color,
+			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: colorOf[name],
 			Dash:   fmt.Sprintf("%.3f %.3f", length, circumference-length),
 			Offset: fmt.Sprintf("%.3f", -offset),
 		})
@@ -100,44 +91,26 @@ func trimPercent(p float64) string {
 
 // axisTick is one labelled gridline or time label.
 type axisTick struct {
-	Y     string
-	Label string
-	ISO   string
-	Fmt   string
-}
-
-// valueTicks returns the gridlines of a value axis from 0 to a nice
-// maximum at or above maxV, bottom first, with that maximum.
-func valueTicks(maxV int64) (int64, []axisTick) {
-	top, step := niceScale(maxV, 5)
-	var ticks []axisTick
-	for v := int64(0); v <= top; v += step {
-		ticks = append(ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
-	}
-	return top, ticks
+	Y, Label, ISO, Fmt string
 }
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 // lineChart is a server-drawn SVG time series with an area fill.
 type lineChart struct {
-	Label  string
-	Line   string
-	Area   string
-	Points []linePoint
-	Ticks  []axisTick
-	XTicks []axisTick
-	Count  int
+	Label         string
+	Line, Area    string // SVG paths
+	Points        []linePoint
+	Ticks, XTicks []axisTick // value gridlines and time labels
+	Count         int
 	// YLabels are the tick labels top first, as the HTML axis lists them.
 	YLabels []string
 }
 
 // linePoint is one bucket with its hover title.
 type linePoint struct {
-	X, Y   string
-	Title  string
-	ISO    string
-	Suffix string
+	X, Y               string
+	Title, ISO, Suffix string
 }
 
 // maxFilledBuckets bounds gap filling; sparser series keep only real points.
@@ -155,38 +128,32 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 	for _, k := range keys {
 		maxV = max(maxV, byTime[k])
 	}
-	top, ticks := valueTicks(maxV)
-	c.Ticks = ticks
-	for i := len(ticks) - 1; i >= 0; i-- {
-		c.YLabels = append(c.YLabels, ticks[i].Label)
+	top, step := niceScale(maxV, 5)
+	for v := int64(0); v <= top; v += step {
+		c.Ticks = append(c.Ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
+		c.YLabels = append([]string{fmt.Sprint(v)}, c.YLabels...)
 	}
 	c.Count = len(keys)
-	var line, area strings.Builder
-	base := plotHeight
+	var line strings.Builder
 	for i, k := range keys {
-		x, y := lineX(i, len(keys)), base-plotHeight*float64(byTime[k])/float64(top)
-		cmd := "L"
-		if i == 0 {
-			cmd = "M"
-			fmt.Fprintf(&area, "M%.1f %.1f ", x, base)
-		}
-		fmt.Fprintf(&line, "%s%.1f %.1f ", cmd, x, y)
-		fmt.Fprintf(&area, "L%.1f %.1f ", x, y)
+		x, y := lineX(i, len(keys)), plotHeight-plotHeight*float64(byTime[k])/float64(top)
+		fmt.Fprintf(&line, "L%.1f %.1f ", x, y)
 		t := time.Unix(k, 0).In(o.location)
 		suffix := fmt.Sprintf(": %d calls", byTime[k])
 		c.Points = append(c.Points, linePoint{X: f1(x), Y: f1(y), Title: t.Format("2006-01-02 15:04:05 MST") + suffix,
 			ISO: t.UTC().Format(time.RFC3339), Suffix: suffix})
 	}
-	fmt.Fprintf(&area, "L%.1f %.1f Z", lineX(len(keys)-1, len(keys)), base)
-	c.Line, c.Area = strings.TrimSpace(line.String()), area.String()
+	path := strings.TrimSpace(line.String())
+	c.Line = "M" + path[1:]
+	first, last := lineX(0, len(keys)), lineX(len(keys)-1, len(keys))
+	c.Area = fmt.Sprintf("M%.1f %.1f %s L%.1f %.1f Z", first, plotHeight, path, last, plotHeight)
 	c.XTicks = o.timeTicks(keys, seconds)
 	return c
 }
 
-// chartBuckets lists the buckets to plot, oldest first: the buckets with
-// calls, or every bucket of the filtered range when there are few enough.
-// Bucket starts use auditBucketStart, as the rollups do, so the range's
-// first and last buckets line up with the stored ones also before 1970.
+// chartBuckets lists the buckets to plot, oldest first: those with calls, or
+// all of the filtered range when few enough, started by auditBucketStart as
+// the rollups do, so they line up with the stored ones also before 1970.
 func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) []int64 {
 	keys := make([]int64, 0, len(byTime))
 	for k := range byTime {
@@ -220,23 +187,105 @@ func lineX(i, n int) float64 {
 	return plotWidth * float64(i) / float64(n-1)
 }
 
-// timeTicks labels up to five evenly spaced buckets, in dates for day-wide
-// buckets and in minutes otherwise. An odd count lets a phone show every
-// other label (first, middle, last) still evenly spaced.
+// timeTicks labels up to five evenly spaced buckets, in dates or minutes; an
+// odd count lets a phone show every other label, still evenly spaced.
 func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	labels := min(5, len(keys))
 	ticks := make([]axisTick, 0, labels)
+	layout, format := "01-02 15:04", "minute"
+	if seconds >= 86400 {
+		layout, format = "2006-01-02", "date"
+	}
 	for j := range labels {
-		i := 0
-		if labels > 1 {
-			i = j * (len(keys) - 1) / (labels - 1)
-		}
-		t := time.Unix(keys[i], 0)
-		layout, format := "01-02 15:04", "minute"
-		if seconds >= 86400 {
-			layout, format = "2006-01-02", "date"
-		}
+		t := time.Unix(keys[j*(len(keys)-1)/max(labels-1, 1)], 0)
 		ticks = append(ticks, axisTick{Label: t.In(o.location).Format(layout), ISO: t.UTC().Format(time.RFC3339), Fmt: format})
 	}
 	return ticks
+}
+
+// topList is a ranked horizontal bar chart: one row per category, biggest
+// first, with its count, on an axis ending at a round number. Labels are
+// HTML, readable at any width; each bar is a tiny SVG, as the CSP allows no
+// inline styles.
+type topList struct {
+	Label string
+	Noun  string // what is counted, for the hover text: "calls"
+	Total int64
+	Rows  []topRow
+	Ticks []string // evenly spaced axis labels from 0 to the axis maximum
+	Grid  []string // x of each inner tick in the 0–100 bar coordinates
+}
+
+// topRow is one ranked category.
+type topRow struct {
+	Name    string
+	Value   int64
+	Percent string
+	Width   string // bar length in percent of the axis, for an SVG width
+	Other   int    // how many categories an "Other" row sums; 0 otherwise
+}
+
+// maxTopRows bounds a top list, whose tail one "Other" row sums in plain
+// sight; a busy deployment's callers (two dozen in review) all show.
+const maxTopRows = 25
+
+// newTopList ranks counts (ties by name) and scales the bars to a nice axis.
+func newTopList(label, noun string, counts map[string]int64) topList {
+	l := topList{Label: label, Noun: noun}
+	for name, n := range counts {
+		if n > 0 {
+			l.Rows = append(l.Rows, topRow{Name: name, Value: n})
+			l.Total += n
+		}
+	}
+	sort.Slice(l.Rows, func(i, j int) bool {
+		if l.Rows[i].Value != l.Rows[j].Value {
+			return l.Rows[i].Value > l.Rows[j].Value
+		}
+		return strings.ToLower(l.Rows[i].Name) < strings.ToLower(l.Rows[j].Name)
+	})
+	if len(l.Rows) > maxTopRows {
+		other := topRow{Other: len(l.Rows) - (maxTopRows - 1)}
+		for _, r := range l.Rows[maxTopRows-1:] {
+			other.Value += r.Value
+		}
+		other.Name = fmt.Sprintf("Other (%d more)", other.Other)
+		l.Rows = append(l.Rows[:maxTopRows-1], other)
+	}
+	var most int64
+	for _, r := range l.Rows {
+		most = max(most, r.Value)
+	}
+	top, step := niceScale(most, 5)
+	for v := int64(0); v <= top; v += step {
+		l.Ticks = append(l.Ticks, fmt.Sprint(v))
+		if v > 0 && v < top {
+			l.Grid = append(l.Grid, fmt.Sprintf("%.2f", float64(v)*100/float64(top)))
+		}
+	}
+	for i := range l.Rows {
+		r := &l.Rows[i]
+		r.Percent = trimPercent(float64(r.Value) * 100 / float64(l.Total))
+		r.Width = fmt.Sprintf("%.2f", float64(r.Value)*100/float64(top))
+	}
+	return l
+}
+
+// niceScale returns the smallest round axis maximum at or above maxV and its
+// step, in at most maxTicks steps of 1, 2, 2.5 or 5 × 10ⁿ: 123 gives 125.
+func niceScale(maxV int64, maxTicks int) (top, step int64) {
+	if maxV < 1 {
+		maxV = 1
+	}
+	for pow := int64(1); ; pow *= 10 {
+		for _, m := range []int64{10, 20, 25, 50} {
+			s := pow * m / 10
+			if s == 0 || pow*m%10 != 0 {
+				continue
+			}
+			if n := (maxV + s - 1) / s; n <= int64(maxTicks) {
+				return n * s, s
+			}
+		}
+	}
 }

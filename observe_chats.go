@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// chatsView is the Chats workspace: the group picker (Value is the group
-// id) plus the selected chat.
+// chatsView is the Chats workspace: the group picker (values are group ids)
+// and the selected chat.
 type chatsView struct {
 	Groups []selectOption
 	Chat   chatView
@@ -20,30 +20,25 @@ type chatsView struct {
 
 // chatView is one group's conversation, members and wake events.
 type chatView struct {
-	Selected    bool
-	Unavailable bool
-	ID          string
-	Name        string
-	Description string
-	Members     []memberInfo
-	Wakeups     []wakeupRow
-	WakeupTotal int64
-	Pending     int64 // unacknowledged wake events, all of them listed first
-	Messages    messagePage
+	Selected, Unavailable bool
+	ID, Name, Description string
+	Members               []memberInfo
+	Wakeups               []wakeupRow
+	WakeupTotal           int64
+	Pending               int64 // unacknowledged wake events, all of them listed first
+	Messages              messagePage
 }
 
 // wakeupRow is one wake event as the chat's side panel shows it: whom it
 // wakes (by member name), for which message, and how far it got.
 type wakeupRow struct {
-	MessageID int64
-	ContextID string
-	Target    string // the member's name, or the context id of one who left
-	Sender    string
-	Excerpt   string
-	Priority  string
-	Relevance string
-	Steps     []wakeupStep
-	Pending   bool
+	MessageID           int64
+	ContextID           string
+	Target              string // the member's name, or the context id of one who left
+	Sender, Excerpt     string // of the message that woke the target
+	Priority, Relevance string
+	Steps               []wakeupStep
+	Pending             bool
 }
 
 // wakeupStep is one delivery state of a wake event: created, notified,
@@ -56,12 +51,10 @@ type wakeupStep struct {
 
 // messageRow is one chat message.
 type messageRow struct {
-	ID       int64
-	Sender   string
-	Content  string
-	Created  stamp
-	Priority string
-	Routing  string
+	ID                int64
+	Sender, Content   string
+	Created           stamp
+	Priority, Routing string
 }
 
 // messagePage is one page of a chat, oldest first, with the cursor for the
@@ -83,11 +76,10 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	names := catalogNames(ctx, o.dir, o.dbs)
 	var v chatsView
 	for _, id := range ids {
-		name := names[id]
-		if name == "" {
-			name = o.groupName(ctx, id)
+		if names[id] == "" {
+			names[id] = o.groupName(ctx, id) // not in the catalog
 		}
-		v.Groups = append(v.Groups, selectOption{Value: id, Label: name})
+		v.Groups = append(v.Groups, selectOption{Value: id, Label: names[id]})
 	}
 	if len(v.Groups) == 0 {
 		return v
@@ -96,83 +88,58 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 	if !slices.Contains(ids, selected) {
 		selected = v.Groups[0].Value
 	}
-	for i := range v.Groups {
-		v.Groups[i].Selected = v.Groups[i].Value == selected
-	}
+	v.Groups = withSelection(v.Groups, selected, "")
 	v.Chat = o.chatView(ctx, selected)
 	return v
 }
 
 // groupName reads a group's name from its own metadata.
 func (o *observer) groupName(ctx context.Context, id string) string {
-	db, err := o.dbs.group(o.dir, id)
-	if err != nil {
-		return "Untitled group"
-	}
 	var name sql.NullString
-	if db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name) != nil || name.String == "" {
-		return "Untitled group"
+	if db, err := o.dbs.group(o.dir, id); err == nil {
+		db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name)
 	}
-	return name.String
+	return firstNonEmpty(name.String, "Untitled group")
 }
 
 // wakeupListLimit bounds the side panel; the total is still shown.
 const wakeupListLimit = 200
 
-// chatView reads one group's conversation, members and newest wake events
-// over a single connection; any failure shows the chat as unavailable.
+// chatView reads one group's conversation, members and newest wake events;
+// any failure shows the chat as unavailable.
 func (o *observer) chatView(ctx context.Context, id string) chatView {
 	v := chatView{ID: id}
 	if validateGroupID(id) != nil {
 		return v
 	}
 	v.Selected = true
-	if err := o.readChat(ctx, &v); err != nil {
+	g, err := o.readGroupSummary(ctx, id)
+	if err == nil {
+		v.Wakeups, err = o.readWakeups(ctx, id, memberNames(g.Members))
+	}
+	if err != nil {
 		v.Unavailable = true
 		return v
 	}
+	v.Name, v.Description, v.Members, v.WakeupTotal, v.Pending = g.Name, g.Description, g.Members, g.WakeupTotal, g.Pending
 	v.Messages = o.messagePageView(ctx, id, 0)
 	// messagePageView sets Error only on pages it returns without messages.
 	v.Unavailable = v.Messages.Error != ""
 	return v
 }
 
-// readChat fills v's metadata, members and wake events. It releases its
-// connection before returning, so the message page can take one from the
-// same small pool.
-func (o *observer) readChat(ctx context.Context, v *chatView) error {
-	db, err := o.dbs.group(o.dir, v.ID)
+// readWakeups reads up to wakeupListLimit wake events, waiting ones first,
+// then newest, naming each target by its member name (names) and quoting
+// the message that woke it. The store's wakeupDeliveries gives the states:
+// created, notified (a session pushed it), delivered (a hook, wait or read
+// tool put it before the agent) and read (acknowledged).
+func (o *observer) readWakeups(ctx context.Context, id string, names map[string]string) ([]wakeupRow, error) {
+	db, err := o.dbs.group(o.dir, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var name, desc sql.NullString
-	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
-		"COUNT(*), COUNT(*) - COUNT(acknowledged_at) FROM wakeup_events").Scan(&name, &desc, &v.WakeupTotal, &v.Pending)
-	if err != nil {
-		return err
-	}
-	v.Name, v.Description = firstNonEmpty(name.String, "Untitled group"), desc.String
-	if v.Members, err = readMembers(ctx, conn); err != nil {
-		return err
-	}
-	v.Wakeups, err = o.readWakeups(ctx, conn, memberNames(v.Members))
-	return err
-}
-
-// readWakeups reads up to wakeupListLimit wake events, the ones still
-// waiting first, then newest first, naming each target by its member name
-// (names maps context ids to names) and quoting the message that woke it.
-// Delivery states and times come from the store's wakeupDeliveries: created,
-// notified (a session pushed the notification), delivered (a hook, wait or
-// read tool put it before the agent) and read (acknowledged).
-func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]string) ([]wakeupRow, error) {
 	// All events, because a waiting one may be older than the newest page.
-	events, err := wakeupDeliveries(q, "", 0)
+	events, err := wakeupDeliveries(db, "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +150,7 @@ func (o *observer) readWakeups(ctx context.Context, q queryer, names map[string]
 		return events[i].eventID > events[j].eventID
 	})
 	events = events[:min(len(events), wakeupListLimit)]
-	excerpts, err := messageExcerpts(ctx, q, events)
+	excerpts, err := messageExcerpts(ctx, db, events)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +183,7 @@ func (o *observer) wakeupStep(name string, at *string) wakeupStep {
 	return wakeupStep{Name: name, Done: true, At: o.stampOf(*at, "—")}
 }
 
-// messageExcerpts reads the sender and the start of each wake event's
-// message, keyed by message id.
+// messageExcerpts reads the sender and start of each wake event's message.
 func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
 	out := make(map[int64][2]string, len(events))
 	if len(events) == 0 {
@@ -237,12 +203,26 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 	return out, err
 }
 
-// messageQuery selects messages as scanMessage reads them.
-const messageQuery = "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages"
+// readMessages reads group id's messages that where (a WHERE clause with
+// args) selects, as the chat shows them.
+func (o *observer) readMessages(ctx context.Context, id, where string, args ...any) ([]messageRow, error) {
+	db, err := o.dbs.group(o.dir, id)
+	if err != nil {
+		return nil, err
+	}
+	return queryAll(ctx, db, func(row rowScanner) (messageRow, error) {
+		var m messageRow
+		var sender, senderName, content, created, prio, routing sql.NullString
+		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing)
+		m.Sender, m.Content = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String
+		m.Created = o.stampOf(created.String, "")
+		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
+		return m, err
+	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages "+where, args...)
+}
 
 // messagePageView reads the page of messages older than cursor (or the
-// newest page for zero). One extra row is read to know whether an older page
-// exists, so "Load older" never leads to an empty page.
+// newest, for zero), and one more row so "Load older" never finds nothing.
 func (o *observer) messagePageView(ctx context.Context, id string, cursor int64) messagePage {
 	p := messagePage{GroupID: id}
 	if validateGroupID(id) != nil {
@@ -252,11 +232,7 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	if cursor <= 0 {
 		cursor = math.MaxInt64
 	}
-	db, err := o.dbs.group(o.dir, id)
-	var page []messageRow
-	if err == nil {
-		page, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
-	}
+	page, err := o.readMessages(ctx, id, "WHERE id < ? ORDER BY id DESC LIMIT ?", cursor, messagePageSize+1)
 	if err != nil {
 		p.Error = "Messages are temporarily unavailable; retry shortly."
 		return p
@@ -270,21 +246,6 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	return p
 }
 
-// scanMessage reads one messages row as the chat shows it.
-func (o *observer) scanMessage(row rowScanner) (messageRow, error) {
-	var m messageRow
-	var sender, senderName, content, created, prio, routing sql.NullString
-	if err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing); err != nil {
-		return m, err
-	}
-	m.Sender = firstNonEmpty(senderName.String, sender.String, "Unknown")
-	m.Content = content.String
-	m.Created = o.stampOf(created.String, "")
-	m.Priority = firstNonEmpty(prio.String, "normal")
-	m.Routing = firstNonEmpty(routing.String, "normal")
-	return m, nil
-}
-
 // singleMessage reads one message of group id as a page of its own, for
 // live appends to an open chat; Error says why it is missing.
 func (o *observer) singleMessage(ctx context.Context, id string, messageID int64) messagePage {
@@ -292,11 +253,8 @@ func (o *observer) singleMessage(ctx context.Context, id string, messageID int64
 	if validateGroupID(id) != nil {
 		return p
 	}
-	db, err := o.dbs.group(o.dir, id)
-	if err == nil {
-		p.Messages, err = queryAll(ctx, db, o.scanMessage, messageQuery+" WHERE id = ?", messageID)
-	}
-	switch {
+	var err error
+	switch p.Messages, err = o.readMessages(ctx, id, "WHERE id = ?", messageID); {
 	case err != nil:
 		p.Error = "Message is temporarily unavailable."
 	case len(p.Messages) == 0:
@@ -307,8 +265,7 @@ func (o *observer) singleMessage(ctx context.Context, id string, messageID int64
 	return p
 }
 
-// serveMessages serves the page of messages before older_than_message_id,
-// or the newest page without it.
+// serveMessages serves the page before older_than_message_id, else the newest.
 func (o *observer) serveMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var cursor int64

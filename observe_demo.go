@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,34 +16,35 @@ import (
 )
 
 // observeDemo is the sample deployment behind "crosstalk-mcp observe --demo":
-// a temporary groups directory written by real MCP stdio sessions of this
-// same binary, one per agent, so every row the dashboard shows went through
-// the tools, routing and audit paths a real client uses.
+// a temporary groups directory written by a real MCP stdio session of this
+// same binary, so every row the dashboard shows went through the tools,
+// routing and audit paths a real client uses. The agents share that one
+// session, since every tool call names its caller in its arguments.
 type observeDemo struct {
 	dir      string
 	keep     bool
-	agents   []*demoAgent
+	agents   []demoAgent
 	groupIDs []string // release train first, then the incident room
+
+	// The session: a child crosstalk-mcp spoken to over stdio like a client,
+	// one request at a time from one goroutine (the seeding, then the trickle).
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	enc    *json.Encoder // one JSON-RPC message a line, to stdin
+	dec    *json.Decoder // the server's replies and notifications
+	nextID int64
 
 	stop    context.CancelFunc
 	trickle sync.WaitGroup // the goroutine sending new messages
 }
 
-// demoAgent is one agent's MCP session: a child crosstalk-mcp process spoken
-// to over stdio the way a client does, one request at a time and from one
-// goroutine at a time (the seeding, then the trickle).
+// demoAgent is one of the demo's callers.
 type demoAgent struct {
-	name      string
-	contextID string
-	cmd       *exec.Cmd
-	stdin     io.WriteCloser
-	stdout    *bufio.Reader
-	nextID    int64
+	name, contextID string
 }
 
-// demoTimeout bounds one tool call. It is generous because the demo's child
-// processes share the machine with the dashboard and a browser; a call that
-// takes longer means the child is stuck, and the demo gives up on it.
+// demoTimeout bounds one tool call, generously because the child shares the
+// machine with the dashboard and a browser: a slower call means it is stuck.
 const demoTimeout = 30 * time.Second
 
 // demoTrickleInterval is how often the demo sends a new message, so the live
@@ -54,22 +54,21 @@ const demoTrickleInterval = 4 * time.Second
 // demoAgentNames are the demo's agents; the first creates the groups.
 var demoAgentNames = []string{"Architect", "Reviewer", "Tester", "On-call"}
 
-// startObserveDemo creates the demo directory, starts one MCP session per
-// agent from binary, and seeds the conversation. A trickle of new messages
-// then runs every interval until close.
+// startObserveDemo creates the demo directory, starts an MCP session of
+// binary on it with auditing on, and seeds the conversation. A trickle of
+// new messages then runs every interval until close.
 func startObserveDemo(binary string, keep bool, interval time.Duration) (*observeDemo, error) {
 	dir, err := os.MkdirTemp("", "crosstalk-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	d := &observeDemo{dir: dir, keep: keep}
+	d := &observeDemo{dir: dir, keep: keep, cmd: exec.Command(binary)}
 	for _, name := range demoAgentNames {
-		a, err := startDemoAgent(binary, dir, name)
-		if err != nil {
-			d.close()
-			return nil, err
-		}
-		d.agents = append(d.agents, a)
+		d.agents = append(d.agents, demoAgent{name, newContextID()})
+	}
+	if err := d.startSession(); err != nil {
+		d.close()
+		return nil, err
 	}
 	if err := d.seed(); err != nil {
 		d.close()
@@ -97,10 +96,7 @@ func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), e
 	if err != nil {
 		return "", nil, err
 	}
-	fate := "removed on exit; --keep keeps it"
-	if opts.keep {
-		fate = "kept on exit"
-	}
+	fate := map[bool]string{false: "removed on exit; --keep keeps it", true: "kept on exit"}[opts.keep]
 	fmt.Fprintf(c.stderr, "Demo: %d agents writing to %s (%s)\n", len(d.agents), d.dir, fate)
 	return d.dir, func() {
 		if err := d.close(); err != nil {
@@ -118,86 +114,68 @@ func newContextID() string {
 	rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// startDemoAgent runs binary as an MCP stdio server on dir with auditing on
-// and completes the initialize handshake.
-func startDemoAgent(binary, dir, name string) (*demoAgent, error) {
-	cmd := exec.Command(binary)
+// startSession runs d.cmd as an audited MCP stdio server on d.dir and
+// completes the initialize handshake.
+func (d *observeDemo) startSession() error {
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CROSSTALK_") {
-			cmd.Env = append(cmd.Env, kv)
+			d.cmd.Env = append(d.cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "CROSSTALK_GROUPS_DIR="+dir, auditRetentionVar+"=inf")
-	stdin, err := cmd.StdinPipe()
+	d.cmd.Env = append(d.cmd.Env, "CROSSTALK_GROUPS_DIR="+d.dir, auditRetentionVar+"=inf")
+	stdin, err := d.cmd.StdinPipe()
 	if err != nil {
-		return nil, fmt.Errorf("demo agent %s: %w", name, err)
+		return fmt.Errorf("demo session: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("demo agent %s: %w", name, err)
+		return fmt.Errorf("demo session: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start demo agent %s: %w", name, err)
+	if err := d.cmd.Start(); err != nil {
+		return fmt.Errorf("start demo session: %w", err)
 	}
-	a := &demoAgent{name: name, contextID: newContextID(), cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 1<<20)}
-	_, err = a.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+	d.stdin, d.enc, d.dec = stdin, json.NewEncoder(stdin), json.NewDecoder(stdout)
+	_, err = d.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": "1"}})
 	if err == nil {
-		err = a.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+		err = d.enc.Encode(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	}
-	if err != nil {
-		a.close()
-		return nil, err
-	}
-	return a, nil
+	return err
 }
 
-// send writes one JSON-RPC message as a line.
-func (a *demoAgent) send(msg any) error {
-	line, err := json.Marshal(msg)
-	if err != nil {
-		return err
+// request sends one request and reads messages until its response,
+// skipping the notifications (wakeups, resource updates) the server
+// interleaves. A child that does not answer within demoTimeout is stuck and
+// is killed, which ends the read; every later call to it then fails at once.
+func (d *observeDemo) request(method string, params any) (json.RawMessage, error) {
+	d.nextID++
+	id := d.nextID
+	if err := d.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		return nil, fmt.Errorf("demo session: write: %w", err)
 	}
-	if _, err := a.stdin.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("demo agent %s: write: %w", a.name, err)
-	}
-	return nil
-}
-
-// request sends one request and reads lines until its response, skipping
-// the notifications (wakeups, resource updates) the server interleaves. A
-// child that does not answer within demoTimeout is stuck and is killed,
-// which ends the read; every later call to it then fails at once.
-func (a *demoAgent) request(method string, params any) (json.RawMessage, error) {
-	a.nextID++
-	id := a.nextID
-	if err := a.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
-		return nil, err
-	}
-	stuck := time.AfterFunc(demoTimeout, func() { a.cmd.Process.Kill() })
+	stuck := time.AfterFunc(demoTimeout, func() { d.cmd.Process.Kill() })
 	defer stuck.Stop()
 	for {
-		line, err := a.stdout.ReadBytes('\n')
-		if err != nil && !stuck.Stop() {
-			return nil, fmt.Errorf("demo agent %s: %s: no reply within %v", a.name, method, demoTimeout)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("demo agent %s: %s: session ended: %w", a.name, method, err)
-		}
 		var m struct {
 			ID     *int64          `json:"id"`
 			Result json.RawMessage `json:"result"`
 			Error  *struct{ Message string }
 		}
-		if json.Unmarshal(line, &m) != nil || m.ID == nil || *m.ID != id {
+		err := d.dec.Decode(&m)
+		if err != nil && !stuck.Stop() {
+			return nil, fmt.Errorf("demo session: %s: no reply within %v", method, demoTimeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("demo session: %s: session ended: %w", method, err)
+		}
+		if m.ID == nil || *m.ID != id {
 			continue
 		}
 		if m.Error != nil {
-			return nil, fmt.Errorf("demo agent %s: %s: %s", a.name, method, m.Error.Message)
+			return nil, fmt.Errorf("demo session: %s: %s", method, m.Error.Message)
 		}
 		return m.Result, nil
 	}
@@ -207,11 +185,10 @@ func (a *demoAgent) request(method string, params any) (json.RawMessage, error) 
 // on purpose so the dashboard has failures to show.
 var errDemoTool = errors.New("tool returned an error")
 
-// tool calls one MCP tool as this agent and decodes its JSON text result
-// into out (when out is not nil).
-func (a *demoAgent) tool(name string, args map[string]any, out any) error {
+// tool calls one MCP tool as agent a and decodes its JSON text into out.
+func (d *observeDemo) tool(a demoAgent, name string, args map[string]any, out any) error {
 	args["caller_name"] = a.name
-	raw, err := a.request("tools/call", map[string]any{"name": name, "arguments": args})
+	raw, err := d.request("tools/call", map[string]any{"name": name, "arguments": args})
 	if err != nil {
 		return err
 	}
@@ -233,39 +210,23 @@ func (a *demoAgent) tool(name string, args map[string]any, out any) error {
 	return nil
 }
 
-// in calls a tool on group id with this agent's identity.
-func (a *demoAgent) in(tool, id string, more map[string]any) error {
+// in calls a tool on group id with agent a's identity.
+func (d *observeDemo) in(a demoAgent, tool, id string, more map[string]any) error {
 	args := map[string]any{"group_id": id, "context_id": a.contextID, "name": a.name}
-	for k, v := range more {
-		args[k] = v
-	}
-	return a.tool(tool, args, nil)
-}
-
-// close ends the session: closing stdin makes the server exit; a child that
-// does not exit within a few seconds is killed so the directory can go.
-func (a *demoAgent) close() {
-	a.stdin.Close()
-	exited := make(chan struct{})
-	go func() { a.cmd.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		a.cmd.Process.Kill()
-		<-exited
-	}
+	maps.Copy(args, more)
+	return d.tool(a, tool, args, nil)
 }
 
 // createGroup makes a group as agent a and has every member join it.
-func (d *observeDemo) createGroup(a *demoAgent, name, description string, members ...*demoAgent) (string, error) {
+func (d *observeDemo) createGroup(a demoAgent, name, description string, members ...demoAgent) (string, error) {
 	var created struct {
 		GroupID string `json:"group_id"`
 	}
-	if err := a.tool("create_group", map[string]any{"context_id": a.contextID, "name": name, "description": description}, &created); err != nil {
+	if err := d.tool(a, "create_group", map[string]any{"context_id": a.contextID, "name": name, "description": description}, &created); err != nil {
 		return "", err
 	}
 	for _, m := range members {
-		if err := m.in("join_group", created.GroupID, nil); err != nil {
+		if err := d.in(m, "join_group", created.GroupID, nil); err != nil {
 			return "", err
 		}
 	}
@@ -286,7 +247,7 @@ func (d *observeDemo) seed() error {
 		return err
 	}
 	for _, step := range []struct {
-		by       *demoAgent
+		by       demoAgent
 		tool, id string
 		more     map[string]any
 	}{
@@ -298,18 +259,17 @@ func (d *observeDemo) seed() error {
 		{oncall, "send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"}},
 		{arch, "get_unread_messages", incident, nil},
 		{arch, "send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."}},
+		// Two calls that fail on purpose: a non-creator renaming the group
+		// and a read of a group that does not exist.
+		{test, "update_group_metadata", release, map[string]any{"name": "Tester's train"}},
+		{rev, "get_all_messages", "grp_" + strings.Repeat("0", 32), nil},
 	} {
-		if err := step.by.in(step.tool, step.id, step.more); err != nil {
+		err := d.in(step.by, step.tool, step.id, step.more)
+		if failing := step.tool == "update_group_metadata" || step.tool == "get_all_messages"; failing && !errors.Is(err, errDemoTool) {
+			return fmt.Errorf("%s by %s: got %v; want a tool error", step.tool, step.by.name, err)
+		} else if !failing && err != nil {
 			return err
 		}
-	}
-	// Two calls that fail on purpose: a non-creator renaming the group and
-	// a read of a group that does not exist.
-	if err := test.tool("update_group_metadata", map[string]any{"group_id": release, "context_id": test.contextID, "name": "Tester's train"}, nil); !errors.Is(err, errDemoTool) {
-		return fmt.Errorf("rename by a non-creator: got %v; want a tool error", err)
-	}
-	if err := rev.in("get_all_messages", "grp_"+strings.Repeat("0", 32), nil); !errors.Is(err, errDemoTool) {
-		return fmt.Errorf("read of a missing group: got %v; want a tool error", err)
 	}
 	return nil
 }
@@ -337,8 +297,6 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 			return
 		case <-ticker.C:
 		}
-		sender := members[i%len(members)]
-		reader := members[(i+1)%len(members)]
 		priority := "normal"
 		if i%5 == 4 {
 			priority = "high"
@@ -346,20 +304,24 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
 		// A failed call (the session died, say) only pauses the trickle;
 		// the dashboard still shows what is there.
-		_ = sender.in("send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
-		_ = reader.in("get_unread_messages", d.groupIDs[0], nil)
+		_ = d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
+		_ = d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
 	}
 }
 
-// close stops the trickle and the agents, then removes the directory
-// unless the user asked to keep it.
+// close stops the trickle and the session (closing stdin makes the server
+// exit; one still running after 5 s is killed so the directory can go), then
+// removes the directory unless the user asked to keep it.
 func (d *observeDemo) close() error {
 	if d.stop != nil {
 		d.stop()
 		d.trickle.Wait()
 	}
-	for _, a := range d.agents {
-		a.close()
+	if d.stdin != nil {
+		d.stdin.Close()
+		stuck := time.AfterFunc(5*time.Second, func() { d.cmd.Process.Kill() })
+		d.cmd.Wait()
+		stuck.Stop()
 	}
 	if d.keep {
 		return nil

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -14,14 +17,14 @@ import (
 // Publishing never blocks: events are refresh hints, not a durable log, so a
 // subscriber whose buffer is full is dropped and reconnects for a snapshot.
 type eventHub struct {
-	// mu guards subs and closed; it is held only for non-blocking sends.
-	mu     sync.Mutex
-	subs   map[*eventSubscriber]struct{}
-	closed bool
+	// mu guards subs, nil once the hub is closed; it is held only for
+	// non-blocking sends.
+	mu   sync.Mutex
+	subs map[*eventSubscriber]struct{}
 }
 
-// eventSubscriber is one /events stream's queue of encoded events. Its
-// channel is closed when the hub drops it or shuts down.
+// eventSubscriber is one /events stream's queue of encoded events, closed
+// when the hub drops it or shuts down.
 type eventSubscriber struct {
 	ch chan []byte
 }
@@ -34,28 +37,27 @@ func newEventHub() *eventHub {
 	return &eventHub{subs: map[*eventSubscriber]struct{}{}}
 }
 
-// subscribe registers a new stream; after close it returns an already-closed
-// subscriber so late handlers end at once.
+// subscribe registers a new stream, already closed if the hub is.
 func (h *eventHub) subscribe() *eventSubscriber {
 	s := &eventSubscriber{ch: make(chan []byte, subscriberBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.subs == nil {
 		close(s.ch)
-		return s
+	} else {
+		h.subs[s] = struct{}{}
 	}
-	h.subs[s] = struct{}{}
 	return s
 }
 
-// unsubscribe removes s if it is still registered.
+// unsubscribe ends s's stream if it is still registered.
 func (h *eventHub) unsubscribe(s *eventSubscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropLocked(s)
 }
 
-// dropLocked ends s's stream if it is still registered; h.mu is held.
+// dropLocked is unsubscribe with h.mu held.
 func (h *eventHub) dropLocked(s *eventSubscriber) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
@@ -84,10 +86,10 @@ func (h *eventHub) publish(event string, payload any) {
 func (h *eventHub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.closed = true
 	for s := range h.subs {
 		h.dropLocked(s)
 	}
+	h.subs = nil
 }
 
 // encodeEvent renders one server-sent event with compact JSON data.
@@ -100,27 +102,19 @@ func encodeEvent(event string, payload any) ([]byte, error) {
 }
 
 // serveEvents streams server-sent events: a snapshot, then live changes. A
-// client that cannot keep up is dropped by the hub; its browser reconnects
-// and gets a fresh snapshot.
+// client dropped for lagging reconnects and gets a fresh snapshot.
 func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "Streaming unsupported.", http.StatusInternalServerError)
-		return
-	}
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(data []byte) bool {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	flusher := http.NewResponseController(w)
+	send := func(data []byte) bool { // false when the client is gone or cannot stream
 		_, err := w.Write(data)
-		flusher.Flush()
-		return err == nil
+		return err == nil && flusher.Flush() == nil
 	}
-	// A retry hint keeps reconnection quick after a drop for backpressure.
+	// The retry hint keeps reconnection quick after a drop.
 	snapshot, err := encodeEvent("snapshot", o.snapshot())
 	if err != nil || !send(append([]byte("retry: 1000\n\n"), snapshot...)) {
 		return
@@ -144,9 +138,8 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// revisions are a group's four group_state counters. Writers bump the one
-// matching what they changed, so comparing two readings tells the poller
-// which kind of event to publish without reading the data itself.
+// revisions are a group's four group_state counters, which writers bump by
+// what they changed: two readings tell the poller which events to publish.
 type revisions struct {
 	message, member, wakeup, metadata int64
 }
@@ -165,10 +158,9 @@ func (o *observer) pollLoop(ctx context.Context) {
 	}
 }
 
-// pollOnce compares each group's revision counters and the newest audit id
-// with the previous poll and publishes one event per change. A group that
-// cannot be read right now (locked, half-written) is skipped and compared
-// again next time, so nothing is lost.
+// pollOnce publishes one event per change of each group's revision counters
+// and the newest audit id since the previous poll. A group that cannot be
+// read now (locked, half-written) is compared again next time.
 func (o *observer) pollOnce() {
 	ids, dirExists := discoverGroups(o.dir)
 	seen := make(map[string]bool, len(ids))
@@ -201,10 +193,9 @@ func (o *observer) pollOnce() {
 	o.polled = true
 }
 
-// pollGroup publishes the changes of one group since the previous poll.
-// A group whose files have not changed since its last complete poll is
-// skipped without opening it (see groupSignature): most groups are idle,
-// and the read-only pool keeps only a few handles open.
+// pollGroup publishes the changes of one group since the previous poll. One
+// whose files have not changed since is skipped without opening it, since
+// most groups are idle and the read-only pool keeps only a few handles open.
 func (o *observer) pollGroup(id string) {
 	sig, sigOK := readGroupSignature(groupFile(o.dir, id), time.Now())
 	if prev, known := o.signatures[id]; sigOK && known && sig.unchangedSince(prev) {
@@ -242,8 +233,8 @@ func (o *observer) pollGroup(id string) {
 	}
 }
 
-// snapshot is sent first on every event stream so a (re)connecting browser
-// can reconcile what it shows without replaying history.
+// snapshot starts every event stream, so that a (re)connecting browser can
+// reconcile what it shows without a replay.
 func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)
@@ -263,4 +254,134 @@ func (o *observer) snapshot() map[string]any {
 		audit = latest
 	}
 	return map[string]any{"groups": groups, "latest_audit_id": audit}
+}
+
+// activityEvent is one entry of the Overview's live activity stream.
+type activityEvent struct {
+	Kind                          string // message, wakeup, group, success, error
+	Badge, Title, GroupName, Text string
+	At                            stamp
+	Attention                     bool
+	when                          time.Time
+	order                         int64
+}
+
+// overviewEventLimit is how many events the live activity stream shows.
+const overviewEventLimit = 500
+
+// activityPage is how many rows one group's messages or wakeups contribute
+// per round of the activity merge.
+const activityPage = 50
+
+// activity merges the newest messages and wakeups of every group with the
+// newest tool calls, newest first, up to overviewEventLimit. audit is nil
+// when the audit database cannot be read.
+func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *auditSchema) []activityEvent {
+	var events []activityEvent
+	type source struct {
+		g      groupSummary
+		wakeup bool
+		before int64
+		oldest time.Time
+		done   bool
+	}
+	var sources []*source
+	for _, g := range groups {
+		if g.Unavailable {
+			continue
+		}
+		sources = append(sources, &source{g: g, before: math.MaxInt64}, &source{g: g, wakeup: true, before: math.MaxInt64})
+		if t, ok := parseStamp(g.UpdatedAt); ok {
+			events = append(events, activityEvent{Kind: "group", Badge: "Group", Title: "Group", GroupName: g.Name,
+				Text: "Group settings or membership changed", At: o.stampOf(g.UpdatedAt, ""), when: t})
+		}
+	}
+	events = append(events, o.toolEvents(ctx, audit)...)
+	// Each round reads the next page of every source that may still reach
+	// the stream, until none may: once the stream is full, one whose last
+	// page ended before the stream's oldest event cannot. Events past the
+	// limit are dropped each round, since no later round brings them back,
+	// so each round sorts a few hundred events rather than all read so far.
+	for reading := true; reading; {
+		reading = false
+		events = newestEvents(events)
+		full := len(events) == overviewEventLimit
+		for _, s := range sources {
+			if s.done || full && !s.oldest.IsZero() && s.oldest.Before(events[overviewEventLimit-1].when) {
+				continue
+			}
+			reading = true
+			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
+			s.done = err != nil || len(page) < activityPage
+			if len(page) > 0 {
+				s.before, s.oldest = page[len(page)-1].order, page[len(page)-1].when
+			}
+			events = append(events, page...)
+		}
+	}
+	return newestEvents(events)
+}
+
+// newestEvents orders events newest first, keeping ties in place, and keeps
+// the overviewEventLimit newest.
+func newestEvents(events []activityEvent) []activityEvent {
+	sort.SliceStable(events, func(i, j int) bool { return events[i].when.After(events[j].when) })
+	return events[:min(len(events), overviewEventLimit)]
+}
+
+// activityRows reads one page of a group's messages or wakeups below an id.
+func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool, before int64) ([]activityEvent, error) {
+	db, err := o.dbs.group(o.dir, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	query, what := "SELECT id, created_at, sender_name, sender_context_id, substr(content, 1, 180) FROM messages", "messages"
+	if wakeup {
+		query, what = "SELECT id, created_at, context_id, acknowledged_at, COALESCE(message_id, 0) FROM wakeup_events", "wakeups"
+	}
+	// A wakeup's title is its target's member name; the id only for one
+	// who has left the group since.
+	names := memberNames(g.Members)
+	out, err := queryAll(ctx, db, func(row rowScanner) (activityEvent, error) {
+		var id int64
+		var created, a, b, c sql.NullString
+		if err := row.Scan(&id, &created, &a, &b, &c); err != nil {
+			return activityEvent{}, err
+		}
+		e := activityEvent{Kind: "message", Badge: "Message", Title: firstNonEmpty(a.String, b.String, "Unknown"), GroupName: g.Name,
+			Text: c.String, At: o.stampOf(created.String, ""), order: id}
+		e.when, _ = parseStamp(created.String)
+		if wakeup {
+			state := map[bool]string{false: " awaiting acknowledgement", true: " acknowledged"}[b.Valid]
+			e.Kind, e.Badge, e.Title = "wakeup", "Wakeup", firstNonEmpty(names[a.String], a.String, "Context")
+			e.Text, e.Attention = "Wakeup for message #"+c.String+state, !b.Valid
+		}
+		return e, nil
+	}, query+" WHERE id < ? ORDER BY id DESC LIMIT ?", before, activityPage)
+	if err != nil {
+		return nil, fmt.Errorf("read %s of %s: %w", what, g.ID, err)
+	}
+	return out, nil
+}
+
+// toolEvents reads the newest audit rows as activity events.
+func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEvent {
+	if a == nil {
+		return nil
+	}
+	calls, _ := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit) // none on an error
+	out := make([]activityEvent, 0, len(calls))
+	for _, c := range calls {
+		e := activityEvent{Kind: "success", Badge: "Tool success", Title: c.Tool, GroupName: c.GroupLabel,
+			Text: fmt.Sprintf("Completed in %d ms", c.Duration), At: c.At, when: c.when}
+		if c.GroupID == "" {
+			e.GroupName = "MCP"
+		}
+		if c.Outcome == "error" {
+			e.Kind, e.Badge = "error", "Tool error"
+			e.Text = fmt.Sprintf("%s · %d ms", errorCategoryLabel(c.Category), c.Duration)
+		}
+		out = append(out, e)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -12,46 +13,38 @@ import (
 	"strings"
 )
 
-// overviewView is the Overview fragment: headline metrics, live activity,
-// group health and reliability.
+// overviewView is the Overview: metrics, activity, group health, reliability.
 type overviewView struct {
-	Metrics       []metric
-	WakeupNote    string
-	PriorityNote  string
-	AuditEnabled  bool
-	AuditSince    stamp
-	Events        []activityEvent
-	Rows          []healthRow
-	Reliability   reliabilityView
-	GroupsMissing bool
-	// NetworkFSWarning is the start-up warning about a groups directory
-	// on a network filesystem, or "".
-	NetworkFSWarning string
+	Metrics                  []metric
+	WakeupNote, PriorityNote string // the footnote's parts
+	AuditEnabled             bool
+	AuditSince               stamp
+	Events                   []activityEvent
+	Rows                     []healthRow
+	Reliability              reliabilityView
+	GroupsMissing            bool
+	NetworkFSWarning         string // the start-up warning (observer.fsWarning)
 }
 
 // reliabilityView summarises all audit history.
 type reliabilityView struct {
-	Available bool
-	Calls     int64
-	ErrorRate string
-	P95       string
-	Failures  []failureRow
+	Available      bool
+	Calls          int64
+	ErrorRate, P95 string
+	Failures       []failureRow
 }
 
-// serveOverviewGroupRow serves one group's health row, for live row
-// refreshes, or nothing for a group that cannot be read (deleted, locked),
-// which the page then drops.
+// serveOverviewGroupRow serves one group's health row for live refreshes,
+// or nothing for a group that cannot be read, which the page then drops.
 func (o *observer) serveOverviewGroupRow(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("group_id")
 	if validateGroupID(id) != nil {
 		o.renderPage(w, r, http.StatusBadRequest, "empty", nil)
-		return
-	}
-	if g, err := o.readGroupSummary(r.Context(), id); err == nil {
+	} else if g, err := o.readGroupSummary(r.Context(), id); err == nil {
 		o.renderPage(w, r, http.StatusOK, "overview-group-row", o.healthRowOf(g))
-		return
+	} else {
+		o.renderPage(w, r, http.StatusOK, "empty", nil)
 	}
-	o.renderPage(w, r, http.StatusOK, "empty", nil)
 }
 
 // overviewView collects every group once and derives the whole Overview.
@@ -67,37 +60,26 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 		}
 		summaries = append(summaries, g)
 	}
-	v.Rows = o.healthRows(summaries)
-	audit, err := o.readAuditSchema(ctx)
-	if err != nil {
-		audit = nil
+	v.Rows = make([]healthRow, 0, len(summaries))
+	for _, g := range summaries {
+		v.Rows = append(v.Rows, o.healthRowOf(g))
 	}
+	// Groups needing a look come first, then by name.
+	sort.SliceStable(v.Rows, func(i, j int) bool {
+		if hi, hj := v.Rows[i].State == "Healthy", v.Rows[j].State == "Healthy"; hi != hj {
+			return !hi
+		}
+		return strings.ToLower(v.Rows[i].Name) < strings.ToLower(v.Rows[j].Name)
+	})
+	audit, _ := o.readAuditSchema(ctx) // nil when the audit database cannot be read
 	v.Reliability = o.reliability(ctx, audit)
 	overviewFigures(&v, summaries)
 	if meta, ok := auditMetadata(ctx, audit); ok {
-		v.AuditEnabled = true
-		v.AuditSince = o.stampOf(meta.EnabledAt, "")
-	} else if v.Reliability.Available {
-		v.AuditEnabled = true
+		v.AuditEnabled, v.AuditSince = true, o.stampOf(meta.EnabledAt, "")
 	}
+	v.AuditEnabled = v.AuditEnabled || v.Reliability.Available
 	v.Events = o.activity(ctx, summaries, audit)
 	return v
-}
-
-// healthRows lists groups needing a look first, then by name.
-func (o *observer) healthRows(summaries []groupSummary) []healthRow {
-	rows := make([]healthRow, 0, len(summaries))
-	for _, g := range summaries {
-		rows = append(rows, o.healthRowOf(g))
-	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		hi, hj := rows[i].State == "Healthy", rows[j].State == "Healthy"
-		if hi != hj {
-			return !hi
-		}
-		return strings.ToLower(rows[i].Name) < strings.ToLower(rows[j].Name)
-	})
-	return rows
 }
 
 // overviewFigures fills the headline numbers and the footnote from the
@@ -121,29 +103,23 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 		acked += g.Acknowledged
 		response += g.ResponseSeconds
 	}
-	rel := v.Reliability
-	toolCalls, errorRate, average := "—", "—", "—"
+	rel := v.Reliability // its ErrorRate is "—" without audit history
+	toolCalls, average := "—", "—"
 	if rel.Available {
-		toolCalls, errorRate = fmt.Sprint(rel.Calls), rel.ErrorRate
+		toolCalls = fmt.Sprint(rel.Calls)
 	}
+	v.WakeupNote = "No acknowledged wakeups yet"
 	if acked > 0 {
 		average = formatDuration(response/float64(acked)) + " avg"
+		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeup%s included", acked, map[bool]string{true: "s"}[acked > 1])
 	}
 	v.Metrics = []metric{
 		{Label: "Groups", Value: fmt.Sprint(groups)},
 		{Label: "Contexts", Value: fmt.Sprint(len(contexts))},
 		{Label: "Messages", Value: fmt.Sprint(messages)},
 		{Label: "Tool calls", Value: toolCalls},
-		{Label: "Error rate", Value: errorRate, Alert: rel.Available && errorRate != "0.0%"},
+		{Label: "Error rate", Value: rel.ErrorRate, Alert: rel.Available && rel.ErrorRate != "0.0%"},
 		{Label: "Wakeup response", Value: average},
-	}
-	switch {
-	case acked == 1:
-		v.WakeupNote = "1 acknowledged wakeup included"
-	case acked > 1:
-		v.WakeupNote = fmt.Sprintf("%d acknowledged wakeups included", acked)
-	default:
-		v.WakeupNote = "No acknowledged wakeups yet"
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(priorities)) {
@@ -154,26 +130,20 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 
 // memberInfo is one group member as the dashboard shows it.
 type memberInfo struct {
-	ContextID string
-	Name      string
-	Unread    int64
+	ContextID, Name string
+	Unread          int64
 }
 
-// groupSummary is what Overview needs from one group database.
+// groupSummary is what Overview and a chat's header need from a group.
 type groupSummary struct {
-	ID              string
-	Name            string
-	UpdatedAt       string
-	Members         []memberInfo
-	LatestAt        string
-	Pending         int64
-	Acknowledged    int64
-	ResponseSeconds float64
-	Priorities      map[string]int64
-	Unavailable     bool
-	// Damage says why the file is not a usable group (checkGroupFile),
-	// when it is damaged rather than locked or gone.
-	Damage string
+	ID, Name, Description              string
+	UpdatedAt, LatestAt                string // of the metadata and the newest message
+	Members                            []memberInfo
+	Pending, WakeupTotal, Acknowledged int64   // wake events
+	ResponseSeconds                    float64 // summed over the acknowledged ones
+	Priorities                         map[string]int64
+	Unavailable                        bool
+	Damage                             string // why a damaged (not locked or gone) file is no group
 }
 
 // unavailableSummary stands for a group whose summary could not be read. It
@@ -189,8 +159,7 @@ func (o *observer) unavailableSummary(id string) groupSummary {
 	return g
 }
 
-// readGroupSummary reads one group's Overview inputs over a single
-// connection. It never changes unread or wakeup state.
+// readGroupSummary reads one group's summary over a single connection.
 func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummary, error) {
 	g := groupSummary{ID: id, Priorities: map[string]int64{}}
 	db, err := o.dbs.group(o.dir, id)
@@ -204,23 +173,21 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	defer conn.Close()
 	// One statement reads the metadata, the newest message's time and the
 	// wakeup totals, with the acknowledged ones' response seconds.
-	var name, updated, latestAt sql.NullString
+	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
-	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT updated_at FROM group_metadata WHERE id = 1), "+
-		"(SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), "+
+	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+		"(SELECT updated_at FROM group_metadata WHERE id = 1), (SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), COUNT(*), "+
 		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
 		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
-		"FROM wakeup_events").Scan(&name, &updated, &latestAt, &pending, &acked, &response)
+		"FROM wakeup_events").Scan(&name, &desc, &updated, &latestAt, &g.WakeupTotal, &pending, &acked, &response)
 	if err != nil {
 		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}
-	g.Name, g.UpdatedAt, g.LatestAt = name.String, updated.String, latestAt.String
-	if g.Name == "" {
-		g.Name = "Untitled group"
-	}
+	g.Name, g.Description = cmp.Or(name.String, "Untitled group"), desc.String
+	g.UpdatedAt, g.LatestAt = updated.String, latestAt.String
 	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
 	if g.Members, err = readMembers(ctx, conn); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
@@ -268,9 +235,7 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 		var m memberInfo
 		var name sql.NullString
 		err := row.Scan(&m.ContextID, &name, &m.Unread)
-		if m.Name = name.String; m.Name == "" {
-			m.Name = m.ContextID
-		}
+		m.Name = cmp.Or(name.String, m.ContextID)
 		return m, err
 	}, query)
 }
@@ -286,20 +251,15 @@ func memberNames(members []memberInfo) map[string]string {
 
 // healthRow is one line of the Overview group health table.
 type healthRow struct {
-	ID         string
-	Name       string
-	Members    string
-	Unread     string
-	Pending    string
-	Latest     stamp
-	State      string
-	StateClass string
+	ID, Name                 string
+	Members, Unread, Pending string // counts, or "—" for an unavailable group
+	Latest                   stamp
+	State, StateClass        string
 	// Detail explains a damaged row; it is shown on hover of the status.
 	Detail string
 }
 
-// healthRowOf derives a group's health row; pending wakeups need attention
-// before unread messages do.
+// healthRowOf derives a group's health row; pending wakeups outrank unread.
 func (o *observer) healthRowOf(g groupSummary) healthRow {
 	if g.Unavailable {
 		row := healthRow{ID: g.ID, Name: "Unavailable group", Members: "—", Unread: "—", Pending: "—",
@@ -327,23 +287,21 @@ func (o *observer) healthRowOf(g groupSummary) healthRow {
 
 // metric is one headline number.
 type metric struct {
-	Label string
-	Value string
-	When  stamp
-	Alert bool
+	Label, Value string
+	When         stamp
+	Alert        bool
 }
 
 // failureRow is one recent failed tool call.
 type failureRow struct {
-	Tool     string
-	Category string
-	Duration int64
-	At       stamp
+	Tool, Category string
+	Duration       int64
+	At             stamp
 }
 
-// reliability summarises all audit history from the coarsest rollup (or
-// the raw rows of a version-1 database) and lists the 100 newest failures.
-// a is nil when the audit database cannot be read.
+// reliability summarises all audit history from the coarsest rollup (or a
+// version-1 database's raw rows) with the 100 newest failures; a is nil
+// when the audit database cannot be read.
 func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityView {
 	v := reliabilityView{ErrorRate: "—", P95: "—"}
 	if a == nil || !a.tables["tool_calls"] {
@@ -367,13 +325,9 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 			Duration: duration.Int64, At: o.stampOf(at.String, "")}, err
 	}, "SELECT occurred_at, tool_name, duration_ms, error_category FROM tool_calls WHERE outcome = 'error' ORDER BY occurred_at DESC, id DESC LIMIT 100")
 	if err != nil {
-		return reliabilityView{ErrorRate: "—", P95: "—"}
+		return v
 	}
-	v.Available = true
-	v.Calls = calls
-	v.ErrorRate = percentText(errs, calls)
-	if p, ok := percentile(hist, 0.95); ok {
-		v.P95 = fmt.Sprintf("%d ms p95", p)
-	}
+	v.Available, v.Calls = true, calls
+	v.ErrorRate, v.P95 = percentText(errs, calls), percentileText(hist, 0.95, "%d ms p95")
 	return v
 }

@@ -2,48 +2,37 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"embed"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// dashboardView is the full page: the shell plus the view its address
-// names ("/?view=chats&group_id=…"), so a reload, Back or a shared link opens
-// where the user was, also without JavaScript. Only that view is read.
+// dashboardView is the full page: the shell plus the one view its address
+// names ("/?view=chats&group_id=…"), so that a reload, Back or a shared link
+// opens where the user was, also without JavaScript.
 type dashboardView struct {
-	CSRFToken   string
-	View        string
-	Title       string
-	Description string
-	Panel       any
+	CSRFToken string
+	View      string // overview, chats, analytics or storage; headings are the template's
+	Panel     any
 }
 
-// pageViews are the views the page can open on, with their headings.
-var pageViews = map[string][2]string{
-	"overview":  {"Overview · operational cockpit", "Live conversation activity, group health, and MCP reliability."},
-	"chats":     {"Chats", "Read-only conversation history and participant state."},
-	"analytics": {"Tool analytics", "Tool volume, reliability, and latency from audit history."},
-	"storage":   {"Storage", "Audit history maintenance for this local observer."},
-}
-
-// dashboardView reads the full page for the view r's ?view= names (Overview
-// when it names none it knows); the CSRF token rides in a meta tag so the
-// page's script can send it with the maintenance POSTs.
+// dashboardView reads the page for the view r's ?view= names, else Overview;
+// the CSRF token rides in a meta tag for the script's maintenance POSTs.
 func (o *observer) dashboardView(r *http.Request) dashboardView {
 	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
-	if _, ok := pageViews[v.View]; !ok {
+	if v.View != "chats" && v.View != "analytics" && v.View != "storage" {
 		v.View = "overview"
 	}
-	v.Title, v.Description = pageViews[v.View][0], pageViews[v.View][1]
 	v.Panel = o.panels()[v.View](r)
 	return v
 }
@@ -51,35 +40,24 @@ func (o *observer) dashboardView(r *http.Request) dashboardView {
 //go:embed static
 var staticFiles embed.FS
 
-// pageTemplates holds every page and fragment. It is parsed once, on first
-// use, so that the stdio server, which never renders a page, does not pay
-// for it at start-up.
+// pageTemplates holds every page and fragment, parsed on first use so that
+// the stdio server, which never renders a page, does not pay for it.
 var pageTemplates = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
 })
 
 // staticHandler serves the embedded assets. Browsers revalidate them on each
 // load (they are tiny) so an upgraded binary never shows stale scripts.
-func staticHandler() http.Handler {
-	sub, err := fs.Sub(staticFiles, "static")
-	if err != nil {
-		return http.NotFoundHandler()
-	}
-	files := http.FileServer(http.FS(sub))
-	return http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, ".html") || strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
+func staticHandler() http.HandlerFunc {
+	files := http.FileServerFS(staticFiles) // at /static/, as the paths are
+	return func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".html") || strings.HasSuffix(r.URL.Path, "/") {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
-	}))
-}
-
-// noticeView is a one-line status message.
-type noticeView struct {
-	Error bool
-	Text  string
+	}
 }
 
 // renderPage executes one template into a buffer first, so a template error
@@ -100,14 +78,16 @@ func (o *observer) renderPage(w http.ResponseWriter, r *http.Request, status int
 
 // renderNotice renders a one-line notice with status.
 func (o *observer) renderNotice(w http.ResponseWriter, r *http.Request, status int, isError bool, text string) {
-	o.renderPage(w, r, status, "notice", noticeView{Error: isError, Text: text})
+	o.renderPage(w, r, status, "notice", struct {
+		Error bool
+		Text  string
+	}{isError, text})
 }
 
 // stamp is a stored timestamp prepared for display: ISO for the browser to
 // re-render in the viewer's zone, Text as a server-side fallback.
 type stamp struct {
-	ISO  string
-	Text string
+	ISO, Text string
 }
 
 // parseStamp reads the ISO 8601 timestamps writers store, ignoring
@@ -136,9 +116,8 @@ const (
 	unknownErrorLabel = "Unknown Error"
 )
 
-// errorCategories names and colours the failure categories audit rows
-// store; the keys are the tool layer's category constants. The colours keep
-// reds and ambers for failures, next to successColor.
+// errorCategories names and colours (reds and ambers, beside successColor)
+// the tool layer's failure categories that audit rows store.
 var errorCategories = []struct{ Key, Label, Color string }{
 	{categoryValidation, "Validation Error", "#c0504d"},
 	{categoryNotFound, "Not Found Error", "#c9822b"},
@@ -167,10 +146,7 @@ func outcomeLabel(outcome, category string) string {
 
 // toolLabel makes a snake_case tool name readable: "send_message" → "Send Message".
 func toolLabel(name string) string {
-	if name == "" {
-		name = "tool"
-	}
-	parts := strings.Split(name, "_")
+	parts := strings.Split(cmp.Or(name, "tool"), "_")
 	for i, p := range parts {
 		if p != "" {
 			parts[i] = strings.ToUpper(p[:1]) + p[1:]
@@ -200,10 +176,7 @@ func firstNonEmpty(values ...string) string {
 // formatDuration renders seconds the way a person reads them, to the two
 // largest units: "45 s", "3 m 20 s", "7 h 36 m", "2 d 5 h", "1 m".
 func formatDuration(seconds float64) string {
-	total := int64(math.Round(seconds))
-	if total < 60 {
-		return fmt.Sprintf("%d s", max(total, 0))
-	}
+	total := max(int64(math.Round(seconds)), 0)
 	units := []struct {
 		name string
 		size int64
@@ -225,22 +198,19 @@ func formatBytes(n int64) string {
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	v := float64(n)
-	for _, unit := range []string{"KiB", "MiB", "GiB"} {
-		v /= 1024
-		if v < 1024 || unit == "GiB" {
-			return fmt.Sprintf("%.1f %s", v, unit)
+	v, unit := float64(n)/1024, "KiB"
+	for _, next := range []string{"MiB", "GiB"} {
+		if v >= 1024 {
+			v, unit = v/1024, next
 		}
 	}
-	return fmt.Sprint(n)
+	return fmt.Sprintf("%.1f %s", v, unit)
 }
 
-// loopbackOnly refuses any request whose Host header does not name this
-// machine's loopback interface: such a request may come from a page that
-// rebound its DNS name to 127.0.0.1. An absolute-form request line
-// ("GET http://127.0.0.1/ HTTP/1.1") is refused too: net/http then takes
-// r.Host from the line and drops the Host header, so the header cannot be
-// checked, and browsers send that form only to proxies.
+// loopbackOnly refuses requests whose Host header does not name the
+// loopback interface, which may come from a page that rebound its DNS name
+// to 127.0.0.1. It refuses absolute-form request lines too: net/http then
+// drops the Host header, and browsers send that form only to proxies.
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" || !allowedHost(r.Host) {
@@ -258,11 +228,7 @@ func allowedHost(host string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	switch strings.ToLower(host) {
-	case "127.0.0.1", "localhost", "::1":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, strings.ToLower(host))
 }
 
 // contentSecurityPolicy allows only this origin: no inline script or style,
@@ -283,10 +249,9 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// requireCSRF lets a POST through only with this process's CSRF token and,
-// when the browser names an origin, a loopback one. "Origin: null" (sent by
-// sandboxed frames, data: URLs and some redirects) is refused even with the
-// right token, because such a page can be anyone's.
+// requireCSRF lets a POST through only with this process's CSRF token and
+// no origin but a loopback one: "Origin: null" (sandboxed frames, data: URLs,
+// some redirects) is refused even with the token, as such a page is anyone's.
 func (o *observer) requireCSRF(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {

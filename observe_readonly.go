@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -15,17 +14,12 @@ import (
 )
 
 // readOnlyPool keeps one read-only handle per database file the dashboard
-// reads. Opening a SQLite connection costs milliseconds, which fifty groups
-// polled twice a second cannot afford; a handle is reused only while the
-// path still names the same file, so a deleted and recreated group is never
-// read through a stale handle.
-//
-// At most maxReadOnlyHandles handles stay open: each open connection holds
-// a few hundred kilobytes (schema, page cache, lookaside, the -shm mapping),
-// and a deployment of hundreds of groups must not cost that many times
-// over. Views and the poller skip unchanged groups by their file signature
-// (groupReadCache, pollGroup), so the bound costs reopening only for groups
-// that changed.
+// reads, because opening a SQLite connection costs milliseconds; a handle is
+// reused only while the path still names the same file, so a recreated group
+// is never read through a stale handle. At most maxReadOnlyHandles stay
+// open, since each connection holds a few hundred kilobytes (schema, page
+// cache, the -shm mapping); views and the poller skip unchanged groups by
+// their file signature, so the bound costs reopening only changed groups.
 type readOnlyPool struct {
 	// mu guards entries, which request handlers and the poller share.
 	mu      sync.Mutex
@@ -43,18 +37,15 @@ type readOnlyEntry struct {
 const maxReadOnlyHandles = 32
 
 // readOnlyCacheSize bounds each dashboard connection's page cache to 512 KiB
-// (SQLite's default is 2,000 KiB). The pool keeps up to maxReadOnlyHandles
-// handles of up to four connections each, and the dashboard's reads are
-// single passes over a group, which the operating system's page cache
-// serves again anyway; with 200 groups of 1 KiB pages the default let the
-// dashboard's peak RSS reach 66 MB, with this bound 62 MB, at the same
-// speed (BenchmarkDashboardScale).
+// (SQLite's default is 2,000 KiB): the dashboard's reads are single passes
+// that the operating system's page cache serves again anyway, and at 200
+// groups the default let peak RSS reach 66 MB, this bound 62 MB, at the
+// same speed (BenchmarkDashboardScale).
 const readOnlyCacheSize = "_pragma=cache_size%28-512%29"
 
-// retiredHandleGrace is how long an evicted handle stays usable: a request
-// that fetched it just before the eviction may still run its queries. The
-// handle's idle connections are closed at once, which is what frees the
-// memory; this only bounds the wait before the handle itself is closed.
+// retiredHandleGrace is how long an evicted handle stays usable, for a
+// request that fetched it just before the eviction; its idle connections,
+// which hold the memory, are closed at once.
 const retiredHandleGrace = time.Minute
 
 // errNoDatabase reports that an allowed database file does not exist.
@@ -66,8 +57,7 @@ func newReadOnlyPool() *readOnlyPool {
 }
 
 // checkedFile returns the file information of an allowed database below dir:
-// a group file or the observability file, a regular file, and not a symlink
-// that leads outside dir.
+// a regular group or observability file, not a symlink leading outside dir.
 func checkedFile(dir, path string) (os.FileInfo, error) {
 	name := filepath.Base(path)
 	if _, isGroup := groupIDOfFile(name); name != catalogFileName && !isGroup {
@@ -93,8 +83,7 @@ func checkedFile(dir, path string) (os.FileInfo, error) {
 	return info, nil
 }
 
-// get returns a read-only handle for path, reopening it when the file was
-// replaced since the handle was made.
+// get returns a read-only handle for path, reopened if the file was replaced.
 func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	info, err := checkedFile(dir, path)
 	if err != nil {
@@ -105,11 +94,10 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.entries[path]; ok {
-		if os.SameFile(e.info, info) {
-			e.lastUsed = time.Now()
-			return e.db, nil
-		}
+	if e, ok := p.entries[path]; ok && os.SameFile(e.info, info) {
+		e.lastUsed = time.Now()
+		return e.db, nil
+	} else if ok { // the path names another file now
 		e.db.Close()
 		delete(p.entries, path)
 	}
@@ -127,9 +115,7 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// evictLocked retires the least recently used handles until there is room
-// for one more. A retired handle drops its idle connections now (one in use
-// closes when it is returned) and is closed after retiredHandleGrace.
+// evictLocked retires least recently used handles to make room for one more.
 func (p *readOnlyPool) evictLocked() {
 	for len(p.entries) >= maxReadOnlyHandles {
 		oldest := ""
@@ -178,8 +164,8 @@ func (p *readOnlyPool) audit(dir string) (*sql.DB, error) {
 	return p.get(dir, filepath.Join(dir, catalogFileName))
 }
 
-// snapshotState is a group's revisions and its newest message id (nil for
-// an empty group, which events encode as JSON null).
+// snapshotState is a group's revisions and its newest message id (nil, JSON
+// null, for an empty group).
 type snapshotState struct {
 	marker revisions
 	latest *int64
@@ -211,15 +197,12 @@ func (p *readOnlyPool) latestAuditID(dir string) (int64, bool, error) {
 	if errors.Is(err, errNoDatabase) {
 		return 0, false, nil
 	}
-	if err != nil {
-		return 0, false, err
+	var tables map[string]bool
+	if err == nil {
+		tables, err = tableNames(context.Background(), db)
 	}
-	tables, err := tableNames(context.Background(), db)
-	if err != nil {
+	if err != nil || !tables["tool_calls"] {
 		return 0, false, err
-	}
-	if !tables["tool_calls"] {
-		return 0, false, nil
 	}
 	var latest sql.NullInt64
 	if err := db.QueryRow("SELECT MAX(id) FROM tool_calls").Scan(&latest); err != nil {
@@ -236,17 +219,15 @@ func discoverGroups(dir string) ([]string, bool) {
 		return nil, false
 	}
 	var ids []string
-	for _, e := range entries {
+	for _, e := range entries { // sorted by name, and so by id
 		if id, ok := groupIDOfFile(e.Name()); ok && e.Type().IsRegular() {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
 	return ids, true
 }
 
-// catalogNames reads every group name from the catalog table in one query;
-// it is empty when there is no catalog.
+// catalogNames reads every group name from the catalog in one query, if any.
 func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[string]string {
 	names := map[string]string{}
 	db, err := pool.audit(dir)
@@ -291,4 +272,83 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, e
 		return nil, err
 	}
 	return out, nil
+}
+
+// groupReadCache keeps what views last read from each group (its summary,
+// activity pages and snapshot state) with the group's file signature, and
+// serves them again while the signature proves nothing was committed since.
+// Most groups are idle, so a render costs two stat calls per idle group
+// instead of opening it: at 100 groups Overview renders in a fifth of the
+// time, and readOnlyPool can keep only a few handles open.
+type groupReadCache struct {
+	// mu guards groups and every reads map: Overview renders and starting
+	// event streams read and fill entries at once.
+	mu     sync.Mutex
+	groups map[string]*groupReads
+}
+
+// groupReads is what was read from one group under one signature, by key:
+// "summary", "snapshot" or an activityPageKey.
+type groupReads struct {
+	sig   groupSignature
+	reads map[any]any
+}
+
+// activityPageKey names one page of a group's activity.
+type activityPageKey struct {
+	wakeup bool
+	before int64
+}
+
+// forget drops everything cached for group id.
+func (c *groupReadCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.groups, id)
+}
+
+// cachedRead returns what read returns for group id under key, from the
+// cache while the group's files are unchanged since it was stored. Nothing
+// is stored when the signature cannot be read or read fails.
+func cachedRead[T any](c *groupReadCache, dir, id string, key any, read func() (T, error)) (T, error) {
+	sig, ok := readGroupSignature(groupFile(dir, id), time.Now())
+	c.mu.Lock()
+	if r := c.groups[id]; r != nil && ok && sig.unchangedSince(r.sig) {
+		if v, hit := r.reads[key]; hit {
+			c.mu.Unlock()
+			return v.(T), nil
+		}
+	} else {
+		delete(c.groups, id)
+	}
+	c.mu.Unlock()
+	v, err := read()
+	if err == nil && ok {
+		c.mu.Lock()
+		r := c.groups[id]
+		if r == nil || !r.sig.identical(sig) {
+			r = &groupReads{sig: sig, reads: map[any]any{}}
+			c.groups[id] = r
+		}
+		r.reads[key] = v
+		c.mu.Unlock()
+	}
+	return v, err
+}
+
+// cachedGroupSummary is readGroupSummary through the cache.
+func (o *observer) cachedGroupSummary(ctx context.Context, id string) (groupSummary, error) {
+	return cachedRead(o.reads, o.dir, id, "summary", func() (groupSummary, error) { return o.readGroupSummary(ctx, id) })
+}
+
+// cachedActivityRows is activityRows through the cache.
+func (o *observer) cachedActivityRows(ctx context.Context, g groupSummary, wakeup bool, before int64) ([]activityEvent, error) {
+	return cachedRead(o.reads, o.dir, g.ID, activityPageKey{wakeup, before}, func() ([]activityEvent, error) {
+		return o.activityRows(ctx, g, wakeup, before)
+	})
+}
+
+// cachedSnapshotState is groupState through the cache, for event snapshots.
+func (o *observer) cachedSnapshotState(id string) (snapshotState, error) {
+	return cachedRead(o.reads, o.dir, id, "snapshot", func() (snapshotState, error) { return o.dbs.groupState(o.dir, id) })
 }

@@ -10,17 +10,15 @@ import (
 	"path/filepath"
 )
 
-// storageView is the Storage fragment. This file also holds the dashboard's
-// only writes, the Storage view's two maintenance actions on the audit
-// database; every other view is read-only.
+// storageView is the Storage fragment, whose two maintenance actions on the
+// audit database, here too, are the dashboard's only writes.
 type storageView struct {
 	Available bool
 	Notice    string
 	Details   []metric
 }
 
-// reclaimPages bounds one "Reclaim space" step, so a click never holds the
-// audit writer off for long.
+// reclaimPages bounds a "Reclaim space" step: a click never stalls the writer.
 const reclaimPages = 100
 
 // serveReclaim runs "Reclaim space"; requireCSRF has checked the request.
@@ -33,8 +31,7 @@ func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
 // user typed the confirmation, so no stray POST can empty the history.
 const deleteConfirmation = "DELETE AUDIT HISTORY"
 
-// serveDeleteHistory runs "Delete audit history" once explicitly confirmed;
-// requireCSRF has checked the request.
+// serveDeleteHistory runs "Delete audit history" once CSRF-checked and confirmed.
 func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
 		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
@@ -47,15 +44,10 @@ func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
 // renderMaintenance reports a maintenance action's outcome; a failure is a
 // conflict with the audit writer or a missing database, worth a retry.
 func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg string, err error) {
-	if err != nil {
-		o.renderNotice(w, r, http.StatusConflict, true, msg)
-		return
-	}
-	o.renderNotice(w, r, http.StatusOK, false, msg)
+	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
 }
 
-// storageView reads the audit database's size, rows, free pages and
-// retention facts.
+// storageView reads the audit database's size, rows, free pages, retention.
 func (o *observer) storageView(ctx context.Context) storageView {
 	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
 	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
@@ -69,14 +61,10 @@ func (o *observer) storageView(ctx context.Context) storageView {
 		return missing
 	}
 	var rowsCount, pageSize, freePages int64
-	if a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tool_calls").Scan(&rowsCount) != nil ||
-		a.db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize) != nil ||
-		a.db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&freePages) != nil {
-		return unavailable
-	}
 	path := filepath.Join(o.dir, catalogFileName)
 	info, err := os.Stat(path)
-	if err != nil {
+	if err != nil || a.db.QueryRowContext(ctx, "SELECT COUNT(*), (SELECT page_size FROM pragma_page_size), "+
+		"(SELECT freelist_count FROM pragma_freelist_count) FROM tool_calls").Scan(&rowsCount, &pageSize, &freePages) != nil {
 		return unavailable
 	}
 	// Until a checkpoint, recent writes live in the WAL beside the file; on
@@ -127,8 +115,7 @@ func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, erro
 	return "Reclaimed available audit free pages.", nil
 }
 
-// deleteAuditHistory deletes every audit row and rollup in one immediate
-// transaction.
+// deleteAuditHistory deletes every audit row and rollup in one transaction.
 func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
 	db, msg, err := openAuditForWrite(dir)
 	if err != nil {
