@@ -75,7 +75,7 @@
 //	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
-//	demo trickle, child waiter   observe_demo.go                the demo's context, child exit
+//	demo trickle                 observe_demo.go                the demo's context; the child is waited on, killed after 5 s
 //
 // # Timing constants, each with its reason
 //
