@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"sync"
@@ -27,8 +28,9 @@ type subscriptions struct {
 	// so that it starts, narrows or ends its subscription to the watcher.
 	regroup chan struct{}
 
-	stop chan struct{}
-	done chan struct{}
+	// stop cancels the poller's context; running joins it (close).
+	stop    context.CancelFunc
+	running sync.WaitGroup
 }
 
 // subscription is the state of one subscribed URI.
@@ -39,22 +41,20 @@ type subscription struct {
 	revision  int64 // last notified message_revision of a group resource
 
 	// seen is the group's file signature when a check last found nothing
-	// left to do (valid when checked is set), and remindAt when a wakeup
-	// reminder falls due even without a write (zero: none waiting). Until
-	// the signature changes or remindAt passes the poller skips the
-	// subscription without opening the group: an idle poll of hundreds of
-	// groups then costs two stat calls each and keeps them out of the
-	// store's handle cache.
-	seen     groupSignature
-	checked  bool
-	remindAt time.Time
-
-	// renotifyAt is when this wakeup subscription, having notified, may
-	// notify again (on the store's clock; zero once a check found nothing
-	// due), and acks the store's acknowledgement count when it notified:
-	// see wakeupRenotifyGap.
-	renotifyAt time.Time
-	acks       int64
+	// left to do (valid when checked is set). Until the signature changes
+	// or dueAt passes the poller skips the subscription without opening the
+	// group: an idle poll of hundreds of groups then costs two stat calls
+	// each and keeps them out of the store's handle cache.
+	seen    groupSignature
+	checked bool
+	// dueAt is the one time, on the store's clock, at which the poller
+	// looks again without a write (zero: none): the next 300 s wakeup
+	// reminder, or, while held, the end of wakeupRenotifyGap. held is set
+	// when this wakeup subscription notified and acks is the store's
+	// acknowledgement count then.
+	dueAt time.Time
+	held  bool
+	acks  int64
 }
 
 // wakeupRenotifyGap is the least time between two notifications of one
@@ -91,9 +91,10 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 		store: st, interval: interval, notify: notify,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
 		attach: make(chan *changeWatcher, 1), regroup: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go m.run()
+	ctx, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	m.running.Go(func() { m.run(ctx) })
 	return m
 }
 
@@ -211,21 +212,23 @@ func (m *subscriptions) isAuthorized(uri string) bool {
 	return m.authorized[uri]
 }
 
-// close stops the poller and waits for it, so no notification is written
-// after the server has finished. The wait is bounded, like the original's
-// one-second join: a client that stopped reading stdout can leave the poller
-// blocked in a write, and that must not keep the process from exiting.
+// close stops the poller and joins it, so no notification is written
+// after the server has finished. The join is bounded, like the original's
+// one-second join, because of the one thing a context cannot cancel: a
+// write to a client that stopped reading stdout, which must not keep the
+// process from exiting. Such a poller ends when the process does.
 func (m *subscriptions) close() {
-	close(m.stop)
+	m.stop()
+	joined := make(chan struct{})
+	go func() { m.running.Wait(); close(joined) }()
 	select {
-	case <-m.done:
+	case <-joined:
 	case <-time.After(time.Second):
 	}
 }
 
 // watchSafetyPoll is the slowest the poller ticks while file events flow:
-// events cannot see writes made on another machine sharing the directory,
-// and a 300 s wakeup reminder falls due without any write.
+// events cannot see writes made on another machine sharing the directory.
 const watchSafetyPoll = 2 * time.Second
 
 // followWatch makes the poller check a group as soon as w reports it changed,
@@ -243,23 +246,23 @@ func (m *subscriptions) followWatch(w *changeWatcher) {
 	}
 }
 
-func (m *subscriptions) run() {
-	defer close(m.done)
+// run is the poller: it checks the subscriptions at every tick, file
+// event and dueAt until ctx is cancelled.
+func (m *subscriptions) run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	f := &watchFollower{m: m}
 	defer f.end()
-	// renotify fires when a wakeup subscription held back by
-	// wakeupRenotifyGap may notify again, should no write come first.
-	renotify := time.NewTimer(time.Hour)
-	renotify.Stop()
-	defer renotify.Stop()
+	// due fires at the earliest dueAt, should no write come first.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	for {
-		if d, ok := m.nextRenotify(); ok {
-			renotify.Reset(d)
+		if d, ok := m.nextDue(); ok {
+			due.Reset(d)
 		}
 		select {
-		case <-m.stop:
+		case <-ctx.Done():
 			return
 		case w := <-m.attach:
 			if f.w == nil {
@@ -278,11 +281,11 @@ func (m *subscriptions) run() {
 			if all {
 				only = nil
 			}
-			m.poll(only)
+			m.poll(ctx, only)
 		case <-t.C:
-			m.poll(nil)
-		case <-renotify.C:
-			m.poll(nil)
+			m.poll(ctx, nil)
+		case <-due.C:
+			m.poll(ctx, nil)
 		}
 	}
 }
@@ -335,7 +338,7 @@ func (f *watchFollower) end() {
 
 // poll checks every subscription once, in subscription order: those of
 // the groups in only, or all of them when only is nil.
-func (m *subscriptions) poll(only map[string]bool) {
+func (m *subscriptions) poll(ctx context.Context, only map[string]bool) {
 	m.mu.Lock()
 	uris := append([]string(nil), m.order...)
 	subs := make([]subscription, len(uris))
@@ -344,10 +347,8 @@ func (m *subscriptions) poll(only map[string]bool) {
 	}
 	m.mu.Unlock()
 	for i, uri := range uris {
-		select {
-		case <-m.stop:
+		if ctx.Err() != nil {
 			return
-		default:
 		}
 		if only != nil && !only[subs[i].groupID] {
 			continue
@@ -363,19 +364,19 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	// The signature is read before the group, so a write that lands during
 	// the check changes it and is looked at by the next poll.
 	sig, sigOK := readGroupSignature(m.store.groupPath(sub.groupID), time.Now())
-	if sigOK && sub.checked && sig.unchangedSince(sub.seen) && (sub.remindAt.IsZero() || m.store.now().Before(sub.remindAt)) {
-		return
+	waiting := sub.dueAt.IsZero() || m.store.now().Before(sub.dueAt)
+	if waiting && (sub.held && m.store.acks.Load() == sub.acks || sigOK && sub.checked && sig.unchangedSince(sub.seen)) {
+		return // the poller looks again at dueAt
 	}
 	var err error
 	if sub.wakeup {
-		if sub.renotifyAt.After(m.store.now()) && m.store.acks.Load() == sub.acks {
-			return // the poller looks again at renotifyAt
-		}
 		var w *wakeup
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
 			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
-				m.update(uri, func(cur *subscription) { cur.renotifyAt, cur.acks = m.store.now().Add(wakeupRenotifyGap), acks })
+				m.update(uri, func(cur *subscription) {
+					cur.held, cur.dueAt, cur.acks = true, m.store.now().Add(wakeupRenotifyGap), acks
+				})
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
@@ -420,22 +421,21 @@ func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSign
 		settled = err == nil
 	}
 	m.update(uri, func(cur *subscription) {
-		cur.renotifyAt = time.Time{}
+		cur.held, cur.dueAt = false, time.Time{}
 		if settled {
-			cur.seen, cur.checked, cur.remindAt = sig, true, remindAt
+			cur.seen, cur.checked, cur.dueAt = sig, true, remindAt
 		}
 	})
 }
 
-// nextRenotify returns how long until the earliest renotifyAt still to
-// come, and false when no subscription waits for one. It reads the clock
-// only while some subscription has notified and not yet checked again.
-func (m *subscriptions) nextRenotify() (time.Duration, bool) {
+// nextDue returns how long until the earliest dueAt still to come, and
+// false when no subscription waits for one.
+func (m *subscriptions) nextDue() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var next time.Time
 	for _, sub := range m.subs {
-		if at := sub.renotifyAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := sub.dueAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
