@@ -77,77 +77,20 @@ type watchSubscription struct {
 type watchSettle struct {
 	t    *time.Timer
 	step int
-	// announced is when step 0 last fell due. events counts the events
-	// since window began, a window being watchBusySpacing long: a group
-	// with watchBusyEvents in its window is busy, and its next step 0
-	// waits until watchBusySpacing after announced.
-	announced time.Time
-	window    time.Time
-	events    int
 }
 
 // Event settling: an event can arrive before the commit it belongs to is
-// visible to readers (the WAL frame is written before the wal-index
-// update), so a group is announced watchQuietPeriod after its first event
-// and then again after each watchRecheck delay, which covers a slow
-// commit. An event during the quiet period joins the pending announcement;
-// one during the re-checks starts the schedule again, for a busy group no
-// sooner than watchBusySpacing after the last start. The quiet period is
-// counted from the first event, not the last, so a group written without
-// pause is still announced, every watchBusySpacing. The re-checks cost one
-// read per consumer.
+// visible to readers (the WAL frames are written, and fsynced, before the
+// wal-index update, which raises no event), so a group is announced
+// watchQuietPeriod after its first event and then again after each
+// watchRecheck delay, which covers a slow fsync. An event during the quiet
+// period joins the pending announcement; one during the re-checks starts
+// the schedule again. The quiet period is counted from the first event,
+// not the last, so a group written without pause is still announced. The
+// re-checks cost one read per consumer.
 const watchQuietPeriod = 3 * time.Millisecond
 
-// watchBusySpacing is the least time between two first announcements of a
-// busy group, one with watchBusyEvents event reads within watchBusySpacing
-// (the reader's pause allows about 12).
-// Every consumer answers an announcement with a read of the group, and
-// under a steady stream of commits from other processes those reads
-// competed with the commits themselves (four busy senders lost two
-// thirds of their throughput). A commit after a quiet spell, or one of
-// a few in a row (a send, its reader's mark-read, the next send), is still
-// announced watchQuietPeriod after its first event; one in a busy stream
-// waits at most watchBusySpacing.
-const (
-	watchBusySpacing = 25 * time.Millisecond
-	watchBusyEvents  = 6
-)
-
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
-
-// watchCoalesce is how long the event reader first sleeps after a read
-// that returned events. A commit writes its -wal file several times, and
-// other processes keep writing; while the reader sleeps the kernel merges
-// identical queued events (inotify) or folds them into one pending event
-// (kqueue's EV_CLEAR), so a busy directory costs one wakeup per pause
-// rather than one per write. It is shorter than watchQuietPeriod, which the
-// first event starts, so it adds no latency to the first announcement.
-//
-// While events keep arriving during every pause, the pause doubles up to
-// watchCoalesceMax: with eight processes writing one group, each of them
-// woke 500 times a second to read events, and those wakeups took the CPU
-// from the process holding the write lock. A busy group is announced at
-// most every watchBusySpacing anyway, which the longest pause stays under.
-const (
-	watchCoalesce    = 2 * time.Millisecond
-	watchCoalesceMax = 16 * time.Millisecond
-)
-
-// watchPacer paces an event reader (watchCoalesce).
-type watchPacer struct{ pause time.Duration }
-
-// sleep pauses after a read that took waited: a read that found its events
-// already queued means the directory is busy, so the pause doubles; one
-// that had to wait for them starts again from watchCoalesce.
-func (p *watchPacer) sleep(waited time.Duration) {
-	switch {
-	case p.pause == 0 || waited > p.pause:
-		p.pause = watchCoalesce
-	case waited < time.Millisecond:
-		p.pause = min(2*p.pause, watchCoalesceMax)
-	}
-	time.Sleep(p.pause)
-}
 
 // fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
 // it says 0, off, false or no. Turning them off restores the original's
@@ -387,17 +330,9 @@ func (w *changeWatcher) changed(id string) {
 		return
 	}
 	if s := w.settles[id]; s != nil {
-		if now := time.Now(); now.Sub(s.window) > watchBusySpacing {
-			s.window, s.events = now, 0
-		}
-		s.events++
 		if s.step > 0 {
 			s.step = 0
-			delay := watchQuietPeriod
-			if s.events >= watchBusyEvents {
-				delay = max(delay, time.Until(s.announced.Add(watchBusySpacing)))
-			}
-			s.t.Reset(delay)
+			s.t.Reset(watchQuietPeriod)
 		}
 		return
 	}
@@ -413,9 +348,6 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 	if w.settles[id] != s {
 		w.mu.Unlock()
 		return
-	}
-	if s.step == 0 {
-		s.announced = time.Now()
 	}
 	if s.step < len(watchRecheck) {
 		prev := time.Duration(0)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -20,7 +19,7 @@ import (
 //   - following named groups (what every consumer does: a session's
 //     subscriptions, `wait`, wait_for_messages), each group's database and
 //     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
-//     and re-armed after the reader's pause;
+//     and re-armed when the reader takes the event;
 //   - following every group (a subscription to all of them, and the way
 //     back when a file watch cannot be added), the directory watch also
 //     takes IN_MODIFY, so every write of every process to any file in the
@@ -31,9 +30,9 @@ import (
 // commit writes its -wal file dozens of times, and with eight member
 // processes watching one busy group that cost each commit about 0.4 ms in
 // the kernel, under the group's write lock, which is 15% of the sends. A
-// one-shot watch costs a commit one event per watcher per
-// pause, however many writes it makes. Writes while a watch is disarmed are
-// covered by reporting the file again when it is re-armed.
+// one-shot watch costs a commit one event per watcher per read of
+// the reader, however many writes it makes. A write while a watch is
+// disarmed comes before the event's announcement, which is read after it.
 //
 // The watch only names paths, never opens the database files, so it cannot
 // disturb SQLite's POSIX locks.
@@ -50,9 +49,8 @@ type inotifyWatch struct {
 	mu sync.Mutex
 	// groups is the followed groups by database file name; nil while
 	// following every group, when the directory watch takes IN_MODIFY.
-	groups   map[string]bool
-	files    map[int32]string // armed one-shot watch → file name
-	disarmed map[string]bool  // files whose watch fired, to re-arm after the pause
+	groups map[string]bool
+	files  map[int32]string // armed one-shot watch → file name
 }
 
 // inotifyDirMask is what the directory watch always listens for: names
@@ -102,8 +100,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
-		files: map[int32]string{}, disarmed: map[string]bool{}}
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), files: map[int32]string{}}
 	go func() {
 		defer close(iw.done)
 		defer syscall.Close(fd)
@@ -140,18 +137,13 @@ func (iw *inotifyWatch) followGroups(groups []string) {
 			delete(iw.files, wd)
 		}
 	}
-	for name := range iw.disarmed {
-		if !want[groupDB(name)] {
-			delete(iw.disarmed, name)
-		}
-	}
 	armed := map[string]bool{}
 	for _, name := range iw.files {
 		armed[name] = true
 	}
 	for db := range want {
 		for _, name := range []string{db, db + "-wal"} {
-			if armed[name] || iw.disarmed[name] {
+			if armed[name] {
 				continue
 			}
 			if _, ok := iw.arm(name); !ok {
@@ -177,7 +169,7 @@ func (iw *inotifyWatch) followAll() {
 	for wd := range iw.files {
 		syscall.InotifyRmWatch(iw.fd, uint32(wd))
 	}
-	iw.groups, iw.files, iw.disarmed = nil, map[int32]string{}, map[string]bool{}
+	iw.groups, iw.files = nil, map[int32]string{}
 }
 
 // setDirMask replaces the directory watch's mask; iw.mu is held. Adding a
@@ -207,14 +199,10 @@ func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 }
 
 // read handles events until the directory watch is removed or reading
-// fails, pausing after each read (watchPacer) so that writes meanwhile
-// cost nothing (a fired one-shot watch is not re-armed yet) or are merged
-// by the kernel (the directory's IN_MODIFY).
+// fails.
 func (iw *inotifyWatch) read() {
 	buf := make([]byte, 64<<10)
-	var pacer watchPacer
 	for {
-		start := time.Now()
 		n, err := syscall.Read(iw.fd, buf)
 		if err == syscall.EINTR {
 			continue
@@ -228,10 +216,6 @@ func (iw *inotifyWatch) read() {
 		}
 		if ended {
 			return
-		}
-		pacer.sleep(time.Since(start))
-		for _, name := range iw.rearm() {
-			iw.emit(name)
 		}
 	}
 }
@@ -257,16 +241,16 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 				names = append(names, name)
 			}
 		default:
-			// A followed file: its one-shot watch fired (and is gone), or
-			// it was removed (IN_IGNORED) and is armed again if it
-			// reappears.
+			// A followed file: its one-shot watch fired (and is gone) and
+			// is armed again, or it was removed (IN_IGNORED) and is armed
+			// again if it reappears.
 			fired, ok := iw.files[ev.Wd]
 			if !ok {
 				continue
 			}
 			delete(iw.files, ev.Wd)
 			if ev.Mask&syscall.IN_MODIFY != 0 {
-				iw.disarmed[fired] = true
+				iw.arm(fired)
 				names = append(names, fired)
 			}
 		}
@@ -295,23 +279,4 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 		}
 	}
 	return !wal
-}
-
-// rearm arms again the watches that fired before the pause and returns
-// their files, which may have been written while disarmed (or deleted,
-// which is harmless to report).
-func (iw *inotifyWatch) rearm() []string {
-	iw.mu.Lock()
-	defer iw.mu.Unlock()
-	names := make([]string, 0, len(iw.disarmed))
-	for name := range iw.disarmed {
-		names = append(names, name)
-	}
-	clear(iw.disarmed)
-	for _, name := range names {
-		if _, ok := iw.arm(name); !ok {
-			break // following every group now
-		}
-	}
-	return names
 }

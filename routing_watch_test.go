@@ -199,7 +199,7 @@ func TestWatcherDropsUnwantedGroups(t *testing.T) {
 // TestWatcherAnnouncesUnderSustainedWrites checks that a group written
 // without pause is still announced (the quiet period runs from the first
 // event, so a stream of events closer than it cannot starve consumers), but
-// no more often than watchBusySpacing allows, give or take a re-check on a
+// no more often than watchQuietPeriod allows, give or take a re-check on a
 // slow machine.
 func TestWatcherAnnouncesUnderSustainedWrites(t *testing.T) {
 	const id = "grp_0123456789abcdef0123456789abcdef"
@@ -231,7 +231,7 @@ func TestWatcherAnnouncesUnderSustainedWrites(t *testing.T) {
 			done = true
 		}
 	}
-	if most := int(stream/watchBusySpacing) + 10; announced < 1 || announced > most {
+	if most := int(stream/watchQuietPeriod) + 10; announced < 1 || announced > most {
 		t.Errorf("got %d announcements in %v of writes; want 1 to %d", announced, stream, most)
 	}
 }
@@ -286,32 +286,6 @@ func (w *changeWatcher) watching() bool {
 	w.run.Lock()
 	defer w.run.Unlock()
 	return w.watch != nil
-}
-
-// TestWatchPacer shows the event reader's pause doubling while events are
-// already queued at each read, up to watchCoalesceMax, and starting over
-// after a read that had to wait.
-func TestWatchPacer(t *testing.T) {
-	busy, quiet := time.Duration(0), time.Second
-	var p watchPacer
-	for _, c := range []struct {
-		waited time.Duration
-		want   time.Duration
-	}{
-		{quiet, watchCoalesce},
-		{busy, 2 * watchCoalesce},
-		{busy, 4 * watchCoalesce},
-		{busy, 8 * watchCoalesce},
-		{busy, watchCoalesceMax},
-		{busy, watchCoalesceMax},
-		{watchCoalesceMax / 2, watchCoalesceMax},
-		{quiet, watchCoalesce},
-	} {
-		p.sleep(c.waited)
-		if p.pause != c.want {
-			t.Errorf("after a read of %v: pause %v; want %v", c.waited, p.pause, c.want)
-		}
-	}
 }
 
 // nativeWatcher returns a change watcher of dir, closed when the test ends,
