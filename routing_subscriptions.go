@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -105,7 +106,9 @@ func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string,
 	if err != nil {
 		return "", "", err
 	}
-	if !m.isAuthorized(uri) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.authorized[uri] {
 		return "", "", errWakeupNotAuthorized
 	}
 	return g, c, nil
@@ -114,26 +117,20 @@ func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string,
 // subscribe starts watching uri. A wakeup URI must have been authorized by
 // join_group in this session; a group URI starts from the current revision.
 func (m *subscriptions) subscribe(uri string) error {
-	sub := &subscription{}
-	if isWakeupURI(uri) {
-		g, c, err := m.authorizedWakeup(uri)
-		if err != nil {
-			return err
-		}
-		if _, err := m.store.messageRevision(g); err != nil {
-			return err
-		}
-		sub.wakeup, sub.groupID, sub.contextID = true, g, c
+	sub := &subscription{wakeup: isWakeupURI(uri)}
+	var err error
+	if sub.wakeup {
+		sub.groupID, sub.contextID, err = m.authorizedWakeup(uri)
 	} else {
-		g, err := parseGroupURI(uri)
-		if err != nil {
-			return err
-		}
-		rev, err := m.store.messageRevision(g)
-		if err != nil {
-			return err
-		}
-		sub.groupID, sub.revision = g, rev
+		sub.groupID, err = parseGroupURI(uri)
+	}
+	if err == nil {
+		// A wakeup subscription does not use the revision; reading it
+		// checks that the group exists.
+		sub.revision, err = m.store.messageRevision(sub.groupID)
+	}
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -182,12 +179,7 @@ func (m *subscriptions) removeLocked(uri string) {
 	}
 	delete(m.subs, uri)
 	m.regroupLocked()
-	for i, u := range m.order {
-		if u == uri {
-			m.order = append(m.order[:i], m.order[i+1:]...)
-			break
-		}
-	}
+	m.order = slices.DeleteFunc(m.order, func(u string) bool { return u == uri })
 }
 
 // authorize lets this session read and subscribe to a joined context's
@@ -204,12 +196,6 @@ func (m *subscriptions) revoke(uri string) {
 	defer m.mu.Unlock()
 	delete(m.authorized, uri)
 	m.removeLocked(uri)
-}
-
-func (m *subscriptions) isAuthorized(uri string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.authorized[uri]
 }
 
 // close stops the poller and joins it, so no notification is written
@@ -233,9 +219,9 @@ const watchSafetyPoll = 2 * time.Second
 
 // followWatch makes the poller check a group as soon as w reports it changed,
 // besides its tick, which then slows to at least watchSafetyPoll. The
-// poller subscribes to w only while it has subscriptions, and only to
-// their groups, so a session that subscribes to nothing keeps no watch
-// running. Without native events followWatch changes nothing.
+// poller's subscription to w names only its subscriptions' groups, so a
+// session that subscribes to nothing keeps no watch running. Without
+// native events followWatch changes nothing.
 func (m *subscriptions) followWatch(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
@@ -252,7 +238,11 @@ func (m *subscriptions) run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	f := &watchFollower{m: m}
-	defer f.end()
+	defer func() {
+		if f.sub != nil {
+			f.sub.close()
+		}
+	}()
 	// due fires at the earliest dueAt, should no write come first.
 	due := time.NewTimer(time.Hour)
 	due.Stop()
@@ -265,23 +255,20 @@ func (m *subscriptions) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case w := <-m.attach:
-			if f.w == nil {
-				f.w = w
+			if f.sub == nil {
+				f.sub = w.subscribeTo([]string{})
+				f.events = f.sub.C
 				t.Reset(max(m.interval, watchSafetyPoll))
 				f.regroup()
 			}
 		case <-m.regroup:
 			f.regroup()
 		case <-f.events:
-			groups, all := f.sub.take()
-			only := map[string]bool{}
-			for _, g := range groups {
-				only[g] = true
+			if groups, all := f.sub.take(); all {
+				m.poll(ctx, nil)
+			} else if groups != nil {
+				m.poll(ctx, groupSet(groups))
 			}
-			if all {
-				only = nil
-			}
-			m.poll(ctx, only)
 		case <-t.C:
 			m.poll(ctx, nil)
 		case <-due.C:
@@ -290,50 +277,31 @@ func (m *subscriptions) run(ctx context.Context) {
 	}
 }
 
-// watchFollower is the poller's use of a change watcher: a subscription to
-// the subscribed groups while there are any. It belongs to the poller's
-// goroutine.
+// watchFollower is the poller's use of a change watcher: a subscription
+// to the subscribed groups, which runs the watch only while there are any
+// (see changeWatcher). It belongs to the poller's goroutine.
 type watchFollower struct {
 	m      *subscriptions
-	w      *changeWatcher // nil until followWatch
-	sub    *watchSubscription
-	events <-chan struct{} // sub.C, or nil (never ready) without sub
-	groups map[string]bool // the groups sub watches
+	sub    *watchSubscription // nil until followWatch
+	events <-chan struct{}    // sub.C, or nil (never ready) without sub
+	groups map[string]bool    // the groups sub watches
 }
 
-// regroup brings the watcher subscription in line with the subscribed
-// groups: started, narrowed or widened, or ended when there are none. The
+// regroup points the watcher subscription at the subscribed groups. The
 // groups it adds are announced as if they had changed: a write that landed
 // between their subscribe and the watch raised no event here.
 func (f *watchFollower) regroup() {
-	if f.w == nil {
+	if f.sub == nil {
 		return
 	}
 	groups := f.m.groups()
-	if len(groups) == 0 {
-		f.end()
-		return
-	}
-	if f.sub == nil {
-		f.sub = f.w.subscribeTo(groups)
-		f.events = f.sub.C
-	} else {
-		f.sub.watchGroups(groups)
-	}
+	f.sub.watchGroups(groups)
 	for _, g := range groups {
 		if !f.groups[g] {
-			f.w.changed(g)
+			f.sub.w.changed(g)
 		}
 	}
 	f.groups = groupSet(groups)
-}
-
-// end closes the watcher subscription, if any.
-func (f *watchFollower) end() {
-	if f.sub != nil {
-		f.sub.close()
-	}
-	f.sub, f.events, f.groups = nil, nil, nil
 }
 
 // poll checks every subscription once, in subscription order: those of

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +20,7 @@ import (
 // polling: native reports whether events flow, and callers poll more slowly
 // when they do, never not at all.
 //
-// The watch itself runs only while the watcher has a subscription: every
+// The watch itself runs only while a subscription names a group: every
 // write of every process to the directory wakes a watching process, so a
 // server that waits on nothing (most of a busy group's senders) must not
 // watch. Events of groups no subscription asked for go no further than the
@@ -59,15 +61,12 @@ type fileWatch interface {
 // consumer last looked. C receives a value whenever there is something to
 // take; it is buffered, so a burst of events wakes the consumer once.
 type watchSubscription struct {
-	C <-chan struct{}
-	c chan struct{}
+	C chan struct{}
 	w *changeWatcher
 
 	// want is the set of groups the consumer cares about, nil for every
-	// group; guarded by w.mu, which fileEvent holds when it filters.
-	want map[string]bool
-
-	mu      sync.Mutex
+	// group; it and the changes to take are guarded by w.mu.
+	want    map[string]bool
 	changed map[string]bool
 	all     bool
 }
@@ -130,26 +129,48 @@ func (w *changeWatcher) close() {
 	w.probed.Wait()
 }
 
-// startLocked starts the watch unless it runs, cannot run or the watcher
-// is closed, and announces every group on the settle schedule; w.run is
-// held. A watch that fails to start (an inotify limit
-// reached since the probe) is logged and every subscription is told to
-// look at everything, after which it hears nothing until its safety poll.
-func (w *changeWatcher) startLocked() {
-	if !w.native || w.closed || w.watch != nil {
+// retargetLocked starts, retargets or stops the watch to match what the
+// subscriptions want; w.run is held. It watches while some subscription
+// names a group or wants every group, following their union; starting
+// announces every group on the settle schedule, since a commit written
+// just before the watch began raised no event and may have become visible
+// only after a consumer's first look. A watch that fails to start (an
+// inotify limit reached since the probe) is logged and every subscription
+// is told to look at everything, after which it hears nothing until its
+// safety poll.
+func (w *changeWatcher) retargetLocked() {
+	w.mu.Lock()
+	union := map[string]bool{} // nil: every group
+	for s := range w.subs {
+		if s.want == nil {
+			union = nil
+			break
+		}
+		maps.Copy(union, s.want)
+	}
+	w.mu.Unlock()
+	if union != nil && len(union) == 0 || !w.native || w.closed {
+		w.stopLocked()
 		return
 	}
-	watch, err := watchDirectory(w.dir, w.fileEvent)
-	if err != nil {
-		logf("watch %s for changes: %v; polling only", w.dir, err)
-		w.publish("")
-		return
+	started := w.watch == nil
+	if started {
+		watch, err := watchDirectory(w.dir, w.fileEvent)
+		if err != nil {
+			logf("watch %s for changes: %v; polling only", w.dir, err)
+			w.publish("")
+			return
+		}
+		w.watch = watch
 	}
-	w.watch = watch
-	w.followLocked()
-	// A commit written just before the watch began raised no event, and
-	// may have become visible only after a consumer's first look.
-	w.changed("")
+	var groups []string
+	if union != nil {
+		groups = slices.Collect(maps.Keys(union))
+	}
+	w.watch.followGroups(groups)
+	if started {
+		w.changed("")
+	}
 }
 
 // stopLocked stops the watch and its pending announcements; w.run is held.
@@ -162,56 +183,16 @@ func (w *changeWatcher) stopLocked() {
 	for _, s := range w.settles {
 		s.t.Stop()
 	}
-	w.settles = map[string]*watchSettle{}
+	clear(w.settles)
 	w.mu.Unlock()
 }
 
 // subscribeTo returns a new subscription to changes of the groups named
-// (every group, when groups is nil), starting the watch if it is the
-// first; close it when done.
+// (every group, when groups is nil); close it when done.
 func (w *changeWatcher) subscribeTo(groups []string) *watchSubscription {
-	c := make(chan struct{}, 1)
-	s := &watchSubscription{C: c, c: c, w: w, want: groupSet(groups), changed: map[string]bool{}}
-	w.run.Lock()
-	defer w.run.Unlock()
-	w.mu.Lock()
-	w.subs[s] = struct{}{}
-	w.mu.Unlock()
-	if w.watch == nil {
-		w.startLocked()
-	} else {
-		w.followLocked()
-	}
+	s := &watchSubscription{C: make(chan struct{}, 1), w: w, changed: map[string]bool{}}
+	s.watchGroups(groups)
 	return s
-}
-
-// followLocked points the running watch, if any, at the groups the
-// subscriptions want; w.run is held. A subscription to every group makes
-// it follow every group.
-func (w *changeWatcher) followLocked() {
-	if w.watch == nil {
-		return
-	}
-	w.mu.Lock()
-	union := map[string]bool{} // nil: every group
-	for s := range w.subs {
-		if s.want == nil {
-			union = nil
-			break
-		}
-		for g := range s.want {
-			union[g] = true
-		}
-	}
-	w.mu.Unlock()
-	var groups []string
-	if union != nil {
-		groups = make([]string, 0, len(union))
-		for g := range union {
-			groups = append(groups, g)
-		}
-	}
-	w.watch.followGroups(groups)
 }
 
 // groupSet is the set of groups, nil when groups is nil (every group).
@@ -229,41 +210,33 @@ func groupSet(groups []string) map[string]bool {
 // watchGroups replaces the groups the subscription cares about (every
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
-	set := groupSet(groups)
 	s.w.run.Lock()
 	defer s.w.run.Unlock()
 	s.w.mu.Lock()
-	s.want = set
+	s.want = groupSet(groups)
+	s.w.subs[s] = struct{}{}
 	s.w.mu.Unlock()
-	s.w.followLocked()
+	s.w.retargetLocked()
 }
 
 // close ends the subscription; the last one to go stops the watch.
 func (s *watchSubscription) close() {
-	w := s.w
-	w.run.Lock()
-	defer w.run.Unlock()
-	w.mu.Lock()
-	delete(w.subs, s)
-	idle := len(w.subs) == 0
-	w.mu.Unlock()
-	if idle {
-		w.stopLocked()
-	} else {
-		w.followLocked()
-	}
+	s.w.run.Lock()
+	defer s.w.run.Unlock()
+	s.w.mu.Lock()
+	delete(s.w.subs, s)
+	s.w.mu.Unlock()
+	s.w.retargetLocked()
 }
 
 // take returns and clears what changed since the last take: group ids, or
 // all when anything may have changed (an event queue overflowed).
 func (s *watchSubscription) take() (groups []string, all bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for g := range s.changed {
-		groups = append(groups, g)
-	}
-	all = s.all
-	s.changed, s.all = map[string]bool{}, false
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	groups, all = slices.Collect(maps.Keys(s.changed)), s.all
+	clear(s.changed)
+	s.all = false
 	return groups, all
 }
 
@@ -271,23 +244,17 @@ func (s *watchSubscription) take() (groups []string, all bool) {
 // have changed; an empty id (every group) reaches them all.
 func (w *changeWatcher) publish(id string) {
 	w.mu.Lock()
-	subs := make([]*watchSubscription, 0, len(w.subs))
+	defer w.mu.Unlock()
 	for s := range w.subs {
-		if id == "" || s.want == nil || s.want[id] {
-			subs = append(subs, s)
-		}
-	}
-	w.mu.Unlock()
-	for _, s := range subs {
-		s.mu.Lock()
 		if id == "" {
 			s.all = true
-		} else {
+		} else if s.want == nil || s.want[id] {
 			s.changed[id] = true
+		} else {
+			continue
 		}
-		s.mu.Unlock()
 		select {
-		case s.c <- struct{}{}:
+		case s.C <- struct{}{}:
 		default:
 		}
 	}

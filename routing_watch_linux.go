@@ -241,16 +241,19 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 				names = append(names, name)
 			}
 		default:
-			// A followed file: its one-shot watch fired (and is gone) and
-			// is armed again, or it was removed (IN_IGNORED) and is armed
-			// again if it reappears.
+			// A followed file: its one-shot watch fired and is armed
+			// again, or the watch is gone (IN_IGNORED). That is the file
+			// removed, armed again when it reappears, or a re-arm that
+			// came between the kernel queuing the one-shot event and
+			// removing its watch, which then took the re-armed watch with
+			// it: armed again and reported, since a write may have gone
+			// unseen meanwhile.
 			fired, ok := iw.files[ev.Wd]
 			if !ok {
 				continue
 			}
 			delete(iw.files, ev.Wd)
-			if ev.Mask&syscall.IN_MODIFY != 0 {
-				iw.arm(fired)
+			if watched, _ := iw.arm(fired); watched || ev.Mask&syscall.IN_MODIFY != 0 {
 				names = append(names, fired)
 			}
 		}
