@@ -155,11 +155,9 @@ func (m *subscriptions) regroupLocked() {
 func (m *subscriptions) groups() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen := map[string]bool{}
 	groups := []string{}
 	for _, uri := range m.order {
-		if g := m.subs[uri].groupID; !seen[g] {
-			seen[g] = true
+		if g := m.subs[uri].groupID; !slices.Contains(groups, g) {
 			groups = append(groups, g)
 		}
 	}

@@ -10,22 +10,20 @@ import (
 )
 
 // changeWatcher tells the parts of this process that wait on groups (the
-// subscription poller, `wait`, wait_for_messages, the dashboard's poll loop)
-// which groups in a directory may have changed, from file-system events on
-// the directory: inotify on Linux, kqueue on macOS and the BSDs. Writers are
-// often other processes, Python or Go, so an in-process signal would not
-// do; the events only say "look again", and every consumer still reads the
-// database to see what changed. Where no events are available (Windows, a
-// network file system whose writes happen on another machine) consumers keep
-// polling: native reports whether events flow, and callers poll more slowly
-// when they do, never not at all.
+// subscription poller, `wait`, wait_for_messages) which groups in a
+// directory may have changed, from file-system events: inotify on Linux,
+// kqueue on macOS and the BSDs. Writers are often other processes, Python
+// or Go, so an in-process signal would not do; the events only say "look
+// again", and consumers still read the database. Where no events flow
+// (Windows, a network file system written from another machine) consumers
+// keep polling: native says whether events are available, and consumers
+// poll more slowly when they are, never not at all.
 //
-// The watch itself runs only while a subscription names a group: every
-// write of every process to the directory wakes a watching process, so a
-// server that waits on nothing (most of a busy group's senders) must not
-// watch. Events of groups no subscription asked for go no further than the
-// event read, and on Linux, where the watch follows the subscriptions'
-// groups (fileWatch.followGroups), they are not raised at all.
+// The watch runs only while a subscription names a group: every write to
+// the directory wakes a watching process, so a server that waits on
+// nothing (most of a busy group's senders) must not watch. Events of other
+// groups go no further than the event read, and on Linux, where the watch
+// follows the subscriptions' groups, they are not raised at all.
 type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
@@ -276,20 +274,14 @@ func (w *changeWatcher) wantedLocked(id string) bool {
 // is dropped here; another is announced on its settle schedule (see
 // watchQuietPeriod).
 func (w *changeWatcher) fileEvent(name string) {
-	id := ""
-	if name != "" {
-		var ok bool
-		if id, ok = groupOfFile(name); !ok {
-			return
-		}
+	if id, ok := groupOfFile(name); ok || name == "" {
+		w.changed(id)
 	}
-	w.changed(id)
 }
 
 // changed schedules the announcement of group id (every group when id is
 // empty) unless no subscription wants it. A consumer that starts watching
-// a group calls it too: a write just before the watch began raised no
-// event, and may not have been visible to the consumer's first look.
+// a group calls it too (see retargetLocked).
 func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

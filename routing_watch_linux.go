@@ -13,28 +13,19 @@ import (
 )
 
 // inotifyWatch follows the groups directory with inotify. The directory's
-// own watch reports files appearing, disappearing or being renamed into
-// place (a group created or deleted). Writes are reported one of two ways:
+// own watch reports names appearing, going away or renamed into place (a
+// group created or deleted). Following named groups, as every consumer
+// does, each group's database and -wal file has a watch of its own, armed
+// for one event (IN_ONESHOT) and re-armed as that event is read; following
+// every group, or when a file watch cannot be added, the directory watch
+// takes IN_MODIFY too, so every write to the directory is an event.
 //
-//   - following named groups (what every consumer does: a session's
-//     subscriptions, `wait`, wait_for_messages), each group's database and
-//     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
-//     and re-armed when the reader takes the event;
-//   - following every group (a subscription to all of them, and the way
-//     back when a file watch cannot be added), the directory watch also
-//     takes IN_MODIFY, so every write of every process to any file in the
-//     directory is an event.
-//
-// The first is the reason for this type. The kernel
-// queues an inotify event for every watching process at every write(2): a
-// commit writes its -wal file dozens of times, and with eight member
-// processes watching one busy group that cost each commit about 0.4 ms in
-// the kernel, under the group's write lock, which is 15% of the sends. A
-// one-shot watch costs a commit one event per watcher per read of
-// the reader, however many writes it makes. A write while a watch is
-// disarmed comes before the event's announcement, which is read after it.
-//
-// The watch only names paths, never opens the database files, so it cannot
+// The one-shot watches are the reason for this type: the kernel queues an
+// event for every watching process at every write(2), a commit writes its
+// -wal file dozens of times, and with eight members watching one busy group
+// that cost each commit about 0.4 ms in the kernel under the group's write
+// lock. A one-shot watch costs a commit one event per watcher per read. The
+// watch only names paths, never opens the database files, so it cannot
 // disturb SQLite's POSIX locks.
 type inotifyWatch struct {
 	fd    int
@@ -76,29 +67,32 @@ const inotifyMaxFollowed = 256
 // an instance that holds a watch waits for the kernel to free the watch, an
 // RCU grace period of 5 to 25 ms, so the caller runs release aside.
 func probeWatch(dir string) (release func(), err error) {
-	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	fd, _, err := inotifyDirectory(dir, inotifyDirMask)
 	if err != nil {
-		return nil, fmt.Errorf("inotify_init1: %w", err)
-	}
-	if _, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask); err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+		return nil, err
 	}
 	return func() { syscall.Close(fd) }, nil
+}
+
+// inotifyDirectory opens an inotify instance watching dir with mask.
+func inotifyDirectory(dir string, mask uint32) (fd, wd int, err error) {
+	if fd, err = syscall.InotifyInit1(syscall.IN_CLOEXEC); err != nil {
+		return 0, 0, fmt.Errorf("inotify_init1: %w", err)
+	}
+	if wd, err = syscall.InotifyAddWatch(fd, dir, mask); err != nil {
+		syscall.Close(fd)
+		return 0, 0, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+	}
+	return fd, wd, nil
 }
 
 // watchDirectory watches dir with inotify, following every group until
 // told otherwise, and calls emit with the name of each file that changed,
 // or "" when the kernel dropped events.
 func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
-	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	fd, wd, err := inotifyDirectory(dir, inotifyDirMask|syscall.IN_MODIFY)
 	if err != nil {
-		return nil, fmt.Errorf("inotify_init1: %w", err)
-	}
-	wd, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask|syscall.IN_MODIFY)
-	if err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+		return nil, err
 	}
 	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), files: map[int32]string{}}
 	go func() {
@@ -137,15 +131,9 @@ func (iw *inotifyWatch) followGroups(groups []string) {
 			delete(iw.files, wd)
 		}
 	}
-	armed := map[string]bool{}
-	for _, name := range iw.files {
-		armed[name] = true
-	}
+	// Arming a file already armed keeps its watch.
 	for db := range want {
 		for _, name := range []string{db, db + "-wal"} {
-			if armed[name] {
-				continue
-			}
 			if _, ok := iw.arm(name); !ok {
 				return // following every group now
 			}
@@ -241,13 +229,11 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 				names = append(names, name)
 			}
 		default:
-			// A followed file: its one-shot watch fired and is armed
-			// again, or the watch is gone (IN_IGNORED). That is the file
-			// removed, armed again when it reappears, or a re-arm that
-			// came between the kernel queuing the one-shot event and
-			// removing its watch, which then took the re-armed watch with
-			// it: armed again and reported, since a write may have gone
-			// unseen meanwhile.
+			// A followed file whose one-shot watch fired, re-armed; or whose
+			// watch is gone (IN_IGNORED): the file was removed (armed when
+			// it reappears), or a re-arm raced the kernel's removal of the
+			// fired watch and was taken with it, so it is armed again and
+			// reported, a write having perhaps gone unseen.
 			fired, ok := iw.files[ev.Wd]
 			if !ok {
 				continue
