@@ -23,10 +23,9 @@ type subscriptions struct {
 	order      []string // subscribed URIs in subscription order
 	authorized map[string]bool
 
-	// attach hands the running poller a change watcher (followWatch).
-	attach chan *changeWatcher
-	// regroup tells the poller that the set of subscribed groups changed,
-	// so that it starts, narrows or ends its subscription to the watcher.
+	// attach hands the poller a change watcher (followWatch); regroup
+	// tells it that the set of subscribed groups changed.
+	attach  chan *changeWatcher
 	regroup chan struct{}
 
 	// stop cancels the poller's context; running joins it (close).
@@ -60,15 +59,11 @@ type subscription struct {
 
 // wakeupRenotifyGap is the least time between two notifications of one
 // wakeup subscription while nothing in this process has acknowledged a
-// wake event since the first. A notification says "read your wakeups"; a
-// client that has not read yet learns nothing from a second one, and in a
-// busy group each one cost a check and a write transaction (marking the
-// event notified) per file event, in every member's process: with eight
-// agents sending into one group those writes stood in the write queue
-// beside the sends and doubled their p99. A member who reads in this
-// process is notified of the next wake event at once; one who never reads
-// is notified about once a second while its wake events keep coming, and
-// the events not notified meanwhile wait for the next notification or the
+// wake event since the first. A client that has not read learns nothing
+// from a second "read your wakeups", and in a busy group each one cost
+// every member's process a check and a write (marking the event notified):
+// with eight agents sending into one group those writes doubled the sends'
+// p99. Events not notified meanwhile wait for the next notification or the
 // 300 s reminder, as the original's one-event-per-poll did.
 const wakeupRenotifyGap = time.Second
 
@@ -142,8 +137,7 @@ func (m *subscriptions) subscribe(uri string) error {
 	return nil
 }
 
-// regroupLocked tells the poller that the subscriptions changed; m.mu is
-// held.
+// regroupLocked tells the poller that the subscriptions changed.
 func (m *subscriptions) regroupLocked() {
 	select {
 	case m.regroup <- struct{}{}:

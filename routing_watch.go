@@ -89,6 +89,39 @@ const watchQuietPeriod = 3 * time.Millisecond
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
+// watchCoalesce is how long the event reader first sleeps after a read
+// that returned events. A commit writes its -wal file several times, and
+// other processes keep writing; while the reader sleeps the kernel merges
+// identical queued events (inotify) or folds them into one pending event
+// (kqueue's EV_CLEAR), so a busy directory costs one wakeup per pause
+// rather than one per write. It is shorter than watchQuietPeriod, which the
+// first event starts, so it adds no latency to the first announcement.
+//
+// While events keep arriving during every pause, the pause doubles up to
+// watchCoalesceMax: with eight processes writing one group, each of them
+// woke 500 times a second to read events, and those wakeups took the CPU
+// from the process holding the write lock.
+const (
+	watchCoalesce    = 2 * time.Millisecond
+	watchCoalesceMax = 16 * time.Millisecond
+)
+
+// watchPacer paces an event reader (watchCoalesce).
+type watchPacer struct{ pause time.Duration }
+
+// sleep pauses after a read that took waited: a read that found its events
+// already queued means the directory is busy, so the pause doubles; one
+// that had to wait for them starts again from watchCoalesce.
+func (p *watchPacer) sleep(waited time.Duration) {
+	switch {
+	case p.pause == 0 || waited > p.pause:
+		p.pause = watchCoalesce
+	case waited < time.Millisecond:
+		p.pause = min(2*p.pause, watchCoalesceMax)
+	}
+	time.Sleep(p.pause)
+}
+
 // fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
 // it says 0, off, false or no. Turning them off restores the original's
 // pure polling at CROSSTALK_POLL_INTERVAL_SECONDS, which a groups directory

@@ -100,17 +100,14 @@ func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {
 	return err
 }
 
-// kqueuePause is how long the loop sleeps after a batch of events: a
-// commit writes its -wal file several times, and EV_CLEAR folds the writes
-// that arrive meanwhile into one event per file. It is shorter than
-// watchQuietPeriod, so it delays no announcement.
-const kqueuePause = 2 * time.Millisecond
-
-// loop handles events until the wake pipe is written, pausing after each
-// batch (kqueuePause).
+// loop handles events until the wake pipe is written, pausing
+// after each batch (watchPacer) so that EV_CLEAR folds the writes that
+// arrive meanwhile into one event per file.
 func (k *kqueueWatch) loop() {
 	events := make([]syscall.Kevent_t, 32)
+	var pacer watchPacer
 	for {
+		start := time.Now()
 		n, err := syscall.Kevent(k.kq, nil, events, nil)
 		if err == syscall.EINTR {
 			continue
@@ -137,7 +134,7 @@ func (k *kqueueWatch) loop() {
 				}
 			}
 		}
-		time.Sleep(kqueuePause)
+		pacer.sleep(time.Since(start))
 	}
 }
 

@@ -9,23 +9,33 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
 // inotifyWatch follows the groups directory with inotify. The directory's
-// own watch reports names appearing, going away or renamed into place (a
-// group created or deleted). Following named groups, as every consumer
-// does, each group's database and -wal file has a watch of its own, armed
-// for one event (IN_ONESHOT) and re-armed as that event is read; following
-// every group, or when a file watch cannot be added, the directory watch
-// takes IN_MODIFY too, so every write to the directory is an event.
+// own watch reports files appearing, disappearing or being renamed into
+// place (a group created or deleted). Writes are reported one of two ways:
 //
-// The one-shot watches are the reason for this type: the kernel queues an
-// event for every watching process at every write(2), a commit writes its
-// -wal file dozens of times, and with eight members watching one busy group
-// that cost each commit about 0.4 ms in the kernel under the group's write
-// lock. A one-shot watch costs a commit one event per watcher per read. The
-// watch only names paths, never opens the database files, so it cannot
+//   - following named groups (what every consumer does: a session's
+//     subscriptions, `wait`, wait_for_messages), each group's database and
+//     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
+//     and re-armed after the reader's pause;
+//   - following every group (a subscription to all of them, and the way
+//     back when a file watch cannot be added), the directory watch also
+//     takes IN_MODIFY, so every write of every process to any file in the
+//     directory is an event.
+//
+// The first is the reason for this type. The kernel
+// queues an inotify event for every watching process at every write(2): a
+// commit writes its -wal file dozens of times, and with eight member
+// processes watching one busy group that cost each commit about 0.4 ms in
+// the kernel, under the group's write lock, which is 15% of the sends. A
+// one-shot watch costs a commit one event per watcher per
+// pause, however many writes it makes. Writes while a watch is disarmed are
+// covered by reporting the file again when it is re-armed.
+//
+// The watch only names paths, never opens the database files, so it cannot
 // disturb SQLite's POSIX locks.
 type inotifyWatch struct {
 	fd    int
@@ -40,8 +50,9 @@ type inotifyWatch struct {
 	mu sync.Mutex
 	// groups is the followed groups by database file name; nil while
 	// following every group, when the directory watch takes IN_MODIFY.
-	groups map[string]bool
-	files  map[int32]string // armed one-shot watch → file name
+	groups   map[string]bool
+	files    map[int32]string // armed one-shot watch → file name
+	disarmed map[string]bool  // files whose watch fired, to re-arm after the pause
 }
 
 // inotifyDirMask is what the directory watch always listens for: names
@@ -94,7 +105,8 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}), files: map[int32]string{}}
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
+		files: map[int32]string{}, disarmed: map[string]bool{}}
 	go func() {
 		defer close(iw.done)
 		defer syscall.Close(fd)
@@ -131,9 +143,20 @@ func (iw *inotifyWatch) followGroups(groups []string) {
 			delete(iw.files, wd)
 		}
 	}
-	// Arming a file already armed keeps its watch.
+	for name := range iw.disarmed {
+		if !want[groupDB(name)] {
+			delete(iw.disarmed, name)
+		}
+	}
+	armed := map[string]bool{}
+	for _, name := range iw.files {
+		armed[name] = true
+	}
 	for db := range want {
 		for _, name := range []string{db, db + "-wal"} {
+			if armed[name] || iw.disarmed[name] {
+				continue
+			}
 			if _, ok := iw.arm(name); !ok {
 				return // following every group now
 			}
@@ -157,7 +180,7 @@ func (iw *inotifyWatch) followAll() {
 	for wd := range iw.files {
 		syscall.InotifyRmWatch(iw.fd, uint32(wd))
 	}
-	iw.groups, iw.files = nil, map[int32]string{}
+	iw.groups, iw.files, iw.disarmed = nil, map[int32]string{}, map[string]bool{}
 }
 
 // setDirMask replaces the directory watch's mask; iw.mu is held. Adding a
@@ -187,10 +210,14 @@ func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 }
 
 // read handles events until the directory watch is removed or reading
-// fails.
+// fails, pausing after each read (watchPacer) so that writes meanwhile
+// cost nothing (a fired one-shot watch is not re-armed yet) or are merged
+// by the kernel (the directory's IN_MODIFY).
 func (iw *inotifyWatch) read() {
 	buf := make([]byte, 64<<10)
+	var pacer watchPacer
 	for {
+		start := time.Now()
 		n, err := syscall.Read(iw.fd, buf)
 		if err == syscall.EINTR {
 			continue
@@ -204,6 +231,10 @@ func (iw *inotifyWatch) read() {
 		}
 		if ended {
 			return
+		}
+		pacer.sleep(time.Since(start))
+		for _, name := range iw.rearm() {
+			iw.emit(name)
 		}
 	}
 }
@@ -229,17 +260,16 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 				names = append(names, name)
 			}
 		default:
-			// A followed file whose one-shot watch fired, re-armed; or whose
-			// watch is gone (IN_IGNORED): the file was removed (armed when
-			// it reappears), or a re-arm raced the kernel's removal of the
-			// fired watch and was taken with it, so it is armed again and
-			// reported, a write having perhaps gone unseen.
+			// A followed file: its one-shot watch fired (and is gone), or
+			// it was removed (IN_IGNORED) and is armed again if it
+			// reappears.
 			fired, ok := iw.files[ev.Wd]
 			if !ok {
 				continue
 			}
 			delete(iw.files, ev.Wd)
-			if watched, _ := iw.arm(fired); watched || ev.Mask&syscall.IN_MODIFY != 0 {
+			if ev.Mask&syscall.IN_MODIFY != 0 {
+				iw.disarmed[fired] = true
 				names = append(names, fired)
 			}
 		}
@@ -268,4 +298,23 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 		}
 	}
 	return !wal
+}
+
+// rearm arms again the watches that fired before the pause and returns
+// their files, which may have been written while disarmed (or deleted,
+// which is harmless to report).
+func (iw *inotifyWatch) rearm() []string {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	names := make([]string, 0, len(iw.disarmed))
+	for name := range iw.disarmed {
+		names = append(names, name)
+	}
+	clear(iw.disarmed)
+	for _, name := range names {
+		if _, ok := iw.arm(name); !ok {
+			break // following every group now
+		}
+	}
+	return names
 }

@@ -288,6 +288,32 @@ func (w *changeWatcher) watching() bool {
 	return w.watch != nil
 }
 
+// TestWatchPacer shows the event reader's pause doubling while events are
+// already queued at each read, up to watchCoalesceMax, and starting over
+// after a read that had to wait.
+func TestWatchPacer(t *testing.T) {
+	busy, quiet := time.Duration(0), time.Second
+	var p watchPacer
+	for _, c := range []struct {
+		waited time.Duration
+		want   time.Duration
+	}{
+		{quiet, watchCoalesce},
+		{busy, 2 * watchCoalesce},
+		{busy, 4 * watchCoalesce},
+		{busy, 8 * watchCoalesce},
+		{busy, watchCoalesceMax},
+		{busy, watchCoalesceMax},
+		{watchCoalesceMax / 2, watchCoalesceMax},
+		{quiet, watchCoalesce},
+	} {
+		p.sleep(c.waited)
+		if p.pause != c.want {
+			t.Errorf("after a read of %v: pause %v; want %v", c.waited, p.pause, c.want)
+		}
+	}
+}
+
 // nativeWatcher returns a change watcher of dir, closed when the test ends,
 // and skips the test where file-system events are not available.
 func nativeWatcher(t *testing.T, dir string) *changeWatcher {
