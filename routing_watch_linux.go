@@ -14,29 +14,21 @@ import (
 )
 
 // inotifyWatch follows the groups directory with inotify. The directory's
-// own watch reports files appearing, disappearing or being renamed into
-// place (a group created or deleted). Writes are reported one of two ways:
+// own watch reports names appearing, going away or renamed into place (a
+// group created or deleted). Following named groups, as every consumer
+// does, each group's database and -wal file has a watch of its own, armed
+// for one event (IN_ONESHOT) and re-armed after the reader's pause;
+// following every group, or when a file watch cannot be added, the
+// directory watch takes IN_MODIFY too, so every write is an event.
 //
-//   - following named groups (what every consumer does: a session's
-//     subscriptions, `wait`, wait_for_messages), each group's database and
-//     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
-//     and re-armed after the reader's pause;
-//   - following every group (a subscription to all of them, and the way
-//     back when a file watch cannot be added), the directory watch also
-//     takes IN_MODIFY, so every write of every process to any file in the
-//     directory is an event.
-//
-// The first is the reason for this type. The kernel
-// queues an inotify event for every watching process at every write(2): a
-// commit writes its -wal file dozens of times, and with eight member
-// processes watching one busy group that cost each commit about 0.4 ms in
-// the kernel, under the group's write lock, which is 15% of the sends. A
-// one-shot watch costs a commit one event per watcher per
-// pause, however many writes it makes. Writes while a watch is disarmed are
-// covered by reporting the file again when it is re-armed.
-//
-// The watch only names paths, never opens the database files, so it cannot
-// disturb SQLite's POSIX locks.
+// The one-shot watches are the reason for this type: the kernel queues an
+// event for every watching process at every write(2), a commit writes its
+// -wal file dozens of times, and with eight members watching one busy group
+// that cost each commit about 0.4 ms in the kernel under the group's write
+// lock, 15% of the sends. A one-shot watch costs a commit one event per
+// watcher per pause; writes while it is disarmed are covered by reporting
+// the file again when it is re-armed. The watch only names paths, never
+// opens the database files, so it cannot disturb SQLite's POSIX locks.
 type inotifyWatch struct {
 	fd    int
 	dirWd int
@@ -78,32 +70,29 @@ const inotifyMaxFollowed = 256
 // an instance that holds a watch waits for the kernel to free the watch, an
 // RCU grace period of 5 to 25 ms, so the caller runs release aside.
 func probeWatch(dir string) (release func(), err error) {
-	fd, _, err := inotifyDirectory(dir, inotifyDirMask)
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	if _, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
 	return func() { syscall.Close(fd) }, nil
-}
-
-// inotifyDirectory opens an inotify instance watching dir with mask.
-func inotifyDirectory(dir string, mask uint32) (fd, wd int, err error) {
-	if fd, err = syscall.InotifyInit1(syscall.IN_CLOEXEC); err != nil {
-		return 0, 0, fmt.Errorf("inotify_init1: %w", err)
-	}
-	if wd, err = syscall.InotifyAddWatch(fd, dir, mask); err != nil {
-		syscall.Close(fd)
-		return 0, 0, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
-	}
-	return fd, wd, nil
 }
 
 // watchDirectory watches dir with inotify, following every group until
 // told otherwise, and calls emit with the name of each file that changed,
 // or "" when the kernel dropped events.
 func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
-	fd, wd, err := inotifyDirectory(dir, inotifyDirMask|syscall.IN_MODIFY)
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	wd, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask|syscall.IN_MODIFY)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
 	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
 		files: map[int32]string{}, disarmed: map[string]bool{}}
