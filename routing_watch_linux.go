@@ -34,7 +34,7 @@ type inotifyWatch struct {
 	dirWd int
 	dir   string
 	emit  func(name string)
-	done  chan struct{}
+	read  sync.WaitGroup // the reader, joined by stop
 
 	// mu guards the fields below, which followGroups and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
@@ -94,13 +94,11 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
-		files: map[int32]string{}, disarmed: map[string]bool{}}
-	go func() {
-		defer close(iw.done)
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, files: map[int32]string{}, disarmed: map[string]bool{}}
+	iw.read.Go(func() {
 		defer syscall.Close(fd)
-		iw.read()
-	}()
+		iw.readEvents()
+	})
 	return iw, nil
 }
 
@@ -108,7 +106,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 // and waits for it to end; closing the descriptor drops the file watches.
 func (iw *inotifyWatch) stop() {
 	syscall.InotifyRmWatch(iw.fd, uint32(iw.dirWd))
-	<-iw.done
+	iw.read.Wait()
 }
 
 // followGroups reports writes of the groups named from now on, or of every group
@@ -198,11 +196,11 @@ func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 	return true, true
 }
 
-// read handles events until the directory watch is removed or reading
+// readEvents handles events until the directory watch is removed or reading
 // fails, pausing after each read (watchPacer) so that writes meanwhile
 // cost nothing (a fired one-shot watch is not re-armed yet) or are merged
 // by the kernel (the directory's IN_MODIFY).
-func (iw *inotifyWatch) read() {
+func (iw *inotifyWatch) readEvents() {
 	buf := make([]byte, 64<<10)
 	var pacer watchPacer
 	for {
