@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -42,30 +43,27 @@ func route(others []recipient, text, priority string, wakeIDs []string) routing 
 	for i, m := range mentioned {
 		r.mentions[i] = m.contextID
 	}
-	requested := map[string]bool{}
-	for _, id := range wakeIDs {
-		requested[id] = true
-	}
-	pick := func(list []recipient, relevance string, keep func(recipient) bool) []target {
-		var out []target
-		for _, m := range list {
-			if keep == nil || keep(m) {
-				out = append(out, target{m.contextID, relevance})
-			}
+	var explicit []recipient
+	for _, m := range others {
+		if slices.Contains(wakeIDs, m.contextID) {
+			explicit = append(explicit, m)
 		}
-		return out
 	}
-	if explicit := pick(others, "explicit", func(m recipient) bool { return requested[m.contextID] }); len(explicit) > 0 {
-		r.targets, r.reason = explicit, "explicit"
-		return r
+	pick := func(list []recipient, reason string) {
+		for _, m := range list {
+			r.targets = append(r.targets, target{m.contextID, reason})
+		}
+		r.reason = reason
 	}
 	switch {
+	case len(explicit) > 0:
+		pick(explicit, "explicit")
 	case priority == "urgent":
-		r.targets, r.reason = pick(others, "urgent", nil), "urgent"
+		pick(others, "urgent")
 	case len(mentioned) > 0:
-		r.targets, r.reason = pick(mentioned, "mentioned", nil), "mentioned"
+		pick(mentioned, "mentioned")
 	default:
-		r.targets, r.reason = pick(others, "fallback", nil), "fallback"
+		pick(others, "fallback")
 	}
 	return r
 }

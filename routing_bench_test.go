@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -127,5 +130,96 @@ func BenchmarkIdlePoll(b *testing.B) {
 				b.Logf("before range %s%%", span(prior))
 			}
 		})
+	}
+}
+
+// busyWatchers has 8 server processes of bin, each joined to one group and
+// subscribed to its wakeups and the group's changes (as agents are), send
+// 100 messages each at 20 a second, each mentioning the next member, and
+// returns the sends' p99 in milliseconds and the processes' CPU as a share
+// of one core: what the change watcher costs the members of a busy group.
+func busyWatchers(tb testing.TB, bin string) (p99, cpu float64) {
+	tb.Helper()
+	const procs, perProc, pace = 8, 100, 50 * time.Millisecond
+	dir := tb.TempDir()
+	agents := make([]*loadAgent, procs)
+	for i := range agents {
+		agents[i] = startLoadAgent(tb, bin, dir)
+	}
+	agents[0].write(tb, toolLine(1, "create_group", map[string]any{"context_id": "agent0", "name": "busy"}))
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	json.Unmarshal([]byte(mustSucceed(tb, agents[0].response(tb))), &g)
+	for i, a := range agents {
+		id := fmt.Sprintf("agent%d", i)
+		a.write(tb, toolLine(2, "join_group", map[string]any{"group_id": g.GroupID, "context_id": id, "name": id}))
+		mustSucceed(tb, a.response(tb))
+		for _, uri := range []string{groupURI(g.GroupID), wakeupURI(g.GroupID, id)} {
+			a.write(tb, fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":%q}}`+"\n", uri))
+			a.response(tb)
+		}
+	}
+	cpuNow := func() (sum time.Duration) {
+		for _, a := range agents {
+			sum += processCPU(tb, a.cmd.Process.Pid)
+		}
+		return sum
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	c0, start := cpuNow(), time.Now()
+	for i, a := range agents {
+		wg.Go(func() {
+			for j := range perProc {
+				time.Sleep(time.Until(start.Add(time.Duration(i)*pace/procs + time.Duration(j)*pace)))
+				t0 := time.Now()
+				a.write(tb, toolLine(100+j, "send_message", map[string]any{"group_id": g.GroupID, "context_id": fmt.Sprintf("agent%d", i),
+					"name": fmt.Sprintf("agent%d", i), "message": fmt.Sprintf("@agent%d %s", (i+1)%procs, benchText(j))}))
+				if line := a.response(tb); !sendOK(line) {
+					tb.Errorf("send: %s", line)
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	cpu = float64(cpuNow()-c0) / float64(time.Since(start))
+	for _, a := range agents {
+		a.stop(tb)
+	}
+	slices.Sort(lat)
+	return float64(lat[len(lat)*99/100].Microseconds()) / 1000, 100 * cpu
+}
+
+// BenchmarkBusyWatchers reports busyWatchers' send p99 and CPU, with
+// CROSSTALK_BENCH_BEFORE interleaved as in BenchmarkSendLoad.
+//
+//	go test -run '^$' -bench BusyWatchers -benchtime=5x .
+func BenchmarkBusyWatchers(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads process CPU time from /proc")
+	}
+	bin, before := builtBinary(b), os.Getenv("CROSSTALK_BENCH_BEFORE")
+	var p99s, cpus, p99sBefore, cpusBefore []float64
+	for range b.N {
+		p, c := busyWatchers(b, bin)
+		p99s, cpus = append(p99s, p), append(cpus, c)
+		line := fmt.Sprintf("this: p99 %.2f ms, %.1f%% of a core", p, c)
+		if before != "" {
+			p, c := busyWatchers(b, before)
+			p99sBefore, cpusBefore = append(p99sBefore, p), append(cpusBefore, c)
+			line += fmt.Sprintf(" | before: p99 %.2f ms, %.1f%%", p, c)
+		}
+		b.Log(line)
+	}
+	b.ReportMetric(median(p99s), "p99_ms")
+	b.ReportMetric(median(cpus), "%core")
+	if before != "" {
+		b.ReportMetric(median(p99sBefore), "before_p99_ms")
+		b.ReportMetric(median(cpusBefore), "before_%core")
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,14 +23,14 @@ type subscriptions struct {
 	order      []string // subscribed URIs in subscription order
 	authorized map[string]bool
 
-	// attach hands the running poller a change watcher (followWatch).
-	attach chan *changeWatcher
-	// regroup tells the poller that the set of subscribed groups changed,
-	// so that it starts, narrows or ends its subscription to the watcher.
+	// attach hands the poller a change watcher (followWatch); regroup
+	// tells it that the set of subscribed groups changed.
+	attach  chan *changeWatcher
 	regroup chan struct{}
 
-	stop chan struct{}
-	done chan struct{}
+	// stop cancels the poller's context; running joins it (close).
+	stop    context.CancelFunc
+	running sync.WaitGroup
 }
 
 // subscription is the state of one subscribed URI.
@@ -39,35 +41,29 @@ type subscription struct {
 	revision  int64 // last notified message_revision of a group resource
 
 	// seen is the group's file signature when a check last found nothing
-	// left to do (valid when checked is set), and remindAt when a wakeup
-	// reminder falls due even without a write (zero: none waiting). Until
-	// the signature changes or remindAt passes the poller skips the
-	// subscription without opening the group: an idle poll of hundreds of
-	// groups then costs two stat calls each and keeps them out of the
-	// store's handle cache.
-	seen     groupSignature
-	checked  bool
-	remindAt time.Time
-
-	// renotifyAt is when this wakeup subscription, having notified, may
-	// notify again (on the store's clock; zero once a check found nothing
-	// due), and acks the store's acknowledgement count when it notified:
-	// see wakeupRenotifyGap.
-	renotifyAt time.Time
-	acks       int64
+	// left to do (valid when checked is set). Until the signature changes
+	// or dueAt passes the poller skips the subscription without opening the
+	// group: an idle poll of hundreds of groups then costs two stat calls
+	// each and keeps them out of the store's handle cache.
+	seen    groupSignature
+	checked bool
+	// dueAt is the one time, on the store's clock, at which the poller
+	// looks again without a write (zero: none): the next 300 s wakeup
+	// reminder, or, while held, the end of wakeupRenotifyGap. held is set
+	// when this wakeup subscription notified and acks is the store's
+	// acknowledgement count then.
+	dueAt time.Time
+	held  bool
+	acks  int64
 }
 
 // wakeupRenotifyGap is the least time between two notifications of one
 // wakeup subscription while nothing in this process has acknowledged a
-// wake event since the first. A notification says "read your wakeups"; a
-// client that has not read yet learns nothing from a second one, and in a
-// busy group each one cost a check and a write transaction (marking the
-// event notified) per file event, in every member's process: with eight
-// agents sending into one group those writes stood in the write queue
-// beside the sends and doubled their p99. A member who reads in this
-// process is notified of the next wake event at once; one who never reads
-// is notified about once a second while its wake events keep coming, and
-// the events not notified meanwhile wait for the next notification or the
+// wake event since the first. A client that has not read learns nothing
+// from a second "read your wakeups", and in a busy group each one cost
+// every member's process a check and a write (marking the event notified):
+// with eight agents sending into one group those writes doubled the sends'
+// p99. Events not notified meanwhile wait for the next notification or the
 // 300 s reminder, as the original's one-event-per-poll did.
 const wakeupRenotifyGap = time.Second
 
@@ -91,9 +87,10 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 		store: st, interval: interval, notify: notify,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
 		attach: make(chan *changeWatcher, 1), regroup: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go m.run()
+	ctx, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	m.running.Go(func() { m.run(ctx) })
 	return m
 }
 
@@ -104,7 +101,9 @@ func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string,
 	if err != nil {
 		return "", "", err
 	}
-	if !m.isAuthorized(uri) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.authorized[uri] {
 		return "", "", errWakeupNotAuthorized
 	}
 	return g, c, nil
@@ -113,26 +112,20 @@ func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string,
 // subscribe starts watching uri. A wakeup URI must have been authorized by
 // join_group in this session; a group URI starts from the current revision.
 func (m *subscriptions) subscribe(uri string) error {
-	sub := &subscription{}
-	if isWakeupURI(uri) {
-		g, c, err := m.authorizedWakeup(uri)
-		if err != nil {
-			return err
-		}
-		if _, err := m.store.messageRevision(g); err != nil {
-			return err
-		}
-		sub.wakeup, sub.groupID, sub.contextID = true, g, c
+	sub := &subscription{wakeup: isWakeupURI(uri)}
+	var err error
+	if sub.wakeup {
+		sub.groupID, sub.contextID, err = m.authorizedWakeup(uri)
 	} else {
-		g, err := parseGroupURI(uri)
-		if err != nil {
-			return err
-		}
-		rev, err := m.store.messageRevision(g)
-		if err != nil {
-			return err
-		}
-		sub.groupID, sub.revision = g, rev
+		sub.groupID, err = parseGroupURI(uri)
+	}
+	if err == nil {
+		// A wakeup subscription does not use the revision; reading it
+		// checks that the group exists.
+		sub.revision, err = m.store.messageRevision(sub.groupID)
+	}
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -144,8 +137,7 @@ func (m *subscriptions) subscribe(uri string) error {
 	return nil
 }
 
-// regroupLocked tells the poller that the subscriptions changed; m.mu is
-// held.
+// regroupLocked tells the poller that the subscriptions changed.
 func (m *subscriptions) regroupLocked() {
 	select {
 	case m.regroup <- struct{}{}:
@@ -157,11 +149,9 @@ func (m *subscriptions) regroupLocked() {
 func (m *subscriptions) groups() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen := map[string]bool{}
 	groups := []string{}
 	for _, uri := range m.order {
-		if g := m.subs[uri].groupID; !seen[g] {
-			seen[g] = true
+		if g := m.subs[uri].groupID; !slices.Contains(groups, g) {
 			groups = append(groups, g)
 		}
 	}
@@ -181,12 +171,7 @@ func (m *subscriptions) removeLocked(uri string) {
 	}
 	delete(m.subs, uri)
 	m.regroupLocked()
-	for i, u := range m.order {
-		if u == uri {
-			m.order = append(m.order[:i], m.order[i+1:]...)
-			break
-		}
-	}
+	m.order = slices.DeleteFunc(m.order, func(u string) bool { return u == uri })
 }
 
 // authorize lets this session read and subscribe to a joined context's
@@ -205,34 +190,30 @@ func (m *subscriptions) revoke(uri string) {
 	m.removeLocked(uri)
 }
 
-func (m *subscriptions) isAuthorized(uri string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.authorized[uri]
-}
-
-// close stops the poller and waits for it, so no notification is written
-// after the server has finished. The wait is bounded, like the original's
-// one-second join: a client that stopped reading stdout can leave the poller
-// blocked in a write, and that must not keep the process from exiting.
+// close stops the poller and joins it, so no notification is written
+// after the server has finished. The join is bounded, like the original's
+// one-second join, because of the one thing a context cannot cancel: a
+// write to a client that stopped reading stdout, which must not keep the
+// process from exiting. Such a poller ends when the process does.
 func (m *subscriptions) close() {
-	close(m.stop)
+	m.stop()
+	joined := make(chan struct{})
+	go func() { m.running.Wait(); close(joined) }()
 	select {
-	case <-m.done:
+	case <-joined:
 	case <-time.After(time.Second):
 	}
 }
 
 // watchSafetyPoll is the slowest the poller ticks while file events flow:
-// events cannot see writes made on another machine sharing the directory,
-// and a 300 s wakeup reminder falls due without any write.
+// events cannot see writes made on another machine sharing the directory.
 const watchSafetyPoll = 2 * time.Second
 
 // followWatch makes the poller check a group as soon as w reports it changed,
 // besides its tick, which then slows to at least watchSafetyPoll. The
-// poller subscribes to w only while it has subscriptions, and only to
-// their groups, so a session that subscribes to nothing keeps no watch
-// running. Without native events followWatch changes nothing.
+// poller's subscription to w names only its subscriptions' groups, so a
+// session that subscribes to nothing keeps no watch running. Without
+// native events followWatch changes nothing.
 func (m *subscriptions) followWatch(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
@@ -243,99 +224,81 @@ func (m *subscriptions) followWatch(w *changeWatcher) {
 	}
 }
 
-func (m *subscriptions) run() {
-	defer close(m.done)
+// run is the poller: it checks the subscriptions at every tick, file
+// event and dueAt until ctx is cancelled.
+func (m *subscriptions) run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	f := &watchFollower{m: m}
-	defer f.end()
-	// renotify fires when a wakeup subscription held back by
-	// wakeupRenotifyGap may notify again, should no write come first.
-	renotify := time.NewTimer(time.Hour)
-	renotify.Stop()
-	defer renotify.Stop()
+	defer func() {
+		if f.sub != nil {
+			f.sub.close()
+		}
+	}()
+	// due fires at the earliest dueAt, should no write come first.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	for {
-		if d, ok := m.nextRenotify(); ok {
-			renotify.Reset(d)
+		if d, ok := m.nextDue(); ok {
+			due.Reset(d)
 		}
 		select {
-		case <-m.stop:
+		case <-ctx.Done():
 			return
 		case w := <-m.attach:
-			if f.w == nil {
-				f.w = w
+			if f.sub == nil {
+				f.sub = w.subscribeTo([]string{})
+				f.events = f.sub.C
 				t.Reset(max(m.interval, watchSafetyPoll))
 				f.regroup()
 			}
 		case <-m.regroup:
 			f.regroup()
 		case <-f.events:
-			groups, all := f.sub.take()
-			only := map[string]bool{}
-			for _, g := range groups {
-				only[g] = true
+			if groups, all := f.sub.take(); all {
+				m.poll(ctx, nil)
+			} else if groups != nil {
+				m.poll(ctx, groupSet(groups))
 			}
-			if all {
-				only = nil
-			}
-			m.poll(only)
 		case <-t.C:
-			m.poll(nil)
-		case <-renotify.C:
-			m.poll(nil)
+			m.poll(ctx, nil)
+		case <-due.C:
+			m.poll(ctx, nil)
 		}
 	}
 }
 
-// watchFollower is the poller's use of a change watcher: a subscription to
-// the subscribed groups while there are any. It belongs to the poller's
-// goroutine.
+// watchFollower is the poller's use of a change watcher: a subscription
+// to the subscribed groups, which runs the watch only while there are any
+// (see changeWatcher). It belongs to the poller's goroutine.
 type watchFollower struct {
 	m      *subscriptions
-	w      *changeWatcher // nil until followWatch
-	sub    *watchSubscription
-	events <-chan struct{} // sub.C, or nil (never ready) without sub
-	groups map[string]bool // the groups sub watches
+	sub    *watchSubscription // nil until followWatch
+	events <-chan struct{}    // sub.C, or nil (never ready) without sub
+	groups map[string]bool    // the groups sub watches
 }
 
-// regroup brings the watcher subscription in line with the subscribed
-// groups: started, narrowed or widened, or ended when there are none. The
+// regroup points the watcher subscription at the subscribed groups. The
 // groups it adds are announced as if they had changed: a write that landed
 // between their subscribe and the watch raised no event here.
 func (f *watchFollower) regroup() {
-	if f.w == nil {
+	if f.sub == nil {
 		return
 	}
 	groups := f.m.groups()
-	if len(groups) == 0 {
-		f.end()
-		return
-	}
-	if f.sub == nil {
-		f.sub = f.w.subscribeTo(groups)
-		f.events = f.sub.C
-	} else {
-		f.sub.watchGroups(groups)
-	}
+	f.sub.watchGroups(groups)
 	for _, g := range groups {
 		if !f.groups[g] {
-			f.w.changed(g)
+			f.sub.w.changed(g)
 		}
 	}
 	f.groups = groupSet(groups)
 }
 
-// end closes the watcher subscription, if any.
-func (f *watchFollower) end() {
-	if f.sub != nil {
-		f.sub.close()
-	}
-	f.sub, f.events, f.groups = nil, nil, nil
-}
-
 // poll checks every subscription once, in subscription order: those of
 // the groups in only, or all of them when only is nil.
-func (m *subscriptions) poll(only map[string]bool) {
+func (m *subscriptions) poll(ctx context.Context, only map[string]bool) {
 	m.mu.Lock()
 	uris := append([]string(nil), m.order...)
 	subs := make([]subscription, len(uris))
@@ -344,10 +307,8 @@ func (m *subscriptions) poll(only map[string]bool) {
 	}
 	m.mu.Unlock()
 	for i, uri := range uris {
-		select {
-		case <-m.stop:
+		if ctx.Err() != nil {
 			return
-		default:
 		}
 		if only != nil && !only[subs[i].groupID] {
 			continue
@@ -363,19 +324,19 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	// The signature is read before the group, so a write that lands during
 	// the check changes it and is looked at by the next poll.
 	sig, sigOK := readGroupSignature(m.store.groupPath(sub.groupID), time.Now())
-	if sigOK && sub.checked && sig.unchangedSince(sub.seen) && (sub.remindAt.IsZero() || m.store.now().Before(sub.remindAt)) {
-		return
+	waiting := sub.dueAt.IsZero() || m.store.now().Before(sub.dueAt)
+	if waiting && (sub.held && m.store.acks.Load() == sub.acks || sigOK && sub.checked && sig.unchangedSince(sub.seen)) {
+		return // the poller looks again at dueAt
 	}
 	var err error
 	if sub.wakeup {
-		if sub.renotifyAt.After(m.store.now()) && m.store.acks.Load() == sub.acks {
-			return // the poller looks again at renotifyAt
-		}
 		var w *wakeup
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
 			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
-				m.update(uri, func(cur *subscription) { cur.renotifyAt, cur.acks = m.store.now().Add(wakeupRenotifyGap), acks })
+				m.update(uri, func(cur *subscription) {
+					cur.held, cur.dueAt, cur.acks = true, m.store.now().Add(wakeupRenotifyGap), acks
+				})
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
@@ -420,22 +381,21 @@ func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSign
 		settled = err == nil
 	}
 	m.update(uri, func(cur *subscription) {
-		cur.renotifyAt = time.Time{}
+		cur.held, cur.dueAt = false, time.Time{}
 		if settled {
-			cur.seen, cur.checked, cur.remindAt = sig, true, remindAt
+			cur.seen, cur.checked, cur.dueAt = sig, true, remindAt
 		}
 	})
 }
 
-// nextRenotify returns how long until the earliest renotifyAt still to
-// come, and false when no subscription waits for one. It reads the clock
-// only while some subscription has notified and not yet checked again.
-func (m *subscriptions) nextRenotify() (time.Duration, bool) {
+// nextDue returns how long until the earliest dueAt still to come, and
+// false when no subscription waits for one.
+func (m *subscriptions) nextDue() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var next time.Time
 	for _, sub := range m.subs {
-		if at := sub.renotifyAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := sub.dueAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}

@@ -61,14 +61,14 @@ func TestSubscriptionPolling(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("nothing changed: got %v", got)
 	}
 
 	mustSend(t, s, g, "alice", "Alice", "hey @bob", map[string]any{"priority": "high"})
 	rec.setFail(true)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	rec.setFail(false)
 	var notified *string
 	if err := s.store.withGroup(g, func(db *sql.DB) error {
@@ -79,7 +79,7 @@ func TestSubscriptionPolling(t *testing.T) {
 	if notified != nil {
 		t.Errorf("a notification that failed to write was marked delivered at %s", *notified)
 	}
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	want := []string{
 		`notifications/resources/updated {"uri": "` + groupURI + `", "priority": "normal", "relevance": "group_change"}`,
 		`notifications/resources/updated {"uri": "` + bobURI + `", "priority": "high", "relevance": "mentioned"}`,
@@ -87,28 +87,28 @@ func TestSubscriptionPolling(t *testing.T) {
 	if got := rec.take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("after a send:\ngot  %v\nwant %v", got, want)
 	}
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("no reminder before 300 s: got %v", got)
 	}
 
 	// A reminder is due 300 s after the last notification.
 	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder: got %v; want one wakeup notification", got)
 	}
 	s.store.now = time.Now
 	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
 	s.store.now = func() time.Time { return time.Now().Add(2 * wakeupReminderInterval) }
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("acknowledged by reading: got %v; want no reminder", got)
 	}
 	s.store.now = time.Now
 
 	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	want = []string{
 		`notifications/resources/updated {"uri": "` + groupURI + `", "relevance": "deleted"}`,
 		`notifications/resources/updated {"uri": "` + bobURI + `", "relevance": "deleted"}`,
@@ -116,7 +116,7 @@ func TestSubscriptionPolling(t *testing.T) {
 	if got := rec.take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("after delete:\ngot  %v\nwant %v", got, want)
 	}
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("deleted subscriptions are dropped: got %v", got)
 	}
@@ -151,9 +151,9 @@ func TestGroupChangeNotificationRetriedAfterWriteFailure(t *testing.T) {
 	s, rec, m, g := watchedGroup(t)
 	mustSend(t, s, g, "alice", "Alice", "one", nil)
 	rec.setFail(true)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	rec.setFail(false)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 {
 		t.Errorf("got %v; want the change notified once the write works", got)
 	}
@@ -170,7 +170,7 @@ func TestBusyKeepsSubscription(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("while locked: got %v; want nothing", got)
 	}
@@ -178,7 +178,7 @@ func TestBusyKeepsSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	locker.Close()
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
 		t.Errorf("after the lock: got %v; want the change", got)
 	}
@@ -215,7 +215,7 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 	s, m, rec, g := bobsPoller(t, true)
 	bobURI := wakeupURI(g, "bob")
 	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 2 {
 		t.Fatalf("after a send: got %v; want two notifications", got)
 	}
@@ -224,9 +224,9 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 	// and remembers the settled signature.
 	s.store.forget(g)
 	ageGroupFiles(t, s.store.dir, g)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	s.store.forget(g)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("nothing changed: got %v", got)
 	}
@@ -238,17 +238,17 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 	}
 
 	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder due without a write: got %v; want one wakeup notification", got)
 	}
 	s.store.now = time.Now
 
 	ageGroupFiles(t, s.store.dir, g)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	rec.take()
 	mustSend(t, s, g, "bob", "Bob", "thanks", nil)
-	m.poll(nil)
+	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "group_change") {
 		t.Errorf("after a write: got %v; want one group_change notification", got)
 	}
@@ -303,21 +303,21 @@ func TestWakeupRenotifyGap(t *testing.T) {
 			mustSend(t, s, g, "alice", "Alice", "@bob "+what, nil)
 		}
 		clock = clock.Add(advance)
-		m.poll(nil)
+		m.poll(t.Context(), nil)
 		if got := rec.take(); len(got) != want {
 			t.Errorf("%s: got %d notifications %v; want %d", what, len(got), got, want)
 		}
 	}
 	step("first mention", true, 0, 1)
 	step("second mention before the gap", true, 100*time.Millisecond, 0)
-	if d, ok := m.nextRenotify(); !ok || d <= 0 || d > wakeupRenotifyGap {
+	if d, ok := m.nextDue(); !ok || d <= 0 || d > wakeupRenotifyGap {
 		t.Errorf("next renotify: got %v, %v; want within %v", d, ok, wakeupRenotifyGap)
 	}
 	step("gap passed", false, wakeupRenotifyGap, 1)
 	step("third mention before the gap", true, 0, 0)
 	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
 	step("fourth mention after reading", true, 0, 1)
-	if _, ok := m.nextRenotify(); !ok {
+	if _, ok := m.nextDue(); !ok {
 		t.Errorf("next renotify after a notification: got none")
 	}
 }

@@ -1,29 +1,29 @@
 package main
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
 // changeWatcher tells the parts of this process that wait on groups (the
-// subscription poller, `wait`, wait_for_messages, the dashboard's poll loop)
-// which groups in a directory may have changed, from file-system events on
-// the directory: inotify on Linux, kqueue on macOS and the BSDs. Writers are
-// often other processes, Python or Go, so an in-process signal would not
-// do; the events only say "look again", and every consumer still reads the
-// database to see what changed. Where no events are available (Windows, a
-// network file system whose writes happen on another machine) consumers keep
-// polling: native reports whether events flow, and callers poll more slowly
-// when they do, never not at all.
+// subscription poller, `wait`, wait_for_messages) which groups in a
+// directory may have changed, from file-system events: inotify on Linux,
+// kqueue on macOS and the BSDs. Writers are often other processes, Python
+// or Go, so an in-process signal would not do; the events only say "look
+// again", and consumers still read the database. Where no events flow
+// (Windows, a network file system written from another machine) consumers
+// keep polling: native says whether events are available, and consumers
+// poll more slowly when they are, never not at all.
 //
-// The watch itself runs only while the watcher has a subscription: every
-// write of every process to the directory wakes a watching process, so a
-// server that waits on nothing (most of a busy group's senders) must not
-// watch. Events of groups no subscription asked for go no further than the
-// event read, and on Linux, where the watch follows the subscriptions'
-// groups (fileWatch.followGroups), they are not raised at all.
+// The watch runs only while a subscription names a group: every write to
+// the directory wakes a watching process, so a server that waits on
+// nothing (most of a busy group's senders) must not watch. Events of other
+// groups go no further than the event read, and on Linux, where the watch
+// follows the subscriptions' groups, they are not raised at all.
 type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
@@ -59,15 +59,12 @@ type fileWatch interface {
 // consumer last looked. C receives a value whenever there is something to
 // take; it is buffered, so a burst of events wakes the consumer once.
 type watchSubscription struct {
-	C <-chan struct{}
-	c chan struct{}
+	C chan struct{}
 	w *changeWatcher
 
 	// want is the set of groups the consumer cares about, nil for every
-	// group; guarded by w.mu, which fileEvent holds when it filters.
-	want map[string]bool
-
-	mu      sync.Mutex
+	// group; it and the changes to take are guarded by w.mu.
+	want    map[string]bool
 	changed map[string]bool
 	all     bool
 }
@@ -77,41 +74,18 @@ type watchSubscription struct {
 type watchSettle struct {
 	t    *time.Timer
 	step int
-	// announced is when step 0 last fell due. events counts the events
-	// since window began, a window being watchBusySpacing long: a group
-	// with watchBusyEvents in its window is busy, and its next step 0
-	// waits until watchBusySpacing after announced.
-	announced time.Time
-	window    time.Time
-	events    int
 }
 
 // Event settling: an event can arrive before the commit it belongs to is
-// visible to readers (the WAL frame is written before the wal-index
-// update), so a group is announced watchQuietPeriod after its first event
-// and then again after each watchRecheck delay, which covers a slow
-// commit. An event during the quiet period joins the pending announcement;
-// one during the re-checks starts the schedule again, for a busy group no
-// sooner than watchBusySpacing after the last start. The quiet period is
-// counted from the first event, not the last, so a group written without
-// pause is still announced, every watchBusySpacing. The re-checks cost one
-// read per consumer.
+// visible to readers (the WAL frames are written, and fsynced, before the
+// wal-index update, which raises no event), so a group is announced
+// watchQuietPeriod after its first event and then again after each
+// watchRecheck delay, which covers a slow fsync. An event during the quiet
+// period joins the pending announcement; one during the re-checks starts
+// the schedule again. The quiet period is counted from the first event,
+// not the last, so a group written without pause is still announced. The
+// re-checks cost one read per consumer.
 const watchQuietPeriod = 3 * time.Millisecond
-
-// watchBusySpacing is the least time between two first announcements of a
-// busy group, one with watchBusyEvents event reads within watchBusySpacing
-// (the reader's pause allows about 12).
-// Every consumer answers an announcement with a read of the group, and
-// under a steady stream of commits from other processes those reads
-// competed with the commits themselves (four busy senders lost two
-// thirds of their throughput). A commit after a quiet spell, or one of
-// a few in a row (a send, its reader's mark-read, the next send), is still
-// announced watchQuietPeriod after its first event; one in a busy stream
-// waits at most watchBusySpacing.
-const (
-	watchBusySpacing = 25 * time.Millisecond
-	watchBusyEvents  = 6
-)
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
@@ -126,8 +100,7 @@ var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond
 // While events keep arriving during every pause, the pause doubles up to
 // watchCoalesceMax: with eight processes writing one group, each of them
 // woke 500 times a second to read events, and those wakeups took the CPU
-// from the process holding the write lock. A busy group is announced at
-// most every watchBusySpacing anyway, which the longest pause stays under.
+// from the process holding the write lock.
 const (
 	watchCoalesce    = 2 * time.Millisecond
 	watchCoalesceMax = 16 * time.Millisecond
@@ -187,26 +160,48 @@ func (w *changeWatcher) close() {
 	w.probed.Wait()
 }
 
-// startLocked starts the watch unless it runs, cannot run or the watcher
-// is closed, and announces every group on the settle schedule; w.run is
-// held. A watch that fails to start (an inotify limit
-// reached since the probe) is logged and every subscription is told to
-// look at everything, after which it hears nothing until its safety poll.
-func (w *changeWatcher) startLocked() {
-	if !w.native || w.closed || w.watch != nil {
+// retargetLocked starts, retargets or stops the watch to match what the
+// subscriptions want; w.run is held. It watches while some subscription
+// names a group or wants every group, following their union; starting
+// announces every group on the settle schedule, since a commit written
+// just before the watch began raised no event and may have become visible
+// only after a consumer's first look. A watch that fails to start (an
+// inotify limit reached since the probe) is logged and every subscription
+// is told to look at everything, after which it hears nothing until its
+// safety poll.
+func (w *changeWatcher) retargetLocked() {
+	w.mu.Lock()
+	union := map[string]bool{} // nil: every group
+	for s := range w.subs {
+		if s.want == nil {
+			union = nil
+			break
+		}
+		maps.Copy(union, s.want)
+	}
+	w.mu.Unlock()
+	if union != nil && len(union) == 0 || !w.native || w.closed {
+		w.stopLocked()
 		return
 	}
-	watch, err := watchDirectory(w.dir, w.fileEvent)
-	if err != nil {
-		logf("watch %s for changes: %v; polling only", w.dir, err)
-		w.publish("")
-		return
+	started := w.watch == nil
+	if started {
+		watch, err := watchDirectory(w.dir, w.fileEvent)
+		if err != nil {
+			logf("watch %s for changes: %v; polling only", w.dir, err)
+			w.publish("")
+			return
+		}
+		w.watch = watch
 	}
-	w.watch = watch
-	w.followLocked()
-	// A commit written just before the watch began raised no event, and
-	// may have become visible only after a consumer's first look.
-	w.changed("")
+	var groups []string
+	if union != nil {
+		groups = slices.Collect(maps.Keys(union))
+	}
+	w.watch.followGroups(groups)
+	if started {
+		w.changed("")
+	}
 }
 
 // stopLocked stops the watch and its pending announcements; w.run is held.
@@ -219,56 +214,16 @@ func (w *changeWatcher) stopLocked() {
 	for _, s := range w.settles {
 		s.t.Stop()
 	}
-	w.settles = map[string]*watchSettle{}
+	clear(w.settles)
 	w.mu.Unlock()
 }
 
 // subscribeTo returns a new subscription to changes of the groups named
-// (every group, when groups is nil), starting the watch if it is the
-// first; close it when done.
+// (every group, when groups is nil); close it when done.
 func (w *changeWatcher) subscribeTo(groups []string) *watchSubscription {
-	c := make(chan struct{}, 1)
-	s := &watchSubscription{C: c, c: c, w: w, want: groupSet(groups), changed: map[string]bool{}}
-	w.run.Lock()
-	defer w.run.Unlock()
-	w.mu.Lock()
-	w.subs[s] = struct{}{}
-	w.mu.Unlock()
-	if w.watch == nil {
-		w.startLocked()
-	} else {
-		w.followLocked()
-	}
+	s := &watchSubscription{C: make(chan struct{}, 1), w: w, changed: map[string]bool{}}
+	s.watchGroups(groups)
 	return s
-}
-
-// followLocked points the running watch, if any, at the groups the
-// subscriptions want; w.run is held. A subscription to every group makes
-// it follow every group.
-func (w *changeWatcher) followLocked() {
-	if w.watch == nil {
-		return
-	}
-	w.mu.Lock()
-	union := map[string]bool{} // nil: every group
-	for s := range w.subs {
-		if s.want == nil {
-			union = nil
-			break
-		}
-		for g := range s.want {
-			union[g] = true
-		}
-	}
-	w.mu.Unlock()
-	var groups []string
-	if union != nil {
-		groups = make([]string, 0, len(union))
-		for g := range union {
-			groups = append(groups, g)
-		}
-	}
-	w.watch.followGroups(groups)
 }
 
 // groupSet is the set of groups, nil when groups is nil (every group).
@@ -286,41 +241,33 @@ func groupSet(groups []string) map[string]bool {
 // watchGroups replaces the groups the subscription cares about (every
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
-	set := groupSet(groups)
 	s.w.run.Lock()
 	defer s.w.run.Unlock()
 	s.w.mu.Lock()
-	s.want = set
+	s.want = groupSet(groups)
+	s.w.subs[s] = struct{}{}
 	s.w.mu.Unlock()
-	s.w.followLocked()
+	s.w.retargetLocked()
 }
 
 // close ends the subscription; the last one to go stops the watch.
 func (s *watchSubscription) close() {
-	w := s.w
-	w.run.Lock()
-	defer w.run.Unlock()
-	w.mu.Lock()
-	delete(w.subs, s)
-	idle := len(w.subs) == 0
-	w.mu.Unlock()
-	if idle {
-		w.stopLocked()
-	} else {
-		w.followLocked()
-	}
+	s.w.run.Lock()
+	defer s.w.run.Unlock()
+	s.w.mu.Lock()
+	delete(s.w.subs, s)
+	s.w.mu.Unlock()
+	s.w.retargetLocked()
 }
 
 // take returns and clears what changed since the last take: group ids, or
 // all when anything may have changed (an event queue overflowed).
 func (s *watchSubscription) take() (groups []string, all bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for g := range s.changed {
-		groups = append(groups, g)
-	}
-	all = s.all
-	s.changed, s.all = map[string]bool{}, false
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	groups, all = slices.Collect(maps.Keys(s.changed)), s.all
+	clear(s.changed)
+	s.all = false
 	return groups, all
 }
 
@@ -328,23 +275,17 @@ func (s *watchSubscription) take() (groups []string, all bool) {
 // have changed; an empty id (every group) reaches them all.
 func (w *changeWatcher) publish(id string) {
 	w.mu.Lock()
-	subs := make([]*watchSubscription, 0, len(w.subs))
+	defer w.mu.Unlock()
 	for s := range w.subs {
-		if id == "" || s.want == nil || s.want[id] {
-			subs = append(subs, s)
-		}
-	}
-	w.mu.Unlock()
-	for _, s := range subs {
-		s.mu.Lock()
 		if id == "" {
 			s.all = true
-		} else {
+		} else if s.want == nil || s.want[id] {
 			s.changed[id] = true
+		} else {
+			continue
 		}
-		s.mu.Unlock()
 		select {
-		case s.c <- struct{}{}:
+		case s.C <- struct{}{}:
 		default:
 		}
 	}
@@ -366,20 +307,14 @@ func (w *changeWatcher) wantedLocked(id string) bool {
 // is dropped here; another is announced on its settle schedule (see
 // watchQuietPeriod).
 func (w *changeWatcher) fileEvent(name string) {
-	id := ""
-	if name != "" {
-		var ok bool
-		if id, ok = groupOfFile(name); !ok {
-			return
-		}
+	if id, ok := groupOfFile(name); ok || name == "" {
+		w.changed(id)
 	}
-	w.changed(id)
 }
 
 // changed schedules the announcement of group id (every group when id is
 // empty) unless no subscription wants it. A consumer that starts watching
-// a group calls it too: a write just before the watch began raised no
-// event, and may not have been visible to the consumer's first look.
+// a group calls it too (see retargetLocked).
 func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -387,17 +322,9 @@ func (w *changeWatcher) changed(id string) {
 		return
 	}
 	if s := w.settles[id]; s != nil {
-		if now := time.Now(); now.Sub(s.window) > watchBusySpacing {
-			s.window, s.events = now, 0
-		}
-		s.events++
 		if s.step > 0 {
 			s.step = 0
-			delay := watchQuietPeriod
-			if s.events >= watchBusyEvents {
-				delay = max(delay, time.Until(s.announced.Add(watchBusySpacing)))
-			}
-			s.t.Reset(delay)
+			s.t.Reset(watchQuietPeriod)
 		}
 		return
 	}
@@ -413,9 +340,6 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 	if w.settles[id] != s {
 		w.mu.Unlock()
 		return
-	}
-	if s.step == 0 {
-		s.announced = time.Now()
 	}
 	if s.step < len(watchRecheck) {
 		prev := time.Duration(0)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,7 +27,7 @@ type kqueueWatch struct {
 	files map[int]string  // watched -wal descriptor → file name
 	wals  map[string]int  // file name → descriptor
 	dbs   map[string]bool // group database names last seen in dir
-	done  chan struct{}   // closed when the loop has ended
+	loops sync.WaitGroup  // the loop, joined by stop
 }
 
 const kqueueVnodeFlags = syscall.NOTE_WRITE | syscall.NOTE_EXTEND | syscall.NOTE_DELETE | syscall.NOTE_RENAME
@@ -49,8 +50,7 @@ func probeWatch(dir string) (release func(), err error) {
 // watchDirectory watches dir with kqueue and calls emit with the name of
 // each file that changed.
 func watchDirectory(dir string, emit func(name string)) (_ fileWatch, err error) {
-	k := &kqueueWatch{dir: dir, emit: emit, files: map[int]string{}, wals: map[string]int{}, dbs: map[string]bool{},
-		done: make(chan struct{})}
+	k := &kqueueWatch{dir: dir, emit: emit, files: map[int]string{}, wals: map[string]int{}, dbs: map[string]bool{}}
 	if k.kq, err = syscall.Kqueue(); err != nil {
 		return nil, fmt.Errorf("kqueue: %w", err)
 	}
@@ -72,18 +72,17 @@ func watchDirectory(dir string, emit func(name string)) (_ fileWatch, err error)
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
 	k.rescan(false)
-	go func() {
-		defer close(k.done)
+	k.loops.Go(func() {
 		defer k.closeAll()
 		k.loop()
-	}()
+	})
 	return k, nil
 }
 
 // stop ends the watch and waits for its goroutine.
 func (k *kqueueWatch) stop() {
 	syscall.Write(k.wake[1], []byte{0})
-	<-k.done
+	k.loops.Wait()
 }
 
 // followGroups does nothing: a kqueue watch reports the writes of every group,

@@ -14,35 +14,27 @@ import (
 )
 
 // inotifyWatch follows the groups directory with inotify. The directory's
-// own watch reports files appearing, disappearing or being renamed into
-// place (a group created or deleted). Writes are reported one of two ways:
+// own watch reports names appearing, going away or renamed into place (a
+// group created or deleted). Following named groups, as every consumer
+// does, each group's database and -wal file has a watch of its own, armed
+// for one event (IN_ONESHOT) and re-armed after the reader's pause;
+// following every group, or when a file watch cannot be added, the
+// directory watch takes IN_MODIFY too, so every write is an event.
 //
-//   - following named groups (what every consumer does: a session's
-//     subscriptions, `wait`, wait_for_messages), each group's database and
-//     -wal file has a watch of its own, armed for one event (IN_ONESHOT)
-//     and re-armed after the reader's pause;
-//   - following every group (a subscription to all of them, and the way
-//     back when a file watch cannot be added), the directory watch also
-//     takes IN_MODIFY, so every write of every process to any file in the
-//     directory is an event.
-//
-// The first is the reason for this type. The kernel
-// queues an inotify event for every watching process at every write(2): a
-// commit writes its -wal file dozens of times, and with eight member
-// processes watching one busy group that cost each commit about 0.4 ms in
-// the kernel, under the group's write lock, which is 15% of the sends. A
-// one-shot watch costs a commit one event per watcher per
-// pause, however many writes it makes. Writes while a watch is disarmed are
-// covered by reporting the file again when it is re-armed.
-//
-// The watch only names paths, never opens the database files, so it cannot
-// disturb SQLite's POSIX locks.
+// The one-shot watches are the reason for this type: the kernel queues an
+// event for every watching process at every write(2), a commit writes its
+// -wal file dozens of times, and with eight members watching one busy group
+// that cost each commit about 0.4 ms in the kernel under the group's write
+// lock, 15% of the sends. A one-shot watch costs a commit one event per
+// watcher per pause; writes while it is disarmed are covered by reporting
+// the file again when it is re-armed. The watch only names paths, never
+// opens the database files, so it cannot disturb SQLite's POSIX locks.
 type inotifyWatch struct {
 	fd    int
 	dirWd int
 	dir   string
 	emit  func(name string)
-	done  chan struct{}
+	read  sync.WaitGroup // the reader, joined by stop
 
 	// mu guards the fields below, which followGroups and the reader share. The
 	// reader never holds it while calling emit, so no lock of the change
@@ -102,13 +94,11 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, done: make(chan struct{}),
-		files: map[int32]string{}, disarmed: map[string]bool{}}
-	go func() {
-		defer close(iw.done)
+	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit, files: map[int32]string{}, disarmed: map[string]bool{}}
+	iw.read.Go(func() {
 		defer syscall.Close(fd)
-		iw.read()
-	}()
+		iw.readEvents()
+	})
 	return iw, nil
 }
 
@@ -116,7 +106,7 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 // and waits for it to end; closing the descriptor drops the file watches.
 func (iw *inotifyWatch) stop() {
 	syscall.InotifyRmWatch(iw.fd, uint32(iw.dirWd))
-	<-iw.done
+	iw.read.Wait()
 }
 
 // followGroups reports writes of the groups named from now on, or of every group
@@ -206,11 +196,11 @@ func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 	return true, true
 }
 
-// read handles events until the directory watch is removed or reading
+// readEvents handles events until the directory watch is removed or reading
 // fails, pausing after each read (watchPacer) so that writes meanwhile
 // cost nothing (a fired one-shot watch is not re-armed yet) or are merged
 // by the kernel (the directory's IN_MODIFY).
-func (iw *inotifyWatch) read() {
+func (iw *inotifyWatch) readEvents() {
 	buf := make([]byte, 64<<10)
 	var pacer watchPacer
 	for {

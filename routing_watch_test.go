@@ -199,7 +199,7 @@ func TestWatcherDropsUnwantedGroups(t *testing.T) {
 // TestWatcherAnnouncesUnderSustainedWrites checks that a group written
 // without pause is still announced (the quiet period runs from the first
 // event, so a stream of events closer than it cannot starve consumers), but
-// no more often than watchBusySpacing allows, give or take a re-check on a
+// no more often than watchQuietPeriod allows, give or take a re-check on a
 // slow machine.
 func TestWatcherAnnouncesUnderSustainedWrites(t *testing.T) {
 	const id = "grp_0123456789abcdef0123456789abcdef"
@@ -231,7 +231,7 @@ func TestWatcherAnnouncesUnderSustainedWrites(t *testing.T) {
 			done = true
 		}
 	}
-	if most := int(stream/watchBusySpacing) + 10; announced < 1 || announced > most {
+	if most := int(stream/watchQuietPeriod) + 10; announced < 1 || announced > most {
 		t.Errorf("got %d announcements in %v of writes; want 1 to %d", announced, stream, most)
 	}
 }
