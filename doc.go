@@ -68,9 +68,9 @@
 //	HTTP idle-session janitor    newHTTPTransport               transport close (stop channel, WaitGroup)
 //	SSE cut-off watcher          jsonrpc_http_stream.go         the stream's end
 //	in-flight request            inflight.start                 the request's context; inflight.wait
-//	subscription poller          newSubscriptions               subscriptions.close (stop channel, joined)
+//	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; at most 1 s)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
-//	inotify or kqueue reader     the first subscription         the last one leaves (RmWatch, done channel)
+//	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
 //	tokens-file watcher          httpTransport.followTokens     transport close (stop channel, WaitGroup)
 //	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
@@ -84,7 +84,6 @@
 //	writeQueueWait 250 ms      store_writequeue.go a longer wait means the holder is stuck; SQLite's lock is still correct
 //	queuePoll 250 µs           store_writequeue_unix.go a blocked flock cannot time out; polls far shorter than a commit
 //	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
-//	watchBusySpacing 25 ms     routing_watch.go    a busy group is announced at most this often, sparing the writers' CPU
 //	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
 //	watchCoalesce 2–16 ms      routing_watch.go    events of many groups read in one batch under load
 //	watchSafetyPoll 2 s        routing_subscriptions.go a missed event (network filesystem, overflow) costs at most this
