@@ -46,16 +46,6 @@ func valuesSQL(prefix string, width, n int) string {
 	return prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
 }
 
-// sendMessage stores one message as sendMessages does, for a caller with no
-// request of its own to end it.
-func (s *store) sendMessage(id string, m outgoing) (sent, error) {
-	outs, errs, err := s.sendMessages(context.Background(), id, []outgoing{m})
-	if err != nil {
-		return sent{}, err
-	}
-	return outs[0], errs[0]
-}
-
 // sendMessages stores msgs, in order, in one transaction that other sends of
 // this process to group id may share (sendQueued): the message, its unread
 // rows for every other member and one wake event per routed recipient. A

@@ -224,3 +224,13 @@ func TestHTTPSendGivenUpIsNotStored(t *testing.T) {
 		t.Errorf("stored: got %q; want only [after]: a send whose client left must not be stored", got)
 	}
 }
+
+// sendMessage stores one message as sendMessages does, for a test with no
+// request of its own to end it.
+func (s *store) sendMessage(id string, m outgoing) (sent, error) {
+	outs, errs, err := s.sendMessages(context.Background(), id, []outgoing{m})
+	if err != nil {
+		return sent{}, err
+	}
+	return outs[0], errs[0]
+}
