@@ -18,7 +18,7 @@
 //
 //  1. main.go run → main_stdio.go runStdio → jsonrpc_session.go serve reads
 //     a line and offers it to pipelinedSends (jsonrpc_groupcommit.go), which
-//     checks it with prepareCall and parseSend (tools_handlers.go) and lets
+//     checks it with prepareCall and parseSend (tools_messages.go) and lets
 //     sends to the same group already buffered join the run (up to 64).
 //  2. storeSends calls store.sendMessages (store_sendbatch.go), which gives
 //     each send its own 3 s busy window and honours its context: withHandle
@@ -39,7 +39,7 @@
 //     notifications/resources/updated, markWakeupNotified records it.
 //
 // That path runs through main.go, main_stdio.go, jsonrpc.go,
-// jsonrpc_session.go, jsonrpc_groupcommit.go, tools_handlers.go, store.go,
+// jsonrpc_session.go, jsonrpc_groupcommit.go, tools_messages.go, store.go,
 // store_sqlite.go, store_sendbatch.go, store_writequeue.go,
 // store_writequeue_unix.go, store_messages.go, store_signature.go,
 // routing.go, routing_watch.go, routing_watch_linux.go and

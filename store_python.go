@@ -9,7 +9,7 @@ package main
 // Four Python rules stay beside the one caller they shape, each citing the
 // original: rawJSON.writePyJSON (jsonrpc_unicode.go) echoes a request id as
 // json.dumps would without decoding it, sqliteMessage (store_errors.go) is
-// sqlite3's error text, nonNegativeInteger (tools_handlers.go) is what
+// sqlite3's error text, nonNegativeInteger (tools_messages.go) is what
 // Python reads as an int, and auditRequestID (audit_event.go) is str() of an
 // id, built on pyNumber here.
 

@@ -1,7 +1,8 @@
 package main
 
-// This file holds the 14 tool handlers, each named after its tool
-// (toolGetUsers is get_users), and the renderings of their results. The
+// This file holds the handlers of the message tools, each named after its
+// tool (toolGetUnreadMessages is get_unread_messages), and the renderings of
+// their results; tools_groups.go has the group and membership tools. The
 // table in tools.go lists them.
 
 import (
@@ -11,131 +12,6 @@ import (
 	"regexp"
 	"strconv"
 )
-
-func toolCreateGroup(s *server, a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	name, nameOK := a.str("name")
-	desc, descOK := a.str("description")
-	if (a.has("name") && !nameOK) || (a.has("description") && !descOK) {
-		return nil, validationErrorf("name and description must be strings.")
-	}
-	meta, err := s.store.createGroup(contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func toolListGroups(s *server, _ toolArgs) (any, error) {
-	groups, err := s.store.listGroups()
-	if err != nil {
-		return nil, err
-	}
-	list := make([]any, len(groups))
-	for i, g := range groups {
-		list[i] = metaObject(g)
-	}
-	return object{{"groups", list}}, nil
-}
-
-func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
-	meta, err := s.store.groupMetadata(a.groupID())
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	if a.isNull("name") && a.isNull("description") {
-		return nil, validationErrorf("Provide name and/or description to update group metadata.")
-	}
-	var name, desc *string
-	for _, f := range []struct {
-		key string
-		dst **string
-	}{{"name", &name}, {"description", &desc}} {
-		if a.isNull(f.key) {
-			continue
-		}
-		v, ok := a.str(f.key)
-		if !ok {
-			return nil, validationErrorf("%s must be a string.", f.key)
-		}
-		*f.dst = &v
-	}
-	meta, err := s.store.updateGroupMetadata(a.groupID(), contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
-}
-
-func toolGetUsers(s *server, a toolArgs) (any, error) {
-	members, err := s.store.users(a.groupID())
-	if err != nil {
-		return nil, err
-	}
-	list := make([]any, len(members))
-	for i, m := range members {
-		list[i] = object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
-	}
-	return object{{"users", list}}, nil
-}
-
-func toolDeleteGroup(s *server, a toolArgs) (any, error) {
-	contextID, err := a.nonEmpty("context_id")
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.deleteGroup(id, contextID); err != nil {
-		return nil, err
-	}
-	return object{{"group_id", id}, {"deleted", true}}, nil
-}
-
-func toolJoinGroup(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.joinGroup(id, contextID, name); err != nil {
-		return nil, err
-	}
-	uri := wakeupURI(id, contextID)
-	if !a.stateless {
-		// The session is now subscribed to its own wakeups. A 2026-07-28
-		// client opens subscriptions/listen instead, which authorizes by
-		// membership (jsonrpc_listen.go).
-		s.subs.authorize(uri)
-		if err := s.subs.subscribe(uri); err != nil {
-			return nil, err
-		}
-	}
-	return object{{"group_id", id}, {"joined", true}, {"wakeup_resource_uri", uri}}, nil
-}
-
-func toolLeaveGroup(s *server, a toolArgs) (any, error) {
-	contextID, name, err := a.identity()
-	if err != nil {
-		return nil, err
-	}
-	id := a.groupID()
-	if err := s.store.leaveGroup(id, contextID, name, true); err != nil {
-		return nil, err
-	}
-	s.subs.revoke(wakeupURI(id, contextID))
-	return object{{"group_id", id}, {"left", true}}, nil
-}
 
 // messageReader makes a retrieval tool: the caller's identity checked in
 // the original's order, then read, whose messages it renders.
@@ -265,16 +141,6 @@ func sentObject(out sent) object {
 		{"mentions", stringList(out.mentions)}, {"routing_reason", out.routingReason},
 		{"wakeup_targets", stringList(out.wakeupTargets)},
 	}
-}
-
-// metaObject renders a group's metadata with the original's keys; the
-// timestamps are left out for a catalog row that has none.
-func metaObject(m groupMeta) object {
-	o := object{{"group_id", m.groupID}, {"name", m.name}, {"description", m.description}}
-	if m.updatedAt != nil || m.createdAt != nil {
-		o = append(o, field{"created_at", m.createdAt}, field{"updated_at", m.updatedAt})
-	}
-	return o
 }
 
 // messagesObject is the result of the message retrieval tools, with the
