@@ -186,6 +186,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
+	defer endClientWaiters(sv.dir, os.Getppid())
 	s := newServer(sv.store, stdout, sv.cfg)
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {

@@ -143,5 +143,5 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if only != nil {
 		groups = slices.DeleteFunc(groups, func(g membership) bool { return !only[g.groupID] })
 	}
-	return claimFirstWakeup(st, contextID, groups)
+	return claimFirstWakeup(st, waitOptions{contextID: contextID}, groups)
 }
