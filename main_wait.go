@@ -58,9 +58,10 @@ const defaultWaitTimeout = 55 * time.Minute
 
 const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID] [--groups-dir PATH]
 
-Block until the member has a wake event no waiter has delivered yet, then print
-it on stderr and exit 2 (Claude Code's asyncRewake hook); exit 0 silently at
-the timeout. Any failure, a usage error included, exits 0 with one line on
+Block until the member has a wake event nothing has delivered yet, then print
+it on stderr, mark it read and exit 2 (Claude Code's asyncRewake hook); exit 0
+silently at the timeout, when the client exits or a newer waiter of the
+session starts, and at once under a headless claude -p. Any failure, a usage error included, exits 0 with one line on
 stderr, since exit 2 would wake the agent.
 
 options:
@@ -72,13 +73,16 @@ options:
                       $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
-// runWait blocks until the member has a wake event no waiter has delivered
-// yet, then prints it on stderr and exits 2, having recorded it delivered
-// by wait; at the timeout it exits 0 silently. It runs as a background
-// (asyncRewake) hook, so it reads the hook payload for the session id, and
-// like a hook it never fails loudly: errors exit 0 with one stderr line.
-// A closed stderr does not kill it with SIGPIPE: it still exits 2, and the
-// mail it could not quote waits unread for the next hook.
+// runWait blocks until the member has a wake event no path has delivered
+// yet, then prints it on stderr, marks the message read and exits 2, having
+// recorded it delivered by wait; at the timeout, when its client is gone
+// or a newer waiter of the session replaced it, it exits 0 silently, and
+// at once in a headless Claude Code run that would wait for it in the
+// foreground. It runs as a background (asyncRewake) hook, so it reads the
+// hook payload for the session id, and like a hook it never fails loudly:
+// errors exit 0 with one stderr line. A closed stderr does not kill it
+// with SIGPIPE: it still exits 2, and the mail it could not quote stays
+// unread for get_unread_messages.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -122,7 +126,16 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if n == nil {
 		return waitTimedOut
 	}
-	fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n))
+	if _, err := fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n)); err != nil {
+		return waitWoke
+	}
+	read, previewed := []int64{n.messageID}, []int64(nil)
+	if n.cut {
+		read, previewed = nil, read
+	}
+	if err := retryBusy(func() error { return st.deliverMessages(n.groupID, opts.contextID, viaWait, read, previewed) }); err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp wait: mark the message read: %v\n", err)
+	}
 	return waitWoke
 }
 
@@ -319,8 +332,11 @@ func clientPID() int {
 // interactively, they run in the background. The hook payload and
 // environment are the same for -p with and without streaming input, so
 // the command line tells.
-func claudeRunsInForeground(pid int) bool {
-	args := processArgs(pid)
+func claudeRunsInForeground(pid int) bool { return foregroundArgs(processArgs(pid)) }
+
+// foregroundArgs reports whether Claude Code's command line args is a
+// headless run without streaming input.
+func foregroundArgs(args []string) bool {
 	printMode, streaming := false, false
 	for i, a := range args {
 		switch {

@@ -331,9 +331,10 @@ type wakeNotice struct {
 const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id)"
 
 // claimWaitWakeup claims the oldest unacknowledged, undelivered wake event
-// of contextID in group g created before notBefore, marks its message read
-// (only acknowledged when longer than maxText, which the notice cuts) and
-// records it delivered by wait; nil when there is none. notBefore leaves a
+// of contextID in group g created before notBefore, records it delivered
+// by wait and returns it, nil when there is none; `wait` marks the message
+// read once its notice is written, or when longer than maxText, which the
+// notice cuts, only acknowledges it. notBefore leaves a
 // running session's own paths (a tool call, a hook) the first chance at
 // fresh mail. The check reads first and writes only when there is
 // something to claim, because every write wakes every watcher of the
@@ -381,16 +382,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 		if claimed, err = find(tx, true); err != nil || claimed == nil {
 			return err
 		}
-		if err := s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID}); err != nil {
-			return err
-		}
-		if !claimed.cut {
-			return s.markRead(tx, contextID, "message_id = ?", []any{claimed.messageID}, false)
-		}
-		if _, err := s.acknowledgeWakeups(tx, contextID, "message_id = ?", []any{claimed.messageID}); err != nil {
-			return err
-		}
-		return bumpRevisions(tx, revWakeup)
+		return s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID})
 	})
 	return claimed, err
 }
