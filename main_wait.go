@@ -31,9 +31,9 @@ type waitOptions struct {
 	// leaves a running session's own paths (wait_for_messages, a hook)
 	// the first chance at fresh mail.
 	grace time.Duration
-	// alive reports whether the waiter should go on: its client process
-	// still runs and no newer waiter of the session replaced it. It is
-	// asked every livenessPoll.
+	// alive, when set, reports whether the waiter should go on: its client
+	// process still runs and no newer waiter of the session replaced it.
+	// It is asked every livenessPoll.
 	alive func() bool
 }
 
@@ -161,7 +161,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	if id == "" {
 		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
 	}
-	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second, grace: waitGrace, alive: func() bool { return true }}, nil
+	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second, grace: waitGrace}, nil
 }
 
 // isTerminal reports whether r is an interactive terminal, which `wait`
@@ -177,7 +177,7 @@ func isTerminal(r io.Reader) bool {
 
 // waitForWakeup checks the member's groups now, then again for each group
 // the watcher names and, as a safety net, all of them every safetyPoll,
-// until a wake event is claimed or the timeout passes (nil, nil). Its
+// until a wake event is claimed, or nil, nil once nextCheck says to end. Its
 // watcher subscription follows the member's groups as of the last full
 // check, so writes to other groups wake it no further than the event read;
 // a group joined meanwhile is found by the next full check.
@@ -207,32 +207,43 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 		if err != nil || n != nil {
 			return n, err
 		}
-		for next := false; !next; {
-			select {
-			case <-deadline.C:
-				return nil, nil
-			case <-live.C:
-				if !opts.alive() {
-					return nil, nil
-				}
-			case <-tick.C:
-				only, next = nil, true
-			case <-sub.C:
-				groups, all := sub.take()
-				only, next = map[string]bool{}, true
-				for _, g := range groups {
-					only[g] = true
-				}
-				if all {
-					only = nil
-				}
-				// The session's own paths get the first chance.
-				select {
-				case <-time.After(opts.grace):
-				case <-deadline.C:
-					return nil, nil
-				}
+		var more bool
+		if only, more = nextCheck(sub, tick, live, deadline, opts); !more {
+			return nil, nil
+		}
+	}
+}
+
+// nextCheck waits for what calls for the next check and returns the groups
+// to check (nil: all of them), or false when the waiter should end: its
+// timeout passed, or opts.alive said so. After a file event it waits
+// opts.grace, so that the session's own paths get the first chance.
+func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) (map[string]bool, bool) {
+	for {
+		select {
+		case <-deadline.C:
+			return nil, false
+		case <-live.C:
+			if opts.alive != nil && !opts.alive() {
+				return nil, false
 			}
+		case <-tick.C:
+			return nil, true
+		case <-sub.C:
+			groups, all := sub.take()
+			select {
+			case <-time.After(opts.grace):
+			case <-deadline.C:
+				return nil, false
+			}
+			if all {
+				return nil, true
+			}
+			only := map[string]bool{}
+			for _, g := range groups {
+				only[g] = true
+			}
+			return only, true
 		}
 	}
 }

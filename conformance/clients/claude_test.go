@@ -13,7 +13,12 @@
 // stands exactly once in what the model received (the most occurrences in
 // any one request, since each request repeats the conversation) and
 // reports the delay from the send being answered to the first model
-// request that carries it, on a line starting "RESULT".
+// request that carries it, on a line starting "RESULT". The fake model
+// acts where a model would: told by a Stop hook to read its mail, it calls
+// get_unread_messages. Each scenario then ends its client as a user would
+// and asserts that no `crosstalk-mcp wait` of the session outlives it by
+// more than 3 s; scenario b also that one waiter runs, however many hook
+// runs armed one.
 //
 // The scenarios: a, `claude -p` with mail pending at start; b, a
 // stream-json session getting mail between turns; c, the model calling
@@ -36,8 +41,7 @@
 // Nothing leaves loopback: the environment turns off Claude Code's
 // telemetry, updates and other nonessential traffic, and the fake API
 // answers every path it is asked. The scenarios run in parallel; a run
-// takes about 75 s (90 s with make's build and npm ci), most of it
-// scenario a's 60 s limit.
+// takes about 25 s (40 s with make's build and npm ci).
 package clients
 
 import (
