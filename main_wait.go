@@ -61,8 +61,9 @@ const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--con
 Block until the member has a wake event nothing has delivered yet, then print
 it on stderr, mark it read and exit 2 (Claude Code's asyncRewake hook); exit 0
 silently at the timeout, when the client exits or a newer waiter of the
-session starts, and at once under a headless claude -p. Any failure, a usage error included, exits 0 with one line on
-stderr, since exit 2 would wake the agent.
+session starts, and at once under a headless claude -p. Any failure, a usage
+error included, exits 0 with one line on stderr, since exit 2 would wake the
+agent.
 
 options:
   --client NAME       whose hook payload stdin holds (default: claude-code)
