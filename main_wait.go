@@ -324,9 +324,9 @@ func formatWakeNotice(contextID string, n *wakeNotice) string {
 
 // waitGrace is how old a wake event must be before a waiter claims it. A
 // session calling wait_for_messages, or running a hook, gets fresh mail
-// through it within milliseconds; a second keeps an idle session's wake
-// prompt yet lets those paths win the race.
-const waitGrace = time.Second
+// through it within 100 ms even under load; half a second keeps an idle
+// session's wake prompt yet lets those paths win the race.
+const waitGrace = 500 * time.Millisecond
 
 // clientPID is the agent client's process: Claude Code names itself in
 // CLAUDE_PID in every hook's environment; without it, the hook's parent.
