@@ -286,8 +286,9 @@ func pickPending(st *store, contextID string, groups []membership) ([]hookItem, 
 
 // deliverItems records the printed mail delivered by hook: read when shown
 // whole, acknowledged but still unread when cut short. It runs after the
-// answer is written, so that mail is never marked read unseen; a reader
-// racing it may then see a message twice, which beats never.
+// answer is written, so that mail is never marked read unseen; a tool
+// call racing it may then see a message twice, which beats never; hooks
+// and waiters cannot, since claimForHook claimed it first.
 func deliverItems(st *store, contextID string, items []hookItem) error {
 	type groupIDs struct{ read, previewed []int64 }
 	byGroup := map[string]*groupIDs{}
