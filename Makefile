@@ -22,7 +22,7 @@ build:
 	@echo "==> go build -o $(BINARY) (version $(VERSION))"
 	@go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
 
-test: vet fmt lint release-check race conformance conformance-http
+test: vet fmt lint release-check race conformance conformance-http conformance-clients
 	@echo "PASS: make test (vet, gofmt, lint, reproducible release, race tests, conformance, HTTP conformance)"
 
 vet:
@@ -141,7 +141,7 @@ conformance-http: build conformance/node_modules/.package-lock.json conformance/
 # conformance/clients/package.json, against a fake model API on loopback,
 # with the hooks and MCP server configured as a user would: proof that mail
 # reaches the model exactly once. Its own Go module, standard library only;
-# the only network it needs is npm ci. It is not part of `make test` yet.
+# the only network it needs is npm ci.
 conformance/clients/node_modules/.package-lock.json: conformance/clients/package-lock.json
 	@$(call need,npm,$(NODE_HINT))
 	@echo "==> npm ci --prefix conformance/clients"

@@ -27,6 +27,10 @@ func TestInteropHookOnOriginalDatabase(t *testing.T) {
 	if err != nil || claimed == nil || claimed.messageID != 1 || claimed.sender != "alice" {
 		t.Fatalf("wait's claim: %+v (%v); want message 1 from alice", claimed, err)
 	}
+	// As `wait` does once its notice is written.
+	if err := st.deliverMessages(interopGroup, "ctx-carol", viaWait, []int64{1}, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	out, stderr, code := runHookCLI(t, []byte(`{"session_id": "ctx-carol", "hook_event_name": "UserPromptSubmit"}`), "--client", "claude-code")
 	if code != 0 || stderr != "" {
@@ -39,9 +43,9 @@ func TestInteropHookOnOriginalDatabase(t *testing.T) {
 			order = append(order, strings.Fields(id)[0])
 		}
 	}
-	// Wake events first (1, 4, 5, 7, 8, 9), then message 2, which only
-	// mentions alice.
-	if want := []string{"1", "4", "5", "7", "8", "9", "2"}; !reflect.DeepEqual(order, want) {
+	// Wake events first (4, 5, 7, 8, 9; wait delivered 1), then message 2,
+	// which only mentions alice.
+	if want := []string{"4", "5", "7", "8", "9", "2"}; !reflect.DeepEqual(order, want) {
 		t.Errorf("printed messages %v; want %v", order, want)
 	}
 	if got := interopString(t, groupPath, "SELECT unread_count FROM group_members WHERE context_id = 'ctx-carol'"); got != "0" {
@@ -50,7 +54,7 @@ func TestInteropHookOnOriginalDatabase(t *testing.T) {
 	if got := interopString(t, groupPath, "SELECT COUNT(*) FROM wakeup_events WHERE context_id = 'ctx-carol' AND acknowledged_at IS NULL"); got != "0" {
 		t.Errorf("Carol's pending wake events: %s; want 0", got)
 	}
-	if got := interopString(t, groupPath, "SELECT group_concat(message_id || ':' || delivered_via) FROM (SELECT * FROM wakeup_deliveries ORDER BY message_id)"); got != "1:hook,2:hook,4:hook,5:hook,7:hook,8:hook,9:hook" {
+	if got := interopString(t, groupPath, "SELECT group_concat(message_id || ':' || delivered_via) FROM (SELECT * FROM wakeup_deliveries ORDER BY message_id)"); got != "1:wait,2:hook,4:hook,5:hook,7:hook,8:hook,9:hook" {
 		t.Errorf("deliveries: %s", got)
 	}
 	after := interopSchema(t, groupPath)

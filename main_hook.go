@@ -166,26 +166,31 @@ func resolveContextID(fromPayload, fromFlag string) string {
 }
 
 // answerHook works out the text for one hook run and the mail it shows,
-// which runHook delivers once the text is written out. A Stop event prints
-// only when a wake event is pending and shown, and delivering that mail
-// acknowledges it, so the next Stop finds nothing and lets the agent stop:
-// one continuation per batch of mail, never a loop.
+// which runHook marks read once the text is written out. It prints only
+// mail it claimed (claimForHook), so that no message reaches the session
+// twice. A Stop event prints only when it acknowledged a pending wake
+// event, and then names the senders without the text (stopNotice): the
+// next Stop finds nothing and lets the agent stop, one continuation per
+// batch of mail, never a loop.
 func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	groups, err := st.memberships(req.contextID)
 	if err != nil {
 		return "", nil, err
 	}
+	if req.event.kind == eventStop {
+		text, err := stopNotice(st, req.contextID, groups)
+		if err != nil || text == "" {
+			return "", nil, err
+		}
+		return req.event.render(req.eventName, text), nil, nil
+	}
 	var text string
 	if req.event.kind == eventStart {
 		text = formatIdentity(req.contextID, groups)
 	}
-	var unread, wakes int64
+	var unread int64
 	for _, g := range groups {
 		unread += g.unread
-		wakes += g.wakeups
-	}
-	if req.event.kind == eventStop && wakes == 0 {
-		return "", nil, nil
 	}
 	var items []hookItem
 	if unread > 0 {
@@ -193,8 +198,8 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 		if items, rest, err = pickPending(st, req.contextID, groups); err != nil {
 			return "", nil, err
 		}
-		if req.event.kind == eventStop && !slices.ContainsFunc(items, func(p hookItem) bool { return p.wakes }) {
-			return "", nil, nil
+		if items, err = claimItems(st, req.contextID, items); err != nil {
+			return "", nil, err
 		}
 		if len(items) > 0 {
 			text = strings.TrimPrefix(text+"\n\n"+formatMail(req.contextID, items, rest), "\n\n")
@@ -204,6 +209,61 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 		return "", nil, nil
 	}
 	return req.event.render(req.eventName, text), items, nil
+}
+
+// claimItems keeps those of items that claimForHook claims for this hook.
+func claimItems(st *store, contextID string, items []hookItem) ([]hookItem, error) {
+	byGroup := map[string][]int64{}
+	for _, p := range items {
+		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
+	}
+	claimed := map[string]map[int64]bool{}
+	for id, ids := range byGroup {
+		err := retryBusy(func() (err error) {
+			claimed[id], err = st.claimForHook(id, contextID, ids)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), nil
+}
+
+// stopNotice acknowledges the member's pending wake events and says who
+// wrote where, asking the agent to read the mail with get_unread_messages:
+// Claude Code puts a Stop block's reason in front of the model twice, so
+// the text itself comes once, through the tool.
+func stopNotice(st *store, contextID string, groups []membership) (string, error) {
+	var b strings.Builder
+	for _, g := range groups {
+		if g.wakeups == 0 {
+			continue
+		}
+		var wakes []stopWake
+		if err := retryBusy(func() (err error) { wakes, err = st.claimStopWakeups(g.groupID, contextID); return err }); err != nil {
+			return "", err
+		}
+		if len(wakes) == 0 {
+			continue
+		}
+		var senders []string
+		for _, w := range wakes {
+			if !slices.Contains(senders, w.sender) {
+				senders = append(senders, w.sender)
+			}
+		}
+		group := g.groupID
+		if g.groupName != "" {
+			group = fmt.Sprintf("%q (%s)", g.groupName, g.groupID)
+		}
+		fmt.Fprintf(&b, "\n- %d message(s) from %s in group %s (wakes you: %s): call get_unread_messages with group_id %s and context_id %s",
+			len(wakes), strings.Join(senders, ", "), group, wakes[0].relevance, g.groupID, contextID)
+	}
+	if b.Len() == 0 {
+		return "", nil
+	}
+	return "Crosstalk: new mail before you stop. Read it with get_unread_messages, then reply if needed:" + b.String(), nil
 }
 
 // pickPending reads the member's unread mail in every group and picks what
@@ -226,8 +286,9 @@ func pickPending(st *store, contextID string, groups []membership) ([]hookItem, 
 
 // deliverItems records the printed mail delivered by hook: read when shown
 // whole, acknowledged but still unread when cut short. It runs after the
-// answer is written, so that mail is never marked read unseen; a reader
-// racing it may then see a message twice, which beats never.
+// answer is written, so that mail is never marked read unseen; a tool
+// call racing it may then see a message twice, which beats never; hooks
+// and waiters cannot, since claimForHook claimed it first.
 func deliverItems(st *store, contextID string, items []hookItem) error {
 	type groupIDs struct{ read, previewed []int64 }
 	byGroup := map[string]*groupIDs{}

@@ -94,6 +94,8 @@ func TestE2EHookAndWait(t *testing.T) {
 		t.Errorf("wait ended %v after the send; want well under a second", d)
 	}
 
+	// The waiter delivered PR 9, so the next hook shows only newer mail.
+	alice.ok("send_message", map[string]any{"group_id": gid, "context_id": "alice-ctx", "name": "alice", "message": "@bob and PR 10"}, nil)
 	prompt := `{"session_id": "` + session + `", "hook_event_name": "UserPromptSubmit", "prompt": "go on"}`
 	first := finishCLI(t, startCLI(t, dir, prompt, "hook", "--client", "claude-code"))
 	var out struct {
@@ -103,8 +105,8 @@ func TestE2EHookAndWait(t *testing.T) {
 		} `json:"hookSpecificOutput"`
 	}
 	if err := json.Unmarshal([]byte(first.stdout), &out); err != nil || out.HookSpecificOutput.HookEventName != "UserPromptSubmit" ||
-		strings.Count(out.HookSpecificOutput.AdditionalContext, "@bob please look at PR 9") != 1 {
-		t.Fatalf("hook printed %q (%v); want the message once as additionalContext", first.stdout, err)
+		strings.Count(out.HookSpecificOutput.AdditionalContext, "@bob and PR 10") != 1 || strings.Contains(first.stdout, "PR 9") {
+		t.Fatalf("hook printed %q (%v); want only the newer message, once, as additionalContext", first.stdout, err)
 	}
 	if second := finishCLI(t, startCLI(t, dir, prompt, "hook", "--client", "claude-code")); second.stdout != "" || second.code != 0 {
 		t.Fatalf("second hook: exit %d, stdout %q; want nothing", second.code, second.stdout)
@@ -113,20 +115,23 @@ func TestE2EHookAndWait(t *testing.T) {
 	stop := `{"session_id": "` + session + `", "hook_event_name": "Stop", "stop_hook_active": false}`
 	alice.ok("send_message", map[string]any{"group_id": gid, "context_id": "alice-ctx", "name": "alice", "message": "@bob one more thing"}, nil)
 	blocked := finishCLI(t, startCLI(t, dir, stop, "hook", "--client", "claude-code"))
-	if !strings.Contains(blocked.stdout, `"decision":"block"`) || !strings.Contains(blocked.stdout, "one more thing") {
-		t.Fatalf("Stop with new mail printed %q; want a block with the message", blocked.stdout)
+	// Claude Code shows a Stop reason twice, so it names the sender and
+	// the tool, and the text comes once, through get_unread_messages.
+	if !strings.Contains(blocked.stdout, `"decision":"block"`) || !strings.Contains(blocked.stdout, "from alice") ||
+		!strings.Contains(blocked.stdout, "get_unread_messages with group_id "+gid) || strings.Contains(blocked.stdout, "one more thing") {
+		t.Fatalf("Stop with new mail printed %q; want a block naming alice and get_unread_messages, without the text", blocked.stdout)
 	}
 	if again := finishCLI(t, startCLI(t, dir, strings.Replace(stop, "false", "true", 1), "hook", "--client", "claude-code")); again.stdout != "" {
 		t.Fatalf("second Stop printed %q; want the agent let go", again.stdout)
 	}
 	var unread messagesReply
 	bob.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": session, "name": "bob"}, &unread)
-	if len(unread.Messages) != 0 {
-		t.Errorf("get_unread_messages after the hooks: %d messages; want 0", len(unread.Messages))
+	if len(unread.Messages) != 1 || unread.Messages[0].Message != "@bob one more thing" {
+		t.Errorf("get_unread_messages after the hooks: %+v; want the message the Stop hook named", unread.Messages)
 	}
 	status := finishCLI(t, startCLI(t, dir, "", "status", "--context-id", session))
-	if !strings.Contains(status.stdout, "0 pending wakeups") || strings.Count(status.stdout, "by hook") != 2 {
-		t.Errorf("status:\n%s\nwant two wake events delivered by hook", status.stdout)
+	if !strings.Contains(status.stdout, "0 pending wakeups") || strings.Count(status.stdout, "by hook") != 1 || strings.Count(status.stdout, "by wait") != 1 {
+		t.Errorf("status:\n%s\nwant one wake event delivered by wait, one by hook", status.stdout)
 	}
 }
 

@@ -90,6 +90,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
+	defer endClientWaiters(sv.dir, os.Getppid())
 	// An environment that names the member pins this server to it, so a
 	// client spawning one server per agent cannot have it speak for another.
 	if pinned := os.Getenv("CROSSTALK_CONTEXT_ID"); pinned != "" {

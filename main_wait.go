@@ -1,12 +1,19 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +27,22 @@ type waitOptions struct {
 	// event: events cannot see writes made on another machine sharing the
 	// directory, and some platforms have none.
 	safetyPoll time.Duration
+	// grace is how old a wake event must be before wait claims it, which
+	// leaves a running session's own paths (wait_for_messages, a hook)
+	// the first chance at fresh mail.
+	grace time.Duration
+	// alive, when set, reports whether the waiter should go on: its client
+	// process still runs and no newer waiter of the session replaced it.
+	// It is asked every livenessPoll.
+	alive func() bool
 }
+
+// livenessPoll is how often a waiter checks that its client still runs and
+// that it is still the session's waiter: a waiter outliving its session
+// would claim mail no one sees, and a second one would pile up at every
+// Stop. A second is short next to the hour it may wait, and one kill(2)
+// and one small file read a second cost nothing.
+const livenessPoll = time.Second
 
 // Exit statuses of `wait`, Claude Code's asyncRewake contract: 2 wakes the
 // agent with stderr as a system reminder; 0 ends quietly.
@@ -36,10 +58,12 @@ const defaultWaitTimeout = 55 * time.Minute
 
 const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID] [--groups-dir PATH]
 
-Block until the member has a wake event no waiter has delivered yet, then print
-it on stderr and exit 2 (Claude Code's asyncRewake hook); exit 0 silently at
-the timeout. Any failure, a usage error included, exits 0 with one line on
-stderr, since exit 2 would wake the agent.
+Block until the member has a wake event nothing has delivered yet, then print
+it on stderr, mark it read and exit 2 (Claude Code's asyncRewake hook); exit 0
+silently at the timeout, when the client exits or a newer waiter of the
+session starts, and at once under a headless claude -p. Any failure, a usage
+error included, exits 0 with one line on stderr, since exit 2 would wake the
+agent.
 
 options:
   --client NAME       whose hook payload stdin holds (default: claude-code)
@@ -50,13 +74,16 @@ options:
                       $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
-// runWait blocks until the member has a wake event no waiter has delivered
-// yet, then prints it on stderr and exits 2, having recorded it delivered
-// by wait; at the timeout it exits 0 silently. It runs as a background
-// (asyncRewake) hook, so it reads the hook payload for the session id, and
-// like a hook it never fails loudly: errors exit 0 with one stderr line.
-// A closed stderr does not kill it with SIGPIPE: it still exits 2, and the
-// mail it could not quote waits unread for the next hook.
+// runWait blocks until the member has a wake event no path has delivered
+// yet, then prints it on stderr, marks the message read and exits 2, having
+// recorded it delivered by wait; at the timeout, when its client is gone
+// or a newer waiter of the session replaced it, it exits 0 silently, and
+// at once in a headless Claude Code run that would wait for it in the
+// foreground. It runs as a background (asyncRewake) hook, so it reads the
+// hook payload for the session id, and like a hook it never fails loudly:
+// errors exit 0 with one stderr line. A closed stderr does not kill it
+// with SIGPIPE: it still exits 2, and the mail it could not quote stays
+// unread for get_unread_messages.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -76,11 +103,21 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if *client == "claude-code" && claudeRunsInForeground(clientPID()) {
+		return waitTimedOut
+	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
 	if err != nil {
 		return fail(err)
 	}
 	defer st.close()
+	pid, slot := clientPID(), waiterSlot(st.dir, opts.contextID)
+	release, err := takeWaiterSlot(slot, pid)
+	if err != nil {
+		return fail(err)
+	}
+	defer release()
+	opts.alive = func() bool { return processAlive(pid) && ownsWaiterSlot(slot) }
 	w := newChangeWatcher(st.dir)
 	defer w.close()
 	n, err := waitForWakeup(st, w, opts)
@@ -90,7 +127,16 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if n == nil {
 		return waitTimedOut
 	}
-	fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n))
+	if _, err := fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n)); err != nil {
+		return waitWoke
+	}
+	read, previewed := []int64{n.messageID}, []int64(nil)
+	if n.cut {
+		read, previewed = nil, read
+	}
+	if err := retryBusy(func() error { return st.deliverMessages(n.groupID, opts.contextID, viaWait, read, previewed) }); err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp wait: mark the message read: %v\n", err)
+	}
 	return waitWoke
 }
 
@@ -116,7 +162,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	if id == "" {
 		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
 	}
-	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second}, nil
+	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second, grace: waitGrace}, nil
 }
 
 // isTerminal reports whether r is an interactive terminal, which `wait`
@@ -132,7 +178,7 @@ func isTerminal(r io.Reader) bool {
 
 // waitForWakeup checks the member's groups now, then again for each group
 // the watcher names and, as a safety net, all of them every safetyPoll,
-// until a wake event is claimed or the timeout passes (nil, nil). Its
+// until a wake event is claimed, or nil, nil once nextCheck says to end. Its
 // watcher subscription follows the member's groups as of the last full
 // check, so writes to other groups wake it no further than the event read;
 // a group joined meanwhile is found by the next full check.
@@ -147,33 +193,58 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	live := time.NewTicker(livenessPoll)
+	defer live.Stop()
 	var member map[string]membership
 	only := map[string]bool(nil) // nil: check every group
 	for {
 		var n *wakeNotice
 		var err error
 		if only == nil {
-			n, member, err = claimWakeupWatching(st, opts.contextID, sub)
+			n, member, err = claimWakeupWatching(st, opts, sub)
 		} else {
-			n, err = claimNamedWakeup(st, opts.contextID, member, only)
+			n, err = claimNamedWakeup(st, opts, member, only)
 		}
 		if err != nil || n != nil {
 			return n, err
 		}
+		var more bool
+		if only, more = nextCheck(sub, tick, live, deadline, opts); !more {
+			return nil, nil
+		}
+	}
+}
+
+// nextCheck waits for what calls for the next check and returns the groups
+// to check (nil: all of them), or false when the waiter should end: its
+// timeout passed, or opts.alive said so. After a file event it waits
+// opts.grace, so that the session's own paths get the first chance.
+func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) (map[string]bool, bool) {
+	for {
 		select {
 		case <-deadline.C:
-			return nil, nil
+			return nil, false
+		case <-live.C:
+			if opts.alive != nil && !opts.alive() {
+				return nil, false
+			}
 		case <-tick.C:
-			only = nil
+			return nil, true
 		case <-sub.C:
 			groups, all := sub.take()
-			only = map[string]bool{}
+			select {
+			case <-time.After(opts.grace):
+			case <-deadline.C:
+				return nil, false
+			}
+			if all {
+				return nil, true
+			}
+			only := map[string]bool{}
 			for _, g := range groups {
 				only[g] = true
 			}
-			if all {
-				only = nil
-			}
+			return only, true
 		}
 	}
 }
@@ -181,8 +252,8 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 // claimWakeupWatching reads the member's groups, points sub at them and
 // claims the first claimable wake event among them; it returns the groups
 // by id for the event-driven checks that follow.
-func claimWakeupWatching(st *store, contextID string, sub *watchSubscription) (*wakeNotice, map[string]membership, error) {
-	groups, err := st.memberships(contextID)
+func claimWakeupWatching(st *store, opts waitOptions, sub *watchSubscription) (*wakeNotice, map[string]membership, error) {
+	groups, err := st.memberships(opts.contextID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,14 +264,14 @@ func claimWakeupWatching(st *store, contextID string, sub *watchSubscription) (*
 		ids = append(ids, g.groupID)
 	}
 	sub.watchGroups(ids)
-	n, err := claimFirstWakeup(st, contextID, groups)
+	n, err := claimFirstWakeup(st, opts, groups)
 	return n, member, err
 }
 
 // claimNamedWakeup claims the first claimable wake event in the member's
 // groups named by only. Their wake counts may predate the write that named
 // them, so each is checked whatever its count.
-func claimNamedWakeup(st *store, contextID string, member map[string]membership, only map[string]bool) (*wakeNotice, error) {
+func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only map[string]bool) (*wakeNotice, error) {
 	var groups []membership
 	for id := range only {
 		if g, ok := member[id]; ok {
@@ -209,19 +280,19 @@ func claimNamedWakeup(st *store, contextID string, member map[string]membership,
 		}
 	}
 	slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
-	return claimFirstWakeup(st, contextID, groups)
+	return claimFirstWakeup(st, opts, groups)
 }
 
 // claimFirstWakeup claims the first claimable wake event in groups,
 // skipping groups with no wake event.
-func claimFirstWakeup(st *store, contextID string, groups []membership) (*wakeNotice, error) {
+func claimFirstWakeup(st *store, opts waitOptions, groups []membership) (*wakeNotice, error) {
 	for _, g := range groups {
 		if g.wakeups == 0 {
 			continue
 		}
 		var n *wakeNotice
 		err := retryBusy(func() (err error) {
-			n, err = st.claimWaitWakeup(g, contextID)
+			n, err = st.claimWaitWakeup(g, opts.contextID, st.now().Add(-opts.grace), waitNoticeMaxBytes)
 			return err
 		})
 		if err != nil || n != nil {
@@ -237,15 +308,131 @@ const waitNoticeMaxBytes = 2 << 10
 
 // formatWakeNotice is what `wait` prints on stderr for the agent.
 func formatWakeNotice(contextID string, n *wakeNotice) string {
-	text := n.text
-	if len(text) > waitNoticeMaxBytes {
+	text, read := n.text, "It is now marked read; get_unread_messages returns any other new messages"
+	if n.cut {
 		text = truncateUTF8(text, waitNoticeMaxBytes) + " [...]"
+		read = "It is cut short here and stays unread: read it whole with get_unread_messages"
 	}
 	group := n.groupID
 	if n.groupName != "" {
 		group = fmt.Sprintf("%q (%s)", n.groupName, n.groupID)
 	}
 	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n%s\n"+
-		"Read it and any other new messages with get_unread_messages (group_id %s, context_id %s), then reply if needed.",
-		n.sender, group, n.messageID, n.priority, n.relevance, text, n.groupID, contextID)
+		"%s (group_id %s, context_id %s). Reply if needed.",
+		n.sender, group, n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
+}
+
+// waitGrace is how old a wake event must be before a waiter claims it. A
+// session calling wait_for_messages, or running a hook, gets fresh mail
+// through it within 100 ms even under load; half a second keeps an idle
+// session's wake prompt yet lets those paths win the race.
+const waitGrace = 500 * time.Millisecond
+
+// clientPID is the agent client's process: Claude Code names itself in
+// CLAUDE_PID in every hook's environment; without it, the hook's parent.
+func clientPID() int {
+	if pid, err := strconv.Atoi(os.Getenv("CLAUDE_PID")); err == nil && pid > 0 {
+		return pid
+	}
+	return os.Getppid()
+}
+
+// claudeRunsInForeground reports whether Claude Code process pid is a
+// headless run (-p or --print) without streaming input. Such a run waits
+// for its asyncRewake hooks in the foreground, so a waiter would hang it
+// and its exit 2 reaches no model; with --input-format stream-json, or
+// interactively, they run in the background. The hook payload and
+// environment are the same for -p with and without streaming input, so
+// the command line tells.
+func claudeRunsInForeground(pid int) bool { return foregroundArgs(processArgs(pid)) }
+
+// foregroundArgs reports whether Claude Code's command line args is a
+// headless run without streaming input.
+func foregroundArgs(args []string) bool {
+	printMode, streaming := false, false
+	for i, a := range args {
+		switch {
+		case a == "-p" || a == "--print":
+			printMode = true
+		case a == "--input-format=stream-json", a == "--input-format" && i+1 < len(args) && args[i+1] == "stream-json":
+			streaming = true
+		}
+	}
+	return printMode && !streaming
+}
+
+// processArgs is the command line of process pid, from /proc where there is
+// one and from ps elsewhere; nil when neither can tell.
+func processArgs(pid int) []string {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	}
+	out, err := exec.Command("ps", "-ww", "-o", "args=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+// processAlive reports whether process pid still runs. Windows has no
+// signal 0, where a process found is taken as running.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	defer p.Release()
+	return runtime.GOOS == "windows" || !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
+}
+
+// waiterSlot is the file naming a session's one waiter, in the groups
+// directory's own waiters subdirectory, which no group scan reads.
+func waiterSlot(dir, contextID string) string {
+	sum := sha256.Sum256([]byte(contextID))
+	return filepath.Join(dir, "waiters", hex.EncodeToString(sum[:16]))
+}
+
+// takeWaiterSlot makes this process the session's waiter by writing its
+// pid, then its client's, in the slot file at path; the waiter it replaces
+// sees that within livenessPoll and exits, so that waiters re-armed at
+// every Stop never pile up. The newest wins because the latest hook run
+// belongs to the running session. release removes the file while it is
+// still this one's.
+func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("waiter slot: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d", os.Getpid(), clientPID)), 0o600); err != nil {
+		return nil, fmt.Errorf("waiter slot: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("waiter slot: %w", err)
+	}
+	return func() {
+		if ownsWaiterSlot(path) {
+			os.Remove(path)
+		}
+	}, nil
+}
+
+// endClientWaiters ends the waiters of client process pid by removing
+// their slot files; the stdio server calls it for its own client as it
+// stops. A headless Claude Code run whose input ended stops its MCP
+// servers, then waits up to 30 s for its background hooks before exiting:
+// this is the one sign a waiter gets that the session is ending.
+func endClientWaiters(dir string, pid int) {
+	slots, _ := filepath.Glob(filepath.Join(dir, "waiters", "*"))
+	for _, path := range slots {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), " "+strconv.Itoa(pid)) {
+			os.Remove(path)
+		}
+	}
+}
+
+// ownsWaiterSlot reports whether the slot file still names this process.
+func ownsWaiterSlot(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" ")
 }

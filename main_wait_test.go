@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -120,16 +121,16 @@ func TestStatusShowsDeliveryStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 group, 2 unread messages, 2 pending wakeups", `"team" as "bob"`,
-		"message 1 (mentioned, normal) delivered:", "by wait, read -", "message 2 (mentioned, normal) created:"} {
+	for _, want := range []string{"1 group, 1 unread message, 1 pending wakeup", `"team" as "bob"`,
+		"message 1 (mentioned, normal) read:", "by wait, read 20", "message 2 (mentioned, normal) created:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status lacks %q:\n%s", want, text)
 		}
 	}
 	runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`), "--client", "claude-code")
 	text, _ = memberStatus(f.st, statusOptions{contextID: "sess-1", events: 5})
-	if !strings.Contains(text, "0 pending wakeups") || strings.Count(text, "by hook, read 20") != 2 {
-		t.Errorf("after the hook:\n%s\nwant both read, delivered by hook", text)
+	if !strings.Contains(text, "0 pending wakeups") || strings.Count(text, "by hook, read 20") != 1 || strings.Count(text, "by wait, read 20") != 1 {
+		t.Errorf("after the hook:\n%s\nwant both read, one delivered by wait, one by hook", text)
 	}
 }
 
@@ -143,5 +144,104 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if only != nil {
 		groups = slices.DeleteFunc(groups, func(g membership) bool { return !only[g.groupID] })
 	}
-	return claimFirstWakeup(st, contextID, groups)
+	return claimFirstWakeup(st, waitOptions{contextID: contextID}, groups)
+}
+
+// TestWaitForegroundArgs checks which Claude Code command lines wait for
+// their asyncRewake hooks in the foreground, where a waiter must not wait.
+func TestWaitForegroundArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"claude", "--session-id", "x", "-p", "Say hello."}, true},
+		{[]string{"node", "cli.js", "--print", "hi"}, true},
+		{[]string{"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"}, false},
+		{[]string{"claude", "-p", "--input-format=stream-json"}, false},
+		{[]string{"claude", "--session-id", "x"}, false},
+		{nil, false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if got := foregroundArgs(tc.args); got != tc.want {
+				t.Errorf("got %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWaiterSlot checks that a newer waiter of the session, or the end of
+// its client's MCP server, takes the slot from the running one.
+func TestWaiterSlot(t *testing.T) {
+	dir := t.TempDir()
+	slot := waiterSlot(dir, "sess-1")
+	release, err := takeWaiterSlot(slot, 4242)
+	if err != nil || !ownsWaiterSlot(slot) {
+		t.Fatalf("take: %v, owns %v; want the slot", err, ownsWaiterSlot(slot))
+	}
+	endClientWaiters(dir, 4243)
+	if !ownsWaiterSlot(slot) {
+		t.Fatal("another client's server ended this waiter")
+	}
+	endClientWaiters(dir, 4242)
+	if ownsWaiterSlot(slot) {
+		t.Fatal("its client's server ending left the waiter its slot")
+	}
+	release()
+	if _, err := takeWaiterSlot(slot, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(slot, []byte("1 4242"), 0o600); err != nil { // a newer waiter
+		t.Fatal(err)
+	}
+	if ownsWaiterSlot(slot) {
+		t.Error("a newer waiter's slot still reads as this one's")
+	}
+}
+
+// TestWaitEndsWithItsClient checks that a waiter whose client is gone
+// returns within livenessPoll, claiming nothing.
+func TestWaitEndsWithItsClient(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	w := newChangeWatcher(f.st.dir)
+	defer w.close()
+	start := time.Now()
+	n, err := waitForWakeup(f.st, w, waitOptions{contextID: "sess-1", timeout: 30 * time.Second, safetyPoll: time.Hour, alive: func() bool { return false }})
+	if err != nil || n != nil || time.Since(start) > 3*livenessPoll {
+		t.Errorf("got %+v (%v) after %v; want nothing within %v", n, err, time.Since(start), livenessPoll)
+	}
+}
+
+// TestClaimsAreExclusive checks that a hook, a waiter and a Stop hook never
+// deliver the same message twice, and that a waiter leaves fresh mail to
+// the session for its grace period.
+func TestClaimsAreExclusive(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	out := f.sendAs(t, "@bob one")
+	groups, err := f.st.memberships("sess-1")
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("memberships %+v (%v)", groups, err)
+	}
+	if n, err := f.st.claimWaitWakeup(groups[0], "sess-1", time.Now().Add(-time.Hour), waitNoticeMaxBytes); n != nil || err != nil {
+		t.Errorf("wait claimed mail younger than its grace: %+v (%v)", n, err)
+	}
+	if got, err := f.st.claimForHook(f.groupID, "sess-1", []int64{out.messageID}); err != nil || !got[out.messageID] {
+		t.Fatalf("hook claim: %v (%v); want the message", got, err)
+	}
+	if got, err := f.st.claimForHook(f.groupID, "sess-1", []int64{out.messageID}); err != nil || len(got) != 0 {
+		t.Errorf("second hook claim: %v (%v); want nothing", got, err)
+	}
+	if n, err := f.st.claimWaitWakeup(groups[0], "sess-1", time.Now().Add(time.Hour), waitNoticeMaxBytes); n != nil || err != nil {
+		t.Errorf("wait claimed what a hook delivered: %+v (%v)", n, err)
+	}
+	if w, err := f.st.claimStopWakeups(f.groupID, "sess-1"); len(w) != 0 || err != nil {
+		t.Errorf("Stop claimed what a hook delivered: %+v (%v)", w, err)
+	}
+	second := f.sendAs(t, "@bob two")
+	n, err := f.st.claimWaitWakeup(groups[0], "sess-1", time.Now().Add(time.Hour), waitNoticeMaxBytes)
+	if err != nil || n == nil || n.messageID != second.messageID {
+		t.Fatalf("wait claim: %+v (%v); want message %d", n, err, second.messageID)
+	}
+	if got, err := f.st.claimForHook(f.groupID, "sess-1", []int64{second.messageID}); err != nil || len(got) != 0 {
+		t.Errorf("hook claimed what wait delivered: %v (%v)", got, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // delivery is one wake event of a member with how far it got: created when
@@ -281,7 +282,8 @@ func sqlInList(first any, ids []int64) (string, []any) {
 }
 
 // wakeNotice is a wake event `wait` claimed: enough to tell the agent who
-// wrote, where and why it is being woken.
+// wrote, where and why it is being woken. cut says the text is longer than
+// the notice shows, so the message stays unread.
 type wakeNotice struct {
 	groupID   string
 	groupName string
@@ -290,33 +292,41 @@ type wakeNotice struct {
 	priority  string
 	relevance string
 	text      string
+	cut       bool
 }
 
-// claimWaitWakeup finds the oldest unacknowledged wake event of contextID in
-// group g that no `wait` delivered in the last reminder interval, records it
-// delivered by wait and returns it; nil when there is none. The check reads
-// first and writes only when there is something to claim, because every
-// write wakes every watcher of the directory. The write re-checks inside
-// its transaction, so two waiters of one member never both claim an event.
-func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, error) {
-	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
+// undelivered is the SQL condition, over wakeup_events w, that no path has
+// delivered w's message to its member yet: each message reaches a session
+// once, whichever of hook, wait or tool gets there first.
+const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id)"
+
+// claimWaitWakeup claims the oldest unacknowledged, undelivered wake event
+// of contextID in group g created before notBefore, records it delivered
+// by wait and returns it, nil when there is none; `wait` marks the message
+// read once its notice is written, or when longer than maxText, which the
+// notice cuts, only acknowledges it. notBefore leaves a
+// running session's own paths (a tool call, a hook) the first chance at
+// fresh mail. The check reads first and writes only when there is
+// something to claim, because every write wakes every watcher of the
+// directory; the write re-checks inside its transaction, so no other path
+// can deliver the same message.
+func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.Time, maxText int) (*wakeNotice, error) {
+	cutoff := formatTimestamp(notBefore)
 	find := func(queryRow func(string, ...any) rowScanner, has bool) (*wakeNotice, error) {
 		query := "SELECT w.message_id, w.priority, w.relevance, m.sender_name, m.content FROM wakeup_events w JOIN messages m ON m.id = w.message_id " +
-			"WHERE w.context_id = ?1 AND w.acknowledged_at IS NULL"
+			"WHERE w.context_id = ?1 AND w.acknowledged_at IS NULL AND w.created_at <= ?2"
 		if has {
-			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id AND d.delivered_at > ?2)"
-		} else {
-			query += " AND ?2 IS NOT NULL"
+			query += undelivered
 		}
-		query += " ORDER BY w.id ASC LIMIT 1"
 		n := wakeNotice{groupID: g.groupID, groupName: g.groupName}
-		err := queryRow(query, contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
+		err := queryRow(query+" ORDER BY w.id ASC LIMIT 1", contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
+		n.cut = len(n.text) > maxText
 		return &n, nil
 	}
 	var found *wakeNotice
@@ -343,4 +353,85 @@ func (s *store) claimWaitWakeup(g membership, contextID string) (*wakeNotice, er
 		return s.recordDeliveries(tx, contextID, viaWait, []int64{claimed.messageID})
 	})
 	return claimed, err
+}
+
+// claimForHook records those of ids that are still unread and that no path
+// has delivered yet as delivered by hook, and returns them: a hook prints
+// only what it claimed, before printing, so that a waiter or another hook
+// racing it stays silent about the same message.
+func (s *store) claimForHook(groupID, contextID string, ids []int64) (map[int64]bool, error) {
+	claimed := map[int64]bool{}
+	err := s.writeGroup(groupID, func(tx groupTx) error {
+		clear(claimed)
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		now := s.timestamp()
+		for _, id := range ids {
+			res, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) "+
+				"SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM member_unread_messages WHERE message_id = ?1 AND context_id = ?2) "+
+				"AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries WHERE message_id = ?1 AND context_id = ?2)", id, contextID, now, viaHook)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				claimed[id] = true
+			}
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// stopWake is one wake event a Stop hook acknowledged.
+type stopWake struct {
+	messageID int64
+	sender    string
+	relevance string
+}
+
+// claimStopWakeups acknowledges contextID's undelivered wake events in
+// groupID and returns them, in one transaction so that a waiter racing the
+// Stop hook finds them taken. The messages stay unread: a Stop hook only
+// tells the agent to read them, since Claude Code shows a Stop block's
+// reason twice.
+func (s *store) claimStopWakeups(groupID, contextID string) ([]stopWake, error) {
+	var out []stopWake
+	err := s.writeGroup(groupID, func(tx groupTx) error {
+		out = out[:0]
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		rows, err := tx.Query("SELECT w.message_id, m.sender_name, w.relevance FROM wakeup_events w JOIN messages m ON m.id = w.message_id "+
+			"WHERE w.context_id = ? AND w.acknowledged_at IS NULL"+undelivered+" ORDER BY w.id", contextID)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var w stopWake
+			if err := rows.Scan(&w.messageID, &w.sender, &w.relevance); err != nil {
+				rows.Close()
+				return err
+			}
+			out, ids = append(out, w), append(ids, w.messageID)
+		}
+		if err := rows.Close(); err != nil || len(ids) == 0 {
+			return err
+		}
+		in, args := sqlInList(contextID, ids)
+		if _, err := s.acknowledgeWakeups(tx, contextID, "message_id IN "+in, args[1:]); err != nil {
+			return err
+		}
+		return bumpRevisions(tx, revWakeup)
+	})
+	return out, err
+}
+
+// sqlRowQueryer adapts *sql.DB's QueryRow to return a rowScanner, the shape
+// groupTx.QueryRow has.
+type sqlRowQueryer struct{ db *sql.DB }
+
+func (q sqlRowQueryer) QueryRow(query string, args ...any) rowScanner {
+	return q.db.QueryRow(query, args...)
 }

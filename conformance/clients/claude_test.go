@@ -13,7 +13,12 @@
 // stands exactly once in what the model received (the most occurrences in
 // any one request, since each request repeats the conversation) and
 // reports the delay from the send being answered to the first model
-// request that carries it, on a line starting "RESULT".
+// request that carries it, on a line starting "RESULT". The fake model
+// acts where a model would: told by a Stop hook to read its mail, it calls
+// get_unread_messages. Each scenario then ends its client as a user would
+// and asserts that no `crosstalk-mcp wait` of the session outlives it by
+// more than 3 s; scenario b also that one waiter runs, however many hook
+// runs armed one.
 //
 // The scenarios: a, `claude -p` with mail pending at start; b, a
 // stream-json session getting mail between turns; c, the model calling
@@ -36,8 +41,7 @@
 // Nothing leaves loopback: the environment turns off Claude Code's
 // telemetry, updates and other nonessential traffic, and the fake API
 // answers every path it is asked. The scenarios run in parallel; a run
-// takes about 75 s (90 s with make's build and npm ci), most of it
-// scenario a's 60 s limit.
+// takes about 25 s (40 s with make's build and npm ci).
 package clients
 
 import (
@@ -140,7 +144,7 @@ func newSession(t *testing.T, script modelScript) *session {
 			t.Fatal(err)
 		}
 	}
-	s.model = newFakeModel(t, script)
+	s.model = newFakeModel(t, s.readsWhenTold(script))
 	if dir := os.Getenv("CLIENTS_LOG_DIR"); dir != "" {
 		s.model.dump = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
 	}
@@ -246,6 +250,62 @@ func (s *session) report(name string, sent time.Time, o outcome) {
 			s.t.Logf("the model saw (%d): %s", i+1, c)
 		}
 		s.t.Errorf("the marker reached the model %d times; want exactly 1", d.count)
+	}
+}
+
+// stopNoticeText is how a Crosstalk Stop hook asks the model to read its
+// new mail; the fake model then calls get_unread_messages, as a model
+// would.
+const stopNoticeText = "Read it with get_unread_messages"
+
+// readsWhenTold answers a request whose last message is a Crosstalk Stop
+// hook's notice, and not yet a tool result, with the get_unread_messages
+// call it asks for; every other request goes to script.
+func (s *session) readsWhenTold(script modelScript) modelScript {
+	return func(n int, r modelRequest) modelReply {
+		var body struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if json.Unmarshal(r.body, &body) == nil && len(body.Messages) > 0 {
+			last := string(body.Messages[len(body.Messages)-1])
+			if strings.Contains(last, stopNoticeText) && !strings.Contains(last, `"tool_result"`) {
+				return modelReply{toolName: "mcp__crosstalk__get_unread_messages",
+					toolInput: map[string]any{"group_id": s.group.id, "context_id": s.group.bob, "name": "bob", "caller_name": "bob"}}
+			}
+		}
+		return script(n, r)
+	}
+}
+
+// waitersLeft counts the crosstalk-mcp waiters of this session still
+// running limit after its client ended, polling so that a passing run
+// takes no longer than it must.
+func (s *session) waitersLeft(limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		n := 0
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, _ := os.ReadFile(p)
+			args := strings.Split(string(b), "\x00")
+			if len(args) > 2 && args[0] == crosstalkBin && args[1] == "wait" && strings.Contains(string(b), s.groups) {
+				n++
+			}
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkWaiters asserts that no waiter of the session outlives it by more
+// than waiterLimit, and logs how many were left.
+func (s *session) checkWaiters(name string) {
+	n := s.waitersLeft(waiterLimit)
+	s.t.Logf("RESULT %s: %d crosstalk-mcp wait processes alive %v after the session ended", name, n, waiterLimit)
+	if n != 0 {
+		s.t.Errorf("%d crosstalk-mcp wait processes outlived the session by %v; want 0", n, waiterLimit)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,6 +23,7 @@ const (
 	wakeLimit   = 15 * time.Second // a delivery that should take milliseconds
 	quietPeriod = 3 * time.Second  // no request for this long: the client is idle
 	exitLimit   = 15 * time.Second // a headless run exiting after its last turn
+	waiterLimit = 3 * time.Second  // a waiter noticing its session ended
 )
 
 // runBounded runs Claude Code to its end or until limit, reporting whether
@@ -40,6 +42,7 @@ func runBounded(t *testing.T, s *session, args []string, limit time.Duration) (h
 		if err != nil {
 			t.Logf("claude exited: %v; stderr: %s", err, errb.String())
 		}
+		s.checkWaiters("a headless -p")
 	case <-time.After(limit):
 		hung = true
 	}
@@ -71,7 +74,7 @@ type streamClient struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	done  chan error
+	done  chan struct{} // closed when the client has exited
 
 	mu      sync.Mutex
 	results int // "result" events: turns finished
@@ -90,7 +93,7 @@ func startStream(t *testing.T, s *session) *streamClient {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &streamClient{t: t, cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	c := &streamClient{t: t, cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		lines := bufio.NewScanner(stdout)
 		lines.Buffer(make([]byte, 1<<20), 64<<20)
@@ -104,13 +107,28 @@ func startStream(t *testing.T, s *session) *streamClient {
 				c.mu.Unlock()
 			}
 		}
-		c.done <- cmd.Wait()
+		cmd.Wait()
+		close(c.done)
 	}()
 	t.Cleanup(func() {
 		kill(cmd)
 		<-c.done
 	})
 	return c
+}
+
+// end closes the client's input, as the end of a stream-json session
+// does, and checks that it exits within exitLimit and leaves no waiter.
+func (c *streamClient) end(s *session, name string) {
+	c.stdin.Close()
+	start := time.Now()
+	select {
+	case <-c.done:
+		c.t.Logf("RESULT %s: exited %d ms after its input closed", name, time.Since(start).Milliseconds())
+	case <-time.After(exitLimit):
+		c.t.Errorf("claude did not exit within %v of its input closing", exitLimit)
+	}
+	s.checkWaiters(name)
 }
 
 // say sends one user message.
@@ -175,7 +193,12 @@ func TestHeadlessStreamMailWhileRunning(t *testing.T) {
 		}
 	}
 	s.settle()
+	// Three hook runs armed a waiter (session start, two stops): one runs.
+	if n := s.waitersLeft(0); n != 1 {
+		t.Errorf("%d crosstalk-mcp wait processes run for the session; want 1", n)
+	}
 	s.report("b headless stream-json, mail while running", sent, o)
+	c.end(s, "b headless stream-json, mail while running")
 }
 
 // TestModelWaitsForMessages is scenario c: the model calls
@@ -207,6 +230,7 @@ func TestModelWaitsForMessages(t *testing.T) {
 		t.Errorf("wait_for_messages's result did not carry the mail")
 	}
 	s.report("c model calls wait_for_messages", sent, o)
+	c.end(s, "c model calls wait_for_messages")
 }
 
 // TestStopWithMailPending is scenario d: mail arrives while the model
@@ -235,6 +259,7 @@ func TestStopWithMailPending(t *testing.T) {
 	default:
 	}
 	s.report("d Stop with mail pending", sent, o)
+	c.end(s, "d Stop with mail pending")
 }
 
 // TestInteractiveIdleWake is scenario e: an interactive session in a
@@ -273,6 +298,11 @@ func TestInteractiveIdleWake(t *testing.T) {
 	}
 	s.settle()
 	s.report("e interactive idle wake", sent, o)
+	// The terminal closing ends Claude Code alone; its waiter must see
+	// that by itself.
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	s.checkWaiters("e interactive idle wake")
 }
 
 func waitScreen(term *terminal, text string, limit time.Duration) bool {
