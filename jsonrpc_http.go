@@ -150,7 +150,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	router := newHTTPRouter(t.limits.queue)
 	cfg, tok := t.cfg, bearer(r)
 	if tok.patterns != nil {
-		cfg.speaksFor = t.tokens.speaksFor(tok)
+		cfg.speaksFor, cfg.tokenName = t.tokens.speaksFor(tok), tok.name
 	}
 	srv := newServerWriting(t.store, router, cfg)
 	if t.changes != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,41 @@ func TestTokensTwoAgents(t *testing.T) {
 	alice.ok("get_unread_messages", speakerArgs("get_unread_messages", g.GroupID, "alice"), &unread)
 	if len(unread.Messages) != 1 || unread.Messages[0].ContextID != "bob" {
 		t.Errorf("alice's unread: got %+v; want bob's one message", unread.Messages)
+	}
+}
+
+// TestSendRecordsTokenName sends over HTTP with a per-agent token and with
+// the shared one: message_tokens holds the agent token's NAME for its
+// message only, never a token, and a group that only the shared token
+// wrote to has no such table.
+func TestSendRecordsTokenName(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"alice-laptop", "alice-secret", "alice"})
+	tokens, err := newTokenTable("shared-secret", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	alice, shared := s.client(t, "alice-secret"), s.client(t, "shared-secret")
+	alice.initialize()
+	shared.initialize()
+	var tokened, plain struct {
+		GroupID string `json:"group_id"`
+	}
+	alice.ok("create_group", map[string]any{"context_id": "alice"}, &tokened)
+	shared.ok("create_group", map[string]any{"context_id": "bob"}, &plain)
+	alice.ok("join_group", speakerArgs("join_group", tokened.GroupID, "alice"), nil)
+	for _, g := range []string{tokened.GroupID, plain.GroupID} {
+		shared.ok("join_group", speakerArgs("join_group", g, "bob"), nil)
+		shared.ok("send_message", speakerArgs("send_message", g, "bob"), nil)
+	}
+	alice.ok("send_message", speakerArgs("send_message", tokened.GroupID, "alice"), nil)
+	if got := interopStrings(t, groupFile(s.dir, tokened.GroupID), "SELECT m.id || ':' || m.sender_context_id || ':' || t.token_name FROM message_tokens t JOIN messages m ON m.id = t.message_id"); !reflect.DeepEqual(got, []string{"2:alice:alice-laptop"}) {
+		t.Errorf("message_tokens: got %v; want only alice's message 2 under her token's name", got)
+	}
+	if got := interopString(t, groupFile(s.dir, tokened.GroupID), "SELECT COUNT(*) FROM message_tokens WHERE token_name LIKE '%secret%'"); got != "0" {
+		t.Errorf("rows holding a token: %s; want 0", got)
+	}
+	if got := interopString(t, groupFile(s.dir, plain.GroupID), "SELECT COUNT(*) FROM sqlite_master WHERE name = 'message_tokens'"); got != "0" {
+		t.Errorf("message_tokens in the group only the shared token wrote to: %s; want none", got)
 	}
 }

@@ -82,6 +82,9 @@ type serverConfig struct {
 	// as: prepareCall's one identity check, on every transport
 	// (jsonrpc_identity.go). nil lets it speak for every context.
 	speaksFor func(contextID string) *domainError
+	// tokenName names the per-agent token this session connected with, or
+	// is "": its sends record it (message_tokens).
+	tokenName string
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -327,7 +330,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse(errInvalidParams("tools/call arguments must be an object."))
 	}
 	args.stateless = req.version >= revModern
-	args.maxMessageBytes = s.cfg.maxMessageBytes
+	args.maxMessageBytes, args.tokenName = s.cfg.maxMessageBytes, s.cfg.tokenName
 	pc.call.args = args
 	t := toolsByName[pc.call.name]
 	if t == nil && typed(req.version) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -160,5 +161,44 @@ func TestGroupLabels(t *testing.T) {
 		if got != tt.want || deleted != tt.deleted {
 			t.Errorf("label(%s, %q) got %q, %v; want %q, %v", tt.id, tt.recorded, got, deleted, tt.want, tt.deleted)
 		}
+	}
+}
+
+// TestToolAnalyticsTokenFilter narrows Tool analytics to the calls made
+// through one per-agent token, which only the raw rows' details_json
+// records, and keeps the typed name in the form.
+func TestToolAnalyticsTokenFilter(t *testing.T) {
+	fx := newObserveFixture(t)
+	fx.enableAudit(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	fx.calls(
+		fixtureCall{At: at, Tool: "send_message", Caller: "Writer", Duration: 12},
+		fixtureCall{At: at, Tool: "list_groups", Caller: "Writer", Duration: 40},
+		fixtureCall{At: at, Tool: "get_users", Caller: "Other", Duration: 7},
+	)
+	fx.exec(catalogFileName, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE tool_calls SET details_json = CASE tool_name WHEN 'send_message' THEN '{"token_name":"agent-a"}'
+			WHEN 'list_groups' THEN '{"token_name":"agent-a","remote_addr":"127.0.0.1:1"}' ELSE '{"token_name":"agent-b"}' END`)
+		return err
+	})
+	obs := newObserverAt(t, fx.dir, time.Second, func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) })
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"Total calls</strong><span>3", `name="token_name" value=""`}},
+		{"token_name=agent-a", []string{"Total calls</strong><span>2", "2 matching calls", "12 / 40 ms", "raw rollup", `name="token_name" value="agent-a"`}},
+		{"token_name=agent-a&tool_name=list_groups&range_value=2&range_unit=d", []string{"Total calls</strong><span>1", "1 matching calls"}},
+		{"token_name=agent-b", []string{"Total calls</strong><span>1", `title="Other: 1 calls (100%)"`}},
+		{"token_name=nobody", []string{"Total calls</strong><span>0", "No calls match these filters."}},
+	} {
+		t.Run(tt.query, func(t *testing.T) {
+			_, body, _ := get(t, obs, "/fragments/analytics?"+tt.query)
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("analytics?%s lacks %q", tt.query, w)
+				}
+			}
+		})
 	}
 }

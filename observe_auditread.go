@@ -58,10 +58,12 @@ func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 }
 
 // auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
-// Outcome is success, error, or error:<category>.
+// Outcome is success, error, or error:<category>. Token is a per-agent
+// token's name, which only raw rows record (details_json), so a filter on it
+// reads them instead of the rollups.
 type auditFilter struct {
-	From, To                              time.Time
-	Tool, Outcome, Caller, Group, Context string
+	From, To                                     time.Time
+	Tool, Outcome, Caller, Group, Context, Token string
 }
 
 // auditWhere filters rollup rows when seconds, the tier's bucket width, is
@@ -99,6 +101,13 @@ func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where strin
 		default:
 			add("tool_calls."+d.col+" = ?", d.val)
 		}
+	}
+	switch {
+	case f.Token == "":
+	case !raw || !cols["details_json"]:
+		return "", nil, false
+	default:
+		add("json_extract(tool_calls.details_json, '$.token_name') = ?", f.Token)
 	}
 	switch {
 	case f.Outcome == "success" || f.Outcome == "error":
@@ -230,10 +239,10 @@ type aggregateRow struct {
 }
 
 // readAggregates reads aggregates and the latency histogram from one rollup
-// tier, or from raw rows when the database lacks that tier's tables; the
-// tier it returns is "raw" then.
+// tier, or from raw rows when the database lacks that tier's tables or the
+// filter names a token; the tier it returns is "raw" then.
 func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
-	if a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
+	if f.Token == "" && a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
 		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
 		return agg, hist, tier, err
 	}

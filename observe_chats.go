@@ -55,6 +55,7 @@ type messageRow struct {
 	Sender, Content   string
 	Created           stamp
 	Priority, Routing string
+	Token             string // the per-agent token's name (message_tokens), or ""
 }
 
 // messagePage is one page of a chat, oldest first, with the cursor for the
@@ -210,15 +211,21 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 	if err != nil {
 		return nil, err
 	}
+	token := "NULL" // a group no tokened send reached has no message_tokens
+	if has, err := hasTable(db, "message_tokens"); err != nil {
+		return nil, err
+	} else if has {
+		token = "(SELECT token_name FROM message_tokens WHERE message_id = messages.id)"
+	}
 	return queryAll(ctx, db, func(row rowScanner) (messageRow, error) {
 		var m messageRow
-		var sender, senderName, content, created, prio, routing sql.NullString
-		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing)
-		m.Sender, m.Content = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String
+		var sender, senderName, content, created, prio, routing, token sql.NullString
+		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing, &token)
+		m.Sender, m.Content, m.Token = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String, token.String
 		m.Created = o.stampOf(created.String, "")
 		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
 		return m, err
-	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason FROM messages "+where, args...)
+	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason, "+token+" FROM messages "+where, args...)
 }
 
 // messagePageView reads the page of messages older than cursor (or the

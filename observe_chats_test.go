@@ -110,3 +110,39 @@ func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
 		t.Errorf("chat fragment lacks the named, waiting wakeup: %.400s", body[strings.Index(body, "Wakeups"):])
 	}
 }
+
+// TestChatTagsTokenNames shows the per-agent token's name, as text and
+// HTML-escaped, on the messages message_tokens lists, and on no other.
+func TestChatTagsTokenNames(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	id := fx.group("Tagged", "", now, fixtureMember{"w", "Writer"})
+	ids := fx.messages(id,
+		fixtureMessage{Sender: "w", SenderName: "Writer", Content: "by token", At: now},
+		fixtureMessage{Sender: "w", SenderName: "Writer", Content: "hostile", At: now},
+		fixtureMessage{Sender: "w", SenderName: "Writer", Content: "over stdio", At: now})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	if _, body, _ := get(t, obs, "/fragments/messages?group_id="+id); strings.Contains(body, `class="tag"`) {
+		t.Errorf("a group without message_tokens shows a token tag: %s", body)
+	}
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		if _, err := tx.Exec(tokensTable); err != nil {
+			return err
+		}
+		_, err := tx.Exec("INSERT INTO message_tokens(message_id, token_name) VALUES (?, 'alice-laptop'), (?, '<b>x</b>')", ids[0], ids[1])
+		return err
+	})
+	_, body, _ := get(t, obs, "/fragments/messages?group_id="+id)
+	for _, want := range []string{">token alice-laptop</span>", ">token &lt;b&gt;x&lt;/b&gt;</span>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("messages fragment lacks %q: %s", want, body)
+		}
+	}
+	if strings.Contains(body, "<b>x</b>") || strings.Count(body, `class="tag"`) != 2 {
+		t.Errorf("got %d tags (want 2, escaped): %s", strings.Count(body, `class="tag"`), body)
+	}
+	_, body, _ = get(t, obs, fmt.Sprintf("/fragments/message?group_id=%s&message_id=%d", id, ids[0]))
+	if !strings.Contains(body, ">token alice-laptop</span>") {
+		t.Errorf("live-appended message lacks its tag: %s", body)
+	}
+}

@@ -68,11 +68,41 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
     PRIMARY KEY (message_id, context_id)
 )`
 
-// hasDeliveriesTable reports whether a group database has wakeup_deliveries
-// yet; a group only the original has written to does not.
-func hasDeliveriesTable(q queryer) (bool, error) {
+// tokensTable records the name (never the token) of the per-agent HTTP
+// token each message was sent through, for the dashboard. Like
+// wakeup_deliveries it is a table of this port's own, which the original
+// never reads, and the first such send creates it, so that a directory used
+// without per-agent tokens keeps exactly the original's schema.
+const tokensTable = `CREATE TABLE IF NOT EXISTS message_tokens (
+    message_id INTEGER PRIMARY KEY,
+    token_name TEXT NOT NULL
+)`
+
+// recordTokenNames records, in the send's transaction, the token name of
+// each message of chunk (whose ids are first, first+1, …) that has one.
+func recordTokenNames(tx groupTx, chunk []routedSend, first int64) error {
+	var args []any
+	for k, p := range chunk {
+		if p.msg.token != "" {
+			args = append(args, first+int64(k), p.msg.token)
+		}
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(tokensTable); err != nil {
+		return err
+	}
+	_, err := tx.Exec(valuesSQL("INSERT OR REPLACE INTO message_tokens(message_id, token_name) VALUES ", 2, len(args)/2), args...)
+	return err
+}
+
+// hasTable reports whether a group database has table name yet: a group
+// only the original has written to has neither wakeup_deliveries nor
+// message_tokens.
+func hasTable(q queryer, name string) (bool, error) {
 	var n int
-	err := q.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'wakeup_deliveries'").Scan(&n)
+	err := q.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
 	return n > 0, err
 }
 
@@ -81,7 +111,7 @@ func hasDeliveriesTable(q queryer) (bool, error) {
 // the newest rows returned (0 means all). q is any handle on the group's
 // database: the dashboard passes its read-only one, `status` a store's.
 func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error) {
-	has, err := hasDeliveriesTable(q)
+	has, err := hasTable(q, "wakeup_deliveries")
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +361,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 	}
 	var found *wakeNotice
 	err := s.withGroup(g.groupID, func(db *sql.DB) error {
-		has, err := hasDeliveriesTable(db)
+		has, err := hasTable(db, "wakeup_deliveries")
 		if err != nil {
 			return err
 		}

@@ -122,9 +122,10 @@ type sent struct {
 	wakeupTargets []string
 }
 
-// outgoing is one message to send: who sends it, its text and priority, and
-// whom the sender asked to wake.
+// outgoing is one message to send: who sends it, its text and priority,
+// whom the sender asked to wake, and the name of the per-agent token it came
+// through ("" for none), which message_tokens records.
 type outgoing struct {
-	contextID, name, text, priority string
-	wake                            []string
+	contextID, name, text, priority, token string
+	wake                                   []string
 }

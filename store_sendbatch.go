@@ -304,6 +304,9 @@ func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 // same rowids), and counters add up the same increments.
 func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	tx, last := b.tx, first+int64(len(chunk))-1
+	if err := recordTokenNames(tx, chunk, first); err != nil {
+		return err
+	}
 	if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT group_members.context_id, messages.id "+
 		"FROM messages JOIN group_members ON group_members.context_id != messages.sender_context_id "+
 		"WHERE messages.id BETWEEN ?1 AND ?2 ORDER BY messages.id, group_members.rowid", first, last); err != nil {

@@ -276,6 +276,7 @@ type toolArgs struct {
 	// maxMessageBytes is serverConfig.maxMessageBytes, which parseSend,
 	// shared by the handler and group commit, checks a message against.
 	maxMessageBytes int
+	tokenName       string // serverConfig.tokenName, which parseSend puts on the message
 }
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.

@@ -114,7 +114,7 @@ func parseSend(a toolArgs) (outgoing, error) {
 	default:
 		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
-	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake}, nil
+	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake, token: a.tokenName}, nil
 }
 
 // maxMessageBytesVar limits send_message's text, in bytes of UTF-8.
