@@ -93,6 +93,8 @@
 //	wakeupReminderInterval 300 s store_messages.go  an unacknowledged wake event is notified again
 //	defaultWaitKeepalive 10 s  tools_wait.go       wait_for_messages sends progress so clients keep the call open
 //	defaultWaitTimeout 55 min  main_wait.go        a little before the hour hooks install lets Claude Code run it
+//	waitGrace 0.5 s            main_wait.go        fresh mail is left to the session's own tool or hook first
+//	livenessPoll 1 s           main_wait.go        a waiter ends within a second of its client or a newer waiter
 //	auditLinger 10 ms          audit.go            audit rows are written in batches, off the call's path
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
 //	writeTimeout 30 s          jsonrpc_http_security.go a client that stops reading is cut off, not waited on
