@@ -56,7 +56,10 @@ type httpTransport struct {
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it.
+// newHTTPTransport starts the idle-session janitor; close stops it. The
+// janitor checks four times per idle period, so a session outlives its
+// limit by a quarter at most; clients of an expired session get 404 and
+// start a new one.
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
@@ -65,12 +68,14 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 		sessions:     map[string]*httpSession{},
 		stop:         make(chan struct{}),
 	}
-	t.janitor.Add(1)
-	go t.expireIdle()
+	t.every(limits.sessionIdle/4, nil, func(bool) {
+		cutoff := time.Now().Add(-t.limits.sessionIdle)
+		t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
+	})
 	return t
 }
 
-// close ends every session and stops the janitor.
+// close ends every session and stops the janitor and the tokens watcher.
 func (t *httpTransport) close() {
 	t.stopOnce.Do(func() { close(t.stop) })
 	t.janitor.Wait()
@@ -83,49 +88,38 @@ func (t *httpTransport) close() {
 	}
 }
 
-// expireIdle ends sessions unused for limits.sessionIdle. It checks four
-// times per idle period, so a session outlives its limit by a quarter at
-// most; clients of an expired session get 404 and start a new one.
-func (t *httpTransport) expireIdle() {
-	defer t.janitor.Done()
-	tick := time.NewTicker(t.limits.sessionIdle / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case now := <-tick.C:
-			cutoff := now.Add(-t.limits.sessionIdle)
-			t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
+// every runs f(false) each period and f(true) on each signal from hup (nil
+// for none) in a goroutine of its own, until close.
+func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func(signalled bool)) {
+	t.janitor.Add(1)
+	go func() {
+		defer t.janitor.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.stop:
+				return
+			case <-hup:
+				f(true)
+			case <-tick.C:
+				f(false)
+			}
 		}
-	}
+	}()
 }
 
 // followTokens reloads t.tokens on each signal from hup (SIGHUP) and when
 // the file changes (tokensPoll), until close; a session whose token is no
 // longer listed is ended, the others keep running.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
-	t.janitor.Add(1)
-	go func() {
-		defer t.janitor.Done()
-		tick := time.NewTicker(tokensPoll)
-		defer tick.Stop()
-		for {
-			force := false
-			select {
-			case <-t.stop:
-				return
-			case <-hup:
-				force = true
-			case <-tick.C:
-			}
-			if changed, err := t.tokens.reload(force); err != nil {
-				logf("%v; keeping the tokens loaded before", err)
-			} else if changed {
-				t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
-			}
+	t.every(tokensPoll, hup, func(force bool) {
+		if changed, err := t.tokens.reload(force); err != nil {
+			logf("%v; keeping the tokens loaded before", err)
+		} else if changed {
+			t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
 		}
-	}()
+	})
 }
 
 // endWhere ends the sessions that match; they are ended after the lock
@@ -182,27 +176,24 @@ func (t *httpTransport) endSession(s *httpSession) {
 }
 
 // session returns the live session id names if r's token opened it, or
-// nil: a session id alone gives another token no access, and the answer
-// (404, as for an unknown id) does not tell that the session exists.
-func (t *httpTransport) session(r *http.Request, id string) *httpSession {
+// refuses the request with 404 and notFound: a session id alone gives
+// another token no access, and the answer (404, as for an unknown id) does
+// not tell that the session exists.
+func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.sessions[id]; s != nil && s.owner == bearer(r).sum {
-		return s
-	}
-	return nil
-}
-
-// liveSession returns the session a POST or GET names, or refuses the
-// request with 404, which tells a 2025-era client to initialize again
-// (DELETE has its own wording: the client was ending the session anyway).
-func (t *httpTransport) liveSession(w http.ResponseWriter, r *http.Request, id string) *httpSession {
-	s := t.session(r, id)
-	if s == nil {
-		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
+	s := t.sessions[id]
+	t.mu.Unlock()
+	if s == nil || s.owner != bearer(r).sum {
+		httpRefuse(w, http.StatusNotFound, notFound)
+		return nil
 	}
 	return s
 }
+
+// sessionGone tells a 2025-era client whose POST or GET named an unknown
+// session to initialize again (DELETE has its own wording: the client was
+// ending the session anyway).
+const sessionGone = "Session not found: it expired or was ended; initialize a new one."
 
 // ServeHTTP answers the MCP endpoint.
 func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -258,18 +249,18 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A declared length over the limit is refused before a byte is read;
-	// an undeclared one is cut off where it passes the limit.
-	if r.ContentLength > t.limits.maxBody {
-		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
-		return
-	}
-	// A client has writeTimeout to send its body: a trickle holding the
-	// connection open is cut off like a slow reader.
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+	// an undeclared one is cut off where it passes the limit. A client has
+	// writeTimeout to send its body: a trickle holding the connection open
+	// is cut off like a slow reader.
+	var body []byte
+	var err error
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", tooLarge.Limit))
+	if r.ContentLength <= t.limits.maxBody {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+	}
+	if r.ContentLength > t.limits.maxBody || errors.As(err, &tooLarge) {
+		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
 		return
 	}
 	if err != nil {
@@ -285,28 +276,21 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	if body[0] == '{' {
 		json.Unmarshal(body, &msg)
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]) {
+	v, id := r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Session-Id")
+	switch {
+	case msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
-		return
-	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(supportedProtocolVersions, v) {
+	case v != "" && !slices.Contains(supportedProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
-		return
-	}
-	id := r.Header.Get("Mcp-Session-Id")
-	if id == "" {
-		if msg.Method == "initialize" {
-			t.postInitialize(w, r, body)
-			return
-		}
+	case id == "" && msg.Method == "initialize":
+		t.postInitialize(w, r, body)
+	case id == "":
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
-		return
+	default:
+		if s := t.session(w, r, id, sessionGone); s != nil {
+			t.exchange(w, r, s, body, msg)
+		}
 	}
-	s := t.liveSession(w, r, id)
-	if s == nil {
-		return
-	}
-	t.exchange(w, r, s, body, msg)
 }
 
 // accepts reports whether the request's Accept header admits mediaType;
@@ -337,7 +321,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	var raw [16]byte
 	rand.Read(raw[:])
 	s := t.newSession(hex.EncodeToString(raw[:]), r)
-	reply := s.handle(r.Context(), body, r.RemoteAddr)
+	reply := s.handle(r, body)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(client)
 		s.end()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,13 +39,13 @@ type httpSession struct {
 	endOnce  sync.Once
 }
 
-// handle passes one message from remote to the session's server and
-// returns its immediate answer, or nil.
-func (s *httpSession) handle(ctx context.Context, body []byte, remote string) any {
+// handle passes one message of r to the session's server and returns its
+// immediate answer, or nil.
+func (s *httpSession) handle(r *http.Request, body []byte) any {
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
-	s.remote.Store(&remote)
-	s.srv.request = ctx
+	s.remote.Store(&r.RemoteAddr)
+	s.srv.request = r.Context()
 	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
 }
@@ -102,12 +103,13 @@ type httpEvent struct {
 
 // httpExchange is one open response: a POST waiting for its answer, or a
 // GET stream. Messages queue in ch; a client too slow to drain it is cut
-// off (overflow closes gone) rather than letting the queue grow.
+// off (overflow drops the exchange) rather than letting the queue grow.
+// ctx ends when the exchange drops or its request's context ends.
 type httpExchange struct {
-	id       string
-	ch       chan httpEvent
-	gone     chan struct{}
-	goneOnce sync.Once
+	id   string
+	ch   chan httpEvent
+	ctx  context.Context
+	drop context.CancelFunc
 }
 
 // newHTTPRouter makes a router whose exchanges each queue up to queue
@@ -116,13 +118,11 @@ func newHTTPRouter(queue int) *httpRouter {
 	return &httpRouter{waiting: map[string]*httpExchange{}, queue: queue}
 }
 
-// newHTTPExchange makes an exchange that holds up to queue messages.
-func newHTTPExchange(queue int) *httpExchange {
-	return &httpExchange{ch: make(chan httpEvent, queue), gone: make(chan struct{})}
+// newHTTPExchange makes an exchange for r that holds up to queue messages.
+func newHTTPExchange(r *http.Request, queue int) *httpExchange {
+	ctx, drop := context.WithCancel(r.Context())
+	return &httpExchange{ch: make(chan httpEvent, queue), ctx: ctx, drop: drop}
 }
-
-// drop ends the exchange's response.
-func (e *httpExchange) drop() { e.goneOnce.Do(func() { close(e.gone) }) }
 
 // offer queues ev without blocking; a full queue drops the exchange.
 func (e *httpExchange) offer(ev httpEvent) {
@@ -138,8 +138,8 @@ func (e *httpExchange) offer(ev httpEvent) {
 // request's id, as the server's request reads it from the same body. An id
 // already waiting keeps its exchange: the server refuses the second request
 // at once (errDuplicateID), which must not take the first one's messages.
-func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
-	e := newHTTPExchange(r.queue)
+func (r *httpRouter) expect(req *http.Request, id json.RawMessage) *httpExchange {
+	e := newHTTPExchange(req, r.queue)
 	e.id = string(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,6 +154,7 @@ func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
 
 // forget unregisters an exchange once its response is over.
 func (r *httpRouter) forget(e *httpExchange) {
+	e.drop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == e {

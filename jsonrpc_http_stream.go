@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,11 +9,7 @@ import (
 	"time"
 )
 
-// httpStream writes one SSE response. Every write carries a deadline, so a
-// client that stops reading is cut off instead of holding the stream (and
-// its share of the bounds) for ever; and when its exchange drops it (its
-// queue overflowed, or the session ended) a write blocked on a full socket
-// fails at once rather than at its deadline.
+// httpStream writes one SSE response; stream is its one user.
 type httpStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -20,36 +17,12 @@ type httpStream struct {
 
 	// mu orders deadline updates: once cut, no write may push the
 	// deadline that cutOff set to the past back into the future.
-	mu   sync.Mutex
-	cut  bool
-	done chan struct{} // closed by finish; ends the watcher goroutine
+	mu  sync.Mutex
+	cut bool
 }
 
 // errStreamCut is the error of a write to a stream that was cut off.
 var errStreamCut = errors.New("http stream cut off")
-
-// startHTTPStream sends the SSE headers; the stream is cut off when gone
-// closes. The caller must call finish when the response is over.
-func startHTTPStream(w http.ResponseWriter, timeout time.Duration, gone <-chan struct{}) (*httpStream, error) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: timeout, done: make(chan struct{})}
-	go func() {
-		select {
-		case <-gone:
-			st.cutOff()
-		case <-st.done:
-		}
-	}()
-	st.rc.SetWriteDeadline(time.Now().Add(timeout))
-	w.WriteHeader(http.StatusOK)
-	return st, st.rc.Flush()
-}
-
-// finish stops watching for the cut-off; the handler is returning.
-func (st *httpStream) finish() { close(st.done) }
 
 // cutOff fails the current write, if any, and every later one.
 func (st *httpStream) cutOff() {
@@ -59,18 +32,9 @@ func (st *httpStream) cutOff() {
 	st.rc.SetWriteDeadline(time.Now())
 }
 
-// sendEvent writes one message as an SSE event.
-func (st *httpStream) sendEvent(msg []byte) error {
-	return st.writeFrame(fmt.Sprintf("event: message\ndata: %s\n\n", msg))
-}
-
-// keepAlive writes an SSE comment, which clients ignore and which tells
-// intermediaries and the server the connection is still alive.
-func (st *httpStream) keepAlive() error { return st.writeFrame(":\n\n") }
-
-// writeFrame writes and flushes text within the write timeout, or returns
+// write writes and flushes text within the write timeout, or returns
 // errStreamCut once the stream has been cut off.
-func (st *httpStream) writeFrame(text string) error {
+func (st *httpStream) write(text string) error {
 	st.mu.Lock()
 	if st.cut {
 		st.mu.Unlock()
@@ -91,34 +55,33 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	s.enter()
 	defer s.leave()
 	if !msg.isRequest() {
-		if reply := s.handle(r.Context(), body, r.RemoteAddr); reply != nil {
+		if reply := s.handle(r, body); reply != nil {
 			writeHTTPJSON(w, http.StatusOK, reply) // a batch's answers, or an error
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	ex := s.router.expect(msg.ID)
+	ex := s.router.expect(r, msg.ID)
 	defer s.router.forget(ex)
-	if reply := s.handle(r.Context(), body, r.RemoteAddr); reply != nil {
+	if reply := s.handle(r, body); reply != nil {
 		// Answered at once, so nothing was written for it: only an
 		// in-flight request writes through the router.
 		writeHTTPJSON(w, replyStatus(reply, s.id == ""), reply)
 		return
 	}
 	// The request runs on in the server's in-flight table.
-	if !t.streamQuota.acquire(s.client) {
-		s.handle(r.Context(), cancelledNotification(msg.ID), r.RemoteAddr)
-		w.Header().Set("Retry-After", "10")
-		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
-		return
+	delivered := false
+	if t.acquireStream(w, s) {
+		delivered = t.stream(w, s, ex)
+		t.streamQuota.release(s.client)
 	}
-	defer t.streamQuota.release(s.client)
-	if !t.stream(w, r, s, ex) {
-		// The client went away or was cut off: end the request, as
-		// 2026-07-28 defines a closed stream to mean, and as the answer
-		// could not reach the client anyway (streams are not resumable).
-		s.handle(r.Context(), cancelledNotification(msg.ID), r.RemoteAddr)
+	if !delivered {
+		// Refused, or the client went away or was cut off: end the
+		// request, as 2026-07-28 defines a closed stream to mean, and as
+		// the answer could not reach the client anyway (streams are not
+		// resumable).
+		s.handle(r, cancelledNotification(msg.ID))
 	}
 }
 
@@ -147,11 +110,28 @@ func cancelledNotification(id []byte) []byte {
 
 // stream writes ex's messages as an SSE stream until the answer, if ex
 // expects one (a GET stream runs until it is closed), and reports whether
-// the answer was delivered.
-func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, s *httpSession, ex *httpExchange) bool {
-	st, err := startHTTPStream(w, t.limits.writeTimeout, ex.gone)
-	defer st.finish()
-	if err != nil {
+// the answer was delivered. Every write carries a deadline, so a client
+// that stops reading is cut off instead of holding the stream (and its
+// share of the bounds) for ever; and when ex drops (its queue overflowed,
+// the session ended, the client left) a write blocked on a full socket
+// fails at once rather than at its deadline.
+func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpExchange) bool {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: t.limits.writeTimeout}
+	var cutting sync.WaitGroup // joins cutOff: w is not to be used after return
+	cutting.Add(1)
+	stopCut := context.AfterFunc(ex.ctx, func() { defer cutting.Done(); st.cutOff() })
+	defer func() {
+		if stopCut() {
+			cutting.Done()
+		}
+		cutting.Wait()
+	}()
+	if st.write("") != nil { // flushes the headers
 		return false
 	}
 	tick := time.NewTicker(t.limits.keepAlive)
@@ -159,24 +139,35 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, s *httpSe
 	for {
 		select {
 		case ev := <-ex.ch:
-			if st.sendEvent(ev.line) != nil {
+			if st.write(fmt.Sprintf("event: message\ndata: %s\n\n", ev.line)) != nil {
 				return false
 			}
 			if ev.answer {
 				return true
 			}
 		case <-tick.C:
-			if st.keepAlive() != nil {
+			// An SSE comment, which clients ignore, tells intermediaries
+			// and the server the connection is still alive.
+			if st.write(":\n\n") != nil {
 				return false
 			}
-		case <-ex.gone:
-			return false
-		case <-r.Context().Done():
+		case <-ex.ctx.Done():
 			return false
 		case <-s.ended:
 			return false
 		}
 	}
+}
+
+// acquireStream takes one of the stream bounds for s's client, or refuses
+// the request with 429 and reports false.
+func (t *httpTransport) acquireStream(w http.ResponseWriter, s *httpSession) bool {
+	if t.streamQuota.acquire(s.client) {
+		return true
+	}
+	w.Header().Set("Retry-After", "10")
+	httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
+	return false
 }
 
 // get opens a 2025-era session's stream of server notifications.
@@ -192,17 +183,12 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept text/event-stream.")
 		return
 	}
-	s := t.liveSession(w, r, id)
-	if s == nil {
-		return
-	}
-	if !t.streamQuota.acquire(s.client) {
-		w.Header().Set("Retry-After", "10")
-		httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
+	s := t.session(w, r, id, sessionGone)
+	if s == nil || !t.acquireStream(w, s) {
 		return
 	}
 	defer t.streamQuota.release(s.client)
-	ex := newHTTPExchange(t.limits.queue)
+	ex := newHTTPExchange(r, t.limits.queue)
 	if !s.router.openStream(ex) {
 		httpRefuse(w, http.StatusConflict, "Conflict: this session already has a GET stream open.")
 		return
@@ -210,7 +196,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 	defer s.router.forget(ex)
 	s.enter()
 	defer s.leave()
-	t.stream(w, r, s, ex)
+	t.stream(w, s, ex)
 }
 
 // delete ends a 2025-era session at the client's request.
@@ -220,11 +206,8 @@ func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
-	s := t.session(r, id)
-	if s == nil {
-		httpRefuse(w, http.StatusNotFound, "Session not found.")
-		return
+	if s := t.session(w, r, id, "Session not found."); s != nil {
+		t.endSession(s)
+		w.WriteHeader(http.StatusNoContent)
 	}
-	t.endSession(s)
-	w.WriteHeader(http.StatusNoContent)
 }
