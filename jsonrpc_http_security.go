@@ -53,14 +53,11 @@ var defaultHTTPLimits = httpLimits{
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
 // Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
-// Host check) before any MCP code or storage sees
-// it, so a refused request touches nothing.
+// Host check) before any MCP code or storage sees it, so a refused request
+// touches nothing.
 type httpGuard struct {
-	// tokens are the bearer tokens accepted, or nil when none is required
-	// (loopback only).
-	tokens *tokenTable
-	// origins are the browser origins allowed besides loopback ones.
-	origins map[string]bool
+	tokens  *tokenTable     // nil when none is required (loopback only)
+	origins map[string]bool // browser origins allowed besides loopback ones
 	next    http.Handler
 }
 
@@ -78,21 +75,23 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	// 127.0.0.0/8, which isLoopbackAddr lets serve bind: a bind to
 	// 127.0.0.2 must answer Host 127.0.0.2. A rebinding page's Host is its
 	// own domain name, never a loopback literal, so this admits no more.
+	hostCheck := loopbackOnly(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
 			host = r.Host
 		}
-		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && ip.IsLoopback() && r.URL.Host == "" {
+		if loopbackIP(host) && r.URL.Host == "" {
 			g.ServeHTTP(w, r)
-			return
+		} else {
+			hostCheck.ServeHTTP(w, r)
 		}
-		loopbackOnly(g).ServeHTTP(w, r)
 	})
 }
 
-// ServeHTTP refuses requests with a foreign Origin or a missing or wrong bearer token, and passes the rest on with
-// headers that keep responses out of caches and content sniffing.
+// ServeHTTP refuses requests with a foreign Origin or a missing or wrong
+// bearer token, and passes the rest on with headers that keep responses out
+// of caches and content sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -113,8 +112,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// bearerKey is the request context key of the request's *agentToken.
-type bearerKey struct{}
+type bearerKey struct{} // the request context key of its *agentToken
 
 // bearer returns the token a request authenticated with, or the zero
 // token, which speaks for everyone, when the server requires none.
@@ -154,12 +152,11 @@ func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
 // empty host binds every interface and so is not loopback.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
+	return err == nil && (strings.EqualFold(host, "localhost") || loopbackIP(host))
+}
+
+// loopbackIP reports whether host is a loopback IP literal, bracketed or not.
+func loopbackIP(host string) bool {
 	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil && ip.IsLoopback()
 }
@@ -192,10 +189,9 @@ func clientKey(r *http.Request) string {
 // httpQuota counts what each client holds against a per-client and a total
 // bound. Its lock is held only to update the counts.
 type httpQuota struct {
-	mu               sync.Mutex
-	total, perClient int
-	byClient         map[string]int
-	sum              int
+	mu                    sync.Mutex
+	total, perClient, sum int
+	byClient              map[string]int
 }
 
 func newHTTPQuota(total, perClient int) *httpQuota {

@@ -50,13 +50,14 @@ func (s *httpSession) handle(r *http.Request, body []byte) any {
 	return s.srv.handleLine(body)
 }
 
-// enter and leave bracket a request or stream, so that idle expiry never
-// ends a session that is in use.
-func (s *httpSession) enter() { s.busy.Add(1) }
-
-func (s *httpSession) leave() {
-	s.lastUsed.Store(time.Now().UnixNano())
-	s.busy.Add(-1)
+// use brackets a request or stream (defer s.use()()), so that idle expiry
+// never ends a session that is in use.
+func (s *httpSession) use() (done func()) {
+	s.busy.Add(1)
+	return func() {
+		s.lastUsed.Store(time.Now().UnixNano())
+		s.busy.Add(-1)
+	}
 }
 
 // idleSince reports whether the session has been unused since before t.
@@ -196,31 +197,27 @@ func (r *httpRouter) close() {
 }
 
 // write delivers a message of the session itself (a poller notification)
-// to the GET stream, or keeps it for one. Like writeFor it never blocks:
-// every queue it feeds drops a client that falls behind.
-func (r *httpRouter) write(msg any) error {
-	ev := httpEvent{line: []byte(pyJSON(msg))}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stream != nil {
-		r.stream.offer(ev)
-		return nil
-	}
-	if len(r.backlog) == httpBacklogMax {
-		r.backlog = r.backlog[1:]
-	}
-	r.backlog = append(r.backlog, ev)
-	return nil
-}
+// to the GET stream, or keeps it for one.
+func (r *httpRouter) write(msg any) error { return r.writeFor(nil, msg, false) }
 
 // writeFor delivers a message of request id to the POST that asked; an
-// answer nobody waits for is dropped: its client went away.
+// answer nobody waits for is dropped: its client went away. A nil id is
+// write's. It never blocks: every queue it feeds drops a client that falls
+// behind.
 func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.waiting[string(id)]; e != nil {
+	switch e := r.waiting[string(id)]; {
+	case id != nil && e != nil:
 		e.offer(ev)
+	case id == nil && r.stream != nil:
+		r.stream.offer(ev)
+	case id == nil:
+		if len(r.backlog) == httpBacklogMax {
+			r.backlog = r.backlog[1:]
+		}
+		r.backlog = append(r.backlog, ev)
 	}
 	return nil
 }

@@ -9,65 +9,28 @@ import (
 	"time"
 )
 
-// httpStream writes one SSE response; stream is its one user.
-type httpStream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-
-	// mu orders deadline updates: once cut, no write may push the
-	// deadline that cutOff set to the past back into the future.
-	mu  sync.Mutex
-	cut bool
-}
-
 // errStreamCut is the error of a write to a stream that was cut off.
 var errStreamCut = errors.New("http stream cut off")
-
-// cutOff fails the current write, if any, and every later one.
-func (st *httpStream) cutOff() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.cut = true
-	st.rc.SetWriteDeadline(time.Now())
-}
-
-// write writes and flushes text within the write timeout, or returns
-// errStreamCut once the stream has been cut off.
-func (st *httpStream) write(text string) error {
-	st.mu.Lock()
-	if st.cut {
-		st.mu.Unlock()
-		return errStreamCut
-	}
-	st.rc.SetWriteDeadline(time.Now().Add(st.timeout))
-	st.mu.Unlock()
-	if _, err := fmt.Fprint(st.w, text); err != nil {
-		return err
-	}
-	return st.rc.Flush()
-}
 
 // exchange passes one message to a session and writes its answer: 202 for
 // a notification, a JSON body for an answer ready at once, or an SSE
 // stream when the request runs on (a long call, a subscriptions/listen).
 func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
-	s.enter()
-	defer s.leave()
-	if !msg.isRequest() {
-		if reply := s.handle(r, body); reply != nil {
-			writeHTTPJSON(w, http.StatusOK, reply) // a batch's answers, or an error
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
+	defer s.use()()
+	var ex *httpExchange
+	if msg.isRequest() {
+		ex = s.router.expect(r, msg.ID)
+		defer s.router.forget(ex)
+	}
+	if reply := s.handle(r, body); reply != nil {
+		// An answer ready at once, so nothing was written for it (only an
+		// in-flight request writes through the router), a batch's answers,
+		// or an error.
+		writeHTTPJSON(w, replyStatus(reply, s.id == "" && ex != nil), reply)
 		return
 	}
-	ex := s.router.expect(r, msg.ID)
-	defer s.router.forget(ex)
-	if reply := s.handle(r, body); reply != nil {
-		// Answered at once, so nothing was written for it: only an
-		// in-flight request writes through the router.
-		writeHTTPJSON(w, replyStatus(reply, s.id == ""), reply)
+	if ex == nil {
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	// The request runs on in the server's in-flight table.
@@ -89,15 +52,13 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 // errors their own statuses; everything else is 200.
 func replyStatus(reply any, stateless bool) int {
 	o, _ := reply.(object)
-	e, _ := o.get("error").(object)
-	if e == nil || !stateless {
-		return http.StatusOK
-	}
-	switch e.get("code") {
-	case -32601:
-		return http.StatusNotFound
-	case -32020, -32021, -32022:
-		return http.StatusBadRequest
+	if e, _ := o.get("error").(object); stateless && e != nil {
+		switch e.get("code") {
+		case -32601:
+			return http.StatusNotFound
+		case -32020, -32021, -32022:
+			return http.StatusBadRequest
+		}
 	}
 	return http.StatusOK
 }
@@ -121,17 +82,34 @@ func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpEx
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	st := &httpStream{w: w, rc: http.NewResponseController(w), timeout: t.limits.writeTimeout}
-	var cutting sync.WaitGroup // joins cutOff: w is not to be used after return
+	rc := http.NewResponseController(w)
+	// write sets its deadline before it checks ex, and the cut-off runs
+	// only once ex is done: either the check sees ex done, or the cut-off
+	// comes after the deadline and moves it to the past. So no write
+	// outlives a cut-off.
+	write := func(text string) error {
+		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+		if ex.ctx.Err() != nil {
+			return errStreamCut
+		}
+		if _, err := fmt.Fprint(w, text); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	var cutting sync.WaitGroup // joins the cut-off: w is not to be used after return
 	cutting.Add(1)
-	stopCut := context.AfterFunc(ex.ctx, func() { defer cutting.Done(); st.cutOff() })
+	stopCut := context.AfterFunc(ex.ctx, func() {
+		defer cutting.Done()
+		rc.SetWriteDeadline(time.Now())
+	})
 	defer func() {
 		if stopCut() {
 			cutting.Done()
 		}
 		cutting.Wait()
 	}()
-	if st.write("") != nil { // flushes the headers
+	if write("") != nil { // flushes the headers
 		return false
 	}
 	tick := time.NewTicker(t.limits.keepAlive)
@@ -139,7 +117,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpEx
 	for {
 		select {
 		case ev := <-ex.ch:
-			if st.write(fmt.Sprintf("event: message\ndata: %s\n\n", ev.line)) != nil {
+			if write(fmt.Sprintf("event: message\ndata: %s\n\n", ev.line)) != nil {
 				return false
 			}
 			if ev.answer {
@@ -148,7 +126,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpEx
 		case <-tick.C:
 			// An SSE comment, which clients ignore, tells intermediaries
 			// and the server the connection is still alive.
-			if st.write(":\n\n") != nil {
+			if write(":\n\n") != nil {
 				return false
 			}
 		case <-ex.ctx.Done():
@@ -194,8 +172,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.router.forget(ex)
-	s.enter()
-	defer s.leave()
+	defer s.use()()
 	t.stream(w, s, ex)
 }
 
