@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -141,7 +142,8 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 // newSession makes a session whose server writes to a router, owned by the
 // request's token and speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
-	router := newHTTPRouter(t.limits.queue)
+	ctx, stop := context.WithCancel(context.Background())
+	router := newHTTPRouter(ctx, t.limits.queue)
 	cfg, tok := t.cfg, bearer(r)
 	if tok.patterns != nil {
 		cfg.speaksFor = t.tokens.speaksFor(tok)
@@ -151,7 +153,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.changes = t.changes
 		srv.subs.followWatch(t.changes)
 	}
-	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, ended: make(chan struct{})}
+	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, stop: stop}
 	s.remote.Store(&r.RemoteAddr)
 	if t.audit != nil {
 		srv.audit = func(c toolCall) {

@@ -33,9 +33,9 @@ type httpSession struct {
 	// the server's in-flight table and answer through the router.
 	handleMu sync.Mutex
 
-	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	busy     atomic.Int32 // requests and streams in progress
-	ended    chan struct{}
+	lastUsed atomic.Int64       // unix nanoseconds of the last request's end
+	busy     atomic.Int32       // requests and streams in progress
+	stop     context.CancelFunc // ends router.ctx, and so every response
 	endOnce  sync.Once
 }
 
@@ -69,8 +69,7 @@ func (s *httpSession) idleSince(t time.Time) bool {
 // more than once.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
-		close(s.ended)
-		s.router.close()
+		s.stop()
 		s.srv.inflight.close()
 		s.srv.subs.close()
 	})
@@ -82,12 +81,12 @@ func (s *httpSession) end() {
 // notifications) goes to the POST that asked, any other (a subscription's
 // resources/updated) to the session's GET stream.
 type httpRouter struct {
+	ctx     context.Context // the session's; every exchange's ends with it
+	queue   int             // httpLimits.queue: each exchange's bound
 	mu      sync.Mutex
 	waiting map[string]*httpExchange // by the request id's raw JSON
 	stream  *httpExchange            // the GET stream, or nil
 	backlog []httpEvent              // notifications before the GET stream opened
-	closed  bool
-	queue   int // httpLimits.queue: each exchange's bound
 }
 
 // httpBacklogMax bounds the notifications kept for a GET stream that is not
@@ -105,7 +104,7 @@ type httpEvent struct {
 // httpExchange is one open response: a POST waiting for its answer, or a
 // GET stream. Messages queue in ch; a client too slow to drain it is cut
 // off (overflow drops the exchange) rather than letting the queue grow.
-// ctx ends when the exchange drops or its request's context ends.
+// ctx ends when the exchange drops or its session ends.
 type httpExchange struct {
 	id   string
 	ch   chan httpEvent
@@ -113,16 +112,16 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newHTTPRouter makes a router whose exchanges each queue up to queue
-// messages (httpLimits.queue) before their client is cut off.
-func newHTTPRouter(queue int) *httpRouter {
-	return &httpRouter{waiting: map[string]*httpExchange{}, queue: queue}
+// newHTTPRouter makes the router of a session that lasts as long as ctx.
+func newHTTPRouter(ctx context.Context, queue int) *httpRouter {
+	return &httpRouter{ctx: ctx, queue: queue, waiting: map[string]*httpExchange{}}
 }
 
-// newHTTPExchange makes an exchange for r that holds up to queue messages.
-func newHTTPExchange(r *http.Request, queue int) *httpExchange {
-	ctx, drop := context.WithCancel(r.Context())
-	return &httpExchange{ch: make(chan httpEvent, queue), ctx: ctx, drop: drop}
+// newExchange makes an exchange that holds up to r.queue messages before
+// its client is cut off.
+func (r *httpRouter) newExchange(id string) *httpExchange {
+	ctx, drop := context.WithCancel(r.ctx)
+	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
 }
 
 // offer queues ev without blocking; a full queue drops the exchange.
@@ -139,16 +138,12 @@ func (e *httpExchange) offer(ev httpEvent) {
 // request's id, as the server's request reads it from the same body. An id
 // already waiting keeps its exchange: the server refuses the second request
 // at once (errDuplicateID), which must not take the first one's messages.
-func (r *httpRouter) expect(req *http.Request, id json.RawMessage) *httpExchange {
-	e := newHTTPExchange(req, r.queue)
-	e.id = string(id)
+func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
+	e := r.newExchange(string(id))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == nil {
 		r.waiting[e.id] = e
-	}
-	if r.closed {
-		e.drop()
 	}
 	return e
 }
@@ -172,7 +167,7 @@ func (r *httpRouter) forget(e *httpExchange) {
 func (r *httpRouter) openStream(e *httpExchange) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stream != nil || r.closed {
+	if r.stream != nil || r.ctx.Err() != nil {
 		return false
 	}
 	r.stream = e
@@ -181,19 +176,6 @@ func (r *httpRouter) openStream(e *httpExchange) bool {
 	}
 	r.backlog = nil
 	return true
-}
-
-// close ends every open response of the session.
-func (r *httpRouter) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	for _, e := range r.waiting {
-		e.drop()
-	}
-	if r.stream != nil {
-		r.stream.drop()
-	}
 }
 
 // write delivers a message of the session itself (a poller notification)

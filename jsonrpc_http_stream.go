@@ -19,7 +19,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	defer s.use()()
 	var ex *httpExchange
 	if msg.isRequest() {
-		ex = s.router.expect(r, msg.ID)
+		ex = s.router.expect(msg.ID)
 		defer s.router.forget(ex)
 	}
 	if reply := s.handle(r, body); reply != nil {
@@ -36,7 +36,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	// The request runs on in the server's in-flight table.
 	delivered := false
 	if t.acquireStream(w, s) {
-		delivered = t.stream(w, s, ex)
+		delivered = t.stream(w, r, ex)
 		t.streamQuota.release(s.client)
 	}
 	if !delivered {
@@ -74,9 +74,9 @@ func cancelledNotification(id []byte) []byte {
 // the answer was delivered. Every write carries a deadline, so a client
 // that stops reading is cut off instead of holding the stream (and its
 // share of the bounds) for ever; and when ex drops (its queue overflowed,
-// the session ended, the client left) a write blocked on a full socket
-// fails at once rather than at its deadline.
-func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpExchange) bool {
+// or the session ended) a write blocked on a full socket fails at once
+// rather than at its deadline.
+func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpExchange) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -131,7 +131,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, s *httpSession, ex *httpEx
 			}
 		case <-ex.ctx.Done():
 			return false
-		case <-s.ended:
+		case <-r.Context().Done():
 			return false
 		}
 	}
@@ -166,14 +166,14 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.streamQuota.release(s.client)
-	ex := newHTTPExchange(r, t.limits.queue)
+	ex := s.router.newExchange("")
 	if !s.router.openStream(ex) {
 		httpRefuse(w, http.StatusConflict, "Conflict: this session already has a GET stream open.")
 		return
 	}
 	defer s.router.forget(ex)
 	defer s.use()()
-	t.stream(w, s, ex)
+	t.stream(w, r, ex)
 }
 
 // delete ends a 2025-era session at the client's request.

@@ -23,14 +23,12 @@ type inflight struct {
 }
 
 // inflightRequest is one running request, handed to its work function.
+// Its ctx ends when the client cancels it or the session closes.
 type inflightRequest struct {
-	id            json.RawMessage
-	progressToken json.RawMessage // nil when the request carried none
-	out           messageWriter
-
-	// ctx ends when the client cancels the request or the session closes.
-	ctx    context.Context
-	cancel context.CancelFunc
+	id, progressToken json.RawMessage // progressToken is nil when the request carried none
+	out               messageWriter
+	ctx               context.Context
+	cancel            context.CancelFunc
 
 	// mu orders every write for this request against cancellation, so a
 	// cancelled request is never written to after cancel returns.
