@@ -80,13 +80,7 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 func (t *httpTransport) close() {
 	t.stopOnce.Do(func() { close(t.stop) })
 	t.janitor.Wait()
-	t.mu.Lock()
-	sessions := t.sessions
-	t.sessions = map[string]*httpSession{}
-	t.mu.Unlock()
-	for _, s := range sessions {
-		s.end()
-	}
+	t.endWhere(func(*httpSession) bool { return true })
 }
 
 // every runs f(false) each period and f(true) on each signal from hup (nil
@@ -123,19 +117,21 @@ func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	})
 }
 
-// endWhere ends the sessions that match; they are ended after the lock
-// is released, since ending one waits for its in-flight work.
+// endWhere forgets the 2025-era sessions that match and ends them after the
+// lock is released, since ending one waits for its in-flight work.
 func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	t.mu.Lock()
 	var gone []*httpSession
-	for _, s := range t.sessions {
+	for id, s := range t.sessions {
 		if match(s) {
+			delete(t.sessions, id)
 			gone = append(gone, s)
 		}
 	}
 	t.mu.Unlock()
 	for _, s := range gone {
-		t.endSession(s)
+		t.sessionQuota.release(s.client)
+		s.end()
 	}
 }
 
@@ -163,18 +159,6 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	}
 	s.lastUsed.Store(time.Now().UnixNano())
 	return s
-}
-
-// endSession forgets a 2025-era session and ends it.
-func (t *httpTransport) endSession(s *httpSession) {
-	t.mu.Lock()
-	_, known := t.sessions[s.id]
-	delete(t.sessions, s.id)
-	t.mu.Unlock()
-	if known {
-		t.sessionQuota.release(s.client)
-		s.end()
-	}
 }
 
 // session returns the live session id names if r's token opened it, or
@@ -208,13 +192,14 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// reads a large JSON answer is cut off like a slow stream reader.
 	// Streams extend it write by write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+	id := r.Header.Get("Mcp-Session-Id")
 	switch r.Method {
 	case http.MethodPost:
-		t.post(w, r)
+		t.post(w, r, id)
 	case http.MethodGet:
-		t.get(w, r)
+		t.get(w, r, id)
 	case http.MethodDelete:
-		t.delete(w, r)
+		t.delete(w, r, id)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		httpRefuse(w, http.StatusMethodNotAllowed, "Method not allowed.")
@@ -241,7 +226,7 @@ func (m httpMessage) isRequest() bool {
 }
 
 // post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
-func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
+func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		httpRefuse(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: Content-Type must be application/json.")
 		return
@@ -278,7 +263,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	if body[0] == '{' {
 		json.Unmarshal(body, &msg)
 	}
-	v, id := r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Session-Id")
+	v := r.Header.Get("Mcp-Protocol-Version")
 	switch {
 	case msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
@@ -354,39 +339,33 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 // checkMirroredHeaders compares MCP-Protocol-Version, Mcp-Method and
 // Mcp-Name with the body, as 2026-07-28 requires of a server.
 func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
-	version := r.Header.Get("Mcp-Protocol-Version")
-	if version != msg.Params.Meta.Version {
-		return fmt.Errorf("MCP-Protocol-Version header value %q does not match body value %q", version, msg.Params.Meta.Version)
+	mismatch := func(header, got, want string) error {
+		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Params.Meta.Version {
+		return mismatch("MCP-Protocol-Version", v, msg.Params.Meta.Version)
 	}
 	if !msg.isRequest() {
 		return nil
 	}
 	if method := r.Header.Get("Mcp-Method"); method != msg.Method {
-		return fmt.Errorf("Mcp-Method header value %q does not match body value %q", method, msg.Method)
+		return mismatch("Mcp-Method", method, msg.Method)
 	}
-	var want string
-	switch msg.Method {
-	case "tools/call", "prompts/get":
-		want = msg.Params.Name
-	case "resources/read":
-		want = msg.Params.URI
-	default:
-		return nil
-	}
-	got, ok := decodeHeaderValue(r.Header.Get("Mcp-Name"))
-	if !ok || got != want {
-		return fmt.Errorf("Mcp-Name header value %q does not match body value %q", r.Header.Get("Mcp-Name"), want)
+	p := msg.Params
+	want, named := map[string]string{"tools/call": p.Name, "prompts/get": p.Name, "resources/read": p.URI}[msg.Method]
+	name := r.Header.Get("Mcp-Name")
+	if got, ok := decodeHeaderValue(name); named && (!ok || got != want) {
+		return mismatch("Mcp-Name", name, want)
 	}
 	return nil
 }
 
 // decodeHeaderValue undoes the =?base64?…?= sentinel encoding of Mcp-Name.
 func decodeHeaderValue(v string) (string, bool) {
-	if rest, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok := strings.CutSuffix(rest, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(inner)
-			return string(b), err == nil
-		}
+	rest, prefixed := strings.CutPrefix(v, "=?base64?")
+	if inner, suffixed := strings.CutSuffix(rest, "?="); prefixed && suffixed {
+		b, err := base64.StdEncoding.DecodeString(inner)
+		return string(b), err == nil
 	}
 	return v, true
 }

@@ -149,8 +149,7 @@ func (t *httpTransport) acquireStream(w http.ResponseWriter, s *httpSession) boo
 }
 
 // get opens a 2025-era session's stream of server notifications.
-func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("Mcp-Session-Id")
+func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
 	if id == "" {
 		// 2026-07-28 has no GET stream; a 2025-era client has a session.
 		w.Header().Set("Allow", "POST, DELETE")
@@ -177,14 +176,13 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 }
 
 // delete ends a 2025-era session at the client's request.
-func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("Mcp-Session-Id")
+func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request, id string) {
 	if id == "" {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 		return
 	}
 	if s := t.session(w, r, id, "Session not found."); s != nil {
-		t.endSession(s)
+		t.endWhere(func(other *httpSession) bool { return other == s })
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
