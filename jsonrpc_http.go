@@ -64,10 +64,11 @@ const httpEndpoint = "/mcp"
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
-		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient),
-		streamQuota:  newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient),
-		sessions:     map[string]*httpSession{},
-		stop:         make(chan struct{}),
+		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient, "60",
+			"Too many sessions: end one (DELETE) or wait for idle ones to expire."),
+		streamQuota: newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient, "10", "Too many open streams."),
+		sessions:    map[string]*httpSession{},
+		stop:        make(chan struct{}),
 	}
 	t.every(limits.sessionIdle/4, nil, func(bool) {
 		cutoff := time.Now().Add(-t.limits.sessionIdle)
@@ -300,9 +301,7 @@ func accepts(r *http.Request, mediaType string) bool {
 // server accepts the initialize request.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
 	client := clientKey(r)
-	if !t.sessionQuota.acquire(client) {
-		w.Header().Set("Retry-After", "60")
-		httpRefuse(w, http.StatusTooManyRequests, "Too many sessions: end one (DELETE) or wait for idle ones to expire.")
+	if !t.sessionQuota.acquire(w, client) {
 		return
 	}
 	var raw [16]byte

@@ -192,23 +192,28 @@ type httpQuota struct {
 	mu                    sync.Mutex
 	total, perClient, sum int
 	byClient              map[string]int
+	retryAfter, refusal   string // the 429 answer past a bound
 }
 
-func newHTTPQuota(total, perClient int) *httpQuota {
-	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}}
+func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
+	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
 }
 
-// acquire takes one unit for client, or reports false when either bound is
-// reached.
-func (q *httpQuota) acquire(client string) bool {
+// acquire takes one unit for client, or refuses the request with 429 and
+// reports false when either bound is reached.
+func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.sum >= q.total || q.byClient[client] >= q.perClient {
-		return false
+	ok := q.sum < q.total && q.byClient[client] < q.perClient
+	if ok {
+		q.sum++
+		q.byClient[client]++
 	}
-	q.sum++
-	q.byClient[client]++
-	return true
+	q.mu.Unlock()
+	if !ok {
+		w.Header().Set("Retry-After", q.retryAfter)
+		httpRefuse(w, http.StatusTooManyRequests, q.refusal)
+	}
+	return ok
 }
 
 // release returns one unit taken by acquire.

@@ -35,7 +35,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	// The request runs on in the server's in-flight table.
 	delivered := false
-	if t.acquireStream(w, s) {
+	if t.streamQuota.acquire(w, s.client) {
 		delivered = t.stream(w, r, ex)
 		t.streamQuota.release(s.client)
 	}
@@ -137,17 +137,6 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	}
 }
 
-// acquireStream takes one of the stream bounds for s's client, or refuses
-// the request with 429 and reports false.
-func (t *httpTransport) acquireStream(w http.ResponseWriter, s *httpSession) bool {
-	if t.streamQuota.acquire(s.client) {
-		return true
-	}
-	w.Header().Set("Retry-After", "10")
-	httpRefuse(w, http.StatusTooManyRequests, "Too many open streams.")
-	return false
-}
-
 // get opens a 2025-era session's stream of server notifications.
 func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
 	if id == "" {
@@ -161,7 +150,7 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s := t.session(w, r, id, sessionGone)
-	if s == nil || !t.acquireStream(w, s) {
+	if s == nil || !t.streamQuota.acquire(w, s.client) {
 		return
 	}
 	defer t.streamQuota.release(s.client)
