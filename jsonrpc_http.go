@@ -49,9 +49,9 @@ type httpTransport struct {
 	// yet, in-flight work included.
 	stateless atomic.Int32
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	janitor  sync.WaitGroup
+	done    context.Context // ends the janitor and the tokens watcher
+	stop    context.CancelFunc
+	janitor sync.WaitGroup
 }
 
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
@@ -68,8 +68,8 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 			"Too many sessions: end one (DELETE) or wait for idle ones to expire."),
 		streamQuota: newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient, "10", "Too many open streams."),
 		sessions:    map[string]*httpSession{},
-		stop:        make(chan struct{}),
 	}
+	t.done, t.stop = context.WithCancel(context.Background())
 	t.every(limits.sessionIdle/4, nil, func(bool) {
 		cutoff := time.Now().Add(-t.limits.sessionIdle)
 		t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
@@ -79,7 +79,7 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 
 // close ends every session and stops the janitor and the tokens watcher.
 func (t *httpTransport) close() {
-	t.stopOnce.Do(func() { close(t.stop) })
+	t.stop()
 	t.janitor.Wait()
 	t.endWhere(func(*httpSession) bool { return true })
 }
@@ -94,7 +94,7 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 		defer tick.Stop()
 		for {
 			select {
-			case <-t.stop:
+			case <-t.done.Done():
 				return
 			case <-hup:
 				f(true)
@@ -151,8 +151,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.subs.followWatch(t.changes)
 	}
 	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, stop: stop}
-	s.remote.Store(&r.RemoteAddr)
-	if t.audit != nil {
+	if t.audit != nil { // s.remote is set by each handle, before any call
 		srv.audit = func(c toolCall) {
 			c.remote, c.token = *s.remote.Load(), tok.name
 			t.audit.observe(c)
@@ -163,10 +162,14 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 }
 
 // session returns the live session id names if r's token opened it, or
-// refuses the request with 404 and notFound: a session id alone gives
-// another token no access, and the answer (404, as for an unknown id) does
-// not tell that the session exists.
+// refuses the request (400 without an id, else 404 and notFound) and
+// returns nil: a session id alone gives another token no access, and the
+// answer (404, as for an unknown id) does not tell that the session exists.
 func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
+	if id == "" {
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
+		return nil
+	}
 	t.mu.Lock()
 	s := t.sessions[id]
 	t.mu.Unlock()
@@ -272,8 +275,6 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
 	case id == "" && msg.Method == "initialize":
 		t.postInitialize(w, r, body)
-	case id == "":
-		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
 	default:
 		if s := t.session(w, r, id, sessionGone); s != nil {
 			t.exchange(w, r, s, body, msg)

@@ -161,21 +161,22 @@ func (r *httpRouter) forget(e *httpExchange) {
 	}
 }
 
-// openStream makes e the GET stream and hands it the backlog. It reports
-// false when a GET stream is already open: one is enough, and refusing a
-// second keeps notifications from being split between them.
-func (r *httpRouter) openStream(e *httpExchange) bool {
+// openStream returns a new GET stream, handed the backlog, or nil when one
+// is already open: one is enough, and refusing a second keeps
+// notifications from being split between them.
+func (r *httpRouter) openStream() *httpExchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stream != nil || r.ctx.Err() != nil {
-		return false
+		return nil
 	}
+	e := r.newExchange("")
 	r.stream = e
 	for _, ev := range r.backlog {
 		e.offer(ev)
 	}
 	r.backlog = nil
-	return true
+	return e
 }
 
 // write delivers a message of the session itself (a poller notification)

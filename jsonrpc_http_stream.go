@@ -44,7 +44,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// request, as 2026-07-28 defines a closed stream to mean, and as
 		// the answer could not reach the client anyway (streams are not
 		// resumable).
-		s.handle(r, cancelledNotification(msg.ID))
+		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
 	}
 }
 
@@ -61,12 +61,6 @@ func replyStatus(reply any, stateless bool) int {
 		}
 	}
 	return http.StatusOK
-}
-
-// cancelledNotification is the notifications/cancelled the transport hands
-// the server when a request's stream ends before its answer.
-func cancelledNotification(id []byte) []byte {
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, id)
 }
 
 // stream writes ex's messages as an SSE stream until the answer, if ex
@@ -154,8 +148,8 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	defer t.streamQuota.release(s.client)
-	ex := s.router.newExchange("")
-	if !s.router.openStream(ex) {
+	ex := s.router.openStream()
+	if ex == nil {
 		httpRefuse(w, http.StatusConflict, "Conflict: this session already has a GET stream open.")
 		return
 	}
@@ -166,10 +160,6 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
 
 // delete ends a 2025-era session at the client's request.
 func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request, id string) {
-	if id == "" {
-		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
-		return
-	}
 	if s := t.session(w, r, id, "Session not found."); s != nil {
 		t.endWhere(func(other *httpSession) bool { return other == s })
 		w.WriteHeader(http.StatusNoContent)

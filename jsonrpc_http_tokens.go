@@ -38,13 +38,10 @@ type agentToken struct {
 // token (--token-file or CROSSTALK_HTTP_TOKEN) and the tokens file's, which
 // reload swaps in whole, so a request sees one generation or the next.
 type tokenTable struct {
-	shared *agentToken // nil without a shared token
-	path   string      // the tokens file, or ""
-	// set is the loaded generation, the shared token first.
-	set atomic.Pointer[[]*agentToken]
-	// stamp is the loaded file's size and time (zero when it was missing);
-	// only reload touches it.
-	stamp [2]int64
+	shared *agentToken                   // nil without a shared token
+	path   string                        // the tokens file, or ""
+	set    atomic.Pointer[[]*agentToken] // the loaded generation, the shared token first
+	stamp  [2]int64                      // the loaded file's size and time (zero if missing); reload's alone
 }
 
 // newTokenTable loads the tokens a server accepts, or returns nil when
