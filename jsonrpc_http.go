@@ -36,8 +36,8 @@ type httpTransport struct {
 	// every session so that subscriptions and wait_for_messages over HTTP
 	// wake on file events as they do over stdio instead of at the poll.
 	changes *changeWatcher
-	// tokens, when set, are the bearer tokens the guard accepts: a session
-	// belongs to the token that opened it (followTokens reloads them).
+	// tokens, when set, are the bearer tokens the guard accepts (reloaded
+	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable
 
 	sessionQuota *httpQuota
@@ -150,7 +150,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.changes = t.changes
 		srv.subs.followWatch(t.changes)
 	}
-	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, stop: stop}
+	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
 	if t.audit != nil { // s.remote is set by each handle, before any call
 		srv.audit = func(c toolCall) {
 			c.remote, c.token = *s.remote.Load(), tok.name
@@ -301,7 +301,7 @@ func accepts(r *http.Request, mediaType string) bool {
 // postInitialize starts a 2025-era session. The session exists only if the
 // server accepts the initialize request.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
-	client := clientKey(r)
+	client := hostOf(r.RemoteAddr)
 	if !t.sessionQuota.acquire(w, client) {
 		return
 	}

@@ -77,11 +77,7 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	// own domain name, never a loopback literal, so this admits no more.
 	hostCheck := loopbackOnly(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		if loopbackIP(host) && r.URL.Host == "" {
+		if loopbackIP(hostOf(r.Host)) && r.URL.Host == "" {
 			g.ServeHTTP(w, r)
 		} else {
 			hostCheck.ServeHTTP(w, r)
@@ -176,14 +172,14 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	return arg, nil
 }
 
-// clientKey is the key per-client bounds count under: the remote IP, since
+// hostOf is the host of a host:port, or all of it when it has no port.
+// Per-client bounds count under hostOf(RemoteAddr), the remote IP, since
 // one machine may open many connections from many ports.
-func clientKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+func hostOf(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
 	}
-	return host
+	return hostport
 }
 
 // httpQuota counts what each client holds against a per-client and a total

@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 )
-
-// errStreamCut is the error of a write to a stream that was cut off.
-var errStreamCut = errors.New("http stream cut off")
 
 // exchange passes one message to a session and writes its answer: 202 for
 // a notification, a JSON body for an answer ready at once, or an SSE
@@ -83,25 +78,23 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	// outlives a cut-off.
 	write := func(text string) error {
 		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
-		if ex.ctx.Err() != nil {
-			return errStreamCut
+		if err := ex.ctx.Err(); err != nil {
+			return err
 		}
 		if _, err := fmt.Fprint(w, text); err != nil {
 			return err
 		}
 		return rc.Flush()
 	}
-	var cutting sync.WaitGroup // joins the cut-off: w is not to be used after return
-	cutting.Add(1)
+	cut := make(chan struct{})
 	stopCut := context.AfterFunc(ex.ctx, func() {
-		defer cutting.Done()
+		defer close(cut)
 		rc.SetWriteDeadline(time.Now())
 	})
-	defer func() {
-		if stopCut() {
-			cutting.Done()
+	defer func() { // joins a started cut-off: w is not to be used after return
+		if !stopCut() {
+			<-cut
 		}
-		cutting.Wait()
 	}()
 	if write("") != nil { // flushes the headers
 		return false

@@ -56,18 +56,16 @@ func newInflight(out messageWriter) *inflight {
 // JSON, or nil. It returns errDuplicateID, and runs nothing, when id is
 // already in flight.
 func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *rpcError {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	key := string(id)
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if _, dup := t.reqs[key]; dup {
-		t.mu.Unlock()
-		cancel()
 		return errDuplicateID
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	t.reqs[key] = r
 	t.wg.Add(1)
-	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
 		result, err := work(r)
