@@ -140,7 +140,7 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 // request's token and speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	ctx, stop := context.WithCancel(context.Background())
-	router := newHTTPRouter(ctx, t.limits.queue)
+	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}
 	cfg, tok := t.cfg, bearer(r)
 	if tok.patterns != nil {
 		cfg.speaksFor = t.tokens.speaksFor(tok)
@@ -353,19 +353,15 @@ func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	}
 	p := msg.Params
 	want, named := map[string]string{"tools/call": p.Name, "prompts/get": p.Name, "resources/read": p.URI}[msg.Method]
+	// Mcp-Name may carry its value in the =?base64?…?= sentinel encoding.
 	name := r.Header.Get("Mcp-Name")
-	if got, ok := decodeHeaderValue(name); named && (!ok || got != want) {
+	got, ok := name, true
+	if rest, found := strings.CutPrefix(name, "=?base64?"); found && strings.HasSuffix(rest, "?=") {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(rest, "?="))
+		got, ok = string(b), err == nil
+	}
+	if named && (!ok || got != want) {
 		return mismatch("Mcp-Name", name, want)
 	}
 	return nil
-}
-
-// decodeHeaderValue undoes the =?base64?…?= sentinel encoding of Mcp-Name.
-func decodeHeaderValue(v string) (string, bool) {
-	rest, prefixed := strings.CutPrefix(v, "=?base64?")
-	if inner, suffixed := strings.CutSuffix(rest, "?="); prefixed && suffixed {
-		b, err := base64.StdEncoding.DecodeString(inner)
-		return string(b), err == nil
-	}
-	return v, true
 }

@@ -112,11 +112,6 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newHTTPRouter makes the router of a session that lasts as long as ctx.
-func newHTTPRouter(ctx context.Context, queue int) *httpRouter {
-	return &httpRouter{ctx: ctx, queue: queue, waiting: map[string]*httpExchange{}}
-}
-
 // newExchange makes an exchange that holds up to r.queue messages before
 // its client is cut off.
 func (r *httpRouter) newExchange(id string) *httpExchange {
@@ -170,13 +165,12 @@ func (r *httpRouter) openStream() *httpExchange {
 	if r.stream != nil || r.ctx.Err() != nil {
 		return nil
 	}
-	e := r.newExchange("")
-	r.stream = e
+	r.stream = r.newExchange("")
 	for _, ev := range r.backlog {
-		e.offer(ev)
+		r.stream.offer(ev)
 	}
 	r.backlog = nil
-	return e
+	return r.stream
 }
 
 // write delivers a message of the session itself (a poller notification)
