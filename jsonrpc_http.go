@@ -40,8 +40,7 @@ type httpTransport struct {
 	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable
 
-	sessionQuota *httpQuota
-	streamQuota  *httpQuota
+	sessionQuota, streamQuota *httpQuota
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession

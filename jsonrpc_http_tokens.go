@@ -132,13 +132,14 @@ func parseTokenLine(fields []string) (*agentToken, error) {
 	}
 	tok := &agentToken{name: fields[0], patterns: fields[2:]}
 	digest, ok := strings.CutPrefix(fields[1], "sha256:")
-	n, err := hex.Decode(tok.sum[:], []byte(digest))
+	sum, err := hex.DecodeString(digest) // decoded whole: a long digest must not overrun tok.sum
 	switch {
 	case !tokenName.MatchString(tok.name):
 		return nil, errors.New("NAME must be letters, digits and . _ @ - (at most 64)")
-	case !ok || err != nil || n != sha256.Size || len(digest) != 2*sha256.Size:
+	case !ok || err != nil || len(sum) != sha256.Size:
 		return nil, fmt.Errorf("%s: the second field must be sha256: and 64 hex digits", tok.name)
 	}
+	copy(tok.sum[:], sum)
 	for _, p := range tok.patterns {
 		if strings.Contains(strings.TrimSuffix(p, "*"), "*") {
 			return nil, fmt.Errorf("%s: pattern %q may have '*' only at its end", tok.name, p)

@@ -98,14 +98,13 @@ func (t *inflight) cancel(id json.RawMessage) bool {
 	t.mu.Lock()
 	r, ok := t.reqs[string(id)]
 	t.mu.Unlock()
-	if !ok {
-		return false
+	if ok {
+		r.mu.Lock()
+		r.cancelled = true
+		r.mu.Unlock()
+		r.cancel()
 	}
-	r.mu.Lock()
-	r.cancelled = true
-	r.mu.Unlock()
-	r.cancel()
-	return true
+	return ok
 }
 
 // close ends every running request, as when stdin reaches EOF, and waits for
