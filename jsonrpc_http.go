@@ -217,8 +217,7 @@ type httpMessage struct {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
 		Meta struct {
-			// Version is the 2026-07-28 per-request revision, or "".
-			Version string `json:"io.modelcontextprotocol/protocolVersion"`
+			Version string `json:"io.modelcontextprotocol/protocolVersion"` // 2026-07-28's per request, or ""
 		} `json:"_meta"`
 	} `json:"params"`
 }

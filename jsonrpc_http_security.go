@@ -12,18 +12,17 @@ import (
 	"time"
 )
 
-// The HTTP transport's tunables, in one place, bound what remote clients
-// may hold of it, so that one client (or many) cannot exhaust memory, file
-// descriptors or the store's connection cache. They are generous for a team
-// of agents and small for an attacker. The body limit admits the largest
-// message the stdio transport is ever sent in practice (16 MiB) with room
-// for JSON escaping. A write may take 30 s because a client on a slow link
-// still drains a large answer's next socket buffer within that; one that
-// does not has stopped reading. 256 queued messages absorb any burst of
-// wakeups a busy group makes while bounding what a client that reads
-// nothing can pin (a few hundred small notifications), and keeping more
-// would only delay the same cut-off: the stream is not resumable, so its
-// client re-reads state.
+// The HTTP transport's tunables, in one place, bound what remote clients may
+// hold of it, so that one client (or many) cannot exhaust memory, file
+// descriptors or the store's connection cache. They are generous for a team of
+// agents and small for an attacker. The body limit admits the largest message
+// the stdio transport is ever sent in practice (16 MiB) with room for JSON
+// escaping. A write may take 30 s because a client on a slow link still drains
+// a large answer's next socket buffer within that; one that does not has
+// stopped reading. 256 queued messages absorb any burst of wakeups a busy
+// group makes while bounding what a client that reads nothing can pin (a few
+// hundred small notifications), and keeping more would only delay the same
+// cut-off: the stream is not resumable, so its client re-reads state.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total

@@ -177,10 +177,9 @@ func (r *httpRouter) openStream() *httpExchange {
 // to the GET stream, or keeps it for one.
 func (r *httpRouter) write(msg any) error { return r.writeFor(nil, msg, false) }
 
-// writeFor delivers a message of request id to the POST that asked; an
-// answer nobody waits for is dropped: its client went away. A nil id is
-// write's. It never blocks: every queue it feeds drops a client that falls
-// behind.
+// writeFor delivers a message of request id to the POST that asked; an answer
+// nobody waits for is dropped: its client went away. A nil id is write's. It
+// never blocks: every queue it feeds drops a client that falls behind.
 func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
 	r.mu.Lock()

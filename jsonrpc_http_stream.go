@@ -35,10 +35,9 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		t.streamQuota.release(s.client)
 	}
 	if !delivered {
-		// Refused, or the client went away or was cut off: end the
-		// request, as 2026-07-28 defines a closed stream to mean, and as
-		// the answer could not reach the client anyway (streams are not
-		// resumable).
+		// Refused, or the client went away or was cut off: end the request, as
+		// 2026-07-28 defines a closed stream to mean, and as the answer could
+		// not reach the client anyway (streams are not resumable).
 		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
 	}
 }

@@ -100,10 +100,9 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 // tokenName is what a NAME may be: short, and safe to print in a refusal.
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-// parseTokens reads a tokens file, one NAME sha256:HEX PATTERN... a line;
-// an error names the line, never a token. A NAME or a token listed twice
-// is refused: refusals name the token, and a connection must have one
-// identity.
+// parseTokens reads a tokens file, one NAME sha256:HEX PATTERN... a line; an
+// error names the line, never a token. A NAME or a token listed twice is
+// refused: refusals name the token, and a connection must have one identity.
 func parseTokens(data []byte) ([]*agentToken, error) {
 	var tokens []*agentToken
 	seen := map[string]bool{}
