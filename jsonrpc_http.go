@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -35,12 +36,11 @@ type httpTransport struct {
 	// every session so that subscriptions and wait_for_messages over HTTP
 	// wake on file events as they do over stdio instead of at the poll.
 	changes *changeWatcher
-	// tokens, when set, are the bearer tokens the guard accepts: a session
-	// belongs to the token that opened it (followTokens reloads them).
+	// tokens, when set, are the bearer tokens the guard accepts (reloaded
+	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable
 
-	sessionQuota *httpQuota
-	streamQuota  *httpQuota
+	sessionQuota, streamQuota *httpQuota
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -48,106 +48,98 @@ type httpTransport struct {
 	// yet, in-flight work included.
 	stateless atomic.Int32
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	janitor  sync.WaitGroup
+	done    context.Context // ends the janitor and the tokens watcher
+	stop    context.CancelFunc
+	janitor sync.WaitGroup
 }
 
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it.
+// newHTTPTransport starts the idle-session janitor; close stops it. The
+// janitor checks four times per idle period, so a session outlives its
+// limit by a quarter at most; clients of an expired session get 404 and
+// start a new one.
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
-		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient),
-		streamQuota:  newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient),
-		sessions:     map[string]*httpSession{},
-		stop:         make(chan struct{}),
+		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient, "60",
+			"Too many sessions: end one (DELETE) or wait for idle ones to expire."),
+		streamQuota: newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient, "10", "Too many open streams."),
+		sessions:    map[string]*httpSession{},
 	}
-	t.janitor.Add(1)
-	go t.expireIdle()
+	t.done, t.stop = context.WithCancel(context.Background())
+	t.every(limits.sessionIdle/4, nil, func(bool) {
+		cutoff := time.Now().Add(-t.limits.sessionIdle)
+		t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
+	})
 	return t
 }
 
-// close ends every session and stops the janitor.
+// close ends every session and stops the janitor and the tokens watcher.
 func (t *httpTransport) close() {
-	t.stopOnce.Do(func() { close(t.stop) })
+	t.stop()
 	t.janitor.Wait()
-	t.mu.Lock()
-	sessions := t.sessions
-	t.sessions = map[string]*httpSession{}
-	t.mu.Unlock()
-	for _, s := range sessions {
-		s.end()
-	}
+	t.endWhere(func(*httpSession) bool { return true })
 }
 
-// expireIdle ends sessions unused for limits.sessionIdle. It checks four
-// times per idle period, so a session outlives its limit by a quarter at
-// most; clients of an expired session get 404 and start a new one.
-func (t *httpTransport) expireIdle() {
-	defer t.janitor.Done()
-	tick := time.NewTicker(t.limits.sessionIdle / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case now := <-tick.C:
-			cutoff := now.Add(-t.limits.sessionIdle)
-			t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
+// every runs f(false) each period and f(true) on each signal from hup (nil
+// for none) in a goroutine of its own, until close.
+func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func(signalled bool)) {
+	t.janitor.Add(1)
+	go func() {
+		defer t.janitor.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.done.Done():
+				return
+			case <-hup:
+				f(true)
+			case <-tick.C:
+				f(false)
+			}
 		}
-	}
+	}()
 }
 
 // followTokens reloads t.tokens on each signal from hup (SIGHUP) and when
 // the file changes (tokensPoll), until close; a session whose token is no
 // longer listed is ended, the others keep running.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
-	t.janitor.Add(1)
-	go func() {
-		defer t.janitor.Done()
-		tick := time.NewTicker(tokensPoll)
-		defer tick.Stop()
-		for {
-			force := false
-			select {
-			case <-t.stop:
-				return
-			case <-hup:
-				force = true
-			case <-tick.C:
-			}
-			if changed, err := t.tokens.reload(force); err != nil {
-				logf("%v; keeping the tokens loaded before", err)
-			} else if changed {
-				t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
-			}
+	t.every(tokensPoll, hup, func(force bool) {
+		if changed, err := t.tokens.reload(force); err != nil {
+			logf("%v; keeping the tokens loaded before", err)
+		} else if changed {
+			t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
 		}
-	}()
+	})
 }
 
-// endWhere ends the sessions that match; they are ended after the lock
-// is released, since ending one waits for its in-flight work.
+// endWhere forgets the 2025-era sessions that match and ends them after the
+// lock is released, since ending one waits for its in-flight work.
 func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	t.mu.Lock()
 	var gone []*httpSession
-	for _, s := range t.sessions {
+	for id, s := range t.sessions {
 		if match(s) {
+			delete(t.sessions, id)
 			gone = append(gone, s)
 		}
 	}
 	t.mu.Unlock()
 	for _, s := range gone {
-		t.endSession(s)
+		t.sessionQuota.release(s.client)
+		s.end()
 	}
 }
 
 // newSession makes a session whose server writes to a router, owned by the
 // request's token and speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
-	router := newHTTPRouter(t.limits.queue)
+	ctx, stop := context.WithCancel(context.Background())
+	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}
 	cfg, tok := t.cfg, bearer(r)
 	if tok.patterns != nil {
 		cfg.speaksFor, cfg.tokenName = t.tokens.speaksFor(tok), tok.name
@@ -157,9 +149,8 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.changes = t.changes
 		srv.subs.followWatch(t.changes)
 	}
-	s := &httpSession{id: id, client: clientKey(r), owner: tok.sum, srv: srv, router: router, ended: make(chan struct{})}
-	s.remote.Store(&r.RemoteAddr)
-	if t.audit != nil {
+	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
+	if t.audit != nil { // s.remote is set by each handle, before any call
 		srv.audit = func(c toolCall) {
 			c.remote, c.token = *s.remote.Load(), tok.name
 			t.audit.observe(c)
@@ -169,40 +160,29 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	return s
 }
 
-// endSession forgets a 2025-era session and ends it.
-func (t *httpTransport) endSession(s *httpSession) {
-	t.mu.Lock()
-	_, known := t.sessions[s.id]
-	delete(t.sessions, s.id)
-	t.mu.Unlock()
-	if known {
-		t.sessionQuota.release(s.client)
-		s.end()
-	}
-}
-
 // session returns the live session id names if r's token opened it, or
-// nil: a session id alone gives another token no access, and the answer
-// (404, as for an unknown id) does not tell that the session exists.
-func (t *httpTransport) session(r *http.Request, id string) *httpSession {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.sessions[id]; s != nil && s.owner == bearer(r).sum {
-		return s
+// refuses the request (400 without an id, else 404 and notFound) and
+// returns nil: a session id alone gives another token no access, and the
+// answer (404, as for an unknown id) does not tell that the session exists.
+func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
+	if id == "" {
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
+		return nil
 	}
-	return nil
-}
-
-// liveSession returns the session a POST or GET names, or refuses the
-// request with 404, which tells a 2025-era client to initialize again
-// (DELETE has its own wording: the client was ending the session anyway).
-func (t *httpTransport) liveSession(w http.ResponseWriter, r *http.Request, id string) *httpSession {
-	s := t.session(r, id)
-	if s == nil {
-		httpRefuse(w, http.StatusNotFound, "Session not found: it expired or was ended; initialize a new one.")
+	t.mu.Lock()
+	s := t.sessions[id]
+	t.mu.Unlock()
+	if s == nil || s.owner != bearer(r).sum {
+		httpRefuse(w, http.StatusNotFound, notFound)
+		return nil
 	}
 	return s
 }
+
+// sessionGone tells a 2025-era client whose POST or GET named an unknown
+// session to initialize again (DELETE has its own wording: the client was
+// ending the session anyway).
+const sessionGone = "Session not found: it expired or was ended; initialize a new one."
 
 // ServeHTTP answers the MCP endpoint.
 func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -215,13 +195,14 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// reads a large JSON answer is cut off like a slow stream reader.
 	// Streams extend it write by write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+	id := r.Header.Get("Mcp-Session-Id")
 	switch r.Method {
 	case http.MethodPost:
-		t.post(w, r)
+		t.post(w, r, id)
 	case http.MethodGet:
-		t.get(w, r)
+		t.get(w, r, id)
 	case http.MethodDelete:
-		t.delete(w, r)
+		t.delete(w, r, id)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		httpRefuse(w, http.StatusMethodNotAllowed, "Method not allowed.")
@@ -236,8 +217,7 @@ type httpMessage struct {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
 		Meta struct {
-			// Version is the 2026-07-28 per-request revision, or "".
-			Version string `json:"io.modelcontextprotocol/protocolVersion"`
+			Version string `json:"io.modelcontextprotocol/protocolVersion"` // 2026-07-28's per request, or ""
 		} `json:"_meta"`
 	} `json:"params"`
 }
@@ -248,7 +228,7 @@ func (m httpMessage) isRequest() bool {
 }
 
 // post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
-func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
+func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		httpRefuse(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: Content-Type must be application/json.")
 		return
@@ -258,18 +238,18 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A declared length over the limit is refused before a byte is read;
-	// an undeclared one is cut off where it passes the limit.
-	if r.ContentLength > t.limits.maxBody {
-		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
-		return
-	}
-	// A client has writeTimeout to send its body: a trickle holding the
-	// connection open is cut off like a slow reader.
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+	// an undeclared one is cut off where it passes the limit. A client has
+	// writeTimeout to send its body: a trickle holding the connection open
+	// is cut off like a slow reader.
+	var body []byte
+	var err error
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", tooLarge.Limit))
+	if r.ContentLength <= t.limits.maxBody {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+	}
+	if r.ContentLength > t.limits.maxBody || errors.As(err, &tooLarge) {
+		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
 		return
 	}
 	if err != nil {
@@ -285,28 +265,19 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	if body[0] == '{' {
 		json.Unmarshal(body, &msg)
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]) {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	switch {
+	case msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
-		return
-	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(supportedProtocolVersions, v) {
+	case v != "" && !slices.Contains(supportedProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
-		return
-	}
-	id := r.Header.Get("Mcp-Session-Id")
-	if id == "" {
-		if msg.Method == "initialize" {
-			t.postInitialize(w, r, body)
-			return
+	case id == "" && msg.Method == "initialize":
+		t.postInitialize(w, r, body)
+	default:
+		if s := t.session(w, r, id, sessionGone); s != nil {
+			t.exchange(w, r, s, body, msg)
 		}
-		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
-		return
 	}
-	s := t.liveSession(w, r, id)
-	if s == nil {
-		return
-	}
-	t.exchange(w, r, s, body, msg)
 }
 
 // accepts reports whether the request's Accept header admits mediaType;
@@ -328,16 +299,14 @@ func accepts(r *http.Request, mediaType string) bool {
 // postInitialize starts a 2025-era session. The session exists only if the
 // server accepts the initialize request.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
-	client := clientKey(r)
-	if !t.sessionQuota.acquire(client) {
-		w.Header().Set("Retry-After", "60")
-		httpRefuse(w, http.StatusTooManyRequests, "Too many sessions: end one (DELETE) or wait for idle ones to expire.")
+	client := hostOf(r.RemoteAddr)
+	if !t.sessionQuota.acquire(w, client) {
 		return
 	}
 	var raw [16]byte
 	rand.Read(raw[:])
 	s := t.newSession(hex.EncodeToString(raw[:]), r)
-	reply := s.handle(r.Context(), body, r.RemoteAddr)
+	reply := s.handle(r, body)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(client)
 		s.end()
@@ -368,39 +337,29 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 // checkMirroredHeaders compares MCP-Protocol-Version, Mcp-Method and
 // Mcp-Name with the body, as 2026-07-28 requires of a server.
 func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
-	version := r.Header.Get("Mcp-Protocol-Version")
-	if version != msg.Params.Meta.Version {
-		return fmt.Errorf("MCP-Protocol-Version header value %q does not match body value %q", version, msg.Params.Meta.Version)
+	mismatch := func(header, got, want string) error {
+		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Params.Meta.Version {
+		return mismatch("MCP-Protocol-Version", v, msg.Params.Meta.Version)
 	}
 	if !msg.isRequest() {
 		return nil
 	}
 	if method := r.Header.Get("Mcp-Method"); method != msg.Method {
-		return fmt.Errorf("Mcp-Method header value %q does not match body value %q", method, msg.Method)
+		return mismatch("Mcp-Method", method, msg.Method)
 	}
-	var want string
-	switch msg.Method {
-	case "tools/call", "prompts/get":
-		want = msg.Params.Name
-	case "resources/read":
-		want = msg.Params.URI
-	default:
-		return nil
+	p := msg.Params
+	want, named := map[string]string{"tools/call": p.Name, "prompts/get": p.Name, "resources/read": p.URI}[msg.Method]
+	// Mcp-Name may carry its value in the =?base64?…?= sentinel encoding.
+	name := r.Header.Get("Mcp-Name")
+	got, ok := name, true
+	if rest, found := strings.CutPrefix(name, "=?base64?"); found && strings.HasSuffix(rest, "?=") {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(rest, "?="))
+		got, ok = string(b), err == nil
 	}
-	got, ok := decodeHeaderValue(r.Header.Get("Mcp-Name"))
-	if !ok || got != want {
-		return fmt.Errorf("Mcp-Name header value %q does not match body value %q", r.Header.Get("Mcp-Name"), want)
+	if named && (!ok || got != want) {
+		return mismatch("Mcp-Name", name, want)
 	}
 	return nil
-}
-
-// decodeHeaderValue undoes the =?base64?…?= sentinel encoding of Mcp-Name.
-func decodeHeaderValue(v string) (string, bool) {
-	if rest, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok := strings.CutSuffix(rest, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(inner)
-			return string(b), err == nil
-		}
-	}
-	return v, true
 }

@@ -12,18 +12,17 @@ import (
 	"time"
 )
 
-// The HTTP transport's tunables, in one place, bound what remote clients
-// may hold of it, so that one client (or many) cannot exhaust memory, file
-// descriptors or the store's connection cache. They are generous for a team
-// of agents and small for an attacker. The body limit admits the largest
-// message the stdio transport is ever sent in practice (16 MiB) with room
-// for JSON escaping. A write may take 30 s because a client on a slow link
-// still drains a large answer's next socket buffer within that; one that
-// does not has stopped reading. 256 queued messages absorb any burst of
-// wakeups a busy group makes while bounding what a client that reads
-// nothing can pin (a few hundred small notifications), and keeping more
-// would only delay the same cut-off: the stream is not resumable, so its
-// client re-reads state.
+// The HTTP transport's tunables, in one place, bound what remote clients may
+// hold of it, so that one client (or many) cannot exhaust memory, file
+// descriptors or the store's connection cache. They are generous for a team of
+// agents and small for an attacker. The body limit admits the largest message
+// the stdio transport is ever sent in practice (16 MiB) with room for JSON
+// escaping. A write may take 30 s because a client on a slow link still drains
+// a large answer's next socket buffer within that; one that does not has
+// stopped reading. 256 queued messages absorb any burst of wakeups a busy
+// group makes while bounding what a client that reads nothing can pin (a few
+// hundred small notifications), and keeping more would only delay the same
+// cut-off: the stream is not resumable, so its client re-reads state.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
@@ -53,14 +52,11 @@ var defaultHTTPLimits = httpLimits{
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
 // Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
-// Host check) before any MCP code or storage sees
-// it, so a refused request touches nothing.
+// Host check) before any MCP code or storage sees it, so a refused request
+// touches nothing.
 type httpGuard struct {
-	// tokens are the bearer tokens accepted, or nil when none is required
-	// (loopback only).
-	tokens *tokenTable
-	// origins are the browser origins allowed besides loopback ones.
-	origins map[string]bool
+	tokens  *tokenTable     // nil when none is required (loopback only)
+	origins map[string]bool // browser origins allowed besides loopback ones
 	next    http.Handler
 }
 
@@ -78,21 +74,19 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	// 127.0.0.0/8, which isLoopbackAddr lets serve bind: a bind to
 	// 127.0.0.2 must answer Host 127.0.0.2. A rebinding page's Host is its
 	// own domain name, never a loopback literal, so this admits no more.
+	hostCheck := loopbackOnly(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && ip.IsLoopback() && r.URL.Host == "" {
+		if loopbackIP(hostOf(r.Host)) && r.URL.Host == "" {
 			g.ServeHTTP(w, r)
-			return
+		} else {
+			hostCheck.ServeHTTP(w, r)
 		}
-		loopbackOnly(g).ServeHTTP(w, r)
 	})
 }
 
-// ServeHTTP refuses requests with a foreign Origin or a missing or wrong bearer token, and passes the rest on with
-// headers that keep responses out of caches and content sniffing.
+// ServeHTTP refuses requests with a foreign Origin or a missing or wrong
+// bearer token, and passes the rest on with headers that keep responses out
+// of caches and content sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -113,8 +107,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// bearerKey is the request context key of the request's *agentToken.
-type bearerKey struct{}
+type bearerKey struct{} // the request context key of its *agentToken
 
 // bearer returns the token a request authenticated with, or the zero
 // token, which speaks for everyone, when the server requires none.
@@ -154,12 +147,11 @@ func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
 // empty host binds every interface and so is not loopback.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
+	return err == nil && (strings.EqualFold(host, "localhost") || loopbackIP(host))
+}
+
+// loopbackIP reports whether host is a loopback IP literal, bracketed or not.
+func loopbackIP(host string) bool {
 	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil && ip.IsLoopback()
 }
@@ -179,40 +171,44 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	return arg, nil
 }
 
-// clientKey is the key per-client bounds count under: the remote IP, since
+// hostOf is the host of a host:port, or all of it when it has no port.
+// Per-client bounds count under hostOf(RemoteAddr), the remote IP, since
 // one machine may open many connections from many ports.
-func clientKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+func hostOf(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
 	}
-	return host
+	return hostport
 }
 
 // httpQuota counts what each client holds against a per-client and a total
 // bound. Its lock is held only to update the counts.
 type httpQuota struct {
-	mu               sync.Mutex
-	total, perClient int
-	byClient         map[string]int
-	sum              int
+	mu                    sync.Mutex
+	total, perClient, sum int
+	byClient              map[string]int
+	retryAfter, refusal   string // the 429 answer past a bound
 }
 
-func newHTTPQuota(total, perClient int) *httpQuota {
-	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}}
+func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
+	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
 }
 
-// acquire takes one unit for client, or reports false when either bound is
-// reached.
-func (q *httpQuota) acquire(client string) bool {
+// acquire takes one unit for client, or refuses the request with 429 and
+// reports false when either bound is reached.
+func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.sum >= q.total || q.byClient[client] >= q.perClient {
-		return false
+	ok := q.sum < q.total && q.byClient[client] < q.perClient
+	if ok {
+		q.sum++
+		q.byClient[client]++
 	}
-	q.sum++
-	q.byClient[client]++
-	return true
+	q.mu.Unlock()
+	if !ok {
+		w.Header().Set("Retry-After", q.retryAfter)
+		httpRefuse(w, http.StatusTooManyRequests, q.refusal)
+	}
+	return ok
 }
 
 // release returns one unit taken by acquire.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,30 +33,31 @@ type httpSession struct {
 	// the server's in-flight table and answer through the router.
 	handleMu sync.Mutex
 
-	lastUsed atomic.Int64 // unix nanoseconds of the last request's end
-	busy     atomic.Int32 // requests and streams in progress
-	ended    chan struct{}
+	lastUsed atomic.Int64       // unix nanoseconds of the last request's end
+	busy     atomic.Int32       // requests and streams in progress
+	stop     context.CancelFunc // ends router.ctx, and so every response
 	endOnce  sync.Once
 }
 
-// handle passes one message from remote to the session's server and
-// returns its immediate answer, or nil.
-func (s *httpSession) handle(ctx context.Context, body []byte, remote string) any {
+// handle passes one message of r to the session's server and returns its
+// immediate answer, or nil.
+func (s *httpSession) handle(r *http.Request, body []byte) any {
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
-	s.remote.Store(&remote)
-	s.srv.request = ctx
+	s.remote.Store(&r.RemoteAddr)
+	s.srv.request = r.Context()
 	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
 }
 
-// enter and leave bracket a request or stream, so that idle expiry never
-// ends a session that is in use.
-func (s *httpSession) enter() { s.busy.Add(1) }
-
-func (s *httpSession) leave() {
-	s.lastUsed.Store(time.Now().UnixNano())
-	s.busy.Add(-1)
+// use brackets a request or stream (defer s.use()()), so that idle expiry
+// never ends a session that is in use.
+func (s *httpSession) use() (done func()) {
+	s.busy.Add(1)
+	return func() {
+		s.lastUsed.Store(time.Now().UnixNano())
+		s.busy.Add(-1)
+	}
 }
 
 // idleSince reports whether the session has been unused since before t.
@@ -67,8 +69,7 @@ func (s *httpSession) idleSince(t time.Time) bool {
 // more than once.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
-		close(s.ended)
-		s.router.close()
+		s.stop()
 		s.srv.inflight.close()
 		s.srv.subs.close()
 	})
@@ -80,12 +81,12 @@ func (s *httpSession) end() {
 // notifications) goes to the POST that asked, any other (a subscription's
 // resources/updated) to the session's GET stream.
 type httpRouter struct {
+	ctx     context.Context // the session's; every exchange's ends with it
+	queue   int             // httpLimits.queue: each exchange's bound
 	mu      sync.Mutex
 	waiting map[string]*httpExchange // by the request id's raw JSON
 	stream  *httpExchange            // the GET stream, or nil
 	backlog []httpEvent              // notifications before the GET stream opened
-	closed  bool
-	queue   int // httpLimits.queue: each exchange's bound
 }
 
 // httpBacklogMax bounds the notifications kept for a GET stream that is not
@@ -102,27 +103,21 @@ type httpEvent struct {
 
 // httpExchange is one open response: a POST waiting for its answer, or a
 // GET stream. Messages queue in ch; a client too slow to drain it is cut
-// off (overflow closes gone) rather than letting the queue grow.
+// off (overflow drops the exchange) rather than letting the queue grow.
+// ctx ends when the exchange drops or its session ends.
 type httpExchange struct {
-	id       string
-	ch       chan httpEvent
-	gone     chan struct{}
-	goneOnce sync.Once
+	id   string
+	ch   chan httpEvent
+	ctx  context.Context
+	drop context.CancelFunc
 }
 
-// newHTTPRouter makes a router whose exchanges each queue up to queue
-// messages (httpLimits.queue) before their client is cut off.
-func newHTTPRouter(queue int) *httpRouter {
-	return &httpRouter{waiting: map[string]*httpExchange{}, queue: queue}
+// newExchange makes an exchange that holds up to r.queue messages before
+// its client is cut off.
+func (r *httpRouter) newExchange(id string) *httpExchange {
+	ctx, drop := context.WithCancel(r.ctx)
+	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
 }
-
-// newHTTPExchange makes an exchange that holds up to queue messages.
-func newHTTPExchange(queue int) *httpExchange {
-	return &httpExchange{ch: make(chan httpEvent, queue), gone: make(chan struct{})}
-}
-
-// drop ends the exchange's response.
-func (e *httpExchange) drop() { e.goneOnce.Do(func() { close(e.gone) }) }
 
 // offer queues ev without blocking; a full queue drops the exchange.
 func (e *httpExchange) offer(ev httpEvent) {
@@ -139,21 +134,18 @@ func (e *httpExchange) offer(ev httpEvent) {
 // already waiting keeps its exchange: the server refuses the second request
 // at once (errDuplicateID), which must not take the first one's messages.
 func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
-	e := newHTTPExchange(r.queue)
-	e.id = string(id)
+	e := r.newExchange(string(id))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == nil {
 		r.waiting[e.id] = e
-	}
-	if r.closed {
-		e.drop()
 	}
 	return e
 }
 
 // forget unregisters an exchange once its response is over.
 func (r *httpRouter) forget(e *httpExchange) {
+	e.drop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == e {
@@ -164,62 +156,44 @@ func (r *httpRouter) forget(e *httpExchange) {
 	}
 }
 
-// openStream makes e the GET stream and hands it the backlog. It reports
-// false when a GET stream is already open: one is enough, and refusing a
-// second keeps notifications from being split between them.
-func (r *httpRouter) openStream(e *httpExchange) bool {
+// openStream returns a new GET stream, handed the backlog, or nil when one
+// is already open: one is enough, and refusing a second keeps
+// notifications from being split between them.
+func (r *httpRouter) openStream() *httpExchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stream != nil || r.closed {
-		return false
+	if r.stream != nil || r.ctx.Err() != nil {
+		return nil
 	}
-	r.stream = e
+	r.stream = r.newExchange("")
 	for _, ev := range r.backlog {
-		e.offer(ev)
+		r.stream.offer(ev)
 	}
 	r.backlog = nil
-	return true
-}
-
-// close ends every open response of the session.
-func (r *httpRouter) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	for _, e := range r.waiting {
-		e.drop()
-	}
-	if r.stream != nil {
-		r.stream.drop()
-	}
+	return r.stream
 }
 
 // write delivers a message of the session itself (a poller notification)
-// to the GET stream, or keeps it for one. Like writeFor it never blocks:
-// every queue it feeds drops a client that falls behind.
-func (r *httpRouter) write(msg any) error {
-	ev := httpEvent{line: []byte(pyJSON(msg))}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stream != nil {
-		r.stream.offer(ev)
-		return nil
-	}
-	if len(r.backlog) == httpBacklogMax {
-		r.backlog = r.backlog[1:]
-	}
-	r.backlog = append(r.backlog, ev)
-	return nil
-}
+// to the GET stream, or keeps it for one.
+func (r *httpRouter) write(msg any) error { return r.writeFor(nil, msg, false) }
 
-// writeFor delivers a message of request id to the POST that asked; an
-// answer nobody waits for is dropped: its client went away.
+// writeFor delivers a message of request id to the POST that asked; an answer
+// nobody waits for is dropped: its client went away. A nil id is write's. It
+// never blocks: every queue it feeds drops a client that falls behind.
 func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.waiting[string(id)]; e != nil {
+	switch e := r.waiting[string(id)]; {
+	case id != nil && e != nil:
 		e.offer(ev)
+	case id == nil && r.stream != nil:
+		r.stream.offer(ev)
+	case id == nil:
+		if len(r.backlog) == httpBacklogMax {
+			r.backlog = r.backlog[1:]
+		}
+		r.backlog = append(r.backlog, ev)
 	}
 	return nil
 }

@@ -38,13 +38,10 @@ type agentToken struct {
 // token (--token-file or CROSSTALK_HTTP_TOKEN) and the tokens file's, which
 // reload swaps in whole, so a request sees one generation or the next.
 type tokenTable struct {
-	shared *agentToken // nil without a shared token
-	path   string      // the tokens file, or ""
-	// set is the loaded generation, the shared token first.
-	set atomic.Pointer[[]*agentToken]
-	// stamp is the loaded file's size and time (zero when it was missing);
-	// only reload touches it.
-	stamp [2]int64
+	shared *agentToken                   // nil without a shared token
+	path   string                        // the tokens file, or ""
+	set    atomic.Pointer[[]*agentToken] // the loaded generation, the shared token first
+	stamp  [2]int64                      // the loaded file's size and time (zero if missing); reload's alone
 }
 
 // newTokenTable loads the tokens a server accepts, or returns nil when
@@ -53,10 +50,8 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 	if shared == "" && path == "" {
 		return nil, nil
 	}
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("tokens file: %w", err)
-		}
+	if _, err := os.Stat(path); path != "" && err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
 	}
 	tt := &tokenTable{path: path}
 	if shared != "" {
@@ -105,9 +100,9 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 // tokenName is what a NAME may be: short, and safe to print in a refusal.
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-// parseTokens reads a tokens file; an error names the line, never a token.
-// A NAME or a token listed twice is refused: refusals name the token, and
-// a connection must have one identity.
+// parseTokens reads a tokens file, one NAME sha256:HEX PATTERN... a line; an
+// error names the line, never a token. A NAME or a token listed twice is
+// refused: refusals name the token, and a connection must have one identity.
 func parseTokens(data []byte) ([]*agentToken, error) {
 	var tokens []*agentToken
 	seen := map[string]bool{}
@@ -129,19 +124,21 @@ func parseTokens(data []byte) ([]*agentToken, error) {
 	return tokens, nil
 }
 
-// parseTokenLine reads the fields of one line: NAME sha256:HEX PATTERN...
+// parseTokenLine reads the fields of one line.
 func parseTokenLine(fields []string) (*agentToken, error) {
 	if len(fields) < 3 {
 		return nil, errors.New("want NAME, sha256:HEX and at least one context_id pattern")
 	}
 	tok := &agentToken{name: fields[0], patterns: fields[2:]}
-	if !tokenName.MatchString(tok.name) {
-		return nil, errors.New("NAME must be letters, digits and . _ @ - (at most 64)")
-	}
 	digest, ok := strings.CutPrefix(fields[1], "sha256:")
-	if n, err := hex.Decode(tok.sum[:], []byte(digest)); !ok || err != nil || n != sha256.Size || len(digest) != 2*sha256.Size {
+	sum, err := hex.DecodeString(digest) // decoded whole: a long digest must not overrun tok.sum
+	switch {
+	case !tokenName.MatchString(tok.name):
+		return nil, errors.New("NAME must be letters, digits and . _ @ - (at most 64)")
+	case !ok || err != nil || len(sum) != sha256.Size:
 		return nil, fmt.Errorf("%s: the second field must be sha256: and 64 hex digits", tok.name)
 	}
+	copy(tok.sum[:], sum)
 	for _, p := range tok.patterns {
 		if strings.Contains(strings.TrimSuffix(p, "*"), "*") {
 			return nil, fmt.Errorf("%s: pattern %q may have '*' only at its end", tok.name, p)

@@ -38,6 +38,7 @@ func TestParseTokens(t *testing.T) {
 		{"bad name", "al/ice " + hash + " a", "line 1: NAME must be"},
 		{"plain token", "alice s3cret a", "line 1: alice: the second field must be sha256:"},
 		{"short hash", "alice sha256:abcd a", "line 1: alice: the second field"},
+		{"long hash", "alice " + hash + "abcd a", "line 1: alice: the second field"},
 		{"star inside", "alice " + hash + " a*b", "line 1: alice: pattern \"a*b\" may have '*' only at its end"},
 		{"twice", "a " + hash + " x\n#\na " + hash + " y", "line 3: a repeats an earlier line's NAME or token"},
 		{"same token", "a " + hash + " x\nb " + hash + " y", "line 2: b repeats"},

@@ -23,14 +23,12 @@ type inflight struct {
 }
 
 // inflightRequest is one running request, handed to its work function.
+// Its ctx ends when the client cancels it or the session closes.
 type inflightRequest struct {
-	id            json.RawMessage
-	progressToken json.RawMessage // nil when the request carried none
-	out           messageWriter
-
-	// ctx ends when the client cancels the request or the session closes.
-	ctx    context.Context
-	cancel context.CancelFunc
+	id, progressToken json.RawMessage // progressToken is nil when the request carried none
+	out               messageWriter
+	ctx               context.Context
+	cancel            context.CancelFunc
 
 	// mu orders every write for this request against cancellation, so a
 	// cancelled request is never written to after cancel returns.
@@ -58,18 +56,16 @@ func newInflight(out messageWriter) *inflight {
 // JSON, or nil. It returns errDuplicateID, and runs nothing, when id is
 // already in flight.
 func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *rpcError {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	key := string(id)
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if _, dup := t.reqs[key]; dup {
-		t.mu.Unlock()
-		cancel()
 		return errDuplicateID
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	t.reqs[key] = r
 	t.wg.Add(1)
-	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
 		result, err := work(r)
@@ -102,14 +98,13 @@ func (t *inflight) cancel(id json.RawMessage) bool {
 	t.mu.Lock()
 	r, ok := t.reqs[string(id)]
 	t.mu.Unlock()
-	if !ok {
-		return false
+	if ok {
+		r.mu.Lock()
+		r.cancelled = true
+		r.mu.Unlock()
+		r.cancel()
 	}
-	r.mu.Lock()
-	r.cancelled = true
-	r.mu.Unlock()
-	r.cancel()
-	return true
+	return ok
 }
 
 // close ends every running request, as when stdin reaches EOF, and waits for

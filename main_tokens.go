@@ -108,13 +108,12 @@ func addToken(path, name string, patterns []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return err
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err == nil {
+		fmt.Fprintln(stdout, token)
 	}
-	fmt.Fprintln(stdout, token)
-	return nil
+	return err
 }
