@@ -65,13 +65,13 @@
 //	goroutine                    started by                     stopped and joined by
 //	stdio read loop              runStdio (main_stdio.go)       stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
-//	HTTP idle-session janitor    newHTTPTransport               transport close (stop channel, WaitGroup)
-//	SSE cut-off watcher          jsonrpc_http_stream.go         the stream's end
+//	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
+//	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns
 //	in-flight request            inflight.start                 the request's context; inflight.wait
 //	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; at most 1 s)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
-//	tokens-file watcher          httpTransport.followTokens     transport close (stop channel, WaitGroup)
+//	tokens-file watcher          httpTransport.followTokens     transport close (context, WaitGroup)
 //	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
