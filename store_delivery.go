@@ -457,11 +457,3 @@ func (s *store) claimStopWakeups(groupID, contextID string) ([]stopWake, error) 
 	})
 	return out, err
 }
-
-// sqlRowQueryer adapts *sql.DB's QueryRow to return a rowScanner, the shape
-// groupTx.QueryRow has.
-type sqlRowQueryer struct{ db *sql.DB }
-
-func (q sqlRowQueryer) QueryRow(query string, args ...any) rowScanner {
-	return q.db.QueryRow(query, args...)
-}
