@@ -42,10 +42,15 @@ type httpSession struct {
 // handle passes one message of r to the session's server and returns its
 // immediate answer, or nil.
 func (s *httpSession) handle(r *http.Request, body []byte) any {
+	// A send's busy window starts when its request arrives, not when the
+	// session's earlier messages are done: twenty sends queued here behind
+	// a stopped writer each answer sqlite_busy within their own window.
+	ctx, cancel := context.WithDeadlineCause(r.Context(), time.Now().Add(busyRetryWindow), errGroupBusy)
+	defer cancel()
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
 	s.remote.Store(&r.RemoteAddr)
-	s.srv.request = r.Context()
+	s.srv.request = ctx
 	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
 }

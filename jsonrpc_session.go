@@ -42,7 +42,8 @@ type server struct {
 
 	// request is the context of the HTTP request being handled
 	// (httpSession.handle sets it under handleMu), which a send must not
-	// outlive uncommitted; on stdio it is Background.
+	// outlive uncommitted, and whose deadline ends its busy window one
+	// window after it arrived; on stdio it is Background.
 	request context.Context
 
 	// serving is held by serve while it handles what it read, and taken by

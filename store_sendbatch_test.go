@@ -234,3 +234,74 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 	}
 	return outs[0], errs[0]
 }
+
+// TestHTTPSendsOnOneSessionBehindAHeldLock fires 20 sends at once on one
+// HTTP session while another connection holds the group's write lock. A
+// session handles its messages one at a time, yet each send answers within
+// its own busy window counted from its arrival, not k windows for the k-th;
+// and when half the clients give up and the lock is then released, exactly
+// the other half is stored.
+func TestHTTPSendsOnOneSessionBehindAHeldLock(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	a := s.client(t, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "queued"}, &g)
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	args := func(text string) map[string]any {
+		return map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": text}
+	}
+	const n = 20
+	bound := busyRetryWindow + 2*time.Second // generous: one window, not n
+	t.Run("each answers in its own window", func(t *testing.T) {
+		release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+		defer release()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				start := time.Now()
+				reply := a.tool("send_message", args(fmt.Sprintf("busy %d", i)))
+				if took := time.Since(start); took > bound || !reply.isError || !strings.Contains(reply.text, "busy") {
+					t.Errorf("send %d: got %s after %v; want sqlite_busy within %v", i, reply.text, took.Round(time.Millisecond), bound)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	t.Run("given up sends are not stored", func(t *testing.T) {
+		release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				text := fmt.Sprintf("kept %d", i)
+				if i%2 == 1 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					req := toolRequest("send_message", args(fmt.Sprintf("dropped %d", i)))
+					if resp, err := a.tryDo(ctx, http.MethodPost, a.request(req.Method, req.Params), nil); err == nil {
+						io.Copy(io.Discard, resp.Body) // the client leaves while the answer is still coming
+						resp.Body.Close()
+					}
+					return
+				}
+				if reply := a.tool("send_message", args(text)); reply.isError {
+					t.Errorf("%s: got %s; want it stored once the lock is free", text, reply.text)
+				}
+			})
+		}
+		time.Sleep(1500 * time.Millisecond)
+		release()
+		wg.Wait()
+		got := queryRows(t, openTestDB(t, groupFile(s.dir, g.GroupID), "ro"), "SELECT content FROM messages WHERE content NOT LIKE 'busy %' ORDER BY content")
+		var want []string
+		for i := 0; i < n; i += 2 {
+			want = append(want, fmt.Sprintf("kept %d", i))
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("stored: got %q; want %q", got, want)
+		}
+	})
+}

@@ -375,10 +375,11 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 }
 
 // run runs t on arguments prepareCall accepted, retrying the whole call
-// while SQLite is busy (busyRetryWindow says why).
+// while SQLite is busy (busyRetryWindow says why) and its request lasts: an
+// HTTP request's window began when it arrived.
 func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
-	err := retryBusy(func() (err error) {
+	err := retryBusyContext(s.request, func() (err error) {
 		value, err = t.call(s, a)
 		return err
 	})
