@@ -367,8 +367,13 @@ func BenchmarkStartupVersion(b *testing.B) {
 	}
 }
 
-// peakRSSLimit is the target for a 1,000-message session.
-const peakRSSLimit = 25 << 20
+// peakRSSLimit is the bound for a 1,000-message session. The session
+// measures 23-25 MiB on a 2-core machine (about 12 MiB of it the binary's
+// resident text), and up to 25.2 MiB while the rest of the suite runs
+// beside it, the same before and after the changes of one day measured
+// interleaved; so the bound sits above that spread rather than inside it.
+// A session touching 100 groups of the Python original took 36-37 MB.
+const peakRSSLimit = 28 << 20
 
 // TestPeakRSS runs a 1,000-message session through the built binary (send
 // them all, then read them all as another member) and checks the process's
