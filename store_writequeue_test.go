@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -160,7 +162,7 @@ func TestWriteQueueStoppedHolder(t *testing.T) {
 	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	goroutines, fds, threads := runtime.NumGoroutine(), openFDs(t), osThreads(t)
 	const wait = 2 * time.Millisecond
 	for range 50 {
 		fd, err := openQueueFile(queue, false)
@@ -183,6 +185,30 @@ func TestWriteQueueStoppedHolder(t *testing.T) {
 	if g, f := runtime.NumGoroutine(), openFDs(t); g > goroutines || f > fds {
 		t.Errorf("after 50 timed-out waits: got %d goroutines and %d descriptors; want at most %d and %d as before", g, f, goroutines, fds)
 	}
+	// A wait blocked in flock would pin an OS thread each; the runtime may
+	// start a few of its own meanwhile, hence the small allowance.
+	if n := osThreads(t); n > threads+4 {
+		t.Errorf("after 50 timed-out waits: got %d OS threads; want at most %d (%d before)", n, threads+4, threads)
+	}
+}
+
+// osThreads counts this process's OS threads.
+func osThreads(t *testing.T) int {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("cannot count threads here")
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil {
+				t.Fatalf("parse %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Skip("no Threads line in /proc/self/status")
+	return 0
 }
 
 // openFDs counts this process's open descriptors.
