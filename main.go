@@ -47,8 +47,8 @@ Commands:
     --groups-dir PATH          Read group databases from this directory.
     --demo [--keep]            Show demo agents' data in a temporary directory.
   hook --client NAME [--event EVENT] [--context-id ID]
-                               Answer an agent client's hook (claude-code, codex,
-                               gemini, vscode, cursor) with the member's new mail.
+                               Answer a client's hook (antigravity, claude-code,
+                               codex, cursor, vscode, gemini) with its new mail.
   wait [--client NAME] [--timeout D] [--context-id ID]
                                Block until the member has a wakeup; print it on
                                stderr and exit 2 (Claude Code asyncRewake).

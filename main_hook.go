@@ -37,7 +37,8 @@ output shape, reading the hook payload on stdin. Like any other failure, a
 usage error exits 0 with one line on stderr: a hook never breaks its client.
 
 options:
-  --client NAME       claude-code, codex, gemini, vscode or cursor
+  --client NAME       antigravity, claude-code, codex, cursor, vscode, or
+                      gemini: retired (Gemini CLI, use antigravity)
   --event EVENT       the hook event (default: the payload's event name)
   --context-id ID     the member, when the payload has no session id (default:
                       $CROSSTALK_CONTEXT_ID)
@@ -141,9 +142,16 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 	if name == "" {
 		name = payload.str(c.eventKeys...)
 	}
+	if name == "" {
+		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", c.name)
+	}
 	ev, ok := c.events[name]
 	if !ok {
 		return nil, nil
+	}
+	var calls float64
+	if raw, ok := payload[c.firstCall]; ok && json.Unmarshal(raw, &calls) == nil && calls == 0 {
+		ev.kind = eventStart
 	}
 	id := resolveContextID(payload.str(c.sessionKeys...), contextID)
 	if id == "" {

@@ -32,7 +32,8 @@ When nothing else has changed since install, uninstall puts back the very bytes
 install found (and removes the file install created).
 
 options:
-  --client NAME    claude-code, codex, gemini, vscode or cursor
+  --client NAME    antigravity, claude-code, codex, cursor, vscode, or
+                   gemini: retired (Gemini CLI, use antigravity)
   --scope SCOPE    user (the file in your home directory; the default) or
                    project (the file in the current directory)
   --dry-run        print the change without writing it
@@ -69,8 +70,6 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("--client must be one of %s", strings.Join(hookClientNames(), ", "))
 	case *scope != "user" && *scope != "project":
 		err = fmt.Errorf("--scope must be user or project, not %q", *scope)
-	case target.settingsFile(*scope) == "":
-		err = fmt.Errorf("%s hooks have no %s scope; VS Code also reads ~/.claude/settings.json, so use --client claude-code for every workspace", *client, *scope)
 	}
 	if err != nil {
 		return commandExit(name, hooksHelp, err, stdout, stderr)
@@ -202,8 +201,11 @@ func mcpServerLists(client, home, cwd string) []mcpServerList {
 		return []mcpServerList{{filepath.Join(cwd, ".gemini", "settings.json"), servers}, {filepath.Join(home, ".gemini", "settings.json"), servers}}
 	case "cursor":
 		return []mcpServerList{{filepath.Join(cwd, ".cursor", "mcp.json"), servers}, {filepath.Join(home, ".cursor", "mcp.json"), servers}}
-	case "vscode":
+	case "vscode": // vscode-docs docs/agents/reference/mcp-configuration.md: "servers"
 		return []mcpServerList{{filepath.Join(cwd, ".vscode", "mcp.json"), []string{"servers"}}}
+	case "antigravity": // both global paths are documented (see hookInstallTargets)
+		return []mcpServerList{{filepath.Join(cwd, ".agents", "mcp_config.json"), servers},
+			{filepath.Join(home, ".gemini", "config", "mcp_config.json"), servers}, {filepath.Join(home, ".gemini", "antigravity-cli", "mcp_config.json"), servers}}
 	}
 	return nil
 }

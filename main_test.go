@@ -30,8 +30,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
 		{[]string{"hooks", "install", "--client", "codex", "--scope", "foo"}, 2, "",
 			"crosstalk-mcp hooks install: --scope must be user or project, not \"foo\"; run 'crosstalk-mcp hooks install --help'\n", false},
-		{[]string{"hooks", "uninstall", "--client", "vscode"}, 2, "", "crosstalk-mcp hooks uninstall: vscode hooks have no user scope; " +
-			"VS Code also reads ~/.claude/settings.json, so use --client claude-code for every workspace; run 'crosstalk-mcp hooks uninstall --help'\n", false},
+		{[]string{"hooks", "uninstall", "--client", "zed"}, 2, "", "crosstalk-mcp hooks uninstall: --client must be one of " +
+			"antigravity, claude-code, codex, cursor, gemini, vscode; run 'crosstalk-mcp hooks uninstall --help'\n", false},
 		{[]string{"hooks", "remove"}, 2, "", "crosstalk-mcp hooks: expected install or uninstall; run 'crosstalk-mcp hooks --help'\n", false},
 		{[]string{"status", "--events", "x", "--context-id", "c"}, 2, "",
 			"crosstalk-mcp status: invalid value \"x\" for flag --events: parse error; run 'crosstalk-mcp status --help'\n", false},

@@ -19,7 +19,11 @@ type hookClient struct {
 	// session or thread id, which is the member's context_id.
 	sessionKeys []string
 	eventKeys   []string
-	events      map[string]hookEvent
+	// firstCall, when set, names the payload's count of model calls in the
+	// turn: its first call is answered as a session start, since the
+	// client has no event of its own for that.
+	firstCall string
+	events    map[string]hookEvent
 }
 
 // hookEventKind says what an event may be used for.
@@ -47,10 +51,24 @@ func claudeContext(event, text string) string {
 }
 
 // blockStop is the {"decision": "block", "reason": ...} answer with which
-// Claude Code, Codex and VS Code keep an agent from stopping; reason is
-// what the model is told.
+// Claude Code and Codex keep an agent from stopping; reason is what the
+// model is told.
 func blockStop(_, text string) string {
 	return jsonLine(map[string]any{"decision": "block", "reason": text})
+}
+
+// vscodeStop is VS Code's Stop answer, the same decision nested in
+// hookSpecificOutput (microsoft/vscode-docs
+// docs/agents/reference/hooks-reference.md, "Stop output").
+func vscodeStop(event, text string) string {
+	return jsonLine(map[string]any{"hookSpecificOutput": map[string]any{"hookEventName": event, "decision": "block", "reason": text}})
+}
+
+// agyInject is Antigravity CLI's PreInvocation answer: steps handed to the
+// agent before the model call, as an ephemeral message, not a user one
+// (antigravity.google/docs/hooks; its PostToolUse answer is {} only).
+func agyInject(_, text string) string {
+	return jsonLine(map[string]any{"injectSteps": []any{map[string]any{"ephemeralMessage": text}}})
 }
 
 // plainText is stdout as it is: Codex adds a SessionStart or
@@ -71,7 +89,8 @@ func geminiRetry(_, text string) string {
 
 // hookClients are the clients `hook --client` accepts.
 var hookClients = map[string]*hookClient{
-	"claude-code": {name: "claude-code", sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
+	// Claude Code's hooks also run under VS Code, which sends camelCase.
+	"claude-code": {name: "claude-code", sessionKeys: []string{"session_id", "sessionId"}, eventKeys: []string{"hook_event_name", "hookEventName"},
 		events: map[string]hookEvent{
 			"SessionStart":     {eventStart, claudeContext},
 			"UserPromptSubmit": {eventContext, claudeContext},
@@ -93,13 +112,18 @@ var hookClients = map[string]*hookClient{
 			"AfterTool":    {eventContext, geminiContext},
 			"AfterAgent":   {eventStop, geminiRetry},
 		}},
+	// VS Code's UserPromptSubmit takes the common output only, which never
+	// reaches the model: mail printed there would be marked read unseen.
 	"vscode": {name: "vscode", sessionKeys: []string{"sessionId", "session_id"}, eventKeys: []string{"hookEventName", "hook_event_name"},
 		events: map[string]hookEvent{
-			"SessionStart":     {eventStart, claudeContext},
-			"UserPromptSubmit": {eventContext, claudeContext},
-			"PostToolUse":      {eventContext, claudeContext},
-			"Stop":             {eventStop, blockStop},
+			"SessionStart": {eventStart, claudeContext},
+			"PostToolUse":  {eventContext, claudeContext},
+			"Stop":         {eventStop, vscodeStop},
 		}},
+	// Antigravity CLI sends no event name (hence --event in its hooks) and
+	// no session start: PreInvocation runs before every model call.
+	"antigravity": {name: "antigravity", sessionKeys: []string{"conversationId"}, firstCall: "invocationNum",
+		events: map[string]hookEvent{"PreInvocation": {eventContext, agyInject}}},
 	"cursor": {name: "cursor", sessionKeys: []string{"conversation_id", "session_id"}, eventKeys: []string{"hook_event_name"},
 		events: map[string]hookEvent{
 			"sessionStart": {eventStart, func(_, text string) string { return jsonLine(map[string]any{"additional_context": text}) }},

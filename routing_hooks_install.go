@@ -18,13 +18,16 @@ import (
 type hookSettings struct {
 	client string
 	// user and project are the settings file below the home directory and
-	// the project directory; "" means the scope is not supported.
+	// the project directory.
 	user, project string
 	// grouped entries are Claude Code's {"hooks": [handler]} groups (also
 	// Codex's and Gemini CLI's); otherwise an entry is the handler itself.
 	grouped bool
 	// cursor handlers are {"command": ...} only, in a file with "version": 1.
-	cursor  bool
+	cursor bool
+	// section is the top-level member holding the event arrays: "hooks",
+	// or for Antigravity CLI the name of our hook suite.
+	section string
 	entries []hookEntry
 }
 
@@ -57,29 +60,35 @@ var hookInstallTargets = map[string]hookSettings{
 		entries: hookEntries("codex", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")},
 	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true,
 		entries: hookEntries("gemini", 10000, "SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")},
-	"vscode": {client: "vscode", project: ".github/hooks/crosstalk.json",
-		entries: hookEntries("vscode", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")},
+	// VS Code: no waiter, as asyncRewake is not one of its hook properties.
+	"vscode": {client: "vscode", user: ".copilot/hooks/crosstalk.json", project: ".github/hooks/crosstalk.json",
+		entries: hookEntries("vscode", 10, "SessionStart", "PostToolUse", "Stop")},
+	// Antigravity CLI: a file of named hook suites, timeouts in seconds
+	// (google-gemini/gemini-cli docs/resources/migrating-to-antigravity-cli.md;
+	// the global path is antigravity.google/docs/hooks'), PreInvocation a flat
+	// array of handlers. Its Stop and PostToolUse answers are not used.
+	"antigravity": {client: "antigravity", user: ".gemini/config/hooks.json", project: ".agents/hooks.json", section: "crosstalk",
+		entries: []hookEntry{{event: "PreInvocation", args: "hook --client antigravity --event PreInvocation", timeout: 10}}},
 	"cursor": {client: "cursor", user: ".cursor/hooks.json", project: ".cursor/hooks.json", cursor: true,
 		entries: hookEntries("cursor", 0, "sessionStart", "stop")},
 }
 
-// settingsFile is the settings file of a scope, relative to the home
-// directory for "user" and to the project directory for "project"; ""
-// means the client has no such scope.
-func (h hookSettings) settingsFile(scope string) string {
-	if scope == "project" {
-		return h.project
+// sectionKey is the top-level member that holds the event arrays.
+func (h hookSettings) sectionKey() string {
+	if h.section != "" {
+		return h.section
 	}
-	return h.user
+	return "hooks"
 }
 
-// settingsPath resolves the settings file of a scope settingsFile allows.
+// settingsPath is the settings file of a scope: below the home directory
+// for "user" and below the project directory for "project".
 func (h hookSettings) settingsPath(scope, home, projectDir string) string {
-	base := home
+	base, file := home, h.user
 	if scope == "project" {
-		base = projectDir
+		base, file = projectDir, h.project
 	}
-	return filepath.Join(base, filepath.FromSlash(h.settingsFile(scope)))
+	return filepath.Join(base, filepath.FromSlash(file))
 }
 
 // hookLauncher is how an installed hook command starts this binary: its
@@ -169,15 +178,15 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 		return "", errors.New("settings file is not a JSON object")
 	}
 	unit := indentUnit(text)
-	hooks := root.member("hooks")
+	hooks := root.member(h.sectionKey())
 	if hooks != nil && hooks.kind != '{' {
-		return "", errors.New(`settings "hooks" is not an object`)
+		return "", fmt.Errorf("settings %q is not an object", h.sectionKey())
 	}
 	missing, order := missingHooks(h, hooks, l)
 	if hooks == nil {
 		inner := "\n" + strings.Repeat(unit, root.depth+2)
 		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
-		return applyEdits(text, []jsonEdit{appendRaw(root, `"hooks": `+obj, unit)}), nil
+		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.sectionKey())+obj, unit)}), nil
 	}
 	edits, err := addHookEdits(hooks, missing, order, unit)
 	if err != nil {
@@ -325,7 +334,7 @@ func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune 
 // handler: with its group when it is the group's only handler, and with
 // prune the emptied event array and "hooks" object too.
 func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool, prune bool) (jsonEdit, bool) {
-	hooks := root.member("hooks")
+	hooks := root.member(h.sectionKey())
 	if hooks == nil || hooks.kind != '{' {
 		return jsonEdit{}, false
 	}

@@ -30,7 +30,7 @@ func crosstalkCommands(t *testing.T, h hookSettings, text string) []string {
 		t.Fatalf("not JSON after the edit: %v\n%s", err, text)
 	}
 	var cmds []string
-	if hooks := root.member("hooks"); hooks != nil {
+	if hooks := root.member(h.sectionKey()); hooks != nil {
 		for i, arr := range hooks.vals {
 			for _, item := range arr.vals {
 				for _, handler := range handlersOf(h, item) {
@@ -159,8 +159,28 @@ func TestHooksCommandLine(t *testing.T) {
 	if after, _ := os.ReadFile(path); strings.Contains(string(after), "crosstalk") || !strings.Contains(string(after), "fmt.sh") {
 		t.Errorf("after uninstall: %s", after)
 	}
-	if code := run([]string{"hooks", "install", "--client", "vscode", "--scope", "user"}, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no user scope") {
-		t.Errorf("vscode user scope: exit %d, %q; want a refusal", code, errOut.String())
+}
+
+// TestHooksInstallPaths checks the user-scope files of VS Code and
+// Antigravity CLI and what goes in them: no waiter for VS Code, which has
+// no asyncRewake, and a named suite with --event for Antigravity.
+func TestHooksInstallPaths(t *testing.T) {
+	for _, tc := range []struct{ client, file, want, never string }{
+		{"vscode", ".copilot/hooks/crosstalk.json", `"Stop": [`, "wait --client"},
+		{"antigravity", ".gemini/config/hooks.json", `"crosstalk": {` + "\n" + `    "PreInvocation": [` + "\n" + `      {` + "\n" +
+			`        "command": "/bin/ct hook --client antigravity --event PreInvocation",` + "\n" + `        "timeout": 10,`, "UserPromptSubmit"},
+	} {
+		t.Run(tc.client, func(t *testing.T) {
+			home := t.TempDir()
+			h := hookInstallTargets[tc.client]
+			if got := h.settingsPath("user", home, "/p"); got != filepath.Join(home, filepath.FromSlash(tc.file)) {
+				t.Errorf("user file %s; want ~/%s", got, tc.file)
+			}
+			text, err := installHooks(h, "", hookLauncher{exe: "/bin/ct"})
+			if err != nil || !strings.Contains(text, tc.want) || strings.Contains(text, tc.never) || strings.Contains(text, "asyncRewake") {
+				t.Errorf("installed (%v):\n%s\nwant %q, never %q", err, text, tc.want, tc.never)
+			}
+		})
 	}
 }
 
@@ -196,7 +216,7 @@ func oddSettings(h hookSettings) string {
 	if h.grouped {
 		handler = `{"matcher": "", "hooks": [` + handler + `]}`
 	}
-	return "\ufeff{\n\t// mine\n\t\"model\" : \"opus\",\n\t\"hooks\": {\n\t\t\"Other\": [ ],\n\t\t\"" +
+	return "\ufeff{\n\t// mine\n\t\"model\" : \"opus\",\n\t\"" + h.sectionKey() + "\": {\n\t\t\"Other\": [ ],\n\t\t\"" +
 		h.entries[len(h.entries)-1].event + "\": [\n\t\t\t" + handler + ",\n\t\t],\n\t},\n}\n"
 }
 
@@ -339,6 +359,9 @@ func TestHooksGroupsDir(t *testing.T) {
 		{"variables expanded", "", "", "cursor", map[string]string{".cursor/mcp.json": `{"mcpServers": {"ct": ` + server("${NO_SUCH_VAR_X:-/fallback}/g") + `}}`}, "/fallback/g"},
 		{"vscode servers", "", "", "vscode", map[string]string{".vscode/mcp.json": `{"servers": {"ct": ` + server("/vs") + `}}`}, "/vs"},
 		{"none", "", "", "gemini", map[string]string{".gemini/settings.json": `{not json`}, ""},
+		{"antigravity workspace", "", "", "antigravity", map[string]string{".agents/mcp_config.json": `{"mcpServers": {"ct": ` + server("/agy") + `}}`,
+			"~/.gemini/config/mcp_config.json": `{"mcpServers": {"ct": ` + server("/global") + `}}`}, "/agy"},
+		{"antigravity global", "", "", "antigravity", map[string]string{"~/.gemini/antigravity-cli/mcp_config.json": `{"mcpServers": {"ct": ` + server("/cli") + `}}`}, "/cli"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home, project := t.TempDir(), t.TempDir()

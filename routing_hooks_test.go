@@ -67,6 +67,21 @@ var hookShapes = map[string]func(t *testing.T, out string) string{
 	"deny":          func(t *testing.T, out string) string { return decision(t, out, "deny", "reason") },
 	"cursorContext": func(t *testing.T, out string) string { return onlyField(t, out, "additional_context") },
 	"followup":      func(t *testing.T, out string) string { return onlyField(t, out, "followup_message") },
+	"vscodeBlock": func(t *testing.T, out string) string {
+		hso, _ := decodeOneObject(t, out)["hookSpecificOutput"].(map[string]any)
+		if hso["decision"] != "block" || hso["hookEventName"] != "Stop" || len(hso) != 3 {
+			t.Fatalf("got %q; want hookSpecificOutput with hookEventName Stop, decision block and reason", out)
+		}
+		text, _ := hso["reason"].(string)
+		return text
+	},
+	"injectSteps": func(t *testing.T, out string) string {
+		var v struct{ InjectSteps []map[string]string }
+		if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.InjectSteps) != 1 || len(decodeOneObject(t, out)) != 1 {
+			t.Fatalf("got %q (%v); want one injectSteps step", out, err)
+		}
+		return v.InjectSteps[0]["ephemeralMessage"]
+	},
 }
 
 // hookContract maps each sample under testdata/hooks to its output shape.
@@ -74,8 +89,8 @@ var hookContract = map[string]string{
 	"claude-code/SessionStart": "claude", "claude-code/UserPromptSubmit": "claude", "claude-code/PostToolUse": "claude", "claude-code/Stop": "block",
 	"codex/SessionStart": "plain", "codex/UserPromptSubmit": "plain", "codex/PostToolUse": "claude", "codex/Stop": "block",
 	"gemini/SessionStart": "gemini", "gemini/BeforeAgent": "gemini", "gemini/AfterTool": "gemini", "gemini/AfterAgent": "deny",
-	"vscode/SessionStart": "claude", "vscode/UserPromptSubmit": "claude", "vscode/PostToolUse": "claude", "vscode/Stop": "block",
-	"cursor/sessionStart": "cursorContext", "cursor/stop": "followup",
+	"vscode/SessionStart": "claude", "vscode/UserPromptSubmit": "none", "vscode/PostToolUse": "claude", "vscode/Stop": "vscodeBlock",
+	"cursor/sessionStart": "cursorContext", "cursor/stop": "followup", "antigravity/PreInvocation": "injectSteps",
 }
 
 func decodeOneObject(t *testing.T, out string) map[string]any {
@@ -134,7 +149,7 @@ func TestHookContracts(t *testing.T) {
 		event := strings.TrimSuffix(filepath.Base(path), ".json")
 		t.Run(client+"/"+event, func(t *testing.T) {
 			shape := hookShapes[hookContract[client+"/"+event]]
-			if shape == nil {
+			if shape == nil && hookContract[client+"/"+event] != "none" {
 				t.Fatalf("no contract for %s/%s", client, event)
 			}
 			payload, err := os.ReadFile(path)
@@ -144,9 +159,19 @@ func TestHookContracts(t *testing.T) {
 			memberID := hookPayload(mustDecodePayload(t, payload)).str(hookClients[client].sessionKeys...)
 			f := newHookFixture(t, memberID)
 			f.sendAs(t, "@bob please review PR 7")
-			out, stderr, code := runHookCLI(t, payload, "--client", client)
+			args := []string{"--client", client}
+			if len(hookClients[client].eventKeys) == 0 { // the installed command names the event
+				args = append(args, "--event", event)
+			}
+			out, stderr, code := runHookCLI(t, payload, args...)
 			if code != 0 || stderr != "" {
 				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			if shape == nil { // an event whose output never reaches the model
+				if unread, _ := f.st.memberships(memberID); out != "" || unread[0].unread != 1 {
+					t.Errorf("printed %q, %d unread; want nothing printed and the mail unread", out, unread[0].unread)
+				}
+				return
 			}
 			text := shape(t, out)
 			// A Stop names the sender; the text comes through the tool.
@@ -161,7 +186,7 @@ func TestHookContracts(t *testing.T) {
 			if start && !strings.Contains(text, "your context_id is "+memberID) {
 				t.Errorf("session start text %q does not tell the context_id", text)
 			}
-			out, _, _ = runHookCLI(t, payload, "--client", client)
+			out, _, _ = runHookCLI(t, payload, args...)
 			if strings.Contains(out, "please review") || (!start && out != "") {
 				t.Errorf("second run printed %q; want no mail again", out)
 			}
@@ -278,6 +303,73 @@ func TestHookStopBlocksOnce(t *testing.T) {
 	again := []byte(`{"session_id": "sess-1", "hook_event_name": "Stop", "stop_hook_active": true}`)
 	if out, _, _ := runHookCLI(t, again, "--client", "claude-code"); out != "" {
 		t.Errorf("second Stop printed %q; want the agent let go", out)
+	}
+}
+
+// TestHookAnswersExactly pins the exact JSON line every client and event
+// prints, to the byte, for the text "T".
+func TestHookAnswersExactly(t *testing.T) {
+	const ctx = `{"hookSpecificOutput":{"additionalContext":"T","hookEventName":"%s"}}`
+	want := map[string]string{
+		"claude-code/SessionStart":     fmt.Sprintf(ctx, "SessionStart"),
+		"claude-code/UserPromptSubmit": fmt.Sprintf(ctx, "UserPromptSubmit"),
+		"claude-code/PostToolUse":      fmt.Sprintf(ctx, "PostToolUse"),
+		"claude-code/Stop":             `{"decision":"block","reason":"T"}`,
+		"claude-code/SubagentStop":     `{"decision":"block","reason":"T"}`,
+		"codex/SessionStart":           "T",
+		"codex/UserPromptSubmit":       "T",
+		"codex/PostToolUse":            fmt.Sprintf(ctx, "PostToolUse"),
+		"codex/Stop":                   `{"decision":"block","reason":"T"}`,
+		"gemini/SessionStart":          `{"hookSpecificOutput":{"additionalContext":"T"}}`,
+		"gemini/BeforeAgent":           `{"hookSpecificOutput":{"additionalContext":"T"}}`,
+		"gemini/AfterTool":             `{"hookSpecificOutput":{"additionalContext":"T"}}`,
+		"gemini/AfterAgent":            `{"decision":"deny","reason":"T"}`,
+		"vscode/SessionStart":          fmt.Sprintf(ctx, "SessionStart"),
+		"vscode/PostToolUse":           fmt.Sprintf(ctx, "PostToolUse"),
+		"vscode/Stop":                  `{"hookSpecificOutput":{"decision":"block","hookEventName":"Stop","reason":"T"}}`,
+		"cursor/sessionStart":          `{"additional_context":"T"}`,
+		"cursor/stop":                  `{"followup_message":"T"}`,
+		"antigravity/PreInvocation":    `{"injectSteps":[{"ephemeralMessage":"T"}]}`,
+	}
+	n := 0
+	for _, client := range hookClientNames() {
+		for event, ev := range hookClients[client].events {
+			n++
+			t.Run(client+"/"+event, func(t *testing.T) {
+				if got, w := ev.render(event, "T"), want[client+"/"+event]+"\n"; got != w {
+					t.Errorf("got %q; want %q", got, w)
+				}
+			})
+		}
+	}
+	if n != len(want) {
+		t.Errorf("got %d events; want %d", n, len(want))
+	}
+}
+
+// TestHookEventNames checks which payload fields name the event and the
+// session: VS Code's camelCase ones under claude-code too, Antigravity's
+// first model call as a session start, and a payload naming no event says
+// so on stderr.
+func TestHookEventNames(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob hi")
+	out, _, _ := runHookCLI(t, []byte(`{"sessionId": "sess-1", "hookEventName": "PostToolUse"}`), "--client", "claude-code")
+	if !strings.Contains(additionalContext(t, out, true), "@bob hi") {
+		t.Errorf("claude-code with camelCase fields printed %q; want the mail", out)
+	}
+	out, stderr, code := runHookCLI(t, []byte(`{"session_id": "sess-1"}`), "--client", "vscode")
+	if out != "" || code != 0 || !strings.Contains(stderr, "no event name") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("no event name: out %q, stderr %q, exit %d; want nothing, one line why, 0", out, stderr, code)
+	}
+	first := []byte(`{"conversationId": "sess-1", "invocationNum": 0}`)
+	out, _, _ = runHookCLI(t, first, "--client", "antigravity", "--event", "PreInvocation")
+	if !strings.Contains(hookShapes["injectSteps"](t, out), "your context_id is sess-1") {
+		t.Errorf("first PreInvocation printed %q; want the identity", out)
+	}
+	later := []byte(`{"conversationId": "sess-1", "invocationNum": 3}`)
+	if out, _, _ = runHookCLI(t, later, "--client", "antigravity", "--event", "PreInvocation"); out != "" {
+		t.Errorf("later PreInvocation with no mail printed %q; want nothing", out)
 	}
 }
 
