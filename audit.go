@@ -51,6 +51,7 @@ type auditLog struct {
 	mu          sync.Mutex
 	db          *sql.DB
 	ready       bool
+	stmts       map[string]*sql.Stmt
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
@@ -161,8 +162,8 @@ func (a *auditLog) reopen() {
 	if err != nil {
 		return
 	}
-	a.db.Close()
-	a.db, a.ready = db, false
+	a.db.Close() // and with it the statements prepared on it
+	a.db, a.stmts, a.ready = db, nil, false
 }
 
 // close writes what is queued, stops the writer and releases the database.

@@ -17,6 +17,17 @@ import (
 // use (10,000 rows) in one transaction 0.4 s.
 const auditCleanupBatchSize = 1000
 
+// The statements of one audit write, prepared once per connection.
+const (
+	auditSetRetentionSQL = "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?"
+	auditInsertCallSQL   = "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, " +
+		"name, outcome, duration_ms, result_count, error_category, details_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	auditInsertNameSQL = "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)"
+)
+
+// auditExec runs one statement of an audit transaction.
+type auditExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
+
 // auditRollupStatements returns the statements that add sign (1 or -1)
 // times the tool_calls rows matching where to every rollup resolution and
 // to the filter values. Each takes where's arguments. Aggregating in SQL
@@ -80,9 +91,9 @@ var (
 )
 
 // auditApplyRollups runs statements, from auditRollupStatements, with args.
-func auditApplyRollups(ctx context.Context, tx *sql.Tx, statements []string, args ...any) error {
+func auditApplyRollups(ctx context.Context, exec auditExec, statements []string, args ...any) error {
 	for _, q := range statements {
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		if _, err := exec(ctx, q, args...); err != nil {
 			return fmt.Errorf("update audit rollups: %w", err)
 		}
 	}
@@ -119,17 +130,20 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 		return fmt.Errorf("begin audit write: %w", err)
 	}
 	defer tx.Rollback()
+	exec := func(ctx context.Context, query string, args ...any) (sql.Result, error) {
+		if st := a.stmts[query]; st != nil {
+			return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		}
+		return tx.ExecContext(ctx, query, args...)
+	}
 	// The guard skips the page write when the setting is already recorded.
-	if _, err := tx.ExecContext(ctx, "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?",
-		a.config.setting, a.config.setting); err != nil {
+	if _, err := exec(ctx, auditSetRetentionSQL, a.config.setting, a.config.setting); err != nil {
 		return fmt.Errorf("record audit retention setting: %w", err)
 	}
 	var first int64
 	for i, e := range events {
-		res, err := tx.ExecContext(ctx, "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, "+
-			"context_id, name, outcome, duration_ms, result_count, error_category, details_json) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID,
-			e.name, e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
+		res, err := exec(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
+			e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
 		if err != nil {
 			return fmt.Errorf("insert audit row: %w", err)
 		}
@@ -141,20 +155,31 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 			first = id
 		}
 		if e.groupName != "" {
-			_, err := tx.ExecContext(ctx, "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)", id, e.groupName)
-			if err != nil {
+			if _, err := exec(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
 				return fmt.Errorf("insert audit group name: %w", err)
 			}
 		}
 	}
 	// The transaction holds the write lock, so the batch is every row from first on.
-	if err := auditApplyRollups(ctx, tx, auditRecordRollups, first); err != nil {
+	if err := auditApplyRollups(ctx, exec, auditRecordRollups, first); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit write: %w", err)
 	}
 	return nil
+}
+
+// prepareStatements compiles the statements of record once: compiling them
+// on every call costs about as much as running them. A statement that fails
+// to compile is simply run unprepared.
+func (a *auditLog) prepareStatements(ctx context.Context) {
+	a.stmts = map[string]*sql.Stmt{}
+	for _, q := range append([]string{auditSetRetentionSQL, auditInsertCallSQL, auditInsertNameSQL}, auditRecordRollups...) {
+		if st, err := a.db.PrepareContext(ctx, q); err == nil {
+			a.stmts[q] = st
+		}
+	}
 }
 
 // cleanup removes the rows older than the retention period, at most once a
@@ -192,7 +217,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	done := expired < auditCleanupBatchSize
-	if err := auditApplyRollups(ctx, tx, auditExpireRollups, end.String); err != nil {
+	if err := auditApplyRollups(ctx, tx.ExecContext, auditExpireRollups, end.String); err != nil {
 		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+

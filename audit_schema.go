@@ -126,6 +126,7 @@ func (a *auditLog) prepare() error {
 		}
 	}
 	a.ready = true
+	a.prepareStatements(ctx)
 	return nil
 }
 
@@ -221,5 +222,5 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	if cols["name"] {
 		nameColumn = "name"
 	}
-	return auditApplyRollups(ctx, tx, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
+	return auditApplyRollups(ctx, tx.ExecContext, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
 }
