@@ -86,6 +86,9 @@ type serverConfig struct {
 	// tokenName names the per-agent token this session connected with, or
 	// is "": its sends record it (message_tokens).
 	tokenName string
+	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
+	// capability and push wake events through it (routing_channels.go).
+	channels bool
 }
 
 // newServerConfig is the configuration of a process released as release
@@ -105,6 +108,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
+	s.subs.channels = cfg.channels
 	s.inflight = newInflight(s.out)
 	return s
 }
@@ -268,11 +272,13 @@ func (s *server) initialize(req request) (any, *rpcError) {
 	}
 	s.initialized = true
 	s.version = answer
-	return object{
-		{"protocolVersion", answer},
-		{"capabilities", serverCapabilities(answer)},
-		{"serverInfo", s.serverInfo(answer)},
-	}, nil
+	caps := serverCapabilities(answer)
+	result := object{{"protocolVersion", answer}, {"capabilities", caps}, {"serverInfo", s.serverInfo(answer)}}
+	if s.cfg.channels {
+		result[1].value = append(caps, channelCapability)
+		result = append(result, field{"instructions", channelInstructions})
+	}
+	return result, nil
 }
 
 // toolsCall answers a lone tools/call: prepare, run, record.

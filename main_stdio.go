@@ -37,6 +37,7 @@ func openServing(stderr io.Writer) (*serving, int) {
 		return fail(err, 2)
 	}
 	cfg := newServerConfig(version, pollInterval(os.Getenv("CROSSTALK_POLL_INTERVAL_SECONDS")))
+	cfg.channels = channelsEnabled(os.Getenv("CROSSTALK_CHANNELS"))
 	if cfg.maxMessageBytes, err = messageLimitFromEnv(); err != nil {
 		return fail(err, 2)
 	}

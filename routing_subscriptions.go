@@ -17,6 +17,9 @@ type subscriptions struct {
 	store    *store
 	interval time.Duration
 	notify   func(method string, params object) error
+	// channels, set before the first subscribe, also pushes each wake
+	// event to the model as a Claude Code channel event (routing_channels.go).
+	channels bool
 
 	mu         sync.Mutex
 	subs       map[string]*subscription
@@ -340,6 +343,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
+				m.pushChannel(sub, w.id)
 			}
 			if w == nil {
 				m.settleWakeup(uri, sub, sig, sigOK)

@@ -40,6 +40,7 @@ const (
 	viaWait           = "wait"
 	viaTool           = "tool"
 	viaWaitForMessage = "wait_for_messages"
+	viaChannel        = "channel" // a Claude Code channel event (routing_channels.go)
 )
 
 // state names the furthest state the wake event reached.

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"strconv"
+)
+
+// Claude Code channels (research preview, Claude Code 2.1.80 or later; see
+// https://code.claude.com/docs/en/channels-reference.md). A server that
+// declares capabilities.experimental["claude/channel"], always {}, in its
+// initialize result gets a notification listener, and each
+// notifications/claude/channel it sends, params {content, meta}, reaches the
+// model as <channel source="crosstalk" key="value"…>content</channel>: meta
+// is a map of strings whose keys must be identifiers (letters, digits,
+// underscores), other keys being dropped. The server's initialize
+// instructions go into the system prompt. Claude Code listens only to the
+// servers it was started with (`claude --dangerously-load-development-channels
+// server:<name>` for one like this), needs a claude.ai login, and announces
+// nothing in its own capabilities, so the server cannot tell whether a push
+// will be heard: it declares and pushes only when CROSSTALK_CHANNELS=1 says
+// the operator started Claude Code that way.
+const channelMethod = "notifications/claude/channel"
+
+// channelMaxBytes bounds a pushed message like a hook's answer: the rest
+// waits for get_unread_messages.
+const channelMaxBytes = 8 << 10
+
+// channelCapability is the experimental capability the docs require.
+var channelCapability = field{"experimental", object{{"claude/channel", object{}}}}
+
+// channelInstructions tells the model what the pushes are and how to answer.
+const channelInstructions = `Messages sent to you in crosstalk groups arrive as <channel source="crosstalk" group_id=… group_name=… from=… message_id=… priority=…>. ` +
+	`They stay unread: reply with send_message using that group_id and the context_id you joined the group with, and call get_unread_messages to mark them read. ` +
+	`When you have nothing else to do, call wait_for_messages to wait for the next message.`
+
+// channelsEnabled reads CROSSTALK_CHANNELS: exactly "1" turns channels on.
+func channelsEnabled(value string) bool { return pyStrip(value) == "1" }
+
+// pushChannel sends wake event eventID of sub's member as a channel event,
+// when this session pushes them and no other path has delivered its message.
+// The claim comes first, as a hook's does, so a racing hook or waiter stays
+// silent about it; the message stays unread, since the agent reads it
+// through the tools to answer it.
+func (m *subscriptions) pushChannel(sub subscription, eventID int64) {
+	if !m.channels {
+		return
+	}
+	n, err := m.store.claimForChannel(sub.groupID, sub.contextID, eventID)
+	if err != nil {
+		logf("push wakeup %d of %s to channel: %v", eventID, sub.groupID, err)
+	}
+	if n != nil {
+		m.notify(channelMethod, channelParams(n))
+	}
+}
+
+// channelParams is the notification's params for notice n.
+func channelParams(n *wakeNotice) object {
+	text := n.text
+	if len(text) > channelMaxBytes {
+		text = truncateUTF8(text, channelMaxBytes) + "\n[cut at " + strconv.Itoa(channelMaxBytes) + " of " + strconv.Itoa(len(n.text)) +
+			" bytes: get_unread_messages shows the whole message]"
+	}
+	return object{{"content", text}, {"meta", object{
+		{"group_id", n.groupID}, {"group_name", n.groupName}, {"from", n.sender},
+		{"message_id", strconv.FormatInt(n.messageID, 10)}, {"priority", n.priority},
+	}}}
+}
+
+// claimForChannel records the message of contextID's wake event eventID as
+// delivered by channel and returns it, or nil when the event is
+// acknowledged, its message read or already delivered by some path.
+func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wakeNotice, error) {
+	var claimed *wakeNotice
+	err := s.writeGroup(groupID, func(tx groupTx) error {
+		claimed = nil
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		n := wakeNotice{groupID: groupID}
+		err := tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+			"FROM wakeup_events w JOIN messages m ON m.id = w.message_id WHERE w.id = ?1 AND w.context_id = ?2 AND w.acknowledged_at IS NULL "+
+			"AND EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id)"+undelivered,
+			eventID, contextID).Scan(&n.messageID, &n.priority, &n.sender, &n.text, &n.groupName)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		claimed = &n
+		return s.recordDeliveries(tx, contextID, viaChannel, []int64{n.messageID})
+	})
+	return claimed, err
+}
