@@ -117,5 +117,6 @@
 //	CROSSTALK_MAX_MESSAGE_BYTES            the largest message accepted
 //	CROSSTALK_HTTP_TOKEN                   the bearer token of serve --http (or --token-file)
 //	CROSSTALK_ALLOW_NETWORK_FS             1 silences the network-filesystem warning
+//	CROSSTALK_CHANNELS                     1 pushes due wakeups to Claude Code as channel events
 //	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for; pins a stdio server to it
 package main

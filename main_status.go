@@ -27,7 +27,7 @@ options:
 
 // runStatus prints a short text summary of one member: its groups, unread
 // counts and pending wakeups, and how far each recent wake event got
-// (created → notified → delivered by hook, wait or tool → read).
+// (created → notified → delivered by hook, wait, tool or channel → read).
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	contextID := fs.String("context-id", "", "")

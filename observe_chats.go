@@ -132,7 +132,7 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 // readWakeups reads up to wakeupListLimit wake events, waiting ones first,
 // then newest, naming each target by its member name (names) and quoting
 // the message that woke it. The store's wakeupDeliveries gives the states:
-// created, notified (a session pushed it), delivered (a hook, wait or read
+// created, notified (a session pushed it), delivered (a hook, wait, channel or read
 // tool put it before the agent) and read (acknowledged).
 func (o *observer) readWakeups(ctx context.Context, id string, names map[string]string) ([]wakeupRow, error) {
 	db, err := o.dbs.group(o.dir, id)

@@ -12,7 +12,7 @@ import (
 
 // delivery is one wake event of a member with how far it got: created when
 // a message routed to the member was sent, notified when a session pushed
-// notifications/resources/updated for it, delivered when a hook, `wait` or a
+// notifications/resources/updated for it, delivered when a hook, `wait`, a channel or a
 // tool put it in front of the agent, and read when it was acknowledged. The
 // dashboard's Chats view and `crosstalk-mcp status` show these states.
 type delivery struct {
@@ -328,7 +328,7 @@ type wakeNotice struct {
 
 // undelivered is the SQL condition, over wakeup_events w, that no path has
 // delivered w's message to its member yet: each message reaches a session
-// once, whichever of hook, wait or tool gets there first.
+// once, whichever of hook, wait, channel or tool gets there first.
 const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id)"
 
 // claimWaitWakeup claims the oldest unacknowledged, undelivered wake event
