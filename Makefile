@@ -23,7 +23,7 @@ build:
 	@go build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) . || $(call fail,go build)
 
 test: vet fmt lint release-check race conformance conformance-http conformance-clients
-	@echo "PASS: make test (vet, gofmt, lint, reproducible release, race tests, conformance, HTTP conformance)"
+	@echo "PASS: make test (vet, gofmt, lint, reproducible release, race tests, conformance, HTTP conformance, real clients)"
 
 vet:
 	@$(call need,go,install Go $$(sed -n 's/^go //p' go.mod) or later from https://go.dev/dl)
