@@ -75,6 +75,22 @@ func newHTTPTokensServer(tb testing.TB, tokens *tokenTable, limits httpLimits) *
 	return &httpTestServer{t: t, srv: srv, dir: dir, url: srv.URL + httpEndpoint}
 }
 
+// newHTTPMember starts an HTTP test server without a token and a session
+// on it whose context ctx-a, named alice, created and joined a group called
+// groupName; it returns them and the group's id.
+func newHTTPMember(tb testing.TB, groupName string) (*httpTestServer, *httpTestClient, string) {
+	tb.Helper()
+	s := newHTTPTestServer(tb, "", httpLimits{})
+	a := s.client(tb, "")
+	a.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": groupName}, &g)
+	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	return s, a, g.GroupID
+}
+
 // httpTestClient is a minimal Streamable HTTP client: JSON or SSE answers,
 // a session id once initialized.
 type httpTestClient struct {

@@ -26,21 +26,14 @@ func statusOf(c *httpTestClient, method string, body string, header map[string]s
 }
 
 func TestHTTPSessionRunsTools(t *testing.T) {
-	s := newHTTPTestServer(t, "", httpLimits{})
-	a := s.client(t, "")
-	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "over http"}, &g)
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
-	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "hello"}, nil)
+	s, a, gid := newHTTPMember(t, "over http")
+	a.ok("send_message", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "message": "hello"}, nil)
 	var msgs struct {
 		Messages []struct {
 			Text string `json:"message"`
 		} `json:"messages"`
 	}
-	a.ok("get_all_messages", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, &msgs)
+	a.ok("get_all_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, &msgs)
 	if len(msgs.Messages) != 1 || msgs.Messages[0].Text != "hello" {
 		t.Fatalf("get_all_messages: got %+v; want the one message sent", msgs.Messages)
 	}

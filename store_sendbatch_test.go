@@ -196,18 +196,11 @@ func TestSendQueueCancelledAndFailing(t *testing.T) {
 // the send must not be stored once the lock is released within its busy
 // window, as it would be if the store kept retrying for a client that left.
 func TestHTTPSendGivenUpIsNotStored(t *testing.T) {
-	s := newHTTPTestServer(t, "", httpLimits{})
-	a := s.client(t, "")
-	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "given up"}, &g)
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
-	release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+	s, a, gid := newHTTPMember(t, "given up")
+	release := holdWriteLock(t, groupFile(s.dir, gid))
 	send := func(text string) []byte {
 		return a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{"caller_name": "t",
-			"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": text}})
+			"group_id": gid, "context_id": "ctx-a", "name": "alice", "message": text}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -218,8 +211,8 @@ func TestHTTPSendGivenUpIsNotStored(t *testing.T) {
 	}
 	time.Sleep(700 * time.Millisecond) // well inside the send's 3 s window
 	release()
-	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "after"}, nil)
-	got := queryRows(t, openTestDB(t, groupFile(s.dir, g.GroupID), "ro"), "SELECT content FROM messages ORDER BY id")
+	a.ok("send_message", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "message": "after"}, nil)
+	got := queryRows(t, openTestDB(t, groupFile(s.dir, gid), "ro"), "SELECT content FROM messages ORDER BY id")
 	if !slices.Equal(got, []string{"after"}) {
 		t.Errorf("stored: got %q; want only [after]: a send whose client left must not be stored", got)
 	}
@@ -242,21 +235,14 @@ func (s *store) sendMessage(id string, m outgoing) (sent, error) {
 // and when half the clients give up and the lock is then released, exactly
 // the other half is stored.
 func TestHTTPSendsOnOneSessionBehindAHeldLock(t *testing.T) {
-	s := newHTTPTestServer(t, "", httpLimits{})
-	a := s.client(t, "")
-	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "queued"}, &g)
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	s, a, gid := newHTTPMember(t, "queued")
 	args := func(text string) map[string]any {
-		return map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": text}
+		return map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "message": text}
 	}
 	const n = 20
 	bound := busyRetryWindow + 2*time.Second // generous: one window, not n
 	t.Run("each answers in its own window", func(t *testing.T) {
-		release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+		release := holdWriteLock(t, groupFile(s.dir, gid))
 		defer release()
 		var wg sync.WaitGroup
 		for i := range n {
@@ -271,7 +257,7 @@ func TestHTTPSendsOnOneSessionBehindAHeldLock(t *testing.T) {
 		wg.Wait()
 	})
 	t.Run("given up sends are not stored", func(t *testing.T) {
-		release := holdWriteLock(t, groupFile(s.dir, g.GroupID))
+		release := holdWriteLock(t, groupFile(s.dir, gid))
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
@@ -294,7 +280,7 @@ func TestHTTPSendsOnOneSessionBehindAHeldLock(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		release()
 		wg.Wait()
-		got := queryRows(t, openTestDB(t, groupFile(s.dir, g.GroupID), "ro"), "SELECT content FROM messages WHERE content NOT LIKE 'busy %' ORDER BY content")
+		got := queryRows(t, openTestDB(t, groupFile(s.dir, gid), "ro"), "SELECT content FROM messages WHERE content NOT LIKE 'busy %' ORDER BY content")
 		var want []string
 		for i := 0; i < n; i += 2 {
 			want = append(want, fmt.Sprintf("kept %d", i))
