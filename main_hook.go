@@ -313,7 +313,7 @@ func deliverItems(st *store, contextID string, items []hookItem) error {
 		}
 	}
 	for id, g := range byGroup {
-		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, viaHook, g.read, g.previewed) }); err != nil {
+		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, g.read, g.previewed) }); err != nil {
 			return err
 		}
 	}

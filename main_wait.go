@@ -134,7 +134,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if n.cut {
 		read, previewed = nil, read
 	}
-	if err := retryBusy(func() error { return st.deliverMessages(n.groupID, opts.contextID, viaWait, read, previewed) }); err != nil {
+	if err := retryBusy(func() error { return st.deliverMessages(n.groupID, opts.contextID, read, previewed) }); err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp wait: mark the message read: %v\n", err)
 	}
 	return waitWoke

@@ -265,13 +265,14 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 	return out, err
 }
 
-// deliverMessages records the given unread messages of contextID delivered
-// by via and acknowledges their wake events. Those in read it also marks
-// read, exactly as get_unread_messages does for the messages it returns;
-// those in previewed, of which the member saw only a part, stay unread.
-// Messages a concurrent reader took meanwhile are left as that reader left
-// them.
-func (s *store) deliverMessages(groupID, contextID, via string, read, previewed []int64) error {
+// deliverMessages completes the delivery of messages of contextID that a
+// hook or waiter claimed (claimForHook, claimWaitWakeup: the claim recorded
+// the path) once they were written out. Those in read it marks read,
+// exactly as get_unread_messages does for the messages it returns; those in
+// previewed, of which the member saw only a part, stay unread and only have
+// their wake events acknowledged. Messages a concurrent reader took
+// meanwhile are left as that reader left them.
+func (s *store) deliverMessages(groupID, contextID string, read, previewed []int64) error {
 	if len(read)+len(previewed) == 0 {
 		return nil
 	}
@@ -280,9 +281,6 @@ func (s *store) deliverMessages(groupID, contextID, via string, read, previewed 
 		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN "+in+" ORDER BY message_id", args...)
 		confirmed, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
 		if err != nil || len(confirmed) == 0 {
-			return err
-		}
-		if err := s.recordDeliveries(tx, contextID, via, confirmed); err != nil {
 			return err
 		}
 		if len(read) > 0 {
