@@ -88,7 +88,7 @@
 //	watchCoalesce 2–16 ms      routing_watch.go    events of many groups read in one batch under load
 //	watchSafetyPoll 2 s        routing_subscriptions.go a missed event (network filesystem, overflow) costs at most this
 //	wakeupRenotifyGap 1 s      routing_subscriptions.go one notification a second per member while it does not read
-//	defaultPollInterval 0.5 s  routing_subscriptions.go the original's poll, where there are no file events
+//	defaultPollInterval 0.5 s  routing_subscribe.go the original's poll, where there are no file events
 //	signatureSettle 200 ms, 3 s store_signature.go a file's mtime is coarse; recheck until it has settled
 //	wakeupReminderInterval 300 s store_messages.go  an unacknowledged wake event is notified again
 //	defaultWaitKeepalive 10 s  tools_wait.go       wait_for_messages sends progress so clients keep the call open

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"math"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -70,21 +67,6 @@ type subscription struct {
 // 300 s reminder, as the original's one-event-per-poll did.
 const wakeupRenotifyGap = time.Second
 
-// defaultPollInterval matches the original's refresh interval. The server's
-// subscription poller and the dashboard (observe.go) both start from it.
-const defaultPollInterval = 500 * time.Millisecond
-
-// pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
-// non-positive or non-finite value means the default 0.5 s.
-func pollInterval(value string) time.Duration {
-	v, err := strconv.ParseFloat(pyStrip(value), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return defaultPollInterval
-	}
-	// Clamp where a time.Duration would overflow (about 292 years).
-	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
-}
-
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
 		store: st, interval: interval, notify: notify,
@@ -95,102 +77,6 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 	m.stop = stop
 	m.running.Go(func() { m.run(ctx) })
 	return m
-}
-
-// authorizedWakeup returns the group and context of a wakeup URI that
-// join_group authorized in this session.
-func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string, err error) {
-	g, c, err := parseWakeupURI(uri)
-	if err != nil {
-		return "", "", err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.authorized[uri] {
-		return "", "", errWakeupNotAuthorized
-	}
-	return g, c, nil
-}
-
-// subscribe starts watching uri. A wakeup URI must have been authorized by
-// join_group in this session; a group URI starts from the current revision.
-func (m *subscriptions) subscribe(uri string) error {
-	sub := &subscription{wakeup: isWakeupURI(uri)}
-	var err error
-	if sub.wakeup {
-		sub.groupID, sub.contextID, err = m.authorizedWakeup(uri)
-	} else {
-		sub.groupID, err = parseGroupURI(uri)
-	}
-	if err == nil {
-		// A wakeup subscription does not use the revision; reading it
-		// checks that the group exists.
-		sub.revision, err = m.store.messageRevision(sub.groupID)
-	}
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.subs[uri]; !ok {
-		m.order = append(m.order, uri)
-	}
-	m.subs[uri] = sub
-	m.regroupLocked()
-	return nil
-}
-
-// regroupLocked tells the poller that the subscriptions changed.
-func (m *subscriptions) regroupLocked() {
-	select {
-	case m.regroup <- struct{}{}:
-	default: // one is pending; the poller reads the set when it takes it
-	}
-}
-
-// groups returns the groups of the current subscriptions, once each.
-func (m *subscriptions) groups() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	groups := []string{}
-	for _, uri := range m.order {
-		if g := m.subs[uri].groupID; !slices.Contains(groups, g) {
-			groups = append(groups, g)
-		}
-	}
-	return groups
-}
-
-// unsubscribe stops watching uri.
-func (m *subscriptions) unsubscribe(uri string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.removeLocked(uri)
-}
-
-func (m *subscriptions) removeLocked(uri string) {
-	if _, ok := m.subs[uri]; !ok {
-		return
-	}
-	delete(m.subs, uri)
-	m.regroupLocked()
-	m.order = slices.DeleteFunc(m.order, func(u string) bool { return u == uri })
-}
-
-// authorize lets this session read and subscribe to a joined context's
-// wakeup URI.
-func (m *subscriptions) authorize(uri string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.authorized[uri] = true
-}
-
-// revoke withdraws a wakeup URI's authorization and its subscription.
-func (m *subscriptions) revoke(uri string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.authorized, uri)
-	m.removeLocked(uri)
 }
 
 // close stops the poller and joins it, so no notification is written
