@@ -39,7 +39,7 @@ func newPipeSession(tb testing.TB) *pipeSession { return newPipeSessionReading(t
 func newPipeSessionReading(tb testing.TB, oneByOne bool) *pipeSession {
 	tb.Helper()
 	dir := tb.TempDir()
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		tb.Fatalf("newStore: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // syncBuffer is an io.Writer that is safe to read while another goroutine or
@@ -180,16 +181,58 @@ func with(base map[string]any, key string, value any) map[string]any {
 	return out
 }
 
-// newTestStore opens a store on the groups directory dir and closes it when
-// the test ends.
+// newTestStore opens a store on the groups directory dir, on a testClock
+// that clockOf returns, and closes it when the test ends.
 func newTestStore(tb testing.TB, dir string) *store {
 	tb.Helper()
-	st, err := newStore(dir)
+	c := &testClock{}
+	st, err := newStore(dir, c.now)
 	if err != nil {
 		tb.Fatalf("newStore: %v", err)
 	}
-	tb.Cleanup(st.close)
+	testClocks.Store(st, c)
+	tb.Cleanup(func() { st.close(); testClocks.Delete(st) })
 	return st
+}
+
+// testClocks maps each store of newTestStore to its clock.
+var testClocks sync.Map
+
+// clockOf returns the clock of st, a store of newTestStore.
+func clockOf(st *store) *testClock {
+	c, _ := testClocks.Load(st)
+	return c.(*testClock)
+}
+
+// testClock is a store's clock that a test moves: the real time plus skew,
+// or at when at is set.
+type testClock struct {
+	mu   sync.Mutex
+	skew time.Duration
+	at   time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() {
+		return c.at
+	}
+	return time.Now().Add(c.skew)
+}
+
+// skewBy runs the clock d ahead of the real time.
+func (c *testClock) skewBy(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skew = d
+}
+
+// fix stops the clock at at.
+func (c *testClock) fix(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = at
 }
 
 // newTestGroup creates a group named name in st, created by the first of

@@ -93,7 +93,7 @@ func TestInteropTokenedSendOnOriginalDatabase(t *testing.T) {
 		}
 		groupPath := groupFile(dir, interopGroup)
 		before := interopSchema(t, groupPath)
-		st, err := newStore(dir)
+		st, err := newStore(dir, time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}

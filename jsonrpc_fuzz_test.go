@@ -39,7 +39,7 @@ func FuzzServeLine(f *testing.F) {
 	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}"))
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`))
 
-	st, err := newStore(f.TempDir())
+	st, err := newStore(f.TempDir(), time.Now)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func sessionInput(in string, oneByOne bool) io.Reader {
 func groupCommitServer(t *testing.T) (*server, *bytes.Buffer, string) {
 	t.Helper()
 	s, out := newTestServer(t)
-	s.store.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC) }
+	clockOf(s.store).fix(time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC))
 	initializeSession(t, s)
 	const g = "grp_0123456789abcdef0123456789abcdef"
 	if err := s.store.initGroup(g, "a", "commit", ""); err != nil {

@@ -59,7 +59,7 @@ func newHTTPTokensServer(tb testing.TB, tokens *tokenTable, limits httpLimits) *
 	tb.Helper()
 	limits = withDefaultLimits(limits)
 	dir := tb.TempDir()
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -314,7 +314,7 @@ func TestNetworkFSWarning(t *testing.T) {
 // NAME of a per-agent token but never the token itself.
 func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

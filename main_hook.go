@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // hookRequest is one `crosstalk-mcp hook` run: which client and event, the
@@ -110,7 +111,7 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 		return nil, fmt.Errorf("no groups directory %s: point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", dir)
 	}
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // serving is what both transports open before they serve: the groups
@@ -48,7 +49,7 @@ func openServing(stderr io.Writer) (*serving, int) {
 	if warning := networkFSWarning(dir, os.Getenv); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp: "+warning)
 	}
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		return fail(err, 1)
 	}

@@ -63,7 +63,7 @@ func scaleFixture(tb testing.TB) string {
 // one, FTS triggers included), and their rows are inserted with set-based SQL.
 func generateScaleFixture(tb testing.TB, dir string) {
 	tb.Helper()
-	st, err := newStore(dir)
+	st, err := newStore(dir, time.Now)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestChannelPush(t *testing.T) {
 			if got := channelLines(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("first poll:\ngot  %q\nwant %q", got, want)
 			}
-			s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+			clockOf(s.store).skewBy(wakeupReminderInterval + time.Second)
 			s.subs.poll(t.Context(), nil)
 			if !strings.Contains(out.String(), "notifications/resources/updated") {
 				t.Errorf("reminder: got %q; want a resources/updated reminder", out.String())

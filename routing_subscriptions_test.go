@@ -93,19 +93,19 @@ func TestSubscriptionPolling(t *testing.T) {
 	}
 
 	// A reminder is due 300 s after the last notification.
-	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+	clockOf(s.store).skewBy(wakeupReminderInterval + time.Second)
 	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder: got %v; want one wakeup notification", got)
 	}
-	s.store.now = time.Now
+	clockOf(s.store).skewBy(0)
 	mustCall(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
-	s.store.now = func() time.Time { return time.Now().Add(2 * wakeupReminderInterval) }
+	clockOf(s.store).skewBy(2 * wakeupReminderInterval)
 	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("acknowledged by reading: got %v; want no reminder", got)
 	}
-	s.store.now = time.Now
+	clockOf(s.store).skewBy(0)
 
 	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
 	m.poll(t.Context(), nil)
@@ -237,12 +237,12 @@ func TestPollSkipsUnchangedGroups(t *testing.T) {
 		t.Error("the poll opened a group whose files had not changed")
 	}
 
-	s.store.now = func() time.Time { return time.Now().Add(wakeupReminderInterval + time.Second) }
+	clockOf(s.store).skewBy(wakeupReminderInterval + time.Second)
 	m.poll(t.Context(), nil)
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], bobURI) {
 		t.Errorf("reminder due without a write: got %v; want one wakeup notification", got)
 	}
-	s.store.now = time.Now
+	clockOf(s.store).skewBy(0)
 
 	ageGroupFiles(t, s.store.dir, g)
 	m.poll(t.Context(), nil)
@@ -296,13 +296,14 @@ func TestPollerWatchesOnlyWhileSubscribed(t *testing.T) {
 func TestWakeupRenotifyGap(t *testing.T) {
 	s, m, rec, g := bobsPoller(t, false)
 	clock := time.Now()
-	s.store.now = func() time.Time { return clock }
+	clockOf(s.store).fix(clock)
 	step := func(what string, send bool, advance time.Duration, want int) {
 		t.Helper()
 		if send {
 			mustSend(t, s, g, "alice", "Alice", "@bob "+what, nil)
 		}
 		clock = clock.Add(advance)
+		clockOf(s.store).fix(clock)
 		m.poll(t.Context(), nil)
 		if got := rec.take(); len(got) != want {
 			t.Errorf("%s: got %d notifications %v; want %d", what, len(got), got, want)

@@ -153,12 +153,13 @@ func (s *store) writeGroup(id string, fn func(tx groupTx) error) error {
 	})
 }
 
-// newStore creates dir if needed; the catalog is opened on first use.
-func newStore(dir string) (*store, error) {
+// newStore creates dir if needed; the catalog is opened on first use. now
+// is the store's clock: time.Now, or a test's.
+func newStore(dir string, now func() time.Time) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create groups directory: %w", err)
 	}
-	return &store{dir: dir, now: time.Now, handles: map[string]*groupHandle{}}, nil
+	return &store{dir: dir, now: now, handles: map[string]*groupHandle{}}, nil
 }
 
 // close releases every cached database handle.

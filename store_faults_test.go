@@ -64,7 +64,7 @@ func testMessage(text string) outgoing {
 // the store must drop such a handle rather than reuse it.
 func TestReadOnlyRecovery(t *testing.T) {
 	dir := mountTmpfs(t, 16<<20)
-	first, err := newStore(dir)
+	first, err := newStore(dir, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // INSERTs (maxWakeInsert).
 func TestSendBatchMatchesOneByOne(t *testing.T) {
 	st := newTestStore(t, t.TempDir())
-	st.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	clockOf(st).fix(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	const members, sends = 50, 64
 	var groups [2]string
 	for i := range groups {
