@@ -70,6 +70,7 @@
 //	in-flight request            inflight.start                 the request's context; inflight.wait
 //	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; at most 1 s)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
+//	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
 //	tokens-file watcher          httpTransport.followTokens     transport close (context, WaitGroup)
 //	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written

@@ -33,7 +33,7 @@ type changeWatcher struct {
 	// across any of them.
 	run    sync.Mutex
 	watch  fileWatch // non-nil while the watch runs
-	closed bool
+	closed bool      // written under run and mu: changed arms nothing after
 	// probed runs the probe's release (probeWatch), which close joins.
 	probed sync.WaitGroup
 
@@ -42,6 +42,9 @@ type changeWatcher struct {
 	mu      sync.Mutex
 	subs    map[*watchSubscription]struct{}
 	settles map[string]*watchSettle
+	// settling counts the settle timers armed and not yet run or stopped;
+	// close joins them, so that none publishes after it.
+	settling sync.WaitGroup
 }
 
 // fileWatch is a running file-system watch of a groups directory
@@ -155,9 +158,12 @@ func newChangeWatcher(dir string) *changeWatcher {
 func (w *changeWatcher) close() {
 	w.run.Lock()
 	defer w.run.Unlock()
+	w.mu.Lock()
 	w.closed = true
+	w.mu.Unlock()
 	w.stopLocked()
 	w.probed.Wait()
+	w.settling.Wait()
 }
 
 // retargetLocked starts, retargets or stops the watch to match what the
@@ -212,7 +218,9 @@ func (w *changeWatcher) stopLocked() {
 	}
 	w.mu.Lock()
 	for _, s := range w.settles {
-		s.t.Stop()
+		if s.t.Stop() {
+			w.settling.Done()
+		}
 	}
 	clear(w.settles)
 	w.mu.Unlock()
@@ -318,24 +326,34 @@ func (w *changeWatcher) fileEvent(name string) {
 func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if id != "" && !w.wantedLocked(id) {
+	if w.closed || id != "" && !w.wantedLocked(id) {
 		return
 	}
 	if s := w.settles[id]; s != nil {
 		if s.step > 0 {
 			s.step = 0
-			s.t.Reset(watchQuietPeriod)
+			w.armLocked(s, watchQuietPeriod)
 		}
 		return
 	}
 	s := &watchSettle{}
+	w.settling.Add(1)
 	s.t = time.AfterFunc(watchQuietPeriod, func() { w.settled(id, s) })
 	w.settles[id] = s
+}
+
+// armLocked runs s's timer again in d; w.mu is held. Reset reports whether
+// the timer was still armed, which w.settling then already counts.
+func (w *changeWatcher) armLocked(s *watchSettle, d time.Duration) {
+	if !s.t.Reset(d) {
+		w.settling.Add(1)
+	}
 }
 
 // settled announces group id when its schedule s falls due and arms the
 // next step, or ends the schedule after the last re-check.
 func (w *changeWatcher) settled(id string, s *watchSettle) {
+	defer w.settling.Done()
 	w.mu.Lock()
 	if w.settles[id] != s {
 		w.mu.Unlock()
@@ -346,7 +364,7 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 		if s.step > 0 {
 			prev = watchRecheck[s.step-1]
 		}
-		s.t.Reset(watchRecheck[s.step] - prev)
+		w.armLocked(s, watchRecheck[s.step]-prev)
 		s.step++
 	} else {
 		delete(w.settles, id)

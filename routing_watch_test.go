@@ -98,6 +98,28 @@ func TestWatcherSettlesAndRechecks(t *testing.T) {
 	}
 }
 
+// TestWatcherCloseJoinsSettles checks that close stops the pending
+// announcements and joins the settle timers: nothing is announced after it.
+func TestWatcherCloseJoinsSettles(t *testing.T) {
+	w := &changeWatcher{subs: map[*watchSubscription]struct{}{}, settles: map[string]*watchSettle{}}
+	sub := w.subscribe()
+	for i := range 20 {
+		w.fileEvent(fmt.Sprintf("grp_%032x.sqlite3-wal", i))
+	}
+	w.close()
+	sub.take()
+	select {
+	case <-sub.C:
+	default:
+	}
+	w.fileEvent("grp_0123456789abcdef0123456789abcdef.sqlite3-wal")
+	select {
+	case <-sub.C:
+		t.Error("a group was announced after close; want none")
+	case <-time.After(2 * watchRecheck[len(watchRecheck)-1]):
+	}
+}
+
 // TestWatcherOnMissingDirectory checks that a watcher that cannot watch
 // still works, as a quiet one.
 func TestWatcherOnMissingDirectory(t *testing.T) {
