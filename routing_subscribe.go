@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,18 @@ func pollInterval(value string) time.Duration {
 	}
 	// Clamp where a time.Duration would overflow (about 292 years).
 	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
+}
+
+// fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
+// it says 0, off, false or no. Turning them off restores the original's
+// pure polling at CROSSTALK_POLL_INTERVAL_SECONDS, which a groups directory
+// on a network file system written from several machines may want.
+func fileEventsEnabled(value string) bool {
+	switch strings.ToLower(pyStrip(value)) {
+	case "0", "off", "false", "no":
+		return false
+	}
+	return true
 }
 
 // authorizedWakeup returns the group and context of a wakeup URI that

@@ -125,18 +125,6 @@ func (p *watchPacer) sleep(waited time.Duration) {
 	time.Sleep(p.pause)
 }
 
-// fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
-// it says 0, off, false or no. Turning them off restores the original's
-// pure polling at CROSSTALK_POLL_INTERVAL_SECONDS, which a groups directory
-// on a network file system written from several machines may want.
-func fileEventsEnabled(value string) bool {
-	switch strings.ToLower(pyStrip(value)) {
-	case "0", "off", "false", "no":
-		return false
-	}
-	return true
-}
-
 // newChangeWatcher returns a watcher of dir that watches once something
 // subscribes. It never fails: where dir cannot be watched (probeWatch) it
 // is a watcher with native false whose subscriptions only hear publish.
