@@ -71,13 +71,12 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	if !c.result.isError && t != nil && t.auditDetails != nil {
 		details = t.auditDetails(result)
 	}
-	if c.remote != "" {
-		// One HTTP server serves many machines: say which one called.
-		details = append(append(object{}, details...), field{"remote_addr", c.remote})
-	}
-	if c.token != "" {
-		// Which agent's token spoke; the token itself is never recorded.
-		details = append(append(object{}, details...), field{"token_name", c.token})
+	// One HTTP server serves many machines and agents: say which one called
+	// and whose token spoke (the token itself is never recorded).
+	for _, f := range []field{{"remote_addr", c.remote}, {"token_name", c.token}} {
+		if f.value != "" {
+			details = append(append(object{}, details...), f)
+		}
 	}
 	e.detailsJSON = auditNull(auditDetailsText(details))
 	return e
