@@ -71,26 +71,15 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	if !c.result.isError && t != nil && t.auditDetails != nil {
 		details = t.auditDetails(result)
 	}
-	if c.remote != "" {
-		// One HTTP server serves many machines: say which one called.
-		details = append(append(object{}, details...), field{"remote_addr", c.remote})
-	}
-	if c.token != "" {
-		// Which agent's token spoke; the token itself is never recorded.
-		details = append(append(object{}, details...), field{"token_name", c.token})
+	// One HTTP server serves many machines and agents: say which one called
+	// and whose token spoke (the token itself is never recorded).
+	for _, f := range []field{{"remote_addr", c.remote}, {"token_name", c.token}} {
+		if f.value != "" {
+			details = append(append(object{}, details...), f)
+		}
 	}
 	e.detailsJSON = auditNull(auditDetailsText(details))
 	return e
-}
-
-// auditResultField returns a key of a tool result.
-func auditResultField(result object, key string) (any, bool) {
-	for _, f := range result {
-		if f.key == key {
-			return f.value, true
-		}
-	}
-	return nil, false
 }
 
 // auditNull is s as a column value: NULL unless ok.
@@ -167,11 +156,12 @@ func auditCount(key, name string) func(object) object {
 }
 
 // auditUpdatedFields is update_group_metadata's details: which of the
-// metadata fields the result holds, possibly none.
+// metadata fields the result holds, possibly none. Every value the detail
+// functions look for is typed, never nil, so get's nil means absent.
 func auditUpdatedFields(result object) object {
 	fields := []any{}
 	for _, f := range []string{"description", "name"} {
-		if _, ok := auditResultField(result, f); ok {
+		if result.get(f) != nil {
 			fields = append(fields, f)
 		}
 	}
@@ -188,7 +178,7 @@ func auditCompleted(object) object {
 func auditSentDetails(result object) object {
 	var details object
 	for _, key := range []string{"message_id", "priority", "routing_reason"} {
-		if v, ok := auditResultField(result, key); ok {
+		if v := result.get(key); v != nil {
 			details = append(details, field{key, v})
 		}
 	}

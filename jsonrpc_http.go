@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -44,9 +43,6 @@ type httpTransport struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
-	// stateless counts 2026-07-28 requests whose session has not ended
-	// yet, in-flight work included.
-	stateless atomic.Int32
 
 	done    context.Context // ends the janitor and the tokens watcher
 	stop    context.CancelFunc
@@ -327,10 +323,8 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
 		return
 	}
-	t.stateless.Add(1)
-	defer t.stateless.Add(-1)
 	s := t.newSession("", r)
-	defer s.end() // before the count drops: end waits for in-flight work
+	defer s.end() // before the handler returns: end waits for in-flight work
 	t.exchange(w, r, s, body, msg)
 }
 

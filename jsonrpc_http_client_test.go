@@ -21,6 +21,8 @@ type httpTestServer struct {
 	srv *httptest.Server
 	dir string
 	url string
+	// serving counts the requests the transport has not returned from yet.
+	serving *atomic.Int32
 }
 
 // withDefaultLimits fills l's zero fields from defaultHTTPLimits, so that a
@@ -65,14 +67,19 @@ func newHTTPTokensServer(tb testing.TB, tokens *tokenTable, limits httpLimits) *
 	}
 	t := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, limits)
 	t.tokens = tokens
-	srv := httptest.NewServer(newHTTPGuard(true, tokens, nil, t))
+	serving := new(atomic.Int32)
+	srv := httptest.NewServer(newHTTPGuard(true, tokens, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serving.Add(1)
+		defer serving.Add(-1)
+		t.ServeHTTP(w, r)
+	})))
 	tb.Cleanup(func() {
 		srv.CloseClientConnections()
 		t.close()
 		srv.Close()
 		st.close()
 	})
-	return &httpTestServer{t: t, srv: srv, dir: dir, url: srv.URL + httpEndpoint}
+	return &httpTestServer{t: t, srv: srv, dir: dir, url: srv.URL + httpEndpoint, serving: serving}
 }
 
 // newHTTPMember starts an HTTP test server without a token and a session

@@ -143,8 +143,8 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 		t.Fatalf("first listen message: got %s; want the acknowledgement", msg.Method)
 	}
 	time.Sleep(1 * time.Second) // over three write timeouts
-	if got := s.t.stateless.Load(); got != 1 {
-		t.Fatalf("stateless requests while listening: got %d; want 1", got)
+	if got := s.serving.Load(); got != 1 {
+		t.Fatalf("requests in progress while listening: got %d; want 1", got)
 	}
 	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "changed"}, nil)
 	msg := next("the change")
@@ -158,6 +158,6 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 
 	cancel()
 	waitUntil(t, "the listen request ended and its stream counted out", func() bool {
-		return s.t.stateless.Load() == 0 && s.t.streamQuota.held() == 0
+		return s.serving.Load() == 0 && s.t.streamQuota.held() == 0
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -190,23 +191,15 @@ type jsonEdit struct {
 func applyEdits(text string, edits []jsonEdit) string {
 	var b strings.Builder
 	pos := 0
-	for _, e := range sortedEdits(edits) {
+	edits = slices.Clone(edits) // sorted stably: edits at one offset keep their order
+	slices.SortStableFunc(edits, func(a, b jsonEdit) int { return a.start - b.start })
+	for _, e := range edits {
 		b.WriteString(text[pos:e.start])
 		b.WriteString(e.insert)
 		pos = e.end
 	}
 	b.WriteString(text[pos:])
 	return b.String()
-}
-
-func sortedEdits(edits []jsonEdit) []jsonEdit {
-	out := append([]jsonEdit(nil), edits...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].start < out[j-1].start; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // indentUnit guesses the file's indentation from its first indented line.
