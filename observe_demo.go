@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -28,8 +27,9 @@ type observeDemo struct {
 
 	// The session: a child crosstalk-mcp spoken to over stdio like a client,
 	// one request at a time from one goroutine (the seeding, then the trickle).
+	// Its command runs under stop's context: its end closes the child's stdin,
+	// and exec kills a child still running 5 s later, which cmd.Wait joins.
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
 	enc    *json.Encoder // one JSON-RPC message a line, to stdin
 	dec    *json.Decoder // the server's replies and notifications
 	nextID int64
@@ -62,7 +62,8 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	d := &observeDemo{dir: dir, keep: keep, cmd: exec.Command(binary)}
+	ctx, stop := context.WithCancel(context.Background())
+	d := &observeDemo{dir: dir, keep: keep, cmd: exec.CommandContext(ctx, binary), stop: stop}
 	for _, name := range demoAgentNames {
 		d.agents = append(d.agents, demoAgent{name, newContextID()})
 	}
@@ -74,8 +75,6 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 		d.close()
 		return nil, fmt.Errorf("seed demo: %w", err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	d.stop = stop
 	d.trickle.Go(func() { d.sendTrickle(ctx, interval) })
 	return d, nil
 }
@@ -134,10 +133,11 @@ func (d *observeDemo) startSession() error {
 	if err != nil {
 		return fmt.Errorf("demo session: %w", err)
 	}
+	d.cmd.Cancel, d.cmd.WaitDelay = stdin.Close, 5*time.Second
 	if err := d.cmd.Start(); err != nil {
 		return fmt.Errorf("start demo session: %w", err)
 	}
-	d.stdin, d.enc, d.dec = stdin, json.NewEncoder(stdin), json.NewDecoder(stdout)
+	d.enc, d.dec = json.NewEncoder(stdin), json.NewDecoder(stdout)
 	_, err = d.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": "1"}})
 	if err == nil {
@@ -148,15 +148,17 @@ func (d *observeDemo) startSession() error {
 
 // request sends one request and reads messages until its response,
 // skipping the notifications (wakeups, resource updates) the server
-// interleaves. A child that does not answer within demoTimeout is stuck and
-// is killed, which ends the read; every later call to it then fails at once.
+// interleaves. A child that does not answer within demoTimeout is stuck: the
+// timer ends the session's context, so the child is stopped as on close,
+// which ends the read; every later call to it then fails at once. The
+// timer's own goroutine only cancels; what that sets off, close joins.
 func (d *observeDemo) request(method string, params any) (json.RawMessage, error) {
 	d.nextID++
 	id := d.nextID
 	if err := d.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
 		return nil, fmt.Errorf("demo session: write: %w", err)
 	}
-	stuck := time.AfterFunc(demoTimeout, func() { d.cmd.Process.Kill() })
+	stuck := time.AfterFunc(demoTimeout, d.stop)
 	defer stuck.Stop()
 	for {
 		var m struct {
@@ -313,16 +315,9 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 // exit; one still running after 5 s is killed so the directory can go), then
 // removes the directory unless the user asked to keep it.
 func (d *observeDemo) close() error {
-	if d.stop != nil {
-		d.stop()
-		d.trickle.Wait()
-	}
-	if d.stdin != nil {
-		d.stdin.Close()
-		stuck := time.AfterFunc(5*time.Second, func() { d.cmd.Process.Kill() })
-		d.cmd.Wait()
-		stuck.Stop()
-	}
+	d.stop()
+	d.trickle.Wait()
+	d.cmd.Wait() // "not started" when startSession failed early
 	if d.keep {
 		return nil
 	}
