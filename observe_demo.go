@@ -83,8 +83,10 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 // exit: with --demo a fresh demo directory (removed then unless --keep),
 // otherwise the configured groups directory.
 func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), error) {
-	if !opts.demo {
-		dir, err := c.resolveGroupsDir(opts)
+	if !opts.demo && opts.groupsDir != "" {
+		return opts.groupsDir, func() {}, nil
+	} else if !opts.demo {
+		dir, err := c.groupsDir()
 		return dir, func() {}, err
 	}
 	binary, err := os.Executable()
