@@ -189,36 +189,32 @@ func (d *observeDemo) request(method string, params any) (json.RawMessage, error
 // on purpose so the dashboard has failures to show.
 var errDemoTool = errors.New("tool returned an error")
 
-// tool calls one MCP tool as agent a and decodes its JSON text into out.
-func (d *observeDemo) tool(a demoAgent, name string, args map[string]any, out any) error {
-	args["caller_name"] = a.name
-	raw, err := d.request("tools/call", map[string]any{"name": name, "arguments": args})
+// in calls one MCP tool as agent a, on group id unless it is empty, and
+// returns the text of its result.
+func (d *observeDemo) in(a demoAgent, tool, id string, more map[string]any) (string, error) {
+	args := map[string]any{"context_id": a.contextID, "name": a.name, "caller_name": a.name}
+	if id != "" {
+		args["group_id"] = id
+	}
+	maps.Copy(args, more)
+	raw, err := d.request("tools/call", map[string]any{"name": tool, "arguments": args})
 	if err != nil {
-		return err
+		return "", err
 	}
 	var res struct {
 		Content []struct{ Text string } `json:"content"`
 		IsError bool                    `json:"isError"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("demo agent %s: decode %s: %w", a.name, name, err)
+		return "", fmt.Errorf("demo agent %s: decode %s: %w", a.name, tool, err)
 	}
 	if res.IsError {
-		return fmt.Errorf("demo agent %s: %s: %w", a.name, name, errDemoTool)
+		return "", fmt.Errorf("demo agent %s: %s: %w", a.name, tool, errDemoTool)
 	}
-	if out != nil && len(res.Content) > 0 {
-		if err := json.Unmarshal([]byte(res.Content[0].Text), out); err != nil {
-			return fmt.Errorf("demo agent %s: decode %s text: %w", a.name, name, err)
-		}
+	for _, c := range res.Content {
+		return c.Text, nil
 	}
-	return nil
-}
-
-// in calls a tool on group id with agent a's identity.
-func (d *observeDemo) in(a demoAgent, tool, id string, more map[string]any) error {
-	args := map[string]any{"group_id": id, "context_id": a.contextID, "name": a.name}
-	maps.Copy(args, more)
-	return d.tool(a, tool, args, nil)
+	return "", nil
 }
 
 // createGroup makes a group as agent a and has every member join it.
@@ -226,13 +222,17 @@ func (d *observeDemo) createGroup(a demoAgent, name, description string, members
 	var created struct {
 		GroupID string `json:"group_id"`
 	}
-	if err := d.tool(a, "create_group", map[string]any{"context_id": a.contextID, "name": name, "description": description}, &created); err != nil {
-		return "", err
+	text, err := d.in(a, "create_group", "", map[string]any{"name": name, "description": description})
+	if err == nil {
+		err = json.Unmarshal([]byte(text), &created)
 	}
 	for _, m := range members {
-		if err := d.in(m, "join_group", created.GroupID, nil); err != nil {
-			return "", err
+		if err == nil {
+			_, err = d.in(m, "join_group", created.GroupID, nil)
 		}
+	}
+	if err != nil {
+		return "", err
 	}
 	d.groupIDs = append(d.groupIDs, created.GroupID)
 	return created.GroupID, nil
@@ -268,7 +268,7 @@ func (d *observeDemo) seed() error {
 		{test, "update_group_metadata", release, map[string]any{"name": "Tester's train"}},
 		{rev, "get_all_messages", "grp_" + strings.Repeat("0", 32), nil},
 	} {
-		err := d.in(step.by, step.tool, step.id, step.more)
+		_, err := d.in(step.by, step.tool, step.id, step.more)
 		if failing := step.tool == "update_group_metadata" || step.tool == "get_all_messages"; failing && !errors.Is(err, errDemoTool) {
 			return fmt.Errorf("%s by %s: got %v; want a tool error", step.tool, step.by.name, err)
 		} else if !failing && err != nil {
@@ -308,8 +308,8 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
 		// A failed call (the session died, say) only pauses the trickle;
 		// the dashboard still shows what is there.
-		_ = d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
-		_ = d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
+		d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
+		d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
 	}
 }
 
