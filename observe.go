@@ -77,14 +77,6 @@ type observeCommand struct {
 	stopOn func(context.Context) (context.Context, context.CancelFunc)
 }
 
-// resolveGroupsDir picks the flag's groups directory, else the default.
-func (c observeCommand) resolveGroupsDir(opts observeOptions) (string, error) {
-	if opts.groupsDir != "" {
-		return opts.groupsDir, nil
-	}
-	return c.groupsDir()
-}
-
 // openWithPlatform opens url with the platform's opener.
 func openWithPlatform(ctx context.Context, url string) error {
 	name, args := "xdg-open", []string{url}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -28,8 +27,9 @@ type observeDemo struct {
 
 	// The session: a child crosstalk-mcp spoken to over stdio like a client,
 	// one request at a time from one goroutine (the seeding, then the trickle).
+	// Its command runs under stop's context: its end closes the child's stdin,
+	// and exec kills a child still running 5 s later, which cmd.Wait joins.
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
 	enc    *json.Encoder // one JSON-RPC message a line, to stdin
 	dec    *json.Decoder // the server's replies and notifications
 	nextID int64
@@ -62,7 +62,8 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	d := &observeDemo{dir: dir, keep: keep, cmd: exec.Command(binary)}
+	ctx, stop := context.WithCancel(context.Background())
+	d := &observeDemo{dir: dir, keep: keep, cmd: exec.CommandContext(ctx, binary), stop: stop}
 	for _, name := range demoAgentNames {
 		d.agents = append(d.agents, demoAgent{name, newContextID()})
 	}
@@ -74,8 +75,6 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 		d.close()
 		return nil, fmt.Errorf("seed demo: %w", err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	d.stop = stop
 	d.trickle.Go(func() { d.sendTrickle(ctx, interval) })
 	return d, nil
 }
@@ -84,8 +83,10 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 // exit: with --demo a fresh demo directory (removed then unless --keep),
 // otherwise the configured groups directory.
 func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), error) {
-	if !opts.demo {
-		dir, err := c.resolveGroupsDir(opts)
+	if !opts.demo && opts.groupsDir != "" {
+		return opts.groupsDir, func() {}, nil
+	} else if !opts.demo {
+		dir, err := c.groupsDir()
 		return dir, func() {}, err
 	}
 	binary, err := os.Executable()
@@ -134,10 +135,11 @@ func (d *observeDemo) startSession() error {
 	if err != nil {
 		return fmt.Errorf("demo session: %w", err)
 	}
+	d.cmd.Cancel, d.cmd.WaitDelay = stdin.Close, 5*time.Second
 	if err := d.cmd.Start(); err != nil {
 		return fmt.Errorf("start demo session: %w", err)
 	}
-	d.stdin, d.enc, d.dec = stdin, json.NewEncoder(stdin), json.NewDecoder(stdout)
+	d.enc, d.dec = json.NewEncoder(stdin), json.NewDecoder(stdout)
 	_, err = d.request("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "crosstalk-demo", "version": "1"}})
 	if err == nil {
@@ -148,15 +150,17 @@ func (d *observeDemo) startSession() error {
 
 // request sends one request and reads messages until its response,
 // skipping the notifications (wakeups, resource updates) the server
-// interleaves. A child that does not answer within demoTimeout is stuck and
-// is killed, which ends the read; every later call to it then fails at once.
+// interleaves. A child that does not answer within demoTimeout is stuck: the
+// timer ends the session's context, so the child is stopped as on close,
+// which ends the read; every later call to it then fails at once. The
+// timer's own goroutine only cancels; what that sets off, close joins.
 func (d *observeDemo) request(method string, params any) (json.RawMessage, error) {
 	d.nextID++
 	id := d.nextID
 	if err := d.enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
 		return nil, fmt.Errorf("demo session: write: %w", err)
 	}
-	stuck := time.AfterFunc(demoTimeout, func() { d.cmd.Process.Kill() })
+	stuck := time.AfterFunc(demoTimeout, d.stop)
 	defer stuck.Stop()
 	for {
 		var m struct {
@@ -185,36 +189,32 @@ func (d *observeDemo) request(method string, params any) (json.RawMessage, error
 // on purpose so the dashboard has failures to show.
 var errDemoTool = errors.New("tool returned an error")
 
-// tool calls one MCP tool as agent a and decodes its JSON text into out.
-func (d *observeDemo) tool(a demoAgent, name string, args map[string]any, out any) error {
-	args["caller_name"] = a.name
-	raw, err := d.request("tools/call", map[string]any{"name": name, "arguments": args})
+// in calls one MCP tool as agent a, on group id unless it is empty, and
+// returns the text of its result.
+func (d *observeDemo) in(a demoAgent, tool, id string, more map[string]any) (string, error) {
+	args := map[string]any{"context_id": a.contextID, "name": a.name, "caller_name": a.name}
+	if id != "" {
+		args["group_id"] = id
+	}
+	maps.Copy(args, more)
+	raw, err := d.request("tools/call", map[string]any{"name": tool, "arguments": args})
 	if err != nil {
-		return err
+		return "", err
 	}
 	var res struct {
 		Content []struct{ Text string } `json:"content"`
 		IsError bool                    `json:"isError"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("demo agent %s: decode %s: %w", a.name, name, err)
+		return "", fmt.Errorf("demo agent %s: decode %s: %w", a.name, tool, err)
 	}
 	if res.IsError {
-		return fmt.Errorf("demo agent %s: %s: %w", a.name, name, errDemoTool)
+		return "", fmt.Errorf("demo agent %s: %s: %w", a.name, tool, errDemoTool)
 	}
-	if out != nil && len(res.Content) > 0 {
-		if err := json.Unmarshal([]byte(res.Content[0].Text), out); err != nil {
-			return fmt.Errorf("demo agent %s: decode %s text: %w", a.name, name, err)
-		}
+	for _, c := range res.Content {
+		return c.Text, nil
 	}
-	return nil
-}
-
-// in calls a tool on group id with agent a's identity.
-func (d *observeDemo) in(a demoAgent, tool, id string, more map[string]any) error {
-	args := map[string]any{"group_id": id, "context_id": a.contextID, "name": a.name}
-	maps.Copy(args, more)
-	return d.tool(a, tool, args, nil)
+	return "", nil
 }
 
 // createGroup makes a group as agent a and has every member join it.
@@ -222,13 +222,17 @@ func (d *observeDemo) createGroup(a demoAgent, name, description string, members
 	var created struct {
 		GroupID string `json:"group_id"`
 	}
-	if err := d.tool(a, "create_group", map[string]any{"context_id": a.contextID, "name": name, "description": description}, &created); err != nil {
-		return "", err
+	text, err := d.in(a, "create_group", "", map[string]any{"name": name, "description": description})
+	if err == nil {
+		err = json.Unmarshal([]byte(text), &created)
 	}
 	for _, m := range members {
-		if err := d.in(m, "join_group", created.GroupID, nil); err != nil {
-			return "", err
+		if err == nil {
+			_, err = d.in(m, "join_group", created.GroupID, nil)
 		}
+	}
+	if err != nil {
+		return "", err
 	}
 	d.groupIDs = append(d.groupIDs, created.GroupID)
 	return created.GroupID, nil
@@ -264,7 +268,7 @@ func (d *observeDemo) seed() error {
 		{test, "update_group_metadata", release, map[string]any{"name": "Tester's train"}},
 		{rev, "get_all_messages", "grp_" + strings.Repeat("0", 32), nil},
 	} {
-		err := d.in(step.by, step.tool, step.id, step.more)
+		_, err := d.in(step.by, step.tool, step.id, step.more)
 		if failing := step.tool == "update_group_metadata" || step.tool == "get_all_messages"; failing && !errors.Is(err, errDemoTool) {
 			return fmt.Errorf("%s by %s: got %v; want a tool error", step.tool, step.by.name, err)
 		} else if !failing && err != nil {
@@ -304,8 +308,8 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
 		// A failed call (the session died, say) only pauses the trickle;
 		// the dashboard still shows what is there.
-		_ = d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
-		_ = d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
+		d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
+		d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
 	}
 }
 
@@ -313,16 +317,9 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 // exit; one still running after 5 s is killed so the directory can go), then
 // removes the directory unless the user asked to keep it.
 func (d *observeDemo) close() error {
-	if d.stop != nil {
-		d.stop()
-		d.trickle.Wait()
-	}
-	if d.stdin != nil {
-		d.stdin.Close()
-		stuck := time.AfterFunc(5*time.Second, func() { d.cmd.Process.Kill() })
-		d.cmd.Wait()
-		stuck.Stop()
-	}
+	d.stop()
+	d.trickle.Wait()
+	d.cmd.Wait() // "not started" when startSession failed early
 	if d.keep {
 		return nil
 	}

@@ -19,14 +19,10 @@ import (
 type eventHub struct {
 	// mu guards subs, nil once the hub is closed; it is held only for
 	// non-blocking sends.
-	mu   sync.Mutex
-	subs map[*eventSubscriber]struct{}
-}
-
-// eventSubscriber is one /events stream's queue of encoded events, closed
-// when the hub drops it or shuts down.
-type eventSubscriber struct {
-	ch chan []byte
+	mu sync.Mutex
+	// subs are the /events streams' queues of encoded events, each closed
+	// when the hub drops it or shuts down.
+	subs map[chan []byte]struct{}
 }
 
 // subscriberBuffer bounds how far one browser may lag before it is dropped.
@@ -34,16 +30,16 @@ const subscriberBuffer = 32
 
 // newEventHub returns a hub with no subscribers.
 func newEventHub() *eventHub {
-	return &eventHub{subs: map[*eventSubscriber]struct{}{}}
+	return &eventHub{subs: map[chan []byte]struct{}{}}
 }
 
 // subscribe registers a new stream, already closed if the hub is.
-func (h *eventHub) subscribe() *eventSubscriber {
-	s := &eventSubscriber{ch: make(chan []byte, subscriberBuffer)}
+func (h *eventHub) subscribe() chan []byte {
+	s := make(chan []byte, subscriberBuffer)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs == nil {
-		close(s.ch)
+		close(s)
 	} else {
 		h.subs[s] = struct{}{}
 	}
@@ -51,31 +47,28 @@ func (h *eventHub) subscribe() *eventSubscriber {
 }
 
 // unsubscribe ends s's stream if it is still registered.
-func (h *eventHub) unsubscribe(s *eventSubscriber) {
+func (h *eventHub) unsubscribe(s chan []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropLocked(s)
 }
 
 // dropLocked is unsubscribe with h.mu held.
-func (h *eventHub) dropLocked(s *eventSubscriber) {
+func (h *eventHub) dropLocked(s chan []byte) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
-		close(s.ch)
+		close(s)
 	}
 }
 
 // publish queues one event for every subscriber without waiting on any.
 func (h *eventHub) publish(event string, payload any) {
-	data, err := encodeEvent(event, payload)
-	if err != nil {
-		return
-	}
+	data := encodeEvent(event, payload)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
 		select {
-		case s.ch <- data:
+		case s <- data:
 		default:
 			h.dropLocked(s)
 		}
@@ -92,13 +85,12 @@ func (h *eventHub) close() {
 	h.subs = nil
 }
 
-// encodeEvent renders one server-sent event with compact JSON data.
-func encodeEvent(event string, payload any) ([]byte, error) {
-	data, err := json.Marshal(payload)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", event, err)
-	}
-	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data), nil
+// encodeEvent renders one server-sent event with compact JSON data. Every
+// payload is a map of strings, numbers and pointers to them, which always
+// encodes.
+func encodeEvent(event string, payload any) []byte {
+	data, _ := json.Marshal(payload)
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data)
 }
 
 // serveEvents streams server-sent events: a snapshot, then live changes. A
@@ -115,8 +107,7 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return err == nil && flusher.Flush() == nil
 	}
 	// The retry hint keeps reconnection quick after a drop.
-	snapshot, err := encodeEvent("snapshot", o.snapshot())
-	if err != nil || !send(append([]byte("retry: 1000\n\n"), snapshot...)) {
+	if !send(append([]byte("retry: 1000\n\n"), encodeEvent("snapshot", o.snapshot())...)) {
 		return
 	}
 	// A comment line every 15 s detects dead clients behind idle connections.
@@ -130,7 +121,7 @@ func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
-		case ev, ok := <-sub.ch:
+		case ev, ok := <-sub:
 			if !ok || !send(ev) {
 				return
 			}

@@ -29,12 +29,12 @@ func TestPollerPublishesChanges(t *testing.T) {
 	sub := obs.hub.subscribe()
 	defer obs.hub.unsubscribe(sub)
 	obs.pollOnce()
-	if len(sub.ch) != 0 {
-		t.Fatalf("an unchanged directory published %d events; want 0", len(sub.ch))
+	if len(sub) != 0 {
+		t.Fatalf("an unchanged directory published %d events; want 0", len(sub))
 	}
 	next := func() string {
 		select {
-		case ev := <-sub.ch:
+		case ev := <-sub:
 			return strings.TrimSpace(string(ev))
 		default:
 			return ""
@@ -72,23 +72,23 @@ func TestEventHub(t *testing.T) {
 	fast := hub.subscribe()
 	for i := 0; i <= subscriberBuffer; i++ {
 		hub.publish("message.created", map[string]int{"message_id": i})
-		<-fast.ch
+		<-fast
 	}
 	if n := hub.subscriberCount(); n != 1 {
 		t.Errorf("got %d subscribers after overflow; want 1 (the slow one dropped)", n)
 	}
 	drained := 0
-	for range slow.ch {
+	for range slow {
 		drained++
 	}
 	if drained != subscriberBuffer {
 		t.Errorf("slow subscriber got %d queued events then close; want %d", drained, subscriberBuffer)
 	}
 	hub.close()
-	if _, ok := <-fast.ch; ok {
+	if _, ok := <-fast; ok {
 		t.Error("close left a subscriber open")
 	}
-	if _, ok := <-hub.subscribe().ch; ok {
+	if _, ok := <-hub.subscribe(); ok {
 		t.Error("subscribing after close returned an open stream")
 	}
 }

@@ -53,16 +53,13 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	ids, exists := discoverGroups(o.dir)
 	v.GroupsMissing = !exists
 	summaries := make([]groupSummary, 0, len(ids))
+	v.Rows = make([]healthRow, 0, len(ids))
 	for _, id := range ids {
 		g, err := o.cachedGroupSummary(ctx, id)
 		if err != nil {
 			g = o.unavailableSummary(id)
 		}
-		summaries = append(summaries, g)
-	}
-	v.Rows = make([]healthRow, 0, len(summaries))
-	for _, g := range summaries {
-		v.Rows = append(v.Rows, o.healthRowOf(g))
+		summaries, v.Rows = append(summaries, g), append(v.Rows, o.healthRowOf(g))
 	}
 	// Groups needing a look come first, then by name.
 	sort.SliceStable(v.Rows, func(i, j int) bool {

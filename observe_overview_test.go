@@ -72,7 +72,7 @@ func TestDeletedGroupStates(t *testing.T) {
 	os.Remove(groupFile(fx.dir, id) + "-shm")
 	obs.pollOnce()
 	select {
-	case ev := <-sub.ch:
+	case ev := <-sub:
 		if want := `event: group.deleted` + "\n" + `data: {"group_id":"` + id + `"}`; !strings.HasPrefix(string(ev), want) {
 			t.Errorf("got %q; want %q", ev, want)
 		}

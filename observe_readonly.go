@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,12 +23,14 @@ import (
 // cache, the -shm mapping); views and the poller skip unchanged groups by
 // their file signature, so the bound costs reopening only changed groups.
 type readOnlyPool struct {
-	// mu guards entries, which request handlers and the poller share.
+	// mu guards entries and retired, which request handlers and the poller share.
 	mu      sync.Mutex
 	entries map[string]*readOnlyEntry
+	retired []*readOnlyEntry // evicted, oldest first, closed by a later eviction or closeAll
 }
 
-// readOnlyEntry is one cached handle and the identity of the file it opened.
+// readOnlyEntry is one cached handle and the identity of the file it opened;
+// lastUsed is when a retired one was evicted.
 type readOnlyEntry struct {
 	db       *sql.DB
 	info     os.FileInfo
@@ -45,7 +49,8 @@ const readOnlyCacheSize = "_pragma=cache_size%28-512%29"
 
 // retiredHandleGrace is how long an evicted handle stays usable, for a
 // request that fetched it just before the eviction; its idle connections,
-// which hold the memory, are closed at once.
+// which hold the memory, are closed at once, the handle by the first eviction
+// after the grace, so no timer outlives the pool.
 const retiredHandleGrace = time.Minute
 
 // errNoDatabase reports that an allowed database file does not exist.
@@ -117,6 +122,10 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 
 // evictLocked retires least recently used handles to make room for one more.
 func (p *readOnlyPool) evictLocked() {
+	for len(p.retired) > 0 && time.Since(p.retired[0].lastUsed) > retiredHandleGrace {
+		p.retired[0].db.Close()
+		p.retired = p.retired[1:]
+	}
 	for len(p.entries) >= maxReadOnlyHandles {
 		oldest := ""
 		for path, e := range p.entries {
@@ -124,10 +133,11 @@ func (p *readOnlyPool) evictLocked() {
 				oldest = path
 			}
 		}
-		db := p.entries[oldest].db
+		e := p.entries[oldest]
 		delete(p.entries, oldest)
-		db.SetMaxIdleConns(0)
-		time.AfterFunc(retiredHandleGrace, func() { db.Close() })
+		e.db.SetMaxIdleConns(0)
+		e.lastUsed = time.Now()
+		p.retired = append(p.retired, e)
 	}
 }
 
@@ -141,14 +151,14 @@ func (p *readOnlyPool) forget(path string) {
 	}
 }
 
-// closeAll closes every cached handle.
+// closeAll closes every cached and retired handle.
 func (p *readOnlyPool) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for path, e := range p.entries {
+	for _, e := range append(p.retired, slices.Collect(maps.Values(p.entries))...) {
 		e.db.Close()
-		delete(p.entries, path)
 	}
+	p.entries, p.retired = map[string]*readOnlyEntry{}, nil
 }
 
 // group returns a handle for a group database.

@@ -121,7 +121,7 @@ func TestObserveReadsStoreWrittenGroups(t *testing.T) {
 	}
 	obs.pollOnce()
 	select {
-	case ev := <-sub.ch:
+	case ev := <-sub:
 		if want := fmt.Sprintf(`event: message.created`+"\n"+`data: {"group_id":%q,"message_id":%d}`, id, sent.messageID); !strings.HasPrefix(string(ev), want) {
 			t.Errorf("got %q; want %q", ev, want)
 		}
