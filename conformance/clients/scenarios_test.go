@@ -317,3 +317,27 @@ func waitScreen(term *terminal, text string, limit time.Duration) bool {
 }
 
 func tail(s string) string { return s[max(0, len(s)-2000):] }
+
+// TestResumeDeliversOnce is scenario f: mail a `claude -p` run showed must
+// not be shown again when `claude --resume` continues that session, whose
+// SessionStart and UserPromptSubmit hooks run again for the same context.
+func TestResumeDeliversOnce(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if runBounded(t, s, s.claudeArgs("-p", "Say hello."), 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude -p did not finish within 60 s")
+	}
+	first := len(s.model.snapshot())
+	resume := []string{"--resume", s.id, "--dangerously-skip-permissions", "--debug-file", s.debugLog(), "-p", "Again."}
+	if runBounded(t, s, resume, 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude --resume -p did not finish within 60 s")
+	}
+	if len(s.model.snapshot()) == first {
+		t.Errorf("claude --resume made no model request")
+	}
+	s.report("f --resume after a -p that showed the mail", sent, o)
+}
