@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,3 +319,97 @@ func waitScreen(term *terminal, text string, limit time.Duration) bool {
 }
 
 func tail(s string) string { return s[max(0, len(s)-2000):] }
+
+// TestResumeDeliversOnce is scenario f: mail a `claude -p` run showed must
+// not be shown again when `claude --resume` continues that session, whose
+// SessionStart and UserPromptSubmit hooks run again for the same context.
+func TestResumeDeliversOnce(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if runBounded(t, s, s.claudeArgs("-p", "Say hello."), 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude -p did not finish within 60 s")
+	}
+	first := len(s.model.snapshot())
+	resume := []string{"--resume", s.id, "--dangerously-skip-permissions", "--debug-file", s.debugLog(), "-p", "Again."}
+	if runBounded(t, s, resume, 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude --resume -p did not finish within 60 s")
+	}
+	if len(s.model.snapshot()) == first {
+		t.Errorf("claude --resume made no model request")
+	}
+	s.report("f --resume after a -p that showed the mail", sent, o)
+}
+
+// TestKilledTurnShownOnResume is scenario g: a hook shows the mail, then
+// Claude Code is killed while the model request carrying it is still
+// unanswered, so that turn never ran. The mail is not lost: Claude Code
+// writes the hook's output to the session transcript before the request,
+// and `claude --resume` replays it, so the marker reaches the model exactly
+// once across the answered requests, without the hooks showing it again.
+func TestKilledTurnShownOnResume(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var s *session
+	s = newSession(t, func(_ int, r modelRequest) modelReply {
+		if strings.Contains(string(r.body), s.marker) {
+			held := false
+			once.Do(func() { held = true; close(arrived) })
+			if held {
+				<-release // never answered: the client is killed meanwhile
+			}
+		}
+		return modelReply{text: "Done."}
+	})
+	sent := s.group.send(s.marker)
+	cmd := s.command(s.claudeArgs("-p", "Say hello.")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(startLimit):
+		kill(cmd)
+		t.Fatalf("no model request carried the marker within %v", startLimit)
+	}
+	killed := len(s.model.snapshot())
+	// Claude Code flushes its transcript asynchronously, within moments of
+	// the request; a kill inside that window would lose the hook's output.
+	held, start := false, time.Now()
+	for !held && time.Since(start) < wakeLimit {
+		time.Sleep(20 * time.Millisecond)
+		transcripts, _ := filepath.Glob(filepath.Join(s.home, ".claude", "projects", "*", s.id+".jsonl"))
+		for _, f := range transcripts {
+			b, _ := os.ReadFile(f)
+			held = held || strings.Contains(string(b), s.marker)
+		}
+	}
+	t.Logf("RESULT g: transcript held the marker %v, %d ms after its request arrived unanswered", held, time.Since(start).Milliseconds())
+	kill(cmd)
+	cmd.Wait()
+	close(release)
+	o := outcome{result: "passed"}
+	resume := []string{"--resume", s.id, "--dangerously-skip-permissions", "--debug-file", s.debugLog(), "-p", "Again."}
+	if runBounded(t, s, resume, 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude --resume -p did not finish within 60 s")
+	}
+	answered := s.model.snapshot()[killed:]
+	n := 0
+	for _, r := range answered {
+		if r.main {
+			n = max(n, strings.Count(string(r.body), s.marker))
+		}
+	}
+	t.Logf("RESULT g killed mid-request, then --resume: marker count %d in the %d answered requests", n, len(answered))
+	if n != 1 {
+		t.Errorf("after the kill, the resumed run's requests carry the marker %d times; want exactly 1", n)
+	}
+	if !held {
+		s.report("g killed mid-request, then --resume", sent, o) // shows what the model saw
+	}
+}
