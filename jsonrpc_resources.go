@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 )
 
@@ -59,6 +60,13 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	}
 	var snapshot object
 	err := retryBusy(func() error {
+		if wuri, ok := receiptsWakeupURI(uri); ok {
+			g, c, err := s.wakeupAccess(req.version, wuri)
+			if err == nil {
+				snapshot, err = s.receiptsSnapshot(g, c)
+			}
+			return err
+		}
 		if isWakeupURI(uri) {
 			g, c, err := s.wakeupAccess(req.version, uri)
 			if err != nil {
@@ -88,6 +96,35 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 		return nil, resourceErrorFor(req.version, err)
 	}
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
+}
+
+// receiptsSnapshot renders the receipts of contextID's newest messages in
+// group g: per message, each recipient's state and its times.
+func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
+	var ids []int64
+	var byMessage map[int64][]receipt
+	err := s.store.withHandle(g, func(h *groupHandle) (err error) {
+		ids, byMessage, err = sentReceipts(context.Background(), h.db, contextID)
+		return err
+	})
+	messages := make([]any, len(ids))
+	for i, id := range ids {
+		recipients := make([]any, len(byMessage[id]))
+		for k, r := range byMessage[id] {
+			recipients[k] = object{{"context_id", r.contextID}, {"name", r.name}, {"state", r.state()},
+				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", nilIfEmpty(r.deliveredVia)}, {"read_at", r.readAt}}
+		}
+		messages[i] = object{{"message_id", id}, {"recipients", recipients}}
+	}
+	return object{{"group_id", g}, {"context_id", contextID}, {"messages", messages}}, err
+}
+
+// nilIfEmpty is s, or JSON null for "".
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // resourcesSubscribe starts watching a resource for this session.

@@ -130,11 +130,14 @@ func resourceErrorFor(rev protocolRevision, err error) *rpcError {
 }
 
 // resourceTemplates is resources/templates/list's result for 2025-06-18 and
-// later: the group and wakeup URI templates.
+// later: the group, wakeup and receipts URI templates.
 var resourceTemplates = object{{"resourceTemplates", []any{
 	object{{"uriTemplate", uriPrefix + "{group_id}" + uriSuffix}, {"name", "group-messages"}, {"title", "Group change signal"},
 		{"description", "Changes whenever a message is sent to the group; read get_unread_messages to see whether it concerns you."},
 		{"mimeType", "application/json"}},
 	object{{"uriTemplate", uriPrefix + "{group_id}" + wakeupSegment + "{context_id}"}, {"name", "context-wakeups"}, {"title", "Wakeups for a context"},
 		{"description", wakeupDescription + " Only a joined context may read or subscribe."}, {"mimeType", "application/json"}},
+	object{{"uriTemplate", uriPrefix + "{group_id}" + receiptsSegment + "{context_id}"}, {"name", "context-receipts"}, {"title", "Receipts for a context"},
+		{"description", "How far the context's newest messages got with each recipient: unread, notified, delivered (by hook, wait, tool or channel) or read. Only a joined context may read it."},
+		{"mimeType", "application/json"}},
 }}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,18 +17,21 @@ type statusOptions struct {
 
 const statusHelp = `usage: crosstalk-mcp status [--context-id ID] [--events N] [--groups-dir PATH]
 
-Summarize a member's groups, unread mail and wakeup delivery states.
+Summarize a member's groups, unread mail, wakeup delivery states and the
+receipts of the messages it sent.
 
 options:
   --context-id ID     the member's context_id (default: $CROSSTALK_CONTEXT_ID)
-  --events N          wake events shown per group, newest first (default: 5)
+  --events N          wake events and sent messages shown per group, newest
+                      first (default: 5)
   --groups-dir PATH   the groups directory (default: $CROSSTALK_GROUPS_DIR, else
                       ~/.cache/crosstalk)
 `
 
 // runStatus prints a short text summary of one member: its groups, unread
 // counts and pending wakeups, and how far each recent wake event got
-// (created → notified → delivered by hook, wait, tool or channel → read).
+// (created → notified → delivered by hook, wait, tool or channel → read),
+// and, for the messages it sent, how far each got with every recipient.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	contextID := fs.String("context-id", "", "")
@@ -87,8 +91,32 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 		for _, d := range ds {
 			b.WriteString("    " + describeDelivery(d) + "\n")
 		}
+		if err := sentStatus(&b, st, g.groupID, opts); err != nil {
+			return "", err
+		}
 	}
 	return b.String(), nil
+}
+
+// sentStatus writes the receipts of the member's newest opts.events
+// messages in one group: for each, how far it got with every recipient.
+func sentStatus(b *strings.Builder, st *store, groupID string, opts statusOptions) error {
+	var ids []int64
+	var byMessage map[int64][]receipt
+	err := st.withHandle(groupID, func(h *groupHandle) (err error) {
+		ids, byMessage, err = sentReceipts(context.Background(), h.db, opts.contextID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(ids) > opts.events {
+		ids = ids[len(ids)-opts.events:]
+	}
+	for _, id := range ids {
+		fmt.Fprintf(b, "    sent message %d: %s\n", id, describeReceipts(byMessage[id]))
+	}
+	return nil
 }
 
 // describeDelivery is one wake event's line: each state with its time.

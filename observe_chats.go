@@ -56,6 +56,7 @@ type messageRow struct {
 	Created           stamp
 	Priority, Routing string
 	Token             string // the per-agent token's name (message_tokens), or ""
+	Receipts          string // how far it got with each recipient (describeReceipts)
 }
 
 // messagePage is one page of a chat, oldest first, with the cursor for the
@@ -205,7 +206,7 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 }
 
 // readMessages reads group id's messages that where (a WHERE clause with
-// args) selects, as the chat shows them.
+// args) selects, as the chat shows them, with their receipts.
 func (o *observer) readMessages(ctx context.Context, id, where string, args ...any) ([]messageRow, error) {
 	db, err := o.dbs.group(o.dir, id)
 	if err != nil {
@@ -217,7 +218,7 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 	} else if has {
 		token = "(SELECT token_name FROM message_tokens WHERE message_id = messages.id)"
 	}
-	return queryAll(ctx, db, func(row rowScanner) (messageRow, error) {
+	out, err := queryAll(ctx, db, func(row rowScanner) (messageRow, error) {
 		var m messageRow
 		var sender, senderName, content, created, prio, routing, token sql.NullString
 		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing, &token)
@@ -226,6 +227,18 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
 		return m, err
 	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason, "+token+" FROM messages "+where, args...)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	ids := make([]int64, len(out))
+	for i, m := range out {
+		ids[i] = m.ID
+	}
+	receipts, err := messageReceipts(ctx, db, ids)
+	for i := range out {
+		out[i].Receipts = describeReceipts(receipts[out[i].ID])
+	}
+	return out, err
 }
 
 // messagePageView reads the page of messages older than cursor (or the

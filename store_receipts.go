@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
+
+// receipt is how far one message got with one of its recipients, as its
+// sender may see it: read, or else delivered (by which path), notified, or
+// only waiting. Every current member but the sender is a recipient: joining
+// makes every earlier message unread for the new member, as in the
+// original.
+type receipt struct {
+	messageID    int64
+	contextID    string
+	name         string
+	read         bool
+	readAt       *string // when its wake event was acknowledged, if it had one
+	notifiedAt   *string
+	deliveredAt  *string
+	deliveredVia string
+}
+
+// state names the furthest state the message reached with the recipient;
+// deliveredVia says by which path when it is "delivered".
+func (r receipt) state() string {
+	switch {
+	case r.read:
+		return "read"
+	case r.deliveredAt != nil:
+		return "delivered"
+	case r.notifiedAt != nil:
+		return "notified"
+	}
+	return "unread"
+}
+
+// receiptLimit bounds the sent messages one receipts read covers, newest
+// first: a sender asks how its latest messages fared, not for history.
+const receiptLimit = 20
+
+// sentReceipts returns the receipts of sender's newest receiptLimit
+// messages in one group, by message id, oldest message first. q is any
+// handle on the group's database; it only reads, so a Python server on the
+// same file is unaffected.
+func sentReceipts(ctx context.Context, q queryer, sender string) ([]int64, map[int64][]receipt, error) {
+	rows, err := q.QueryContext(ctx, "SELECT id FROM messages WHERE sender_context_id = ? ORDER BY id DESC LIMIT ?", sender, receiptLimit)
+	ids, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
+	if err != nil || len(ids) == 0 {
+		return nil, nil, err
+	}
+	for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
+		ids[i], ids[j] = ids[j], ids[i]
+	}
+	byMessage, err := messageReceipts(ctx, q, ids)
+	return ids, byMessage, err
+}
+
+// messageReceipts returns every recipient's receipt of each of ids, in one
+// query, recipients by context id.
+func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]receipt, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	has, err := hasTable(q, "wakeup_deliveries")
+	if err != nil {
+		return nil, err
+	}
+	delivered, join := "NULL, NULL", ""
+	if has {
+		delivered = "d.delivered_at, d.delivered_via"
+		join = " LEFT JOIN wakeup_deliveries d ON d.message_id = m.id AND d.context_id = g.context_id"
+	}
+	in, args := sqlInList(nil, ids)
+	query := "SELECT m.id, g.context_id, g.name, u.message_id IS NULL, w.acknowledged_at, w.last_notified_at, " + delivered +
+		" FROM messages m JOIN group_members g ON g.context_id != m.sender_context_id" +
+		" LEFT JOIN member_unread_messages u ON u.message_id = m.id AND u.context_id = g.context_id" +
+		" LEFT JOIN wakeup_events w ON w.message_id = m.id AND w.context_id = g.context_id" + join +
+		" WHERE m.id IN " + in +
+		" ORDER BY m.id, g.context_id"
+	rows, err := q.QueryContext(ctx, query, args[1:]...)
+	list, err := collectRows(rows, err, func(row rowScanner) (r receipt, err error) {
+		var via sql.NullString
+		err = row.Scan(&r.messageID, &r.contextID, &r.name, &r.read, &r.readAt, &r.notifiedAt, &r.deliveredAt, &via)
+		r.deliveredVia = via.String
+		if r.deliveredAt == nil && r.readAt != nil { // read by a tool, as wakeupDeliveries says
+			r.deliveredAt, r.deliveredVia = r.readAt, viaTool
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]receipt, len(ids))
+	for _, r := range list {
+		out[r.messageID] = append(out[r.messageID], r)
+	}
+	return out, nil
+}
+
+// describeReceipts is one message's receipts on one line, for `status`
+// and the dashboard's Chats: "bob read, carol delivered by hook".
+func describeReceipts(rs []receipt) string {
+	if len(rs) == 0 {
+		return "no recipients"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.name + " " + r.state()
+		if r.state() == "delivered" {
+			parts[i] += " by " + r.deliveredVia
+		}
+	}
+	return strings.Join(parts, ", ")
+}

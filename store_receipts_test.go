@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// receiptsFixture is a group where alice sent one message that bob read,
+// carol's hook delivered, dave was notified of and frank has not seen;
+// erin joined after it was sent, which makes it unread for her too.
+func receiptsFixture(t *testing.T) (*store, string, int64) {
+	t.Helper()
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "team", "alice", "bob", "carol", "dave", "frank")
+	out, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "@bob @carol @dave hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.unreadMessages(g, "bob", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.claimForHook(g, "carol", []int64{out.messageID}); err != nil {
+		t.Fatal(err)
+	}
+	db := openTestDB(t, groupFile(st.dir, g), "rw")
+	if _, err := db.Exec("UPDATE wakeup_events SET last_notified_at = '2026-01-01T00:00:00+00:00' WHERE context_id = 'dave'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.joinGroup(g, "erin", "erin"); err != nil {
+		t.Fatal(err)
+	}
+	return st, g, out.messageID
+}
+
+// TestSentReceipts checks every state a recipient can be in, and that the
+// sender is not one of them.
+func TestSentReceipts(t *testing.T) {
+	st, g, id := receiptsFixture(t)
+	var byMessage map[int64][]receipt
+	var ids []int64
+	err := st.withHandle(g, func(h *groupHandle) (err error) {
+		ids, byMessage, err = sentReceipts(context.Background(), h.db, "alice")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != id {
+		t.Fatalf("got messages %v; want [%d]", ids, id)
+	}
+	if got, want := describeReceipts(byMessage[id]), "bob read, carol delivered by hook, dave notified, erin unread, frank unread"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	text, err := memberStatus(st, statusOptions{contextID: "alice", events: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("sent message %d: bob read, carol delivered by hook, dave notified, erin unread, frank unread", id); !strings.Contains(text, want) {
+		t.Errorf("status lacks %q:\n%s", want, text)
+	}
+}
+
+// TestReceiptsResource reads the receipts resource as the joined sender,
+// and checks that another member's receipts are refused to this session.
+func TestReceiptsResource(t *testing.T) {
+	s, _ := newTestServer(t)
+	initializeSession(t, s)
+	call := func(id int, name, args string) string {
+		return exchangeLine(t, s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args))
+	}
+	g := newTestGroup(t, s.store, "team", "alice", "bob")
+	call(2, "join_group", fmt.Sprintf(`{"group_id":%q,"context_id":"alice","name":"alice","caller_name":"alice"}`, g))
+	call(3, "send_message", fmt.Sprintf(`{"group_id":%q,"context_id":"alice","name":"alice","caller_name":"alice","message":"@bob hi"}`, g))
+	read := func(contextID string) map[string]any {
+		uri := uriPrefix + g + receiptsSegment + contextID
+		return decodeJSON(t, exchangeLine(t, s, fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":%q}}`, uri)))
+	}
+	got := read("alice")
+	if got["result"] == nil {
+		t.Fatalf("resources/read: %v", got)
+	}
+	contents, _ := got["result"].(map[string]any)["contents"].([]any)
+	if len(contents) != 1 {
+		t.Fatalf("got %v; want one content", got)
+	}
+	var snap struct {
+		Messages []struct {
+			MessageID  int64 `json:"message_id"`
+			Recipients []struct {
+				ContextID string `json:"context_id"`
+				State     string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(contents[0].(map[string]any)["text"].(string)), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Messages) != 1 || len(snap.Messages[0].Recipients) != 1 || snap.Messages[0].Recipients[0].ContextID != "bob" || snap.Messages[0].Recipients[0].State != "unread" {
+		t.Errorf("got %+v; want one message with bob unread", snap)
+	}
+	if e, _ := read("bob")["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "not authorized") {
+		t.Errorf("bob's receipts from alice's session: got %v; want an authorization error", e)
+	}
+}
+
+// TestChatShowsReceipts checks that the dashboard's Chats view puts each
+// message's receipts under it.
+func TestChatShowsReceipts(t *testing.T) {
+	st, g, _ := receiptsFixture(t)
+	obs := newTestObserver(t, st.dir, time.Second)
+	_, body, _ := get(t, obs, "/fragments/messages?group_id="+g)
+	if want := "receipts: bob read, carol delivered by hook, dave notified, erin unread, frank unread"; !strings.Contains(body, want) {
+		t.Errorf("messages fragment lacks %q: %s", want, body)
+	}
+}
