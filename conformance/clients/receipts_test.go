@@ -1,7 +1,9 @@
 package clients
 
 import (
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,4 +50,61 @@ func TestModelReadsReceipts(t *testing.T) {
 		t.Errorf("ReadMcpResourceTool's result: got %.600s; want alice's receipt in state read", got)
 	}
 	c.end(s, "h model reads its receipts")
+}
+
+// TestCodexModelReadsReceipts is scenario h for Codex: the same, through
+// Codex's read_mcp_resource tool.
+func TestCodexModelReadsReceipts(t *testing.T) {
+	t.Parallel()
+	var s *session
+	bob := ""
+	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			bob = "codex-bob"
+			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
+				bob = m[1]
+			}
+		}
+		as := map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}
+		switch n {
+		case 0:
+			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: as}
+		case 1:
+			as["message"] = "@alice " + s.marker
+			return modelReply{toolName: toolNamed(r, "send_message"), toolInput: as}
+		case 2:
+			s.group.alice.tool("get_unread_messages", map[string]any{"group_id": s.group.id, "context_id": "alice", "name": "alice"}, nil)
+			return modelReply{toolName: toolNamed(r, "read_mcp_resource"), toolInput: map[string]any{"server": "crosstalk",
+				"uri": "crosstalk://groups/" + s.group.id + "/receipts/" + bob}}
+		}
+		return modelReply{text: "Done."}
+	})
+	s.group = newGroup(t, crosstalkBin, s.env, "")
+	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", "Send alice a message, then check that she read it.")
+	cmd.Dir, cmd.Env = s.project, s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		kill(cmd)
+		<-done
+		t.Logf("codex output:\n%s", tail(out.String()))
+	})
+	want := `"context_id": "alice", "name": "alice", "state": "read"`
+	_, ok := s.model.waitFor(startLimit+wakeLimit, func(r modelRequest) bool {
+		return strings.Contains(strings.ReplaceAll(string(r.body), `\`, ""), want)
+	})
+	if !ok {
+		t.Errorf("no model request carried alice's receipt in state read")
+	}
+	select {
+	case <-done:
+	case <-time.After(exitLimit):
+		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+	}
 }
