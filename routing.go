@@ -95,9 +95,6 @@ const (
 	uriPrefix     = "crosstalk://groups/"
 	uriSuffix     = "/messages"
 	wakeupSegment = "/wakeups/"
-	// receiptsSegment names a member's receipts resource: how far the
-	// messages it sent got with each recipient. Only this port serves it.
-	receiptsSegment = "/receipts/"
 )
 
 // groupURI is a group's change-signal resource.
@@ -132,16 +129,6 @@ func parseWakeupURI(uri string) (groupID, contextID string, err error) {
 		return "", "", validationErrorf("Invalid wakeup context ID.")
 	}
 	return groupID, contextID, nil
-}
-
-// receiptsWakeupURI returns the wakeup URI of the same group and member as
-// a receipts URI, which is authorized exactly as that wakeup resource is,
-// and false for any other URI.
-func receiptsWakeupURI(uri string) (string, bool) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, receiptsSegment) {
-		return "", false
-	}
-	return strings.Replace(uri, receiptsSegment, wakeupSegment, 1), true
 }
 
 // isWakeupURI reports whether uri names a wakeup resource rather than a group.

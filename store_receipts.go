@@ -36,6 +36,21 @@ func (r receipt) state() string {
 	return "unread"
 }
 
+// receiptsSegment names a member's receipts resource, beside its wakeup
+// resource: how far the messages it sent got with each recipient. Only this
+// port serves it.
+const receiptsSegment = "/receipts/"
+
+// receiptsWakeupURI returns the wakeup URI of the same group and member as
+// a receipts URI, which is authorized exactly as that wakeup resource is,
+// and false for any other URI.
+func receiptsWakeupURI(uri string) (string, bool) {
+	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, receiptsSegment) {
+		return "", false
+	}
+	return strings.Replace(uri, receiptsSegment, wakeupSegment, 1), true
+}
+
 // receiptLimit bounds the sent messages one receipts read covers, newest
 // first: a sender asks how its latest messages fared, not for history.
 const receiptLimit = 20
