@@ -181,7 +181,8 @@ async function runRevision(revision) {
     }
     if (TYPED.has(revision)) {
       const templates = await b.listResourceTemplates({}, { timeout: TIMEOUT_MS });
-      check(templates.resourceTemplates?.length === 2, revision + ': two resource templates', templates);
+      const names = (templates.resourceTemplates ?? []).map((t) => t.name).join(',');
+      check(names === 'group-messages,context-wakeups,context-receipts', revision + ': three resource templates', templates);
     }
   } catch (error) {
     check(false, revision + ': run completes', String(error?.stack ?? error));
