@@ -234,11 +234,13 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 	for i, m := range out {
 		ids[i] = m.ID
 	}
-	receipts, err := messageReceipts(ctx, db, ids)
-	for i := range out {
-		out[i].Receipts = describeReceipts(receipts[out[i].ID])
+	// Receipts that cannot be read leave the messages shown without them.
+	if receipts, err := messageReceipts(ctx, db, ids); err == nil {
+		for i := range out {
+			out[i].Receipts = describeReceipts(receipts[out[i].ID])
+		}
 	}
-	return out, err
+	return out, nil
 }
 
 // messagePageView reads the page of messages older than cursor (or the
