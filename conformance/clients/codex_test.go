@@ -118,6 +118,28 @@ func toolNamed(r modelRequest, name string) string {
 	return name
 }
 
+// startCodexExec runs `codex exec prompt` in s's project and returns a
+// channel closed when it exits; the test's end kills it and logs its
+// output.
+func startCodexExec(t *testing.T, s *session, prompt string) <-chan struct{} {
+	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", prompt)
+	cmd.Dir, cmd.Env = s.project, s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		kill(cmd)
+		<-done
+		t.Logf("codex output:\n%s", tail(out.String()))
+	})
+	return done
+}
+
 // TestCodexModelWaitsForMessages is scenario c for Codex: the model,
 // having read its context_id from the SessionStart hook, joins the group
 // and calls wait_for_messages; mail arrives 3 s later.
@@ -142,21 +164,7 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 		return modelReply{text: "Done."}
 	})
 	s.group = newGroup(t, crosstalkBin, s.env, "")
-	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", "Wait for a Crosstalk message.")
-	cmd.Dir, cmd.Env = s.project, s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		kill(cmd)
-		<-done
-		t.Logf("codex output:\n%s", tail(out.String()))
-	})
+	done := startCodexExec(t, s, "Wait for a Crosstalk message.")
 	var id string
 	select {
 	case id = <-bob:

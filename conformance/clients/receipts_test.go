@@ -1,9 +1,7 @@
 package clients
 
 import (
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -80,21 +78,7 @@ func TestCodexModelReadsReceipts(t *testing.T) {
 		return modelReply{text: "Done."}
 	})
 	s.group = newGroup(t, crosstalkBin, s.env, "")
-	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", "Send alice a message, then check that she read it.")
-	cmd.Dir, cmd.Env = s.project, s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		kill(cmd)
-		<-done
-		t.Logf("codex output:\n%s", tail(out.String()))
-	})
+	done := startCodexExec(t, s, "Send alice a message, then check that she read it.")
 	want := `"context_id": "alice", "name": "alice", "state": "read"`
 	_, ok := s.model.waitFor(startLimit+wakeLimit, func(r modelRequest) bool {
 		return strings.Contains(strings.ReplaceAll(string(r.body), `\`, ""), want)
