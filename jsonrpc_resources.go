@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 )
 
@@ -101,12 +100,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 // receiptsSnapshot renders the receipts of contextID's newest messages in
 // group g: per message, each recipient's state and its times.
 func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
-	var ids []int64
-	var byMessage map[int64][]receipt
-	err := s.store.withHandle(g, func(h *groupHandle) (err error) {
-		ids, byMessage, err = sentReceipts(context.Background(), h.db, contextID)
-		return err
-	})
+	ids, byMessage, err := s.store.sentReceipts(g, contextID)
 	messages := make([]any, len(ids))
 	for i, id := range ids {
 		recipients := make([]any, len(byMessage[id]))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -101,12 +100,7 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 // sentStatus writes the receipts of the member's newest opts.events
 // messages in one group: for each, how far it got with every recipient.
 func sentStatus(b *strings.Builder, st *store, groupID string, opts statusOptions) error {
-	var ids []int64
-	var byMessage map[int64][]receipt
-	err := st.withHandle(groupID, func(h *groupHandle) (err error) {
-		ids, byMessage, err = sentReceipts(context.Background(), h.db, opts.contextID)
-		return err
-	})
+	ids, byMessage, err := st.sentReceipts(groupID, opts.contextID)
 	if err != nil {
 		return err
 	}

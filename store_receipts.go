@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 )
 
@@ -56,24 +57,26 @@ func receiptsWakeupURI(uri string) (string, bool) {
 const receiptLimit = 20
 
 // sentReceipts returns the receipts of sender's newest receiptLimit
-// messages in one group, by message id, oldest message first. q is any
-// handle on the group's database; it only reads, so a Python server on the
-// same file is unaffected.
-func sentReceipts(ctx context.Context, q queryer, sender string) ([]int64, map[int64][]receipt, error) {
-	rows, err := q.QueryContext(ctx, "SELECT id FROM messages WHERE sender_context_id = ? ORDER BY id DESC LIMIT ?", sender, receiptLimit)
-	ids, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
-	if err != nil || len(ids) == 0 {
-		return nil, nil, err
-	}
-	for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
-		ids[i], ids[j] = ids[j], ids[i]
-	}
-	byMessage, err := messageReceipts(ctx, q, ids)
+// messages in group id, by message id, oldest message first. It only reads,
+// so a Python server on the same file is unaffected.
+func (s *store) sentReceipts(id, sender string) (ids []int64, byMessage map[int64][]receipt, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		ctx := context.Background()
+		rows, err := db.QueryContext(ctx, "SELECT id FROM messages WHERE sender_context_id = ? ORDER BY id DESC LIMIT ?", sender, receiptLimit)
+		ids, err = collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
+		if err != nil {
+			return err
+		}
+		slices.Reverse(ids)
+		byMessage, err = messageReceipts(ctx, db, ids)
+		return err
+	})
 	return ids, byMessage, err
 }
 
 // messageReceipts returns every recipient's receipt of each of ids, in one
-// query, recipients by context id.
+// query, recipients by context id. q is any handle on the group's database:
+// the dashboard passes its read-only one.
 func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]receipt, error) {
 	if len(ids) == 0 {
 		return nil, nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -40,12 +39,7 @@ func receiptsFixture(t *testing.T) (*store, string, int64) {
 // sender is not one of them.
 func TestSentReceipts(t *testing.T) {
 	st, g, id := receiptsFixture(t)
-	var byMessage map[int64][]receipt
-	var ids []int64
-	err := st.withHandle(g, func(h *groupHandle) (err error) {
-		ids, byMessage, err = sentReceipts(context.Background(), h.db, "alice")
-		return err
-	})
+	ids, byMessage, err := st.sentReceipts(g, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
