@@ -1,8 +1,6 @@
 package main
 
 import (
-	"database/sql"
-	"errors"
 	"strconv"
 )
 
@@ -66,31 +64,4 @@ func channelParams(n *wakeNotice) object {
 		{"group_id", n.groupID}, {"group_name", n.groupName}, {"from", n.sender},
 		{"message_id", strconv.FormatInt(n.messageID, 10)}, {"priority", n.priority},
 	}}}
-}
-
-// claimForChannel records the message of contextID's wake event eventID as
-// delivered by channel and returns it, or nil when the event is
-// acknowledged, its message read or already delivered by some path.
-func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wakeNotice, error) {
-	var claimed *wakeNotice
-	err := s.writeGroup(groupID, func(tx groupTx) error {
-		claimed = nil
-		if _, err := tx.Exec(deliveriesTable); err != nil {
-			return err
-		}
-		n := wakeNotice{groupID: groupID}
-		err := tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
-			"FROM wakeup_events w JOIN messages m ON m.id = w.message_id WHERE w.id = ?1 AND w.context_id = ?2 AND w.acknowledged_at IS NULL "+
-			"AND EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id)"+undelivered,
-			eventID, contextID).Scan(&n.messageID, &n.priority, &n.sender, &n.text, &n.groupName)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		claimed = &n
-		return s.recordDeliveries(tx, contextID, viaChannel, []int64{n.messageID})
-	})
-	return claimed, err
 }

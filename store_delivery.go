@@ -412,6 +412,33 @@ func (s *store) claimForHook(groupID, contextID string, ids []int64) (map[int64]
 	return claimed, err
 }
 
+// claimForChannel records the message of contextID's wake event eventID as
+// delivered by channel and returns it, or nil when the event is
+// acknowledged, its message read or already delivered by some path.
+func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wakeNotice, error) {
+	var claimed *wakeNotice
+	err := s.writeGroup(groupID, func(tx groupTx) error {
+		claimed = nil
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		n := wakeNotice{groupID: groupID}
+		err := tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+			"FROM wakeup_events w JOIN messages m ON m.id = w.message_id WHERE w.id = ?1 AND w.context_id = ?2 AND w.acknowledged_at IS NULL "+
+			"AND EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id)"+undelivered,
+			eventID, contextID).Scan(&n.messageID, &n.priority, &n.sender, &n.text, &n.groupName)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		claimed = &n
+		return s.recordDeliveries(tx, contextID, viaChannel, []int64{n.messageID})
+	})
+	return claimed, err
+}
+
 // stopWake is one wake event a Stop hook acknowledged.
 type stopWake struct {
 	messageID int64
