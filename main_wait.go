@@ -103,7 +103,8 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	if *client == "claude-code" && claudeRunsInForeground(clientPID()) {
+	pid := clientPID()
+	if *client == "claude-code" && claudeRunsInForeground(pid) {
 		return waitTimedOut
 	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
@@ -111,7 +112,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer st.close()
-	pid, slot := clientPID(), waiterSlot(st.dir, opts.contextID)
+	slot := waiterSlot(st.dir, opts.contextID)
 	release, err := takeWaiterSlot(slot, pid)
 	if err != nil {
 		return fail(err)
