@@ -107,24 +107,30 @@ func hasTable(q queryer, name string) (bool, error) {
 	return n > 0, err
 }
 
+// deliveryColumns returns the delivered_at, delivered_via columns of the
+// message and member that messageCol and contextCol name, and the join
+// that reads them; NULLs and no join in a group that has no
+// wakeup_deliveries yet.
+func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
+	has, err := hasTable(q, "wakeup_deliveries")
+	if err != nil || !has {
+		return "NULL, NULL", "", err
+	}
+	return "d.delivered_at, d.delivered_via",
+		" LEFT JOIN wakeup_deliveries d ON d.message_id = " + messageCol + " AND d.context_id = " + contextCol, nil
+}
+
 // wakeupDeliveries returns the wake events of one group, oldest first, with
 // their delivery states: every member's when contextID is empty. limit caps
 // the newest rows returned (0 means all). q is any handle on the group's
 // database: the dashboard passes its read-only one, `status` a store's.
 func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error) {
-	has, err := hasTable(q, "wakeup_deliveries")
+	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id")
 	if err != nil {
 		return nil, err
 	}
-	cols := "w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at"
-	from := " FROM wakeup_events w"
-	if has {
-		cols += ", d.delivered_at, d.delivered_via"
-		from += " LEFT JOIN wakeup_deliveries d ON d.message_id = w.message_id AND d.context_id = w.context_id"
-	} else {
-		cols += ", NULL, NULL"
-	}
-	query := "SELECT " + cols + from
+	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " +
+		delivered + " FROM wakeup_events w" + join
 	var args []any
 	if contextID != "" {
 		query += " WHERE w.context_id = ?"

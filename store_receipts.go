@@ -81,14 +81,9 @@ func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]r
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	has, err := hasTable(q, "wakeup_deliveries")
+	delivered, join, err := deliveryColumns(q, "m.id", "g.context_id")
 	if err != nil {
 		return nil, err
-	}
-	delivered, join := "NULL, NULL", ""
-	if has {
-		delivered = "d.delivered_at, d.delivered_via"
-		join = " LEFT JOIN wakeup_deliveries d ON d.message_id = m.id AND d.context_id = g.context_id"
 	}
 	in, args := sqlInList(nil, ids)
 	query := "SELECT m.id, g.context_id, g.name, u.message_id IS NULL, w.acknowledged_at, w.last_notified_at, " + delivered +
