@@ -149,7 +149,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 		if wi, wj := events[i].readAt == nil, events[j].readAt == nil; wi != wj {
 			return wi
 		}
-		return events[i].eventID > events[j].eventID
+		return events[i].id > events[j].id
 	})
 	events = events[:min(len(events), wakeupListLimit)]
 	excerpts, err := messageExcerpts(ctx, db, events)

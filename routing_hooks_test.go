@@ -216,7 +216,7 @@ func TestHookMarksReadLikeGetUnread(t *testing.T) {
 		t.Errorf("unread after hook: %d (%v); want 0", len(msgs), err)
 	}
 	ws, err := f.st.wakeups(f.groupID, "sess-1")
-	if err != nil || len(ws) != 1 || ws[0].acknowledgedAt == nil {
+	if err != nil || len(ws) != 1 || ws[0].readAt == nil {
 		t.Fatalf("wake events %+v (%v); want one acknowledged", ws, err)
 	}
 	ds, err := deliveriesOf(f.st, f.groupID, "sess-1")

@@ -219,7 +219,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	}
 	var err error
 	if sub.wakeup {
-		var w *wakeup
+		var w *delivery
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
 			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {

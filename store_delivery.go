@@ -16,7 +16,7 @@ import (
 // tool put it in front of the agent, and read when it was acknowledged. The
 // dashboard's Chats view and `crosstalk-mcp status` show these states.
 type delivery struct {
-	eventID   int64
+	id        int64
 	messageID int64
 	contextID string
 	relevance string
@@ -144,7 +144,7 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 	rows, err := q.QueryContext(context.Background(), query, args...)
 	out, err := collectRows(rows, err, func(row rowScanner) (d delivery, err error) {
 		var via sql.NullString
-		err = row.Scan(&d.eventID, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
+		err = row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
 			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via)
 		d.deliveredVia = via.String
 		if d.deliveredAt == nil && d.readAt != nil {

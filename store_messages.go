@@ -32,25 +32,10 @@ func (s *store) messageRevision(id string) (int64, error) {
 	return rev, err
 }
 
-// wakeup is one wake event of a member.
-type wakeup struct {
-	id             int64
-	messageID      int64
-	relevance      string
-	priority       string
-	createdAt      string
-	acknowledgedAt *string
-	lastNotifiedAt *string
-}
-
 // wakeups lists a member's wake events, oldest first.
-func (s *store) wakeups(id, contextID string) ([]wakeup, error) {
-	var out []wakeup
-	err := s.withGroup(id, func(db *sql.DB) error {
-		rows, err := db.Query("SELECT id, message_id, relevance, priority, created_at, acknowledged_at, last_notified_at FROM wakeup_events WHERE context_id = ? ORDER BY id ASC", contextID)
-		out, err = collectRows(rows, err, func(row rowScanner) (w wakeup, err error) {
-			return w, row.Scan(&w.id, &w.messageID, &w.relevance, &w.priority, &w.createdAt, &w.acknowledgedAt, &w.lastNotifiedAt)
-		})
+func (s *store) wakeups(id, contextID string) (out []delivery, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		out, err = wakeupDeliveries(db, contextID, 0)
 		return err
 	})
 	return out, err
@@ -58,11 +43,11 @@ func (s *store) wakeups(id, contextID string) ([]wakeup, error) {
 
 // dueWakeup returns the oldest unacknowledged wake event of contextID that
 // was never notified or last notified over 300 s ago, without marking it.
-func (s *store) dueWakeup(id, contextID string) (*wakeup, error) {
+func (s *store) dueWakeup(id, contextID string) (*delivery, error) {
 	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
-	var w *wakeup
+	var w *delivery
 	err := s.withGroup(id, func(db *sql.DB) error {
-		var row wakeup
+		var row delivery
 		err := db.QueryRow("SELECT id, priority, relevance FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
 			"AND (last_notified_at IS NULL OR last_notified_at <= ?) ORDER BY id ASC LIMIT 1", contextID, cutoff).
 			Scan(&row.id, &row.priority, &row.relevance)
