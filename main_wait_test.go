@@ -50,7 +50,7 @@ func TestWaitReturnsOnSend(t *testing.T) {
 	}
 	// The message itself is still unread: a hook or get_unread_messages
 	// delivers it.
-	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob"); err != nil || len(msgs) != 1 {
+	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
 		t.Errorf("unread after wait: %d (%v); want 1", len(msgs), err)
 	}
 }

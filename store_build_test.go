@@ -69,7 +69,7 @@ func TestNewGroupPageSize(t *testing.T) {
 		t.Fatalf("python3 (SQLite version, page size, integrity, search index): got %q; want [VERSION 1024 ok ok]", out)
 	}
 	t.Logf("written by SQLite %s", fields[0])
-	unread, err := st.unreadMessages(gid, "alice", "alice")
+	unread, err := st.unreadMessages(gid, "alice", "alice", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,48 +82,36 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 
 // markRead is how a read or a delivery marks the messages predicate selects
 // for the member: their wake events acknowledged, their unread rows removed
-// (all of the member's unread rows when allUnread), and the member and
-// wakeup revisions bumped for whichever of the two changed. Wake events go
-// first, as the predicate may read member_unread_messages.
+// (all of the member's unread rows when allUnread) with unread_count kept in
+// step, and the member and wakeup revisions bumped for whichever of the two
+// changed. Wake events go first, as the predicate may read
+// member_unread_messages.
 func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, allUnread bool) error {
 	ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args)
 	if err != nil {
 		return err
 	}
+	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
 	if allUnread {
-		predicate, args = "", nil
+		args = nil
+	} else {
+		q += " AND " + predicate
 	}
-	unreadChanged, err := removeUnread(tx, contextID, predicate, args)
+	res, err := tx.Exec(q, append([]any{contextID}, args...)...)
 	if err != nil {
 		return err
 	}
 	var which revision
-	if unreadChanged {
+	if n, _ := res.RowsAffected(); n > 0 {
 		which |= revMember
+		if _, err := tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID); err != nil {
+			return err
+		}
 	}
 	if ackChanged {
 		which |= revWakeup
 	}
 	return bumpRevisions(tx, which)
-}
-
-// removeUnread deletes the member's unread rows matching predicate, or all
-// of them when it is empty, and keeps the member's unread_count in step.
-func removeUnread(tx groupTx, contextID, predicate string, args []any) (bool, error) {
-	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
-	if predicate != "" {
-		q += " AND " + predicate
-	}
-	res, err := tx.Exec(q, append([]any{contextID}, args...)...)
-	if err != nil {
-		return false, err
-	}
-	n, _ := res.RowsAffected()
-	if n == 0 {
-		return false, nil
-	}
-	_, err = tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID)
-	return true, err
 }
 
 // acknowledgeWakeups marks the member's pending wake events for the selected
@@ -171,14 +159,10 @@ func afterCursor(after int64) readSelection {
 	}
 }
 
-// unreadMessages returns the member's unread messages.
-func (s *store) unreadMessages(id, contextID, name string) ([]message, error) {
-	return s.unreadMessagesVia(id, contextID, name, "")
-}
-
-// unreadMessagesVia is unreadMessages that also records what it returns as
-// delivered by via (wait_for_messages), for the delivery states.
-func (s *store) unreadMessagesVia(id, contextID, name, via string) ([]message, error) {
+// unreadMessages returns the member's unread messages and, when via is set
+// (wait_for_messages), records them delivered that way, for the delivery
+// states.
+func (s *store) unreadMessages(id, contextID, name, via string) ([]message, error) {
 	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +

@@ -19,7 +19,7 @@ func receiptsFixture(t *testing.T) (*store, string, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.unreadMessages(g, "bob", "bob"); err != nil {
+	if _, err := st.unreadMessages(g, "bob", "bob", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.claimForHook(g, "carol", []int64{out.messageID}); err != nil {

@@ -36,7 +36,7 @@ var toolGetLatestMessages = messageReader(func(s *server, a toolArgs, contextID,
 })
 
 var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
-	return s.store.unreadMessages(a.groupID(), contextID, name)
+	return s.store.unreadMessages(a.groupID(), contextID, name, "")
 })
 
 // nonNegativeInteger matches the JSON integers Python reads as an int of at

@@ -140,7 +140,7 @@ func (w mailWait) check() ([]message, error) {
 func (w mailWait) read() ([]message, error) {
 	var msgs []message
 	err := retryBusy(func() (err error) {
-		msgs, err = w.s.store.unreadMessagesVia(w.groupID, w.contextID, w.name, viaWaitForMessage)
+		msgs, err = w.s.store.unreadMessages(w.groupID, w.contextID, w.name, viaWaitForMessage)
 		return err
 	})
 	return msgs, err
