@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -109,14 +110,16 @@ func hasTable(q queryer, name string) (bool, error) {
 
 // deliveryColumns returns the delivered_at, delivered_via columns of the
 // message and member that messageCol and contextCol name, and the join
-// that reads them; NULLs and no join in a group that has no
-// wakeup_deliveries yet.
+// that reads them (no join in a group that has no wakeup_deliveries yet).
+// A wake event w acknowledged without a row there was delivered by a read
+// tool when it was acknowledged; delivered_via is empty while undelivered.
 func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
+	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', '"+viaTool+"')"
 	has, err := hasTable(q, "wakeup_deliveries")
 	if err != nil || !has {
-		return "NULL, NULL", "", err
+		return at + ", " + via, "", err
 	}
-	return "d.delivered_at, d.delivered_via",
+	return "COALESCE(d.delivered_at, " + at + "), COALESCE(d.delivered_via, " + via + ")",
 		" LEFT JOIN wakeup_deliveries d ON d.message_id = " + messageCol + " AND d.context_id = " + contextCol, nil
 }
 
@@ -143,23 +146,12 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 	}
 	rows, err := q.QueryContext(context.Background(), query, args...)
 	out, err := collectRows(rows, err, func(row rowScanner) (d delivery, err error) {
-		var via sql.NullString
-		err = row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
-			&d.notifiedAt, &d.readAt, &d.deliveredAt, &via)
-		d.deliveredVia = via.String
-		if d.deliveredAt == nil && d.readAt != nil {
-			d.deliveredAt, d.deliveredVia = d.readAt, viaTool
-		}
-		return d, err
+		return d, row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
+			&d.notifiedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia)
 	})
-	if err != nil {
-		return nil, err
-	}
 	// Oldest first reads as a timeline; the query took the newest.
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out, nil
+	slices.Reverse(out)
+	return out, err
 }
 
 // recordDeliveries marks messageIDs delivered to contextID by via in tx,
@@ -283,37 +275,33 @@ func (s *store) deliverMessages(groupID, contextID string, read, previewed []int
 		return nil
 	}
 	return s.writeGroup(groupID, func(tx groupTx) error {
-		in, args := sqlInList(contextID, append(append([]int64(nil), read...), previewed...))
-		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND message_id IN "+in+" ORDER BY message_id", args...)
+		in, args := sqlIn("message_id", append(append([]int64(nil), read...), previewed...))
+		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND "+in+" ORDER BY message_id", append([]any{contextID}, args...)...)
 		confirmed, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
 		if err != nil || len(confirmed) == 0 {
 			return err
 		}
 		if len(read) > 0 {
-			in, args := sqlInList(contextID, read)
-			if err := s.markRead(tx, contextID, "message_id IN "+in, args[1:], false); err != nil {
+			in, args := sqlIn("message_id", read)
+			if err := s.markRead(tx, contextID, in, args, false); err != nil {
 				return err
 			}
 		}
 		if len(previewed) == 0 {
 			return nil
 		}
-		in, args = sqlInList(contextID, previewed)
-		acked, err := s.acknowledgeWakeups(tx, contextID, "message_id IN "+in, args[1:])
-		if err != nil || !acked {
-			return err
-		}
-		return bumpRevisions(tx, revWakeup)
+		in, args = sqlIn("message_id", previewed)
+		return s.acknowledgeWakeups(tx, contextID, in, args)
 	})
 }
 
-// sqlInList returns "(?, ?...)" for ids and the arguments first, then ids.
-func sqlInList(first any, ids []int64) (string, []any) {
-	args := append(make([]any, 0, len(ids)+1), first)
-	for _, id := range ids {
-		args = append(args, id)
+// sqlIn returns the condition "col IN (?, ?...)" for ids and its arguments.
+func sqlIn(col string, ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
 	}
-	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")", args
+	return col + " IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")", args
 }
 
 // wakeNotice is a wake event `wait` claimed: enough to tell the agent who
@@ -460,32 +448,23 @@ type stopWake struct {
 func (s *store) claimStopWakeups(groupID, contextID string) ([]stopWake, error) {
 	var out []stopWake
 	err := s.writeGroup(groupID, func(tx groupTx) error {
-		out = out[:0]
 		if _, err := tx.Exec(deliveriesTable); err != nil {
 			return err
 		}
 		rows, err := tx.Query("SELECT w.message_id, m.sender_name, w.relevance FROM wakeup_events w JOIN messages m ON m.id = w.message_id "+
 			"WHERE w.context_id = ? AND w.acknowledged_at IS NULL"+undelivered+" ORDER BY w.id", contextID)
-		if err != nil {
+		out, err = collectRows(rows, err, func(row rowScanner) (w stopWake, err error) {
+			return w, row.Scan(&w.messageID, &w.sender, &w.relevance)
+		})
+		if err != nil || len(out) == 0 {
 			return err
 		}
-		var ids []int64
-		for rows.Next() {
-			var w stopWake
-			if err := rows.Scan(&w.messageID, &w.sender, &w.relevance); err != nil {
-				rows.Close()
-				return err
-			}
-			out, ids = append(out, w), append(ids, w.messageID)
+		ids := make([]int64, len(out))
+		for i, w := range out {
+			ids[i] = w.messageID
 		}
-		if err := rows.Close(); err != nil || len(ids) == 0 {
-			return err
-		}
-		in, args := sqlInList(contextID, ids)
-		if _, err := s.acknowledgeWakeups(tx, contextID, "message_id IN "+in, args[1:]); err != nil {
-			return err
-		}
-		return bumpRevisions(tx, revWakeup)
+		in, args := sqlIn("message_id", ids)
+		return s.acknowledgeWakeups(tx, contextID, in, args)
 	})
 	return out, err
 }

@@ -83,12 +83,10 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 // markRead is how a read or a delivery marks the messages predicate selects
 // for the member: their wake events acknowledged, their unread rows removed
 // (all of the member's unread rows when allUnread) with unread_count kept in
-// step, and the member and wakeup revisions bumped for whichever of the two
-// changed. Wake events go first, as the predicate may read
-// member_unread_messages.
+// step, and the member revision bumped when they changed. Wake events go
+// first, as the predicate may read member_unread_messages.
 func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, allUnread bool) error {
-	ackChanged, err := s.acknowledgeWakeups(tx, contextID, predicate, args)
-	if err != nil {
+	if err := s.acknowledgeWakeups(tx, contextID, predicate, args); err != nil {
 		return err
 	}
 	q := "DELETE FROM member_unread_messages WHERE context_id = ?"
@@ -101,26 +99,24 @@ func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, al
 	if err != nil {
 		return err
 	}
-	var which revision
-	if n, _ := res.RowsAffected(); n > 0 {
-		which |= revMember
-		if _, err := tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID); err != nil {
-			return err
-		}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return nil
 	}
-	if ackChanged {
-		which |= revWakeup
+	if _, err := tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID); err != nil {
+		return err
 	}
-	return bumpRevisions(tx, which)
+	return bumpRevisions(tx, revMember)
 }
 
 // acknowledgeWakeups marks the member's pending wake events for the selected
-// messages acknowledged, and purges events acknowledged over 7 days ago.
-func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) (bool, error) {
+// messages acknowledged, purges events acknowledged over 7 days ago, and
+// bumps the wakeup revision when either changed anything.
+func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args []any) error {
 	q := "UPDATE wakeup_events SET acknowledged_at = ? WHERE context_id = ? AND " + predicate + " AND acknowledged_at IS NULL"
 	res, err := tx.Exec(q, append([]any{s.timestamp(), contextID}, args...)...)
 	if err != nil {
-		return false, err
+		return err
 	}
 	acked, _ := res.RowsAffected()
 	if acked > 0 {
@@ -129,10 +125,12 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 	cutoff := formatTimestamp(s.now().Add(-acknowledgedWakeupRetention))
 	res, err = tx.Exec("DELETE FROM wakeup_events WHERE acknowledged_at IS NOT NULL AND acknowledged_at < ?", cutoff)
 	if err != nil {
-		return false, err
+		return err
 	}
-	expired, _ := res.RowsAffected()
-	return acked > 0 || expired > 0, nil
+	if expired, _ := res.RowsAffected(); acked == 0 && expired == 0 {
+		return nil
+	}
+	return bumpRevisions(tx, revWakeup)
 }
 
 // messagesAfter returns every message with an id above after and marks them

@@ -85,22 +85,16 @@ func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]r
 	if err != nil {
 		return nil, err
 	}
-	in, args := sqlInList(nil, ids)
+	in, args := sqlIn("m.id", ids)
 	query := "SELECT m.id, g.context_id, g.name, u.message_id IS NULL, w.acknowledged_at, w.last_notified_at, " + delivered +
 		" FROM messages m JOIN group_members g ON g.context_id != m.sender_context_id" +
 		" LEFT JOIN member_unread_messages u ON u.message_id = m.id AND u.context_id = g.context_id" +
 		" LEFT JOIN wakeup_events w ON w.message_id = m.id AND w.context_id = g.context_id" + join +
-		" WHERE m.id IN " + in +
+		" WHERE " + in +
 		" ORDER BY m.id, g.context_id"
-	rows, err := q.QueryContext(ctx, query, args[1:]...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	list, err := collectRows(rows, err, func(row rowScanner) (r receipt, err error) {
-		var via sql.NullString
-		err = row.Scan(&r.messageID, &r.contextID, &r.name, &r.read, &r.readAt, &r.notifiedAt, &r.deliveredAt, &via)
-		r.deliveredVia = via.String
-		if r.deliveredAt == nil && r.readAt != nil { // read by a tool, as wakeupDeliveries says
-			r.deliveredAt, r.deliveredVia = r.readAt, viaTool
-		}
-		return r, err
+		return r, row.Scan(&r.messageID, &r.contextID, &r.name, &r.read, &r.readAt, &r.notifiedAt, &r.deliveredAt, &r.deliveredVia)
 	})
 	if err != nil {
 		return nil, err
