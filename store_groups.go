@@ -249,15 +249,13 @@ const (
 	revMetadata
 )
 
-// bumpRevisions advances the group_state counters named by which.
+// bumpRevisions advances the group_state counters named by which, whose
+// bits follow the columns' order.
 func bumpRevisions(tx groupTx, which revision) error {
 	var fields []string
-	for _, r := range []struct {
-		bit   revision
-		field string
-	}{{revMessage, "message_revision"}, {revMember, "member_revision"}, {revWakeup, "wakeup_revision"}, {revMetadata, "metadata_revision"}} {
-		if which&r.bit != 0 {
-			fields = append(fields, r.field+" = "+r.field+" + 1")
+	for i, field := range []string{"message_revision", "member_revision", "wakeup_revision", "metadata_revision"} {
+		if which&(1<<i) != 0 {
+			fields = append(fields, field+" = "+field+" + 1")
 		}
 	}
 	if len(fields) == 0 {
@@ -292,21 +290,16 @@ func (s *store) users(id string) ([]member, error) {
 // or renames an existing member.
 func (s *store) joinGroup(id, contextID, name string) error {
 	return s.writeGroup(id, func(tx groupTx) error {
-		var one int
-		err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		res, err := tx.Exec("UPDATE group_members SET name = ? WHERE context_id = ?", name, contextID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
 			if _, err := tx.Exec("INSERT INTO group_members(context_id, name, joined_at, unread_count) SELECT ?, ?, ?, COUNT(*) FROM messages",
 				contextID, name, s.timestamp()); err != nil {
 				return err
 			}
 			if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT ?, id FROM messages", contextID); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		default:
-			if _, err := tx.Exec("UPDATE group_members SET name = ? WHERE context_id = ?", name, contextID); err != nil {
 				return err
 			}
 		}
@@ -322,23 +315,18 @@ func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
 			if _, err := requireMember(tx, contextID, name); err != nil {
 				return err
 			}
-		} else {
-			var one int
-			err := tx.QueryRow("SELECT 1 FROM group_members WHERE context_id = ?", contextID).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return authorizationErrorf("Context is not a member of this group.")
-			}
-			if err != nil {
-				return err
-			}
 		}
-		if _, err := tx.Exec("DELETE FROM group_members WHERE context_id = ?", contextID); err != nil {
+		res, err := tx.Exec("DELETE FROM group_members WHERE context_id = ?", contextID)
+		if err != nil {
 			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return authorizationErrorf("Context is not a member of this group.")
 		}
 		if _, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ?", contextID); err != nil {
 			return err
 		}
-		res, err := tx.Exec("DELETE FROM wakeup_events WHERE context_id = ?", contextID)
+		res, err = tx.Exec("DELETE FROM wakeup_events WHERE context_id = ?", contextID)
 		if err != nil {
 			return err
 		}
