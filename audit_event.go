@@ -94,8 +94,6 @@ func auditLen(value any) (int, bool) {
 		return len(value), true
 	case stringList:
 		return len(value), true
-	case messageList:
-		return len(value), true
 	}
 	return 0, false
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 )
 
 // messageReader makes a retrieval tool: the caller's identity checked in
@@ -144,37 +143,14 @@ func sentObject(out sent) object {
 	}
 }
 
-// messagesObject is the result of the message retrieval tools.
+// messagesObject is the result of the message retrieval tools, each message
+// with the original's keys and order.
 func messagesObject(msgs []message) object {
-	return object{{"messages", messageList(msgs)}}
-}
-
-// messageList renders messages with the original's keys and order. It
-// writes directly rather than through an object per message because
-// retrieval tools return thousands of them.
-type messageList []message
-
-// writePyJSON writes l as the original's json.dumps of its message dicts.
-func (l messageList) writePyJSON(b *strings.Builder, st jsonStyle) {
-	b.WriteByte('[')
-	for i, m := range l {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(`{"id": `)
-		b.WriteString(strconv.FormatInt(m.id, 10))
-		for _, f := range [...]struct {
-			key string
-			val any
-		}{{"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+	list := make([]any, len(msgs))
+	for i, m := range msgs {
+		list[i] = object{{"id", m.id}, {"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
 			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
-			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}} {
-			b.WriteString(`, "`)
-			b.WriteString(f.key)
-			b.WriteString(`": `)
-			st.writeValue(b, f.val)
-		}
-		b.WriteByte('}')
+			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}}
 	}
-	b.WriteByte(']')
+	return object{{"messages", list}}
 }
