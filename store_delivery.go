@@ -199,8 +199,8 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 	sort.Strings(names)
 	var out []membership
 	for _, path := range names {
-		id := strings.TrimSuffix(filepath.Base(path), ".sqlite3")
-		if validateGroupID(id) != nil {
+		id, ok := groupIDOfFile(filepath.Base(path))
+		if !ok {
 			continue
 		}
 		m := membership{groupID: id}
@@ -269,18 +269,13 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 // exactly as get_unread_messages does for the messages it returns; those in
 // previewed, of which the member saw only a part, stay unread and only have
 // their wake events acknowledged. Messages a concurrent reader took
-// meanwhile are left as that reader left them.
+// meanwhile are left as that reader left them: only unread rows and
+// unacknowledged wake events are touched.
 func (s *store) deliverMessages(groupID, contextID string, read, previewed []int64) error {
 	if len(read)+len(previewed) == 0 {
 		return nil
 	}
 	return s.writeGroup(groupID, func(tx groupTx) error {
-		in, args := sqlIn("message_id", append(append([]int64(nil), read...), previewed...))
-		rows, err := tx.Query("SELECT message_id FROM member_unread_messages WHERE context_id = ? AND "+in+" ORDER BY message_id", append([]any{contextID}, args...)...)
-		confirmed, err := collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
-		if err != nil || len(confirmed) == 0 {
-			return err
-		}
 		if len(read) > 0 {
 			in, args := sqlIn("message_id", read)
 			if err := s.markRead(tx, contextID, in, args, false); err != nil {
@@ -290,7 +285,7 @@ func (s *store) deliverMessages(groupID, contextID string, read, previewed []int
 		if len(previewed) == 0 {
 			return nil
 		}
-		in, args = sqlIn("message_id", previewed)
+		in, args := sqlIn("message_id", previewed)
 		return s.acknowledgeWakeups(tx, contextID, in, args)
 	})
 }
