@@ -30,28 +30,28 @@ func (s *store) createGroup(contextID, name, description string) (groupMeta, err
 	if err := s.initGroup(id, contextID, name, description); err != nil {
 		return groupMeta{}, fmt.Errorf("create group %s: %w", id, err)
 	}
+	return s.catalogGroup(id)
+}
+
+// catalogGroup reads group id's metadata and records it in the catalog. The
+// catalog is only an index that listGroups repairs, so a failure to write it
+// does not fail the operation.
+func (s *store) catalogGroup(id string) (groupMeta, error) {
 	meta, err := s.groupMetadata(id)
 	if err != nil {
 		return groupMeta{}, err
 	}
-	s.upsertCatalog(meta)
-	return meta, nil
-}
-
-// upsertCatalog records meta in the catalog. The catalog is only an index
-// that listGroups repairs, so a failure here does not fail the operation.
-func (s *store) upsertCatalog(meta groupMeta) {
 	updated := ""
 	if meta.updatedAt != nil {
 		updated = *meta.updatedAt
 	}
-	err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+	if err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
 		"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
 		"created_at = excluded.created_at, updated_at = excluded.updated_at",
-		meta.groupID, meta.name, meta.description, meta.createdAt, updated)
-	if err != nil {
+		meta.groupID, meta.name, meta.description, meta.createdAt, updated); err != nil {
 		logf("update catalog for %s: %v", meta.groupID, err)
 	}
+	return meta, nil
 }
 
 // catalogExec runs one statement on the catalog, retrying while it is busy.
@@ -99,9 +99,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 				continue
 			}
 			var err error
-			if m, err = s.groupMetadata(id); err == nil {
-				s.upsertCatalog(m)
-			} else {
+			if m, err = s.catalogGroup(id); err != nil {
 				m = groupMeta{groupID: id}
 			}
 		}
@@ -196,12 +194,7 @@ func (s *store) updateGroupMetadata(id, contextID string, name, description *str
 	if err != nil {
 		return groupMeta{}, err
 	}
-	meta, err := s.groupMetadata(id)
-	if err != nil {
-		return groupMeta{}, err
-	}
-	s.upsertCatalog(meta)
-	return meta, nil
+	return s.catalogGroup(id)
 }
 
 // deleteGroup removes a group's database, sidecar files and catalog row;
