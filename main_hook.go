@@ -249,7 +249,7 @@ func stopNotice(st *store, contextID string, groups []membership) (string, error
 		if g.wakeups == 0 {
 			continue
 		}
-		var wakes []stopWake
+		var wakes []wakeNotice
 		if err := retryBusy(func() (err error) { wakes, err = st.claimStopWakeups(g.groupID, contextID); return err }); err != nil {
 			return "", err
 		}

@@ -428,27 +428,20 @@ func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wake
 	return claimed, err
 }
 
-// stopWake is one wake event a Stop hook acknowledged.
-type stopWake struct {
-	messageID int64
-	sender    string
-	relevance string
-}
-
 // claimStopWakeups acknowledges contextID's undelivered wake events in
-// groupID and returns them, in one transaction so that a waiter racing the
-// Stop hook finds them taken. The messages stay unread: a Stop hook only
-// tells the agent to read them, since Claude Code shows a Stop block's
-// reason twice.
-func (s *store) claimStopWakeups(groupID, contextID string) ([]stopWake, error) {
-	var out []stopWake
+// groupID and returns them (message id, sender and relevance), in one
+// transaction so that a waiter racing the Stop hook finds them taken. The
+// messages stay unread: a Stop hook only tells the agent to read them, since
+// Claude Code shows a Stop block's reason twice.
+func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error) {
+	var out []wakeNotice
 	err := s.writeGroup(groupID, func(tx groupTx) error {
 		if _, err := tx.Exec(deliveriesTable); err != nil {
 			return err
 		}
 		rows, err := tx.Query("SELECT w.message_id, m.sender_name, w.relevance FROM wakeup_events w JOIN messages m ON m.id = w.message_id "+
 			"WHERE w.context_id = ? AND w.acknowledged_at IS NULL"+undelivered+" ORDER BY w.id", contextID)
-		out, err = collectRows(rows, err, func(row rowScanner) (w stopWake, err error) {
+		out, err = collectRows(rows, err, func(row rowScanner) (w wakeNotice, err error) {
 			return w, row.Scan(&w.messageID, &w.sender, &w.relevance)
 		})
 		if err != nil || len(out) == 0 {

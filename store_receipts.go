@@ -11,16 +11,12 @@ import (
 // sender may see it: read, or else delivered (by which path), notified, or
 // only waiting. Every current member but the sender is a recipient: joining
 // makes every earlier message unread for the new member, as in the
-// original.
+// original. Its delivery holds the message's wake event for the recipient,
+// if it had one; read says the message itself was read.
 type receipt struct {
-	messageID    int64
-	contextID    string
-	name         string
-	read         bool
-	readAt       *string // when its wake event was acknowledged, if it had one
-	notifiedAt   *string
-	deliveredAt  *string
-	deliveredVia string
+	delivery
+	name string
+	read bool
 }
 
 // state names the furthest state the message reached with the recipient;
