@@ -160,19 +160,15 @@ func columnNames(ctx context.Context, q queryer, table string) (map[string]bool,
 // nameSet returns the names query lists; what says what failed.
 func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (map[string]bool, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
+	list, err := collectRows(rows, err, func(row rowScanner) (name string, err error) { return name, row.Scan(&name) })
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer rows.Close()
-	names := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
+	names := make(map[string]bool, len(list))
+	for _, name := range list {
 		names[name] = true
 	}
-	return names, rows.Err()
+	return names, nil
 }
 
 // execAll runs queries on db in order, stopping at the first failure.
