@@ -45,8 +45,8 @@ func (o object) get(key string) any {
 	return nil
 }
 
-// pyJSONWriter is a value that renders itself in a jsonStyle, for large
-// results where building an object per item would dominate.
+// pyJSONWriter is a value that renders itself in a jsonStyle, as rawJSON
+// (jsonrpc_unicode.go) echoes a request id as it came.
 type pyJSONWriter interface {
 	writePyJSON(b *strings.Builder, st jsonStyle)
 }

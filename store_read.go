@@ -36,10 +36,9 @@ func scanMessage(row rowScanner, extra ...any) (m message, err error) {
 // readSelection is one way of choosing messages to return and mark read:
 // rows selects them, and predicate (over member_unread_messages.message_id
 // and wakeup_events.message_id) names the same set for marking; both take
-// args. allUnread
-// says that set is all of the member's unread messages, whose unread rows
-// are then removed without the predicate. via, when set, records the
-// returned messages delivered that way in wakeup_deliveries.
+// args. allUnread says that set is all of the member's unread messages,
+// whose unread rows are then removed without the predicate. via, when set,
+// records the returned messages delivered that way in wakeup_deliveries.
 type readSelection struct {
 	rows      string
 	predicate string
