@@ -14,13 +14,15 @@ import (
 )
 
 // groupMeta is a group's metadata as get_group_metadata and the catalog
-// report it. createdAt is nil only for catalog rows written without one.
+// report it. createdAt is nil only for catalog rows written without one;
+// creator is read from the group's own metadata, never from the catalog.
 type groupMeta struct {
 	groupID     string
 	name        string
 	description string
 	createdAt   *string
 	updatedAt   *string
+	creator     string
 }
 
 // createGroup makes a new group database owned by contextID. A failure
@@ -157,8 +159,8 @@ func (s *store) groupMetadata(id string) (groupMeta, error) {
 	m := groupMeta{groupID: id}
 	err := s.withGroup(id, func(db *sql.DB) error {
 		var created, updated string
-		err := db.QueryRow("SELECT name, description, created_at, updated_at FROM group_metadata WHERE id = 1").
-			Scan(&m.name, &m.description, &created, &updated)
+		err := db.QueryRow("SELECT name, description, created_at, updated_at, creator_context_id FROM group_metadata WHERE id = 1").
+			Scan(&m.name, &m.description, &created, &updated, &m.creator)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -208,18 +210,11 @@ func (s *store) deleteGroup(id, contextID string) error {
 		return &domainError{category: categoryNotFound,
 			msg: "Group does not exist: " + id + ". It may already have been deleted."}
 	}
-	var creator string
-	err := s.withGroup(id, func(db *sql.DB) error {
-		err := db.QueryRow("SELECT creator_context_id FROM group_metadata WHERE id = 1").Scan(&creator)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
+	meta, err := s.groupMetadata(id)
 	if err != nil {
 		return err
 	}
-	if creator == "" || creator != contextID {
+	if meta.creator == "" || meta.creator != contextID {
 		return authorizationErrorf("Only the context that created this group can delete it.")
 	}
 	s.forget(id)
