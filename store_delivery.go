@@ -360,11 +360,10 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 		return nil, err
 	}
 	var claimed *wakeNotice
-	err = s.writeGroup(g.groupID, func(tx groupTx) error {
-		if _, err := tx.Exec(deliveriesTable); err != nil {
+	err = s.writeGroup(g.groupID, func(tx groupTx) (err error) {
+		if _, err = tx.Exec(deliveriesTable); err != nil {
 			return err
 		}
-		var err error
 		if claimed, err = find(tx.QueryRow, true); err != nil || claimed == nil {
 			return err
 		}

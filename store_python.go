@@ -204,10 +204,9 @@ func writeU(b *strings.Builder, r rune) {
 		r = r2
 	}
 	b.WriteString(`\u`)
-	b.WriteByte(hexDigits[r>>12&0xf])
-	b.WriteByte(hexDigits[r>>8&0xf])
-	b.WriteByte(hexDigits[r>>4&0xf])
-	b.WriteByte(hexDigits[r&0xf])
+	for shift := 12; shift >= 0; shift -= 4 {
+		b.WriteByte(hexDigits[r>>shift&0xf])
+	}
 }
 
 // formatTimestamp renders t the way the Python original's
