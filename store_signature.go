@@ -13,7 +13,9 @@ import (
 // idle poll at two stat calls per group, and keeps the poller from cycling
 // hundreds of subscribed groups through the store's handle cache.
 type groupSignature struct {
-	db, wal fileStamp
+	// db and wal are the files' stat results, nil for a missing file
+	// (and for an empty WAL, see readGroupSignature).
+	db, wal os.FileInfo
 	// settled is set when both files were last modified well before the
 	// signature was read. Two commits can fall within one timestamp tick
 	// (a few milliseconds on Linux, whose file times follow the scheduler
@@ -22,14 +24,6 @@ type groupSignature struct {
 	// whose files have been quiet for longer than the tick proves that
 	// nothing changed since.
 	settled bool
-}
-
-// fileStamp is one file's identity, size and modification time; the zero
-// value stands for a missing file.
-type fileStamp struct {
-	info    os.FileInfo
-	size    int64
-	modTime time.Time
 }
 
 // signatureSettle is the quiet time after which a file's timestamp is
@@ -50,42 +44,45 @@ func readGroupSignature(path string, now time.Time) (sig groupSignature, ok bool
 	if err != nil {
 		return groupSignature{}, false
 	}
-	sig.db = fileStamp{db, db.Size(), db.ModTime()}
+	sig.db = db
 	// An empty WAL holds nothing committed: a reader's first open creates
 	// one, and a truncating checkpoint empties it after writing the
 	// database, whose own stamp then changes.
+	latest, settle := db.ModTime(), signatureSettleCoarse
 	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 {
-		sig.wal = fileStamp{wal, wal.Size(), wal.ModTime()}
+		sig.wal = wal
+		if wal.ModTime().After(latest) {
+			latest = wal.ModTime()
+		}
+		if wal.ModTime().Nanosecond() != 0 {
+			settle = signatureSettle
+		}
 	}
-	latest := sig.db.modTime
-	if sig.wal.modTime.After(latest) {
-		latest = sig.wal.modTime
-	}
-	settle := signatureSettleCoarse
-	if sig.db.modTime.Nanosecond() != 0 || sig.wal.modTime.Nanosecond() != 0 {
+	if db.ModTime().Nanosecond() != 0 {
 		settle = signatureSettle
 	}
 	sig.settled = now.Sub(latest) > settle
 	return sig, true
 }
 
-// same reports whether a file is unchanged between two stamps.
-func (a fileStamp) same(b fileStamp) bool {
-	if a.info == nil || b.info == nil {
-		return a.info == nil && b.info == nil
+// sameFile reports whether a file is unchanged between two stat results:
+// the same file, size and modification time, or missing both times.
+func sameFile(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
 	}
-	return os.SameFile(a.info, b.info) && a.size == b.size && a.modTime.Equal(b.modTime)
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // identical reports whether two readings are the same in every respect,
 // settledness included.
 func (sig groupSignature) identical(o groupSignature) bool {
-	return sig.settled == o.settled && sig.db.same(o.db) && sig.wal.same(o.wal)
+	return sig.settled == o.settled && sameFile(sig.db, o.db) && sameFile(sig.wal, o.wal)
 }
 
 // unchangedSince reports whether sig proves that nothing was committed
 // since prev was read: both are readable, the files are the same, and the
 // earlier reading was already settled.
 func (sig groupSignature) unchangedSince(prev groupSignature) bool {
-	return prev.settled && sig.db.same(prev.db) && sig.wal.same(prev.wal)
+	return prev.settled && sameFile(sig.db, prev.db) && sameFile(sig.wal, prev.wal)
 }
