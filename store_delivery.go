@@ -61,7 +61,7 @@ func (d delivery) state() string {
 // a table of its own rather than new columns on wakeup_events so that the
 // Python original, which never reads unknown tables, keeps working on the
 // same files; the original's 7-day purge of acknowledged wake events is
-// mirrored here by purgeDeliveries.
+// mirrored here by recordDeliveries.
 const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
     message_id INTEGER NOT NULL,
     context_id TEXT NOT NULL,
@@ -322,12 +322,11 @@ const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.
 // of contextID in group g created before notBefore, records it delivered
 // by wait and returns it, nil when there is none; `wait` marks the message
 // read once its notice is written, or when longer than maxText, which the
-// notice cuts, only acknowledges it. notBefore leaves a
-// running session's own paths (a tool call, a hook) the first chance at
-// fresh mail. The check reads first and writes only when there is
-// something to claim, because every write wakes every watcher of the
-// directory; the write re-checks inside its transaction, so no other path
-// can deliver the same message.
+// notice cuts, only acknowledges it. notBefore leaves a running session's
+// own paths (a tool call, a hook) the first chance at fresh mail. The check
+// reads first and writes only when there is something to claim, because
+// every write wakes every watcher of the directory; the write re-checks
+// inside its transaction, so no other path can deliver the same message.
 func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.Time, maxText int) (*wakeNotice, error) {
 	cutoff := formatTimestamp(notBefore)
 	find := func(queryRow func(string, ...any) rowScanner, has bool) (*wakeNotice, error) {
