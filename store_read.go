@@ -3,6 +3,8 @@ package main
 import (
 	"database/sql"
 	"errors"
+	"path/filepath"
+	"sort"
 	"time"
 )
 
@@ -214,4 +216,89 @@ func (s *store) searchMessages(id, contextID, name, query string) ([]message, er
 			args:      []any{pattern},
 		}, nil
 	})
+}
+
+// membership is one group a context has joined, with what waits for it.
+type membership struct {
+	groupID   string
+	groupName string
+	name      string // the member's name in the group
+	unread    int64
+	wakeups   int64 // unacknowledged wake events
+}
+
+// memberships lists every group in the store's directory that contextID has
+// joined, sorted by group id. Groups that vanish or are busy while being
+// read are skipped: a hook must answer quickly and the next one will see
+// them.
+func (s *store) memberships(contextID string) ([]membership, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []membership
+	for _, path := range names {
+		id, ok := groupIDOfFile(filepath.Base(path))
+		if !ok {
+			continue
+		}
+		m := membership{groupID: id}
+		found := false
+		err := s.withGroup(id, func(db *sql.DB) error {
+			err := db.QueryRow("SELECT name, unread_count, "+
+				"(SELECT COUNT(*) FROM wakeup_events WHERE context_id = ?1 AND acknowledged_at IS NULL), "+
+				"COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		var te *domainError
+		if err != nil && (isBusy(err) || errors.As(err, &te)) {
+			continue
+		}
+		if err != nil {
+			// A file no server can use must not silence every member's hooks.
+			if problem := checkGroupFile(path); problem != nil {
+				s.damaged.warn(path, problem)
+				continue
+			}
+			return nil, err
+		}
+		if found {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// pendingMessage is one unread message of a member, with its wake event
+// when it has an unacknowledged one.
+type pendingMessage struct {
+	groupID   string
+	groupName string
+	msg       message
+	wakes     bool   // an unacknowledged wake event exists
+	relevance string // the wake event's relevance when wakes
+}
+
+// pendingMail returns a member's unread messages in one group, oldest first.
+func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, error) {
+	var out []pendingMessage
+	err := s.withGroup(g.groupID, func(db *sql.DB) error {
+		rows, err := db.Query("SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, "+
+			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id "+
+			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
+			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
+		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
+			var relevance sql.NullString
+			msg, err := scanMessage(row, &relevance)
+			return pendingMessage{groupID: g.groupID, groupName: g.groupName, msg: msg, wakes: relevance.Valid, relevance: relevance.String}, err
+		})
+		return err
+	})
+	return out, err
 }
