@@ -187,7 +187,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	live := time.NewTicker(livenessPoll)
 	defer live.Stop()
 	var member map[string]membership
-	only := map[string]bool(nil) // nil: check every group
+	var only []string // nil: check every group
 	for {
 		var n *wakeNotice
 		var err error
@@ -209,7 +209,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 // nextCheck returns the groups to check next (nil: all of them), or false
 // once the timeout passed or opts.alive said to end. After a file event it
 // waits opts.grace, so that the session's own paths get the first chance.
-func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) (map[string]bool, bool) {
+func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) ([]string, bool) {
 	for {
 		select {
 		case <-deadline.C:
@@ -230,11 +230,7 @@ func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.T
 			if all {
 				return nil, true
 			}
-			only := map[string]bool{}
-			for _, g := range groups {
-				only[g] = true
-			}
-			return only, true
+			return append([]string{}, groups...), true
 		}
 	}
 }
@@ -260,9 +256,9 @@ func claimWakeupWatching(st *store, opts waitOptions, sub *watchSubscription) (*
 // claimNamedWakeup claims the first claimable wake event in the member's
 // groups named by only. Their wake counts may predate the write that named
 // them, so each is checked whatever its count.
-func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only map[string]bool) (*wakeNotice, error) {
+func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only []string) (*wakeNotice, error) {
 	var groups []membership
-	for id := range only {
+	for _, id := range only {
 		if g, ok := member[id]; ok {
 			g.wakeups = max(g.wakeups, 1)
 			groups = append(groups, g)
