@@ -16,13 +16,11 @@ import (
 	"time"
 )
 
-// hookRequest is one `crosstalk-mcp hook` run: which client and event, the
-// payload the client wrote on stdin, and the member it speaks for.
+// hookRequest is one `crosstalk-mcp hook` run: the client's event and the
+// member it speaks for.
 type hookRequest struct {
-	client    *hookClient
 	eventName string
 	event     hookEvent
-	payload   hookPayload
 	contextID string
 }
 
@@ -154,7 +152,7 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 		return nil, fmt.Errorf("%w: no %s in the %s payload, no --context-id and no CROSSTALK_CONTEXT_ID; printing nothing",
 			errNoIdentity, strings.Join(c.sessionKeys, " or "), c.name)
 	}
-	return &hookRequest{client: c, eventName: name, event: ev, payload: payload, contextID: id}, nil
+	return &hookRequest{eventName: name, event: ev, contextID: id}, nil
 }
 
 // resolveContextID picks the member's context_id: the client's own session
