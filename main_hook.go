@@ -188,11 +188,8 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	if req.event.kind == eventStart {
 		text = formatIdentity(req.contextID, groups)
 	}
-	items, rest, err := pickPending(st, req.contextID, groups)
+	items, rest, err := claimPending(st, req.contextID, groups)
 	if err != nil {
-		return "", nil, err
-	}
-	if items, err = claimItems(st, req.contextID, items); err != nil {
 		return "", nil, err
 	}
 	if len(items) > 0 {
@@ -202,25 +199,6 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 		return "", nil, nil
 	}
 	return req.event.render(req.eventName, text), items, nil
-}
-
-// claimItems keeps those of items that claimForHook claims for this hook.
-func claimItems(st *store, contextID string, items []hookItem) ([]hookItem, error) {
-	byGroup := map[string][]int64{}
-	for _, p := range items {
-		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
-	}
-	claimed := map[string]map[int64]bool{}
-	for id, ids := range byGroup {
-		err := retryBusy(func() (err error) {
-			claimed[id], err = st.claimForHook(id, contextID, ids)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), nil
 }
 
 // stopNotice acknowledges the member's pending wake events and says who
@@ -259,9 +237,10 @@ func stopNotice(st *store, contextID string, groups []membership) (string, error
 	return "Crosstalk: new mail before you stop. Read it with get_unread_messages, then reply if needed:" + b.String(), nil
 }
 
-// pickPending reads the member's unread mail in every group and picks what
-// a hook prints (selectForHook).
-func pickPending(st *store, contextID string, groups []membership) ([]hookItem, int, error) {
+// claimPending reads the member's unread mail in every group, picks what a
+// hook prints (selectForHook) and keeps what claimForHook claims for it;
+// rest counts the messages the pick left out.
+func claimPending(st *store, contextID string, groups []membership) (items []hookItem, rest int, err error) {
 	var pending []pendingMessage
 	for _, g := range groups {
 		if g.unread == 0 {
@@ -273,8 +252,22 @@ func pickPending(st *store, contextID string, groups []membership) ([]hookItem, 
 		}
 		pending = append(pending, p...)
 	}
-	items, rest := selectForHook(pending)
-	return items, rest, nil
+	items, rest = selectForHook(pending)
+	byGroup := map[string][]int64{}
+	for _, p := range items {
+		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
+	}
+	claimed := map[string]map[int64]bool{}
+	for id, ids := range byGroup {
+		err := retryBusy(func() (err error) {
+			claimed[id], err = st.claimForHook(id, contextID, ids)
+			return err
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), rest, nil
 }
 
 // deliverItems records the printed mail delivered by hook: read when shown
