@@ -34,10 +34,9 @@ options:
                       ~/.cache/crosstalk)
 `
 
-// runStatus prints a short text summary of one member: its groups, unread
-// counts and pending wakeups, and how far each recent wake event got
-// (created → notified → delivered by hook, wait, tool or channel → read),
-// and, for the messages it sent, how far each got with every recipient.
+// runStatus prints memberStatus's summary of one member: its groups, how
+// far each recent wake event got (created → notified → delivered by hook,
+// wait, tool or channel → read) and the receipts of what it sent.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	contextID := fs.String("context-id", "", "")
