@@ -16,7 +16,7 @@
 //
 // # One stdio send_message, as it runs by default
 //
-//  1. main.go run → main_stdio.go runStdio → jsonrpc_session.go serve reads
+//  1. main.go run → runStdio → jsonrpc_session.go serve reads
 //     a line and offers it to pipelinedSends (jsonrpc_groupcommit.go), which
 //     checks it with prepareCall and parseSend (tools_messages.go) and lets
 //     sends to the same group already buffered join the run (up to 64).
@@ -38,7 +38,7 @@
 //     (store_messages.go) finds the wake event, notify writes
 //     notifications/resources/updated, markWakeupNotified records it.
 //
-// That path runs through main.go, main_stdio.go, jsonrpc.go,
+// That path runs through main.go, jsonrpc.go,
 // jsonrpc_session.go, jsonrpc_groupcommit.go, tools_messages.go, store.go,
 // store_sqlite.go, store_sendbatch.go, store_writequeue.go,
 // store_writequeue_unix.go, store_messages.go, store_signature.go,
@@ -63,7 +63,7 @@
 // or shutdown, except where said.
 //
 //	goroutine                    started by                     stopped and joined by
-//	stdio read loop              runStdio (main_stdio.go)       stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
+//	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
 //	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns

@@ -16,13 +16,11 @@ import (
 	"time"
 )
 
-// hookRequest is one `crosstalk-mcp hook` run: which client and event, the
-// payload the client wrote on stdin, and the member it speaks for.
+// hookRequest is one `crosstalk-mcp hook` run: the client's event and the
+// member it speaks for.
 type hookRequest struct {
-	client    *hookClient
 	eventName string
 	event     hookEvent
-	payload   hookPayload
 	contextID string
 }
 
@@ -47,12 +45,9 @@ options:
                       $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
-// runHook answers one client hook: it prints the member's pending mail in
-// the client's documented output shape for the event and, once that is
-// written out whole, marks what it printed read. A hook must never break
-// the client, so every failure exits 0 with nothing on stdout and one line
-// on stderr, a usage error included; a closed stdout is a write error, not
-// a SIGPIPE death, and leaves the mail unread.
+// runHook answers one client hook, as hookHelp describes, and marks what it
+// printed read once that is written out whole. A closed stdout is a write
+// error, not a SIGPIPE death, and leaves the mail unread.
 func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -96,9 +91,8 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openCommandStore opens the groups store of a one-shot command (hook,
-// wait, status) on dir, or groupsDirFromEnv's directory when dir is empty,
-// and sends the store's warnings (a damaged group file skipped) to the
+// openCommandStore opens the store of a one-shot command (hook, wait,
+// status) on dir, else groupsDirFromEnv's, with the store's warnings on the
 // command's stderr under its name. It never creates the directory: a hook
 // pointed at a mistyped one must say so, not answer from a new empty one.
 func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
@@ -122,8 +116,7 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 }
 
 // parseHookRequest reads the payload for the command line's client, event
-// and context id. It returns nil without error for an event the client has
-// but that is not used here.
+// and context id; nil, nil is an event of the client not used here.
 func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRequest, error) {
 	c, err := hookClientNamed(client)
 	if err != nil {
@@ -159,7 +152,7 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 		return nil, fmt.Errorf("%w: no %s in the %s payload, no --context-id and no CROSSTALK_CONTEXT_ID; printing nothing",
 			errNoIdentity, strings.Join(c.sessionKeys, " or "), c.name)
 	}
-	return &hookRequest{client: c, eventName: name, event: ev, payload: payload, contextID: id}, nil
+	return &hookRequest{eventName: name, event: ev, contextID: id}, nil
 }
 
 // resolveContextID picks the member's context_id: the client's own session
@@ -174,13 +167,11 @@ func resolveContextID(fromPayload, fromFlag string) string {
 	return ""
 }
 
-// answerHook works out the text for one hook run and the mail it shows,
-// which runHook marks read once the text is written out. It prints only
-// mail it claimed (claimForHook), so that no message reaches the session
-// twice. A Stop event prints only when it acknowledged a pending wake
-// event, and then names the senders without the text (stopNotice): the
-// next Stop finds nothing and lets the agent stop, one continuation per
-// batch of mail, never a loop.
+// answerHook returns one hook run's text and the mail it shows. It shows
+// only mail it claimed (claimForHook), so no message reaches the session
+// twice. A Stop prints only when it acknowledged a pending wake event, and
+// names the senders without the text (stopNotice): the next Stop finds
+// nothing and lets the agent stop, one continuation per batch, never a loop.
 func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	groups, err := st.memberships(req.contextID)
 	if err != nil {
@@ -197,46 +188,17 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	if req.event.kind == eventStart {
 		text = formatIdentity(req.contextID, groups)
 	}
-	var unread int64
-	for _, g := range groups {
-		unread += g.unread
+	items, rest, err := claimPending(st, req.contextID, groups)
+	if err != nil {
+		return "", nil, err
 	}
-	var items []hookItem
-	if unread > 0 {
-		var rest int
-		if items, rest, err = pickPending(st, req.contextID, groups); err != nil {
-			return "", nil, err
-		}
-		if items, err = claimItems(st, req.contextID, items); err != nil {
-			return "", nil, err
-		}
-		if len(items) > 0 {
-			text = strings.TrimPrefix(text+"\n\n"+formatMail(req.contextID, items, rest), "\n\n")
-		}
+	if len(items) > 0 {
+		text = strings.TrimPrefix(text+"\n\n"+formatMail(req.contextID, items, rest), "\n\n")
 	}
 	if text == "" {
 		return "", nil, nil
 	}
 	return req.event.render(req.eventName, text), items, nil
-}
-
-// claimItems keeps those of items that claimForHook claims for this hook.
-func claimItems(st *store, contextID string, items []hookItem) ([]hookItem, error) {
-	byGroup := map[string][]int64{}
-	for _, p := range items {
-		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
-	}
-	claimed := map[string]map[int64]bool{}
-	for id, ids := range byGroup {
-		err := retryBusy(func() (err error) {
-			claimed[id], err = st.claimForHook(id, contextID, ids)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), nil
 }
 
 // stopNotice acknowledges the member's pending wake events and says who
@@ -275,9 +237,10 @@ func stopNotice(st *store, contextID string, groups []membership) (string, error
 	return "Crosstalk: new mail before you stop. Read it with get_unread_messages, then reply if needed:" + b.String(), nil
 }
 
-// pickPending reads the member's unread mail in every group and picks what
-// a hook prints (selectForHook).
-func pickPending(st *store, contextID string, groups []membership) ([]hookItem, int, error) {
+// claimPending reads the member's unread mail in every group, picks what a
+// hook prints (selectForHook) and keeps what claimForHook claims for it;
+// rest counts the messages the pick left out.
+func claimPending(st *store, contextID string, groups []membership) (items []hookItem, rest int, err error) {
 	var pending []pendingMessage
 	for _, g := range groups {
 		if g.unread == 0 {
@@ -289,15 +252,29 @@ func pickPending(st *store, contextID string, groups []membership) ([]hookItem, 
 		}
 		pending = append(pending, p...)
 	}
-	items, rest := selectForHook(pending)
-	return items, rest, nil
+	items, rest = selectForHook(pending)
+	byGroup := map[string][]int64{}
+	for _, p := range items {
+		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
+	}
+	claimed := map[string]map[int64]bool{}
+	for id, ids := range byGroup {
+		err := retryBusy(func() (err error) {
+			claimed[id], err = st.claimForHook(id, contextID, ids)
+			return err
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), rest, nil
 }
 
 // deliverItems records the printed mail delivered by hook: read when shown
-// whole, acknowledged but still unread when cut short. It runs after the
-// answer is written, so that mail is never marked read unseen; a tool
-// call racing it may then see a message twice, which beats never; hooks
-// and waiters cannot, since claimForHook claimed it first.
+// whole, acknowledged but unread when cut short. It runs after the answer
+// is written, so mail is never marked read unseen; a racing tool call may
+// then see a message twice, which beats never (hooks and waiters cannot:
+// claimForHook claimed it first).
 func deliverItems(st *store, contextID string, items []hookItem) error {
 	type groupIDs struct{ read, previewed []int64 }
 	byGroup := map[string]*groupIDs{}

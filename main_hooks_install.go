@@ -16,12 +16,11 @@ import (
 
 // hooksInstallCommand is one `crosstalk-mcp hooks install|uninstall` run.
 type hooksInstallCommand struct {
-	install bool
-	target  hookSettings
-	scope   string
-	dryRun  bool
-	// groupsDir is --groups-dir: the directory the installed hooks read.
-	groupsDir string
+	install   bool
+	target    hookSettings
+	scope     string
+	dryRun    bool
+	groupsDir string // --groups-dir
 }
 
 const hooksHelp = `usage: crosstalk-mcp hooks install|uninstall --client NAME [--scope user|project] [--dry-run] [--groups-dir PATH]
@@ -44,10 +43,8 @@ options:
                    hooks then read ~/.cache/crosstalk)
 `
 
-// runHooksInstall runs `hooks install` and `hooks uninstall`: it installs or
-// removes Crosstalk's hooks in a client's settings file idempotently,
-// leaving every other byte as it was, with a backup of the old file;
-// --dry-run prints the change instead.
+// runHooksInstall runs `hooks install` and `hooks uninstall`, which
+// hooksHelp describes.
 func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "install" && args[0] != "uninstall") {
 		err := errors.New("expected install or uninstall")
@@ -155,12 +152,12 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 	return nil
 }
 
-// hooksGroupsDir is the groups directory the installed hook commands
-// pass on, as an absolute path, or "" for none: --groups-dir, else
-// CROSSTALK_GROUPS_DIR, else the one the client's MCP configuration gives
-// the server. Hooks run in the client's environment, not the server's, so
-// without it they would read the default directory while the server's env
-// block names another. It says on stdout which it took and why.
+// hooksGroupsDir is the absolute groups directory the installed hook
+// commands pass on, or "" for none: --groups-dir, else CROSSTALK_GROUPS_DIR,
+// else the server's in the client's MCP configuration. Hooks run in the
+// client's environment, not the server's, so without it they would read
+// the default while the server's env block names another. It says on
+// stdout which it took.
 func (c hooksInstallCommand) hooksGroupsDir(stdout io.Writer, home, cwd string) (string, error) {
 	dir, from := c.groupsDir, "--groups-dir"
 	if dir == "" {
@@ -246,9 +243,8 @@ func expandWithDefault(name string) string {
 	return def
 }
 
-// readBackup returns the content of a regular file at name, or nil: a
-// backup that is missing, unreadable or not a plain file is no evidence of
-// what install found.
+// readBackup returns the content of a regular file at name, or nil: any
+// other backup is no evidence of what install found.
 func readBackup(name string) *string {
 	if info, err := os.Lstat(name); err != nil || !info.Mode().IsRegular() {
 		return nil
@@ -261,8 +257,8 @@ func readBackup(name string) *string {
 	return &s
 }
 
-// lineDiff shows the changed lines between old and new: the unchanged
-// lines around them are left out.
+// lineDiff shows the changed lines between old and new, without the
+// unchanged lines around them.
 func lineDiff(path, old, new string) string {
 	a, b := strings.SplitAfter(old, "\n"), strings.SplitAfter(new, "\n")
 	pre := 0

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // statusOptions are `crosstalk-mcp status`'s settings.
@@ -27,10 +34,9 @@ options:
                       ~/.cache/crosstalk)
 `
 
-// runStatus prints a short text summary of one member: its groups, unread
-// counts and pending wakeups, and how far each recent wake event got
-// (created → notified → delivered by hook, wait, tool or channel → read),
-// and, for the messages it sent, how far each got with every recipient.
+// runStatus prints memberStatus's summary of one member: its groups, how
+// far each recent wake event got (created → notified → delivered by hook,
+// wait, tool or channel → read) and the receipts of what it sent.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	contextID := fs.String("context-id", "", "")
@@ -135,4 +141,133 @@ func plural(n int64, noun string) string {
 		return fmt.Sprintf("%d %s", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+const doctorHelp = `usage: crosstalk-mcp doctor [--repair] [--groups-dir PATH]
+
+List the group files in the groups directory that no server can use.
+
+options:
+  --repair            move them into the damaged/ folder of the groups directory
+  --groups-dir PATH   the groups directory (default: $CROSSTALK_GROUPS_DIR, else
+                      ~/.cache/crosstalk)
+`
+
+// runDoctor is `crosstalk-mcp doctor`: it lists the files in the groups
+// directory that no server can use and, with --repair, moves them into
+// damaged/. Exit status: 0 when nothing unusable remains, 1 when something
+// does (or a move failed), 2 for a usage error.
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	repair := fs.Bool("repair", false, "")
+	dir := fs.String("groups-dir", "", "")
+	if err := parseFlags(fs, args); err != nil {
+		return commandExit("doctor", doctorHelp, err, stdout, stderr)
+	}
+	if *dir == "" {
+		d, err := groupsDirFromEnv()
+		if err != nil {
+			fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
+			return 1
+		}
+		*dir = d
+	}
+	findings, checked, err := doctorScan(*dir, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
+		return 1
+	}
+	remaining := 0
+	for _, f := range findings {
+		var note string
+		switch {
+		case !*repair:
+		case f.recent:
+			note = fmt.Sprintf("; left in place, changed less than %v ago (it may still be being created)", doctorGracePeriod)
+		default:
+			dest, err := moveAside(*dir, f.name)
+			if err == nil {
+				fmt.Fprintf(stdout, "moved %s to %s: %s\n", f.name, dest, f.problem)
+				continue
+			}
+			note = fmt.Sprintf("; could not move it aside: %v", err)
+		}
+		fmt.Fprintf(stdout, "damaged %s: %s%s\n", f.name, f.problem, note)
+		remaining++
+	}
+	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, *dir, len(findings), remaining)
+	if remaining > 0 {
+		return 1
+	}
+	return 0
+}
+
+// observeHelp is the usage of "crosstalk-mcp observe"; the dashboard itself
+// is observe.go.
+const observeHelp = `usage: crosstalk-mcp observe [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]
+
+Open Crosstalk's local observability dashboard.
+
+options:
+  --silent              do not open a browser automatically
+  --port PORT           bind exactly this loopback port
+  --poll-interval SECONDS
+                        observer refresh interval in seconds (default: 0.5)
+  --groups-dir PATH     directory containing Crosstalk group databases
+  --demo                show demo data: a temporary groups directory that a few
+                        agents fill through a real MCP session of this binary
+  --keep                with --demo, keep the demo directory on exit
+`
+
+// runObserve runs "crosstalk-mcp observe" until SIGINT or SIGTERM and
+// returns the exit status; groupsDir is the default groups directory.
+func runObserve(args []string, stdout, stderr io.Writer, groupsDir func() (string, error)) int {
+	opts, err := parseObserveOptions(args)
+	if err != nil {
+		return commandExit("observe", observeHelp, err, stdout, stderr)
+	}
+	stopOn := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
+	return observeCommand{stdout, stderr, groupsDir, openWithPlatform, stopOn}.run(opts)
+}
+
+// parseObserveOptions parses the options with parseFlags, like every command's.
+func parseObserveOptions(args []string) (observeOptions, error) {
+	opts := observeOptions{pollInterval: observePollInterval}
+	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
+	fs.BoolVar(&opts.silent, "silent", false, "")
+	fs.Func("port", "", func(v string) error {
+		port, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || port < 1 || port > 65535 {
+			return errors.New("port must be an integer between 1 and 65535")
+		}
+		opts.port = port
+		return nil
+	})
+	fs.Func("poll-interval", "", func(v string) error {
+		seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
+			return errors.New("poll interval must be a finite positive number of seconds")
+		}
+		// The ticker needs a representable, non-zero duration.
+		opts.pollInterval = time.Duration(math.MaxInt64)
+		if nanos := seconds * float64(time.Second); nanos < math.MaxInt64 {
+			opts.pollInterval = max(time.Duration(nanos), time.Millisecond)
+		}
+		return nil
+	})
+	fs.StringVar(&opts.groupsDir, "groups-dir", "", "")
+	fs.BoolVar(&opts.demo, "demo", false, "")
+	fs.BoolVar(&opts.keep, "keep", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return opts, err
+	}
+	if opts.keep && !opts.demo {
+		return opts, errors.New("--keep: only with --demo")
+	}
+	if opts.demo && opts.groupsDir != "" {
+		return opts, errors.New("--demo: not allowed with --groups-dir (the demo makes its own directory)")
+	}
+	return opts, nil
 }

@@ -24,16 +24,12 @@ type waitOptions struct {
 	contextID string
 	timeout   time.Duration
 	// safetyPoll is how often every group is checked even without a file
-	// event: events cannot see writes made on another machine sharing the
-	// directory, and some platforms have none.
+	// event: events miss writes from another machine, and some platforms
+	// have none.
 	safetyPoll time.Duration
-	// grace is how old a wake event must be before wait claims it, which
-	// leaves a running session's own paths (wait_for_messages, a hook)
-	// the first chance at fresh mail.
-	grace time.Duration
-	// alive, when set, reports whether the waiter should go on: its client
-	// process still runs and no newer waiter of the session replaced it.
-	// It is asked every livenessPoll.
+	grace      time.Duration // waitGrace outside tests
+	// alive, when set, is asked every livenessPoll whether the waiter
+	// should go on.
 	alive func() bool
 }
 
@@ -74,16 +70,10 @@ options:
                       $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
-// runWait blocks until the member has a wake event no path has delivered
-// yet, then prints it on stderr, marks the message read and exits 2, having
-// recorded it delivered by wait; at the timeout, when its client is gone
-// or a newer waiter of the session replaced it, it exits 0 silently, and
-// at once in a headless Claude Code run that would wait for it in the
-// foreground. It runs as a background (asyncRewake) hook, so it reads the
-// hook payload for the session id, and like a hook it never fails loudly:
-// errors exit 0 with one stderr line. A closed stderr does not kill it
-// with SIGPIPE: it still exits 2, and the mail it could not quote stays
-// unread for get_unread_messages.
+// runWait is `crosstalk-mcp wait`, which waitHelp describes. It runs as a
+// background (asyncRewake) hook, so like a hook it never fails loudly. A
+// closed stderr does not kill it with SIGPIPE: it still exits 2, and the
+// mail it could not quote stays unread for get_unread_messages.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -104,7 +94,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	pid := clientPID()
-	if *client == "claude-code" && claudeRunsInForeground(pid) {
+	if *client == "claude-code" && foregroundArgs(processArgs(pid)) {
 		return waitTimedOut
 	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
@@ -141,8 +131,8 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return waitWoke
 }
 
-// parseWaitOptions reads, without a context id from the command line, the
-// client's hook payload on stdin for its session id.
+// parseWaitOptions reads the session id from the client's hook payload on
+// stdin when the command line gives no context id.
 func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.Reader) (waitOptions, error) {
 	c, err := hookClientNamed(client)
 	if err != nil {
@@ -177,12 +167,12 @@ func isTerminal(r io.Reader) bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-// waitForWakeup checks the member's groups now, then again for each group
-// the watcher names and, as a safety net, all of them every safetyPoll,
-// until a wake event is claimed, or nil, nil once nextCheck says to end. Its
-// watcher subscription follows the member's groups as of the last full
-// check, so writes to other groups wake it no further than the event read;
-// a group joined meanwhile is found by the next full check.
+// waitForWakeup checks the member's groups now, then each group the
+// watcher names and all of them every safetyPoll, until a wake event is
+// claimed, or nil, nil once nextCheck says to end. The subscription follows
+// the groups of the last full check, so writes to other groups wake it no
+// further than the event read; a group joined meanwhile is found by the
+// next full check.
 func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, error) {
 	sub := w.subscribeTo([]string{})
 	defer sub.close()
@@ -197,7 +187,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	live := time.NewTicker(livenessPoll)
 	defer live.Stop()
 	var member map[string]membership
-	only := map[string]bool(nil) // nil: check every group
+	var only []string // nil: check every group
 	for {
 		var n *wakeNotice
 		var err error
@@ -216,11 +206,10 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	}
 }
 
-// nextCheck waits for what calls for the next check and returns the groups
-// to check (nil: all of them), or false when the waiter should end: its
-// timeout passed, or opts.alive said so. After a file event it waits
-// opts.grace, so that the session's own paths get the first chance.
-func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) (map[string]bool, bool) {
+// nextCheck returns the groups to check next (nil: all of them), or false
+// once the timeout passed or opts.alive said to end. After a file event it
+// waits opts.grace, so that the session's own paths get the first chance.
+func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) ([]string, bool) {
 	for {
 		select {
 		case <-deadline.C:
@@ -241,18 +230,13 @@ func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.T
 			if all {
 				return nil, true
 			}
-			only := map[string]bool{}
-			for _, g := range groups {
-				only[g] = true
-			}
-			return only, true
+			return append([]string{}, groups...), true
 		}
 	}
 }
 
 // claimWakeupWatching reads the member's groups, points sub at them and
-// claims the first claimable wake event among them; it returns the groups
-// by id for the event-driven checks that follow.
+// claims the first wake event among them; it returns the groups by id.
 func claimWakeupWatching(st *store, opts waitOptions, sub *watchSubscription) (*wakeNotice, map[string]membership, error) {
 	groups, err := st.memberships(opts.contextID)
 	if err != nil {
@@ -272,9 +256,9 @@ func claimWakeupWatching(st *store, opts waitOptions, sub *watchSubscription) (*
 // claimNamedWakeup claims the first claimable wake event in the member's
 // groups named by only. Their wake counts may predate the write that named
 // them, so each is checked whatever its count.
-func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only map[string]bool) (*wakeNotice, error) {
+func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only []string) (*wakeNotice, error) {
 	var groups []membership
-	for id := range only {
+	for _, id := range only {
 		if g, ok := member[id]; ok {
 			g.wakeups = max(g.wakeups, 1)
 			groups = append(groups, g)
@@ -284,8 +268,7 @@ func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership,
 	return claimFirstWakeup(st, opts, groups)
 }
 
-// claimFirstWakeup claims the first claimable wake event in groups,
-// skipping groups with no wake event.
+// claimFirstWakeup claims the first claimable wake event in groups.
 func claimFirstWakeup(st *store, opts waitOptions, groups []membership) (*wakeNotice, error) {
 	for _, g := range groups {
 		if g.wakeups == 0 {
@@ -329,8 +312,8 @@ func formatWakeNotice(contextID string, n *wakeNotice) string {
 // session's wake prompt yet lets those paths win the race.
 const waitGrace = 500 * time.Millisecond
 
-// clientPID is the agent client's process: Claude Code names itself in
-// CLAUDE_PID in every hook's environment; without it, the hook's parent.
+// clientPID is the agent client's process: CLAUDE_PID, which Claude Code
+// sets for its hooks, else the parent.
 func clientPID() int {
 	if pid, err := strconv.Atoi(os.Getenv("CLAUDE_PID")); err == nil && pid > 0 {
 		return pid
@@ -338,17 +321,12 @@ func clientPID() int {
 	return os.Getppid()
 }
 
-// claudeRunsInForeground reports whether Claude Code process pid is a
+// foregroundArgs reports whether Claude Code's command line args is a
 // headless run (-p or --print) without streaming input. Such a run waits
 // for its asyncRewake hooks in the foreground, so a waiter would hang it
 // and its exit 2 reaches no model; with --input-format stream-json, or
-// interactively, they run in the background. The hook payload and
-// environment are the same for -p with and without streaming input, so
-// the command line tells.
-func claudeRunsInForeground(pid int) bool { return foregroundArgs(processArgs(pid)) }
-
-// foregroundArgs reports whether Claude Code's command line args is a
-// headless run without streaming input.
+// interactively, they run in the background. Payload and environment are
+// the same either way, so the command line tells.
 func foregroundArgs(args []string) bool {
 	printMode, streaming := false, false
 	for i, a := range args {
@@ -387,18 +365,17 @@ func processAlive(pid int) bool {
 }
 
 // waiterSlot is the file naming a session's one waiter, in the groups
-// directory's own waiters subdirectory, which no group scan reads.
+// directory's waiters subdirectory, which no group scan reads.
 func waiterSlot(dir, contextID string) string {
 	sum := sha256.Sum256([]byte(contextID))
 	return filepath.Join(dir, "waiters", hex.EncodeToString(sum[:16]))
 }
 
 // takeWaiterSlot makes this process the session's waiter by writing its
-// pid, then its client's, in the slot file at path; the waiter it replaces
+// pid and its client's in the slot file at path; the waiter it replaces
 // sees that within livenessPoll and exits, so that waiters re-armed at
 // every Stop never pile up. The newest wins because the latest hook run
-// belongs to the running session. release removes the file while it is
-// still this one's.
+// belongs to the running session. release removes the file if still ours.
 func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("waiter slot: %w", err)
