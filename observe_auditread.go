@@ -77,18 +77,14 @@ func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where strin
 		clauses, args = append(clauses, clause), append(args, arg...)
 	}
 	raw := seconds == 0
-	switch {
-	case f.From.IsZero():
-	case raw:
+	if !f.From.IsZero() && raw {
 		add("occurred_at >= ?", formatTimestamp(f.From))
-	default:
+	} else if !f.From.IsZero() {
 		add("bucket_start + ? > ?", seconds, f.From.Unix())
 	}
-	switch {
-	case f.To.IsZero():
-	case raw:
+	if !f.To.IsZero() && raw {
 		add("occurred_at <= ?", formatTimestamp(f.To))
-	default:
+	} else if !f.To.IsZero() {
 		add("bucket_start <= ?", f.To.Unix())
 	}
 	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
@@ -360,13 +356,10 @@ func percentileText(hist []latencyCount, p float64, format string) string {
 	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int {
 		return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket))
 	})
-	target := int64(math.Ceil(float64(total) * p))
-	var seen int64
-	for _, h := range sorted {
-		seen += h.Count
-		if seen >= target {
-			return fmt.Sprintf(format, latencyValue(h.Bucket))
-		}
+	// The bucket holding the target'th call, the last one at the latest.
+	target, i := int64(math.Ceil(float64(total)*p)), 0
+	for seen := sorted[0].Count; seen < target && i < len(sorted)-1; seen += sorted[i].Count {
+		i++
 	}
-	return fmt.Sprintf(format, latencyValue(sorted[len(sorted)-1].Bucket))
+	return fmt.Sprintf(format, latencyValue(sorted[i].Bucket))
 }
