@@ -207,7 +207,6 @@ func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []
 func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter, a *auditSchema) {
 	var tools, callers, groups []selectOption
 	if a != nil && a.tables["tool_calls"] {
-		labels := o.newGroupLabeler(ctx)
 		eachRow(ctx, a.db, func(row rowScanner) error {
 			var field, value, label sql.NullString
 			if err := row.Scan(&field, &value, &label); err != nil {
@@ -219,7 +218,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 			case "name":
 				callers = append(callers, selectOption{Value: value.String, Label: value.String})
 			case "group_id":
-				name, _ := labels(value.String, label.String)
+				name, _ := o.groupLabel(ctx, value.String, label.String)
 				groups = append(groups, selectOption{Value: value.String, Label: name})
 			}
 			return nil

@@ -148,7 +148,6 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 	if !ok {
 		return nil, nil
 	}
-	labels := o.newGroupLabeler(ctx)
 	out, err := queryAll(ctx, a.db, func(row rowScanner) (toolCallRow, error) {
 		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
@@ -164,7 +163,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		r.Label = outcomeLabel(r.Outcome, r.Category)
 		r.GroupID, r.GroupLabel = group.String, "—"
 		if r.GroupID != "" {
-			r.GroupLabel, r.Deleted = labels(r.GroupID, gname.String)
+			r.GroupLabel, r.Deleted = o.groupLabel(ctx, r.GroupID, gname.String)
 		}
 		return r, nil
 	}, toolCallsQuery(a, f, where), append(args, limit)...)
@@ -195,36 +194,22 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 // unknownGroupLabel names a group that has no database and no recorded name.
 const unknownGroupLabel = "Unknown group"
 
-// groupLabeler names group id, which audit rows refer to, and reports
+// groupLabel names group id, which audit rows refer to, and reports
 // whether its database is gone. recorded is the name the audit log kept (or
 // the id, or nothing); without one a live group is named from its database.
 // A missing group with one was deleted and its label says so; one without
 // is "Unknown group", since a call may name a group that never existed.
-type groupLabeler func(id, recorded string) (label string, deleted bool)
-
-// newGroupLabeler returns a labeler for one request. It remembers which
-// groups are gone and what live ones are called: a page names a few many times.
-func (o *observer) newGroupLabeler(ctx context.Context) groupLabeler {
-	deleted, names := map[string]bool{}, map[string]string{}
-	return func(id, recorded string) (string, bool) {
-		gone, ok := deleted[id]
-		if !ok {
-			gone = !groupFileExists(o.dir, id)
-			deleted[id] = gone
-		}
-		switch {
-		case gone && (recorded == "" || recorded == id):
-			return unknownGroupLabel, true
-		case gone:
-			return recorded + " (deleted)", true
-		case recorded != "" && recorded != id:
-			return recorded, false
-		}
-		if _, ok := names[id]; !ok {
-			names[id] = o.groupName(ctx, id)
-		}
-		return names[id], false
+func (o *observer) groupLabel(ctx context.Context, id, recorded string) (label string, deleted bool) {
+	gone := !groupFileExists(o.dir, id)
+	switch {
+	case gone && (recorded == "" || recorded == id):
+		return unknownGroupLabel, true
+	case gone:
+		return recorded + " (deleted)", true
+	case recorded != "" && recorded != id:
+		return recorded, false
 	}
+	return o.groupName(ctx, id), false
 }
 
 // aggregateRow is one grouped rollup row.
