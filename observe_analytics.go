@@ -121,7 +121,7 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	// Without a time bound, the totals, breakdowns and latency histogram are
 	// sums the coarsest tier holds in a fraction of the rows; the finer tier
 	// then gives only the timeline, grouped by its primary key's first
-	// column, so without a sort: 165 ms at scale, against 595 ms without.
+	// column, so without a sort: 80 ms at scale, against 420 ms without.
 	sumTier, sumSeconds, split := tier, seconds, false
 	if coarsest := auditResolutions[len(auditResolutions)-1]; f.From.IsZero() && f.To.IsZero() && f.Token == "" && tier != coarsest.suffix &&
 		a.tables["analytics_"+coarsest.suffix] && a.tables["analytics_latency_"+coarsest.suffix] && a.tables["analytics_"+tier] {
