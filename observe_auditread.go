@@ -223,36 +223,30 @@ type aggregateRow struct {
 // tier, or from raw rows when the database lacks that tier's tables or the
 // filter names a token; the tier it returns is "raw" then.
 func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
-	if f.Token == "" && a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
-		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
-		return agg, hist, tier, err
+	if f.Token != "" || !a.tables["analytics_"+tier] || !a.tables["analytics_latency_"+tier] {
+		agg, hist, err := readRawAggregate(ctx, a, f, seconds)
+		return agg, hist, "raw", err
 	}
-	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
-	return agg, hist, "raw", err
-}
-
-// readRollup reads aggregates and the latency histogram from one tier.
-func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, error) {
 	where, args, _ := auditWhere(f, seconds, nil)
-	agg, err := queryAll(ctx, db, func(row rowScanner) (aggregateRow, error) {
-		var a aggregateRow
+	agg, err := queryAll(ctx, a.db, func(row rowScanner) (aggregateRow, error) {
+		var r aggregateRow
 		var tool, caller, outcome, category sql.NullString
-		err := row.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors)
-		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
-		return a, err
+		err := row.Scan(&tool, &caller, &outcome, &category, &r.Bucket, &r.Calls, &r.Errors)
+		r.Tool, r.Caller, r.Outcome, r.Category = tool.String, caller.String, outcome.String, category.String
+		return r, err
 	}, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
 		where+" GROUP BY tool_name, name, outcome, error_category, bucket_start", args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+		return nil, nil, tier, fmt.Errorf("read analytics_%s: %w", tier, err)
 	}
-	hist, err := queryAll(ctx, db, func(row rowScanner) (latencyCount, error) {
+	hist, err := queryAll(ctx, a.db, func(row rowScanner) (latencyCount, error) {
 		var l latencyCount
 		return l, row.Scan(&l.Bucket, &l.Count)
 	}, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read latency histogram: %w", err)
+		return nil, nil, tier, fmt.Errorf("read latency histogram: %w", err)
 	}
-	return agg, hist, nil
+	return agg, hist, tier, nil
 }
 
 // readTimeline reads calls per bucket from one tier.
