@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"net/url"
@@ -72,15 +73,9 @@ func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 // chooseTier picks the finest rollup whose 360 buckets cover the range; all
 // history starts at the oldest audit row, so a young log charts finely.
 func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
-	if f.From.IsZero() {
-		f.From = oldest
-	}
-	end := now
-	if !f.To.IsZero() {
-		end = f.To
-	}
+	from, end := cmp.Or(f.From, oldest), cmp.Or(f.To, now)
 	for _, r := range auditResolutions {
-		if !f.From.IsZero() && end.Sub(f.From).Seconds() <= float64(r.seconds*360) {
+		if !from.IsZero() && end.Sub(from).Seconds() <= float64(r.seconds*360) {
 			return r.suffix, r.seconds
 		}
 	}

@@ -160,11 +160,7 @@ func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time
 	first, last := keys[0], keys[len(keys)-1]
 	if !f.From.IsZero() {
 		first = min(first, auditBucketStart(f.From, seconds))
-		end := now
-		if !f.To.IsZero() {
-			end = f.To
-		}
-		last = max(last, auditBucketStart(end, seconds))
+		last = max(last, auditBucketStart(cmp.Or(f.To, now), seconds))
 	}
 	if (last-first)/seconds+1 > maxFilledBuckets {
 		return keys
