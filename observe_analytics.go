@@ -147,10 +147,8 @@ func analyticsRequest(q url.Values, now time.Time) (analyticsView, auditFilter) 
 	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id"),
 		Token: strings.TrimSpace(q.Get("token_name"))}
 	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0"), Token: f.Token}
-	unit, ok := rangeUnitKey(q.Get("range_unit"))
-	if !ok {
-		unit = "h"
-	}
+	unit, _ := rangeUnitKey(q.Get("range_unit"))
+	unit = cmp.Or(unit, "h") // a missing or unknown unit reads as hours
 	for _, u := range rangeUnits {
 		v.Units = append(v.Units, selectOption{Value: u.Key, Label: strings.ToUpper(u.Name[:1]) + u.Name[1:], Selected: u.Key == unit})
 	}
