@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"net/url"
@@ -72,15 +73,9 @@ func rangeStart(amountText, unit string, now time.Time) (time.Time, bool) {
 // chooseTier picks the finest rollup whose 360 buckets cover the range; all
 // history starts at the oldest audit row, so a young log charts finely.
 func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
-	if f.From.IsZero() {
-		f.From = oldest
-	}
-	end := now
-	if !f.To.IsZero() {
-		end = f.To
-	}
+	from, end := cmp.Or(f.From, oldest), cmp.Or(f.To, now)
 	for _, r := range auditResolutions {
-		if !f.From.IsZero() && end.Sub(f.From).Seconds() <= float64(r.seconds*360) {
+		if !from.IsZero() && end.Sub(from).Seconds() <= float64(r.seconds*360) {
 			return r.suffix, r.seconds
 		}
 	}
@@ -121,7 +116,7 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	// Without a time bound, the totals, breakdowns and latency histogram are
 	// sums the coarsest tier holds in a fraction of the rows; the finer tier
 	// then gives only the timeline, grouped by its primary key's first
-	// column, so without a sort: 165 ms at scale, against 595 ms without.
+	// column, so without a sort: 80 ms at scale, against 420 ms without.
 	sumTier, sumSeconds, split := tier, seconds, false
 	if coarsest := auditResolutions[len(auditResolutions)-1]; f.From.IsZero() && f.To.IsZero() && f.Token == "" && tier != coarsest.suffix &&
 		a.tables["analytics_"+coarsest.suffix] && a.tables["analytics_latency_"+coarsest.suffix] && a.tables["analytics_"+tier] {
@@ -152,10 +147,8 @@ func analyticsRequest(q url.Values, now time.Time) (analyticsView, auditFilter) 
 	f := auditFilter{Tool: q.Get("tool_name"), Outcome: q.Get("outcome"), Caller: q.Get("name"), Group: q.Get("group_id"), Context: q.Get("context_id"),
 		Token: strings.TrimSpace(q.Get("token_name"))}
 	v := analyticsView{RangeValue: firstNonEmpty(q.Get("range_value"), "0"), Token: f.Token}
-	unit, ok := rangeUnitKey(q.Get("range_unit"))
-	if !ok {
-		unit = "h"
-	}
+	unit, _ := rangeUnitKey(q.Get("range_unit"))
+	unit = cmp.Or(unit, "h") // a missing or unknown unit reads as hours
 	for _, u := range rangeUnits {
 		v.Units = append(v.Units, selectOption{Value: u.Key, Label: strings.ToUpper(u.Name[:1]) + u.Name[1:], Selected: u.Key == unit})
 	}
@@ -207,7 +200,6 @@ func (o *observer) chartAggregates(v *analyticsView, agg []aggregateRow, hist []
 func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditFilter, a *auditSchema) {
 	var tools, callers, groups []selectOption
 	if a != nil && a.tables["tool_calls"] {
-		labels := o.newGroupLabeler(ctx)
 		eachRow(ctx, a.db, func(row rowScanner) error {
 			var field, value, label sql.NullString
 			if err := row.Scan(&field, &value, &label); err != nil {
@@ -219,7 +211,7 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 			case "name":
 				callers = append(callers, selectOption{Value: value.String, Label: value.String})
 			case "group_id":
-				name, _ := labels(value.String, label.String)
+				name, _ := o.groupLabel(ctx, value.String, label.String)
 				groups = append(groups, selectOption{Value: value.String, Label: name})
 			}
 			return nil

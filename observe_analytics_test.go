@@ -144,7 +144,7 @@ func TestGroupLabels(t *testing.T) {
 	live := fx.group("Live name", "", time.Now())
 	gone := "grp_" + strings.Repeat("d", 32)
 	obs := newTestObserver(t, fx.dir, time.Second)
-	l := obs.newGroupLabeler(context.Background())
+	l := func(id, recorded string) (string, bool) { return obs.groupLabel(context.Background(), id, recorded) }
 	tests := []struct {
 		id, recorded, want string
 		deleted            bool

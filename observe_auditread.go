@@ -77,18 +77,14 @@ func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where strin
 		clauses, args = append(clauses, clause), append(args, arg...)
 	}
 	raw := seconds == 0
-	switch {
-	case f.From.IsZero():
-	case raw:
+	if !f.From.IsZero() && raw {
 		add("occurred_at >= ?", formatTimestamp(f.From))
-	default:
+	} else if !f.From.IsZero() {
 		add("bucket_start + ? > ?", seconds, f.From.Unix())
 	}
-	switch {
-	case f.To.IsZero():
-	case raw:
+	if !f.To.IsZero() && raw {
 		add("occurred_at <= ?", formatTimestamp(f.To))
-	default:
+	} else if !f.To.IsZero() {
 		add("bucket_start <= ?", f.To.Unix())
 	}
 	for _, d := range []struct{ col, val string }{{"tool_name", f.Tool}, {"name", f.Caller}, {"group_id", f.Group}, {"context_id", f.Context}} {
@@ -152,7 +148,6 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 	if !ok {
 		return nil, nil
 	}
-	labels := o.newGroupLabeler(ctx)
 	out, err := queryAll(ctx, a.db, func(row rowScanner) (toolCallRow, error) {
 		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
@@ -168,7 +163,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		r.Label = outcomeLabel(r.Outcome, r.Category)
 		r.GroupID, r.GroupLabel = group.String, "—"
 		if r.GroupID != "" {
-			r.GroupLabel, r.Deleted = labels(r.GroupID, gname.String)
+			r.GroupLabel, r.Deleted = o.groupLabel(ctx, r.GroupID, gname.String)
 		}
 		return r, nil
 	}, toolCallsQuery(a, f, where), append(args, limit)...)
@@ -199,36 +194,22 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 // unknownGroupLabel names a group that has no database and no recorded name.
 const unknownGroupLabel = "Unknown group"
 
-// groupLabeler names group id, which audit rows refer to, and reports
+// groupLabel names group id, which audit rows refer to, and reports
 // whether its database is gone. recorded is the name the audit log kept (or
 // the id, or nothing); without one a live group is named from its database.
 // A missing group with one was deleted and its label says so; one without
 // is "Unknown group", since a call may name a group that never existed.
-type groupLabeler func(id, recorded string) (label string, deleted bool)
-
-// newGroupLabeler returns a labeler for one request. It remembers which
-// groups are gone and what live ones are called: a page names a few many times.
-func (o *observer) newGroupLabeler(ctx context.Context) groupLabeler {
-	deleted, names := map[string]bool{}, map[string]string{}
-	return func(id, recorded string) (string, bool) {
-		gone, ok := deleted[id]
-		if !ok {
-			gone = !groupFileExists(o.dir, id)
-			deleted[id] = gone
-		}
-		switch {
-		case gone && (recorded == "" || recorded == id):
-			return unknownGroupLabel, true
-		case gone:
-			return recorded + " (deleted)", true
-		case recorded != "" && recorded != id:
-			return recorded, false
-		}
-		if _, ok := names[id]; !ok {
-			names[id] = o.groupName(ctx, id)
-		}
-		return names[id], false
+func (o *observer) groupLabel(ctx context.Context, id, recorded string) (label string, deleted bool) {
+	gone := !groupFileExists(o.dir, id)
+	switch {
+	case gone && (recorded == "" || recorded == id):
+		return unknownGroupLabel, true
+	case gone:
+		return recorded + " (deleted)", true
+	case recorded != "" && recorded != id:
+		return recorded, false
 	}
+	return o.groupName(ctx, id), false
 }
 
 // aggregateRow is one grouped rollup row.
@@ -242,36 +223,30 @@ type aggregateRow struct {
 // tier, or from raw rows when the database lacks that tier's tables or the
 // filter names a token; the tier it returns is "raw" then.
 func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
-	if f.Token == "" && a.tables["analytics_"+tier] && a.tables["analytics_latency_"+tier] {
-		agg, hist, err := readRollup(ctx, a.db, f, tier, seconds)
-		return agg, hist, tier, err
+	if f.Token != "" || !a.tables["analytics_"+tier] || !a.tables["analytics_latency_"+tier] {
+		agg, hist, err := readRawAggregate(ctx, a, f, seconds)
+		return agg, hist, "raw", err
 	}
-	agg, hist, err := readRawAggregate(ctx, a, f, seconds)
-	return agg, hist, "raw", err
-}
-
-// readRollup reads aggregates and the latency histogram from one tier.
-func readRollup(ctx context.Context, db *sql.DB, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, error) {
 	where, args, _ := auditWhere(f, seconds, nil)
-	agg, err := queryAll(ctx, db, func(row rowScanner) (aggregateRow, error) {
-		var a aggregateRow
+	agg, err := queryAll(ctx, a.db, func(row rowScanner) (aggregateRow, error) {
+		var r aggregateRow
 		var tool, caller, outcome, category sql.NullString
-		err := row.Scan(&tool, &caller, &outcome, &category, &a.Bucket, &a.Calls, &a.Errors)
-		a.Tool, a.Caller, a.Outcome, a.Category = tool.String, caller.String, outcome.String, category.String
-		return a, err
+		err := row.Scan(&tool, &caller, &outcome, &category, &r.Bucket, &r.Calls, &r.Errors)
+		r.Tool, r.Caller, r.Outcome, r.Category = tool.String, caller.String, outcome.String, category.String
+		return r, err
 	}, "SELECT tool_name, name, outcome, error_category, bucket_start, SUM(call_count), SUM(error_count) FROM analytics_"+tier+
 		where+" GROUP BY tool_name, name, outcome, error_category, bucket_start", args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read analytics_%s: %w", tier, err)
+		return nil, nil, tier, fmt.Errorf("read analytics_%s: %w", tier, err)
 	}
-	hist, err := queryAll(ctx, db, func(row rowScanner) (latencyCount, error) {
+	hist, err := queryAll(ctx, a.db, func(row rowScanner) (latencyCount, error) {
 		var l latencyCount
 		return l, row.Scan(&l.Bucket, &l.Count)
 	}, "SELECT latency_bucket, SUM(sample_count) FROM analytics_latency_"+tier+where+" GROUP BY latency_bucket", args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read latency histogram: %w", err)
+		return nil, nil, tier, fmt.Errorf("read latency histogram: %w", err)
 	}
-	return agg, hist, nil
+	return agg, hist, tier, nil
 }
 
 // readTimeline reads calls per bucket from one tier.
@@ -360,13 +335,10 @@ func percentileText(hist []latencyCount, p float64, format string) string {
 	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int {
 		return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket))
 	})
-	target := int64(math.Ceil(float64(total) * p))
-	var seen int64
-	for _, h := range sorted {
-		seen += h.Count
-		if seen >= target {
-			return fmt.Sprintf(format, latencyValue(h.Bucket))
-		}
+	// The bucket holding the target'th call, the last one at the latest.
+	target, i := int64(math.Ceil(float64(total)*p)), 0
+	for seen := sorted[0].Count; seen < target && i < len(sorted)-1; seen += sorted[i].Count {
+		i++
 	}
-	return fmt.Sprintf(format, latencyValue(sorted[len(sorted)-1].Bucket))
+	return fmt.Sprintf(format, latencyValue(sorted[i].Bucket))
 }

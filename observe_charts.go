@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -155,19 +156,11 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 // all of the filtered range when few enough, started by auditBucketStart as
 // the rollups do, so they line up with the stored ones also before 1970.
 func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) []int64 {
-	keys := make([]int64, 0, len(byTime))
-	for k := range byTime {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(byTime))
 	first, last := keys[0], keys[len(keys)-1]
 	if !f.From.IsZero() {
 		first = min(first, auditBucketStart(f.From, seconds))
-		end := now
-		if !f.To.IsZero() {
-			end = f.To
-		}
-		last = max(last, auditBucketStart(end, seconds))
+		last = max(last, auditBucketStart(cmp.Or(f.To, now), seconds))
 	}
 	if (last-first)/seconds+1 > maxFilledBuckets {
 		return keys
@@ -238,11 +231,8 @@ func newTopList(label, noun string, counts map[string]int64) topList {
 			l.Total += n
 		}
 	}
-	sort.Slice(l.Rows, func(i, j int) bool {
-		if l.Rows[i].Value != l.Rows[j].Value {
-			return l.Rows[i].Value > l.Rows[j].Value
-		}
-		return strings.ToLower(l.Rows[i].Name) < strings.ToLower(l.Rows[j].Name)
+	slices.SortFunc(l.Rows, func(a, b topRow) int {
+		return cmp.Or(cmp.Compare(b.Value, a.Value), strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)))
 	})
 	if len(l.Rows) > maxTopRows {
 		other := topRow{Other: len(l.Rows) - (maxTopRows - 1)}

@@ -268,25 +268,6 @@ func (o *observer) messagePageView(ctx context.Context, id string, cursor int64)
 	return p
 }
 
-// singleMessage reads one message of group id as a page of its own, for
-// live appends to an open chat; Error says why it is missing.
-func (o *observer) singleMessage(ctx context.Context, id string, messageID int64) messagePage {
-	p := messagePage{GroupID: id, Error: "Message is unavailable."}
-	if validateGroupID(id) != nil {
-		return p
-	}
-	var err error
-	switch p.Messages, err = o.readMessages(ctx, id, "WHERE id = ?", messageID); {
-	case err != nil:
-		p.Error = "Message is temporarily unavailable."
-	case len(p.Messages) == 0:
-		p.Error = "Message is no longer available."
-	default:
-		p.Error = ""
-	}
-	return p
-}
-
 // serveMessages serves the page before older_than_message_id, else the newest.
 func (o *observer) serveMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -302,7 +283,8 @@ func (o *observer) serveMessages(w http.ResponseWriter, r *http.Request) {
 	o.renderPage(w, r, http.StatusOK, "messages", o.messagePageView(r.Context(), q.Get("group_id"), cursor))
 }
 
-// serveMessage serves one message, for live appends to an open chat.
+// serveMessage serves one message of group_id as a page of its own, for
+// live appends to an open chat; the page's Error says why it is missing.
 func (o *observer) serveMessage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id, err := strconv.ParseInt(strings.TrimSpace(q.Get("message_id")), 10, 64)
@@ -310,5 +292,16 @@ func (o *observer) serveMessage(w http.ResponseWriter, r *http.Request) {
 		o.renderNotice(w, r, http.StatusBadRequest, true, "Message is unavailable.")
 		return
 	}
-	o.renderPage(w, r, http.StatusOK, "single-message", o.singleMessage(r.Context(), q.Get("group_id"), id))
+	p := messagePage{GroupID: q.Get("group_id"), Error: "Message is unavailable."}
+	if validateGroupID(p.GroupID) == nil {
+		switch p.Messages, err = o.readMessages(r.Context(), p.GroupID, "WHERE id = ?", id); {
+		case err != nil:
+			p.Error = "Message is temporarily unavailable."
+		case len(p.Messages) == 0:
+			p.Error = "Message is no longer available."
+		default:
+			p.Error = ""
+		}
+	}
+	o.renderPage(w, r, http.StatusOK, "single-message", p)
 }
