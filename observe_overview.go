@@ -55,7 +55,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	summaries := make([]groupSummary, 0, len(ids))
 	v.Rows = make([]healthRow, 0, len(ids))
 	for _, id := range ids {
-		g, err := o.cachedGroupSummary(ctx, id)
+		g, err := cachedRead(o, id, "summary", func() (groupSummary, error) { return o.readGroupSummary(ctx, id) })
 		if err != nil {
 			g = o.unavailableSummary(id)
 		}
