@@ -290,35 +290,6 @@ type storageView struct {
 	Details   []metric
 }
 
-// reclaimPages bounds a "Reclaim space" step: a click never stalls the writer.
-const reclaimPages = 100
-
-// serveReclaim runs "Reclaim space"; requireCSRF has checked the request.
-func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
-	msg, err := reclaimAuditSpace(r.Context(), o.dir, reclaimPages)
-	o.renderMaintenance(w, r, msg, err)
-}
-
-// deleteConfirmation is the header value the page sends only after the
-// user typed the confirmation, so no stray POST can empty the history.
-const deleteConfirmation = "DELETE AUDIT HISTORY"
-
-// serveDeleteHistory runs "Delete audit history" once CSRF-checked and confirmed.
-func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
-		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
-		return
-	}
-	msg, err := deleteAuditHistory(r.Context(), o.dir)
-	o.renderMaintenance(w, r, msg, err)
-}
-
-// renderMaintenance reports a maintenance action's outcome; a failure is a
-// conflict with the audit writer or a missing database, worth a retry.
-func (o *observer) renderMaintenance(w http.ResponseWriter, r *http.Request, msg string, err error) {
-	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
-}
-
 // storageView reads the audit database's size, rows, free pages, retention.
 func (o *observer) storageView(ctx context.Context) storageView {
 	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
@@ -356,53 +327,48 @@ func (o *observer) storageView(ctx context.Context) storageView {
 	}}
 }
 
-// openAuditForWrite opens observability.sqlite3 read-write, if it exists;
-// mode=rw fails instead of creating a missing file.
-func openAuditForWrite(dir string) (*sql.DB, string, error) {
-	path := filepath.Join(dir, catalogFileName)
-	if _, err := checkedFile(dir, path); err != nil {
-		return nil, "No audit database exists yet.", err
-	}
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-	if err != nil {
-		return nil, "Audit storage is busy; retry later.", fmt.Errorf("open audit database: %w", err)
-	}
-	db.SetMaxOpenConns(1)
-	return db, "", nil
+// reclaimPages bounds a "Reclaim space" step: a click never stalls the writer.
+const reclaimPages = 100
+
+// auditBusy is the notice of a maintenance action that met the audit writer.
+const auditBusy = "Audit storage is busy; retry later."
+
+// serveReclaim runs "Reclaim space", one bounded incremental vacuum step; it
+// never deletes retained history and never touches a group database.
+func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
+	o.maintainAudit(w, r, func(ctx context.Context, db *sql.DB) (string, error) {
+		// The pragma frees one page per step, so every row must be read.
+		err := eachRow(ctx, db, func(rowScanner) error { return nil }, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", reclaimPages))
+		if err != nil {
+			return auditBusy, fmt.Errorf("reclaim audit space: %w", err)
+		}
+		return "Reclaimed available audit free pages.", nil
+	})
 }
 
-// reclaimAuditSpace runs one bounded incremental vacuum step; it never
-// deletes retained history and never touches a group database.
-func reclaimAuditSpace(ctx context.Context, dir string, pages int) (string, error) {
-	db, msg, err := openAuditForWrite(dir)
-	if err != nil {
-		return msg, err
+// deleteConfirmation is the header value the page sends only after the
+// user typed the confirmation, so no stray POST can empty the history.
+const deleteConfirmation = "DELETE AUDIT HISTORY"
+
+// serveDeleteHistory runs "Delete audit history" once confirmed.
+func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
+		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
+		return
 	}
-	defer db.Close()
-	// The pragma frees one page per step, so every row must be read.
-	err = eachRow(ctx, db, func(rowScanner) error { return nil }, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", pages))
-	if err != nil {
-		return "Audit storage is busy; retry later.", fmt.Errorf("reclaim audit space: %w", err)
-	}
-	return "Reclaimed available audit free pages.", nil
+	o.maintainAudit(w, r, deleteAuditHistory)
 }
 
 // deleteAuditHistory deletes every audit row and rollup in one transaction.
-func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
-	db, msg, err := openAuditForWrite(dir)
-	if err != nil {
-		return msg, err
-	}
-	defer db.Close()
-	busy := "Audit storage is busy; retry later."
+func deleteAuditHistory(ctx context.Context, db *sql.DB) (string, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return busy, fmt.Errorf("delete audit history: %w", err)
+		return auditBusy, fmt.Errorf("delete audit history: %w", err)
 	}
 	defer tx.Rollback()
 	tables, err := tableNames(ctx, tx)
 	if err != nil {
-		return busy, err
+		return auditBusy, err
 	}
 	var deleted int64
 	for _, t := range auditHistoryTables {
@@ -411,14 +377,38 @@ func deleteAuditHistory(ctx context.Context, dir string) (string, error) {
 		}
 		res, err := tx.ExecContext(ctx, "DELETE FROM "+t)
 		if err != nil {
-			return busy, fmt.Errorf("delete audit history from %s: %w", t, err)
+			return auditBusy, fmt.Errorf("delete audit history from %s: %w", t, err)
 		}
 		if t == "tool_calls" {
 			deleted, _ = res.RowsAffected()
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return busy, fmt.Errorf("delete audit history: %w", err)
+		return auditBusy, fmt.Errorf("delete audit history: %w", err)
 	}
 	return fmt.Sprintf("Deleted %d audit-history rows. Reclaim free space separately if needed.", deleted), nil
+}
+
+// maintainAudit runs a maintenance action once requireCSRF has checked the
+// request, and reports its outcome; a failure is a conflict with the audit
+// writer or a missing database, worth a retry.
+func (o *observer) maintainAudit(w http.ResponseWriter, r *http.Request, action func(context.Context, *sql.DB) (string, error)) {
+	msg, err := withAuditForWrite(r.Context(), o.dir, action)
+	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
+}
+
+// withAuditForWrite runs action on observability.sqlite3 opened read-write,
+// if it exists; mode=rw fails instead of creating a missing file.
+func withAuditForWrite(ctx context.Context, dir string, action func(context.Context, *sql.DB) (string, error)) (string, error) {
+	path := filepath.Join(dir, catalogFileName)
+	if _, err := checkedFile(dir, path); err != nil {
+		return "No audit database exists yet.", err
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
+	if err != nil {
+		return auditBusy, fmt.Errorf("open audit database: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return action(ctx, db)
 }
