@@ -3,7 +3,7 @@
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
 // local dashboard, read-only for group data; the Storage view's two
-// maintenance actions write the audit database (observe_storage.go).
+// maintenance actions write the audit database (observe_page.go).
 package main
 
 import (

@@ -230,7 +230,7 @@ func (o *observer) snapshot() map[string]any {
 	groups := map[string]any{}
 	ids, _ := discoverGroups(o.dir)
 	for _, id := range ids {
-		state, err := o.cachedSnapshotState(id)
+		state, err := cachedRead(o, id, "snapshot", func() (snapshotState, error) { return o.dbs.groupState(o.dir, id) })
 		if err != nil {
 			continue
 		}
@@ -302,7 +302,9 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 				continue
 			}
 			reading = true
-			page, err := o.cachedActivityRows(ctx, s.g, s.wakeup, s.before)
+			page, err := cachedRead(o, s.g.ID, activityPageKey{s.wakeup, s.before}, func() ([]activityEvent, error) {
+				return o.activityRows(ctx, s.g, s.wakeup, s.before)
+			})
 			s.done = err != nil || len(page) < activityPage
 			if len(page) > 0 {
 				s.before, s.oldest = page[len(page)-1].order, page[len(page)-1].when

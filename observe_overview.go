@@ -55,7 +55,7 @@ func (o *observer) overviewView(ctx context.Context) overviewView {
 	summaries := make([]groupSummary, 0, len(ids))
 	v.Rows = make([]healthRow, 0, len(ids))
 	for _, id := range ids {
-		g, err := o.cachedGroupSummary(ctx, id)
+		g, err := cachedRead(o, id, "summary", func() (groupSummary, error) { return o.readGroupSummary(ctx, id) })
 		if err != nil {
 			g = o.unavailableSummary(id)
 		}
@@ -156,24 +156,19 @@ func (o *observer) unavailableSummary(id string) groupSummary {
 	return g
 }
 
-// readGroupSummary reads one group's summary over a single connection.
+// readGroupSummary reads one group's summary.
 func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummary, error) {
 	g := groupSummary{ID: id, Priorities: map[string]int64{}}
 	db, err := o.dbs.group(o.dir, id)
 	if err != nil {
 		return g, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return g, fmt.Errorf("connect to %s: %w", id, err)
-	}
-	defer conn.Close()
 	// One statement reads the metadata, the newest message's time and the
 	// wakeup totals, with the acknowledged ones' response seconds.
 	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
-	err = conn.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+	err = db.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
 		"(SELECT updated_at FROM group_metadata WHERE id = 1), (SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), COUNT(*), "+
 		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
@@ -186,10 +181,10 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	g.Name, g.Description = cmp.Or(name.String, "Untitled group"), desc.String
 	g.UpdatedAt, g.LatestAt = updated.String, latestAt.String
 	g.Pending, g.Acknowledged, g.ResponseSeconds = pending.Int64, acked.Int64, response.Float64
-	if g.Members, err = readMembers(ctx, conn); err != nil {
+	if g.Members, err = readMembers(ctx, db); err != nil {
 		return g, fmt.Errorf("read members of %s: %w", id, err)
 	}
-	if err := readPriorities(ctx, conn, g.Priorities); err != nil {
+	if err := readPriorities(ctx, db, g.Priorities); err != nil {
 		return g, fmt.Errorf("read message metrics of %s: %w", id, err)
 	}
 	return g, nil

@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/subtle"
+	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -275,4 +280,135 @@ func loopbackOrigin(origin string) bool {
 		return false
 	}
 	return allowedHost(u.Host)
+}
+
+// storageView is the Storage fragment, whose two maintenance actions on the
+// audit database, here too, are the dashboard's only writes.
+type storageView struct {
+	Available bool
+	Notice    string
+	Details   []metric
+}
+
+// storageView reads the audit database's size, rows, free pages, retention.
+func (o *observer) storageView(ctx context.Context) storageView {
+	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
+	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
+	a, err := o.readAuditSchema(ctx)
+	switch {
+	case errors.Is(err, errNoDatabase):
+		return missing
+	case err != nil:
+		return unavailable
+	case !a.tables["tool_calls"]:
+		return missing
+	}
+	var rowsCount, pageSize, freePages int64
+	path := filepath.Join(o.dir, catalogFileName)
+	info, err := os.Stat(path)
+	if err != nil || a.db.QueryRowContext(ctx, "SELECT COUNT(*), (SELECT page_size FROM pragma_page_size), "+
+		"(SELECT freelist_count FROM pragma_freelist_count) FROM tool_calls").Scan(&rowsCount, &pageSize, &freePages) != nil {
+		return unavailable
+	}
+	// Until a checkpoint, recent writes live in the WAL beside the file; on
+	// a busy server that is most of the space the audit history takes.
+	size := info.Size()
+	if wal, err := os.Stat(path + "-wal"); err == nil {
+		size += wal.Size()
+	}
+	meta, _ := auditMetadata(ctx, a)
+	return storageView{Available: true, Details: []metric{
+		{Label: "Audit file", Value: formatBytes(size) + " (WAL included)"},
+		{Label: "Audit rows", Value: fmt.Sprint(rowsCount)},
+		{Label: "Reclaimable", Value: formatBytes(pageSize * freePages)},
+		{Label: "Retention", Value: firstNonEmpty(meta.Retention, "unknown (legacy audit database)")},
+		{Label: "Activated", When: o.stampOf(meta.EnabledAt, "—")},
+		{Label: "Last cleanup", When: o.stampOf(meta.LastCleanup, "Never")},
+	}}
+}
+
+// reclaimPages bounds a "Reclaim space" step: a click never stalls the writer.
+const reclaimPages = 100
+
+// auditBusy is the notice of a maintenance action that met the audit writer.
+const auditBusy = "Audit storage is busy; retry later."
+
+// serveReclaim runs "Reclaim space", one bounded incremental vacuum step; it
+// never deletes retained history and never touches a group database.
+func (o *observer) serveReclaim(w http.ResponseWriter, r *http.Request) {
+	o.maintainAudit(w, r, func(ctx context.Context, db *sql.DB) (string, error) {
+		// The pragma frees one page per step, so every row must be read.
+		err := eachRow(ctx, db, func(rowScanner) error { return nil }, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", reclaimPages))
+		if err != nil {
+			return auditBusy, fmt.Errorf("reclaim audit space: %w", err)
+		}
+		return "Reclaimed available audit free pages.", nil
+	})
+}
+
+// deleteConfirmation is the header value the page sends only after the
+// user typed the confirmation, so no stray POST can empty the history.
+const deleteConfirmation = "DELETE AUDIT HISTORY"
+
+// serveDeleteHistory runs "Delete audit history" once confirmed.
+func (o *observer) serveDeleteHistory(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Crosstalk-Confirm") != deleteConfirmation {
+		o.renderNotice(w, r, http.StatusBadRequest, true, "Audit-history deletion requires explicit confirmation.")
+		return
+	}
+	o.maintainAudit(w, r, deleteAuditHistory)
+}
+
+// deleteAuditHistory deletes every audit row and rollup in one transaction.
+func deleteAuditHistory(ctx context.Context, db *sql.DB) (string, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return auditBusy, fmt.Errorf("delete audit history: %w", err)
+	}
+	defer tx.Rollback()
+	tables, err := tableNames(ctx, tx)
+	if err != nil {
+		return auditBusy, err
+	}
+	var deleted int64
+	for _, t := range auditHistoryTables {
+		if !tables[t] {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+t)
+		if err != nil {
+			return auditBusy, fmt.Errorf("delete audit history from %s: %w", t, err)
+		}
+		if t == "tool_calls" {
+			deleted, _ = res.RowsAffected()
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return auditBusy, fmt.Errorf("delete audit history: %w", err)
+	}
+	return fmt.Sprintf("Deleted %d audit-history rows. Reclaim free space separately if needed.", deleted), nil
+}
+
+// maintainAudit runs a maintenance action once requireCSRF has checked the
+// request, and reports its outcome; a failure is a conflict with the audit
+// writer or a missing database, worth a retry.
+func (o *observer) maintainAudit(w http.ResponseWriter, r *http.Request, action func(context.Context, *sql.DB) (string, error)) {
+	msg, err := withAuditForWrite(r.Context(), o.dir, action)
+	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
+}
+
+// withAuditForWrite runs action on observability.sqlite3 opened read-write,
+// if it exists; mode=rw fails instead of creating a missing file.
+func withAuditForWrite(ctx context.Context, dir string, action func(context.Context, *sql.DB) (string, error)) (string, error) {
+	path := filepath.Join(dir, catalogFileName)
+	if _, err := checkedFile(dir, path); err != nil {
+		return "No audit database exists yet.", err
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
+	if err != nil {
+		return auditBusy, fmt.Errorf("open audit database: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return action(ctx, db)
 }

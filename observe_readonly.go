@@ -317,11 +317,13 @@ func (c *groupReadCache) forget(id string) {
 	delete(c.groups, id)
 }
 
-// cachedRead returns what read returns for group id under key, from the
+// cachedRead returns what read returns for group id under key, from o's
 // cache while the group's files are unchanged since it was stored. Nothing
-// is stored when the signature cannot be read or read fails.
-func cachedRead[T any](c *groupReadCache, dir, id string, key any, read func() (T, error)) (T, error) {
-	sig, ok := readGroupSignature(groupFile(dir, id), time.Now())
+// is stored when the signature cannot be read or read fails. Each key is
+// read by one reader, so the stored value is always a T.
+func cachedRead[T any](o *observer, id string, key any, read func() (T, error)) (T, error) {
+	c := o.reads
+	sig, ok := readGroupSignature(groupFile(o.dir, id), time.Now())
 	c.mu.Lock()
 	if r := c.groups[id]; r != nil && ok && sig.unchangedSince(r.sig) {
 		if v, hit := r.reads[key]; hit {
@@ -344,21 +346,4 @@ func cachedRead[T any](c *groupReadCache, dir, id string, key any, read func() (
 		c.mu.Unlock()
 	}
 	return v, err
-}
-
-// cachedGroupSummary is readGroupSummary through the cache.
-func (o *observer) cachedGroupSummary(ctx context.Context, id string) (groupSummary, error) {
-	return cachedRead(o.reads, o.dir, id, "summary", func() (groupSummary, error) { return o.readGroupSummary(ctx, id) })
-}
-
-// cachedActivityRows is activityRows through the cache.
-func (o *observer) cachedActivityRows(ctx context.Context, g groupSummary, wakeup bool, before int64) ([]activityEvent, error) {
-	return cachedRead(o.reads, o.dir, g.ID, activityPageKey{wakeup, before}, func() ([]activityEvent, error) {
-		return o.activityRows(ctx, g, wakeup, before)
-	})
-}
-
-// cachedSnapshotState is groupState through the cache, for event snapshots.
-func (o *observer) cachedSnapshotState(id string) (snapshotState, error) {
-	return cachedRead(o.reads, o.dir, id, "snapshot", func() (snapshotState, error) { return o.dbs.groupState(o.dir, id) })
 }

@@ -359,14 +359,14 @@ func TestGroupCacheConcurrentReads(t *testing.T) {
 	ageGroupFiles(t, fx.dir, id)
 	obs := newTestObserver(t, fx.dir, time.Hour)
 	summary := func() error {
-		if g, err := obs.cachedGroupSummary(t.Context(), id); err != nil || g.ID != id {
-			return fmt.Errorf("cachedGroupSummary: got %q, %v; want %q", g.ID, err, id)
+		if g, err := cachedRead(obs, id, "summary", func() (groupSummary, error) { return obs.readGroupSummary(t.Context(), id) }); err != nil || g.ID != id {
+			return fmt.Errorf("cached summary: got %q, %v; want %q", g.ID, err, id)
 		}
 		return nil
 	}
 	state := func() error {
-		if s, err := obs.cachedSnapshotState(id); err != nil || s.latest == nil || *s.latest != 1 {
-			return fmt.Errorf("cachedSnapshotState: got latest %v, %v; want 1", s.latest, err)
+		if s, err := cachedRead(obs, id, "snapshot", func() (snapshotState, error) { return obs.dbs.groupState(obs.dir, id) }); err != nil || s.latest == nil || *s.latest != 1 {
+			return fmt.Errorf("cached snapshot state: got latest %v, %v; want 1", s.latest, err)
 		}
 		return nil
 	}
