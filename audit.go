@@ -51,7 +51,6 @@ type auditLog struct {
 	mu          sync.Mutex
 	db          *sql.DB
 	ready       bool
-	stmts       map[string]*sql.Stmt
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
@@ -162,8 +161,8 @@ func (a *auditLog) reopen() {
 	if err != nil {
 		return
 	}
-	a.db.Close() // and with it the statements prepared on it
-	a.db, a.stmts, a.ready = db, nil, false
+	a.db.Close()
+	a.db, a.ready = db, false
 }
 
 // close writes what is queued, stops the writer and releases the database.

@@ -17,7 +17,7 @@ import (
 // use (10,000 rows) in one transaction 0.4 s.
 const auditCleanupBatchSize = 1000
 
-// The statements of one audit write, prepared once per connection.
+// The statements of one audit write.
 const (
 	auditSetRetentionSQL = "UPDATE metadata SET retention_setting = ? WHERE id = 1 AND retention_setting IS NOT ?"
 	auditInsertCallSQL   = "INSERT INTO tool_calls(occurred_at, audit_request_id, tool_name, group_id, context_id, " +
@@ -130,19 +130,13 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 		return fmt.Errorf("begin audit write: %w", err)
 	}
 	defer tx.Rollback()
-	exec := func(ctx context.Context, query string, args ...any) (sql.Result, error) {
-		if st := a.stmts[query]; st != nil {
-			return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		}
-		return tx.ExecContext(ctx, query, args...)
-	}
 	// The guard skips the page write when the setting is already recorded.
-	if _, err := exec(ctx, auditSetRetentionSQL, a.config.setting, a.config.setting); err != nil {
+	if _, err := tx.ExecContext(ctx, auditSetRetentionSQL, a.config.setting, a.config.setting); err != nil {
 		return fmt.Errorf("record audit retention setting: %w", err)
 	}
 	var first int64
 	for i, e := range events {
-		res, err := exec(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
+		res, err := tx.ExecContext(ctx, auditInsertCallSQL, e.occurredAt, e.requestID, e.toolName, e.groupID, e.contextID, e.name,
 			e.outcome, e.durationMS, e.resultCount, e.errorCategory, e.detailsJSON)
 		if err != nil {
 			return fmt.Errorf("insert audit row: %w", err)
@@ -155,31 +149,19 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 			first = id
 		}
 		if e.groupName != "" {
-			if _, err := exec(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
+			if _, err := tx.ExecContext(ctx, auditInsertNameSQL, id, e.groupName); err != nil {
 				return fmt.Errorf("insert audit group name: %w", err)
 			}
 		}
 	}
 	// The transaction holds the write lock, so the batch is every row from first on.
-	if err := auditApplyRollups(ctx, exec, auditRecordRollups, first); err != nil {
+	if err := auditApplyRollups(ctx, tx.ExecContext, auditRecordRollups, first); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit audit write: %w", err)
 	}
 	return nil
-}
-
-// prepareStatements compiles the statements of record once: compiling them
-// on every call costs about as much as running them. A statement that fails
-// to compile is simply run unprepared.
-func (a *auditLog) prepareStatements(ctx context.Context) {
-	a.stmts = map[string]*sql.Stmt{}
-	for _, q := range append([]string{auditSetRetentionSQL, auditInsertCallSQL, auditInsertNameSQL}, auditRecordRollups...) {
-		if st, err := a.db.PrepareContext(ctx, q); err == nil {
-			a.stmts[q] = st
-		}
-	}
 }
 
 // cleanup removes the rows older than the retention period, at most once a

@@ -126,7 +126,6 @@ func (a *auditLog) prepare() error {
 		}
 	}
 	a.ready = true
-	a.prepareStatements(ctx)
 	return nil
 }
 
