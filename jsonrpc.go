@@ -3,7 +3,7 @@ package main
 // This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
 // answer or error, line framing and batches. It knows no MCP methods; it
 // hands each decoded message to the session (jsonrpc_session.go), and asks
-// the session which batches it accepts (batchRefusal, jsonrpc_versions.go:
+// the session which batches it accepts (batchRefusal, jsonrpc_dispatch.go:
 // MCP forbids initialize in a batch, and 2025-06-18 removed batches).
 
 import (
@@ -27,7 +27,7 @@ var (
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
 	// -32002 is the original's code here; 2025-06-18 and 2025-11-25 also
-	// give it to a missing resource (errResourceNotFound, jsonrpc_versions.go).
+	// give it to a missing resource (errResourceNotFound, jsonrpc_dispatch.go).
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )

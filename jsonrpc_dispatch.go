@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 )
 
@@ -170,3 +171,140 @@ func (s *server) dispatchNotification(req request) bool {
 	}
 	return true
 }
+
+// protocolRevision is an MCP protocol revision string such as "2025-11-25".
+// Revisions compare correctly as strings, being dates.
+type protocolRevision = string
+
+// The revisions whose behaviour differs; see README "Protocol versions".
+const (
+	revTyped  protocolRevision = "2025-06-18" // titles, outputSchema, structuredContent; no batches
+	revSEP    protocolRevision = "2025-11-25" // input validation failures as tool results; serverInfo description
+	revModern protocolRevision = "2026-07-28" // stateless: per-request _meta, server/discover, subscriptions/listen
+)
+
+// Keys of the per-request and per-result _meta fields of 2026-07-28.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// supportedProtocolVersions are the revisions initialize negotiates, newest
+// first: a client's version among them is answered as sent, any other gets
+// the newest. 2026-07-28 has no initialize.
+var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// allProtocolVersions are the revisions this server speaks, newest first, as
+// server/discover and the unsupported-version error list them.
+var allProtocolVersions = append(stringList{revModern}, supportedProtocolVersions...)
+
+const (
+	serverTitle       = "Crosstalk"
+	serverDescription = "Shared message groups through which AI agents talk to each other and wake each other up."
+	serverWebsite     = "https://github.com/crosstalk/crosstalk-mcp"
+	wakeupDescription = "Wakeup events for one joined context: subscribe to be told when a message targets it."
+)
+
+// serverInfo is the Implementation object for rev: name and version (the
+// release main was built as) before 2025-06-18, a title from then on, and a
+// description and website from 2025-11-25.
+func (s *server) serverInfo(rev protocolRevision) object {
+	info := object{{"name", "crosstalk"}}
+	if rev >= revTyped {
+		info = append(info, field{"title", serverTitle})
+	}
+	info = append(info, field{"version", s.cfg.release})
+	if rev >= revSEP {
+		info = append(info, field{"description", serverDescription}, field{"websiteUrl", serverWebsite})
+	}
+	return info
+}
+
+// typed reports whether rev has titles, outputSchema and structuredContent.
+func typed(rev protocolRevision) bool { return rev >= revTyped }
+
+// requestMeta is what a request carries in params._meta.
+type requestMeta struct {
+	protocolVersion string
+	hasVersion      bool // the protocolVersion key is present: a 2026-07-28-era request
+	hasCapabilities bool
+	progressToken   json.RawMessage
+}
+
+// readRequestMeta reads params._meta of valid JSON params; absent or
+// malformed parts are zero.
+func readRequestMeta(params json.RawMessage) requestMeta {
+	var m requestMeta
+	p, _ := splitObject(params)
+	meta, _ := splitObject(p["_meta"])
+	if raw, ok := meta[metaProtocolVersion]; ok {
+		m.hasVersion = true
+		m.protocolVersion, _ = decodeJSONString(raw)
+	}
+	if raw, ok := meta[metaClientCapabilities]; ok && len(raw) > 0 && raw[0] == '{' {
+		m.hasCapabilities = true
+	}
+	if raw, ok := meta["progressToken"]; ok && len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		m.progressToken = raw
+	}
+	return m
+}
+
+// unsupportedVersion answers request id with 2026-07-28's
+// UnsupportedProtocolVersionError for the requested revision.
+func unsupportedVersion(id json.RawMessage, requested string) object {
+	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
+		{"data", object{{"supported", allProtocolVersions}, {"requested", requested}}}}}}
+}
+
+// errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
+// code; earlier revisions keep the original's -32602, and 2026-07-28 moved
+// back to -32602. The same number is errNotInitialized (jsonrpc.go), the
+// original's "Server is not initialized": the message tells them apart.
+const errResourceNotFound = -32002
+
+// batchRefusal is the error a whole batch gets, or nil when the session
+// accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
+// later have none at all, whether negotiated or, in 2026-07-28, carried by
+// an item's _meta.
+func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
+	if version, _ := s.lifecycle(); typed(version) {
+		return errInvalidRequest // batches were removed in 2025-06-18
+	}
+	for _, item := range batch {
+		m, _ := splitObject(item)
+		if method, _ := decodeJSONString(m["method"]); method == "initialize" {
+			return errBatchInit
+		}
+		if readRequestMeta(m["params"]).hasVersion {
+			return errInvalidRequest // 2026-07-28 has no batches either
+		}
+	}
+	return nil
+}
+
+// resourceErrorFor maps a resources/* error for rev: a missing group or
+// wakeup resource is -32002 where the revision defines that code.
+func resourceErrorFor(rev protocolRevision, err error) *rpcError {
+	var te *domainError
+	if rev >= revTyped && rev < revModern && errors.As(err, &te) && te.category == categoryNotFound {
+		// Not "Invalid params: ...", which would contradict the code.
+		return &rpcError{errResourceNotFound, te.msg}
+	}
+	return resourceError(err)
+}
+
+// resourceTemplates is resources/templates/list's result for 2025-06-18 and
+// later: the group, wakeup and receipts URI templates.
+var resourceTemplates = object{{"resourceTemplates", []any{
+	object{{"uriTemplate", uriPrefix + "{group_id}" + uriSuffix}, {"name", "group-messages"}, {"title", "Group change signal"},
+		{"description", "Changes whenever a message is sent to the group; read get_unread_messages to see whether it concerns you."},
+		{"mimeType", "application/json"}},
+	object{{"uriTemplate", uriPrefix + "{group_id}" + wakeupSegment + "{context_id}"}, {"name", "context-wakeups"}, {"title", "Wakeups for a context"},
+		{"description", wakeupDescription + " Only a joined context may read or subscribe."}, {"mimeType", "application/json"}},
+	object{{"uriTemplate", uriPrefix + "{group_id}" + receiptsSegment + "{context_id}"}, {"name", "context-receipts"}, {"title", "Receipts for a context"},
+		{"description", "How far the context's newest messages got with each recipient: unread, notified, delivered (by hook, wait, tool or channel) or read. Only a joined context may read it."},
+		{"mimeType", "application/json"}},
+}}}
