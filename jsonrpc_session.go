@@ -80,7 +80,7 @@ type serverConfig struct {
 	maxMessageBytes int
 	// speaksFor, when set, refuses a context_id this session may not act
 	// as: prepareCall's one identity check, on every transport
-	// (jsonrpc_http_tokens.go). nil lets it speak for every context.
+	// (jsonrpc_http_security.go). nil lets it speak for every context.
 	speaksFor func(contextID string) *domainError
 	// tokenName names the per-agent token this session connected with, or
 	// is "": its sends record it (message_tokens).
