@@ -55,7 +55,7 @@
 // process in the group handle's queue (step 2 above) and share their commit.
 // prepareCall refuses a context_id the session's token may not speak for. Answers and notifications
 // leave through the session's router (jsonrpc_http_session.go) on the
-// request's stream or the GET stream (jsonrpc_http_stream.go).
+// request's stream or the GET stream.
 //
 // # Goroutines
 //
