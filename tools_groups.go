@@ -107,7 +107,7 @@ func toolJoinGroup(s *server, a toolArgs) (any, error) {
 	if !a.stateless {
 		// The session is now subscribed to its own wakeups. A 2026-07-28
 		// client opens subscriptions/listen instead, which authorizes by
-		// membership (jsonrpc_listen.go).
+		// membership (jsonrpc_resources.go).
 		s.subs.authorize(uri)
 		if err := s.subs.subscribe(uri); err != nil {
 			return nil, err
