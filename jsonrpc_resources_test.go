@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestResourceURIs(t *testing.T) {
@@ -32,4 +35,137 @@ func TestResourceURIs(t *testing.T) {
 	if _, _, err := parseWakeupURI("crosstalk://groups/" + g + "/wakeups/%zz"); err != nil {
 		t.Errorf("malformed escapes are kept like Python's unquote: %v", err)
 	}
+}
+
+// lineRecorder collects what an inflight table writes, as JSON lines.
+type lineRecorder struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{}
+}
+
+func newLineRecorder() *lineRecorder { return &lineRecorder{added: make(chan struct{}, 100)} }
+
+func (r *lineRecorder) write(v any) error {
+	r.mu.Lock()
+	r.lines = append(r.lines, pyJSON(v))
+	r.mu.Unlock()
+	r.added <- struct{}{}
+	return nil
+}
+
+func (r *lineRecorder) writeFor(_ json.RawMessage, v any, _ bool) error { return r.write(v) }
+
+func (r *lineRecorder) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
+
+// waitLines waits, up to a generous bound for slow CI machines, until n
+// lines were written.
+func (r *lineRecorder) waitLines(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for len(r.snapshot()) < n {
+		select {
+		case <-r.added:
+		case <-deadline:
+			t.Fatalf("got lines %q; want %d", r.snapshot(), n)
+		}
+	}
+	return r.snapshot()
+}
+
+func TestInflightAnswersOutOfOrder(t *testing.T) {
+	rec := newLineRecorder()
+	table := newInflight(rec)
+	release := make(chan struct{})
+	if err := table.start(json.RawMessage(`1`), nil, func(r *inflightRequest) (any, *rpcError) {
+		<-release
+		return object{{"n", 1}}, nil
+	}); err != nil {
+		t.Fatalf("start 1: %v", err)
+	}
+	if err := table.start(json.RawMessage(`"two"`), nil, func(r *inflightRequest) (any, *rpcError) {
+		return object{{"n", 2}}, nil
+	}); err != nil {
+		t.Fatalf("start two: %v", err)
+	}
+	got := rec.waitLines(t, 1)
+	if want := `{"jsonrpc": "2.0", "id": "two", "result": {"n": 2}}`; got[0] != want {
+		t.Errorf("first answer %s; want %s", got[0], want)
+	}
+	if err := table.start(json.RawMessage(`1`), nil, func(*inflightRequest) (any, *rpcError) { return object{}, nil }); err != errDuplicateID {
+		t.Errorf("starting a running id again: got %v; want errDuplicateID", err)
+	}
+	close(release)
+	got = rec.waitLines(t, 2)
+	if want := `{"jsonrpc": "2.0", "id": 1, "result": {"n": 1}}`; got[1] != want {
+		t.Errorf("second answer %s; want %s", got[1], want)
+	}
+	table.close()
+	if n := table.running(); n != 0 {
+		t.Errorf("running after close: got %d; want 0", n)
+	}
+}
+
+func TestInflightCancelSilencesRequest(t *testing.T) {
+	rec := newLineRecorder()
+	table := newInflight(rec)
+	started := make(chan *inflightRequest)
+	if err := table.start(json.RawMessage(`7`), json.RawMessage(`"tok"`), func(r *inflightRequest) (any, *rpcError) {
+		started <- r
+		<-r.done()
+		if err := r.notify("notifications/resources/updated", object{{"uri", "x"}}); err != nil {
+			t.Errorf("notify after cancel: %v", err)
+		}
+		return object{}, nil
+	}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	r := <-started
+	if err := r.progress(1, 2, "half"); err != nil {
+		t.Fatalf("progress: %v", err)
+	}
+	got := rec.waitLines(t, 1)
+	if want := `{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"}}`; got[0] != want {
+		t.Errorf("progress %s; want %s", got[0], want)
+	}
+	if !table.cancel(json.RawMessage(`7`)) {
+		t.Fatalf("cancel of a running request reported it unknown")
+	}
+	table.close()
+	if got := rec.snapshot(); len(got) != 1 {
+		t.Errorf("lines after cancel: got %q; want only the progress line", got)
+	}
+	if table.cancel(json.RawMessage(`7`)) {
+		t.Errorf("cancel of a finished request reported it running")
+	}
+}
+
+func TestInflightCloseStillAnswers(t *testing.T) {
+	rec := newLineRecorder()
+	table := newInflight(rec)
+	if err := table.start(json.RawMessage(`3`), nil, func(r *inflightRequest) (any, *rpcError) {
+		if err := r.progress(1, 0, ""); err != nil {
+			t.Errorf("progress without a token: %v", err)
+		}
+		<-r.done()
+		return nil, &rpcError{-32603, "closing"}
+	}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	table.close()
+	got := rec.snapshot()
+	if want := `{"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "closing"}}`; len(got) != 1 || got[0] != want {
+		t.Errorf("lines: got %q; want [%s]", got, want)
+	}
+}
+
+// running reports how many requests are in flight. Only tests need it.
+func (t *inflight) running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.reqs)
 }
