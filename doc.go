@@ -106,7 +106,7 @@
 //	retiredHandleGrace 1 min   observe_readonly.go a replaced read-only handle may still be read
 //	demoTimeout 30 s           observe_demo.go     a demo tool call slower than this means its child is stuck
 //	auditCleanupBatchSize 1000 audit_rollup.go     rows per retention transaction: other writers' 100 ms busy_timeout
-//	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a stat costs microseconds
+//	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a read costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
 //
 // # Environment variables

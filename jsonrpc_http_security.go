@@ -236,8 +236,8 @@ func (q *httpQuota) release(client string) {
 // backup, a screen share) lets nobody connect, and the server compares
 // digests anyway. Revoking a token is deleting its line.
 
-// tokensPoll is how often the server stats the tokens file for a change. A
-// stat costs microseconds, and two seconds is shorter than anyone takes to
+// tokensPoll is how often the server reads the tokens file for a change. A
+// read costs microseconds, and two seconds is shorter than anyone takes to
 // notice a revoked agent still connected, so SIGHUP is never needed.
 const tokensPoll = 2 * time.Second
 
@@ -255,7 +255,7 @@ type tokenTable struct {
 	shared *agentToken                   // nil without a shared token
 	path   string                        // the tokens file, or ""
 	set    atomic.Pointer[[]*agentToken] // the loaded generation, the shared token first
-	stamp  [2]int64                      // the loaded file's size and time (zero if missing); reload's alone
+	loaded []byte                        // the tokens file's content last loaded; reload's alone
 }
 
 // newTokenTable loads the tokens a server accepts, or returns nil when
@@ -277,8 +277,8 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 	return tt, nil
 }
 
-// reload reads the tokens file again when force is set or its size or time
-// changed, and reports whether it swapped in a new set. A missing file
+// reload reads the tokens file again, swaps in a new set when force is set
+// or its content changed, and reports whether it did. A missing file
 // lists no agent (deleting it revokes them all); a malformed one is
 // refused whole and the previous set stays.
 func (tt *tokenTable) reload(force bool) (bool, error) {
@@ -287,25 +287,19 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 		set = append(set, tt.shared)
 	}
 	if tt.path != "" {
-		// A rewrite of the same size within the filesystem's time
-		// granularity goes unseen; SIGHUP reloads it.
-		var stamp [2]int64
-		if info, err := os.Stat(tt.path); err == nil {
-			stamp = [2]int64{info.Size(), info.ModTime().UnixNano()}
-		}
-		if !force && stamp == tt.stamp {
-			return false, nil
-		}
 		data, err := os.ReadFile(tt.path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("read tokens file: %w", err)
+		}
+		if !force && bytes.Equal(data, tt.loaded) {
+			return false, nil
 		}
 		tokens, err := parseTokens(data)
 		if err != nil {
 			return false, fmt.Errorf("tokens file %s: %w", tt.path, err)
 		}
 		set = append(set, tokens...)
-		tt.stamp = stamp
+		tt.loaded = data
 	}
 	tt.set.Store(&set)
 	return true, nil
