@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"slices"
 )
 
@@ -283,17 +282,6 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 		}
 	}
 	return nil
-}
-
-// resourceErrorFor maps a resources/* error for rev: a missing group or
-// wakeup resource is -32002 where the revision defines that code.
-func resourceErrorFor(rev protocolRevision, err error) *rpcError {
-	var te *domainError
-	if rev >= revTyped && rev < revModern && errors.As(err, &te) && te.category == categoryNotFound {
-		// Not "Invalid params: ...", which would contradict the code.
-		return &rpcError{errResourceNotFound, te.msg}
-	}
-	return resourceError(err)
 }
 
 // resourceTemplates is resources/templates/list's result for 2025-06-18 and

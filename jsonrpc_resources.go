@@ -44,10 +44,16 @@ func (req request) resourceURI() (string, *rpcError) {
 	return uri, nil
 }
 
-// resourceError maps a domain or storage error of a resources/* request.
-func resourceError(err error) *rpcError {
+// resourceError maps a domain or storage error of a resources/* request for
+// rev: a missing group or wakeup resource is -32002 where the revision
+// defines that code, else Invalid params.
+func resourceError(rev protocolRevision, err error) *rpcError {
 	var de *domainError
 	if errors.As(err, &de) {
+		if rev >= revTyped && rev < revModern && de.category == categoryNotFound {
+			// Not "Invalid params: ...", which would contradict the code.
+			return &rpcError{errResourceNotFound, de.msg}
+		}
 		return errInvalidParams(de.msg)
 	}
 	logf("resource request: %v", err)
@@ -96,7 +102,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 		return err
 	})
 	if err != nil {
-		return nil, resourceErrorFor(req.version, err)
+		return nil, resourceError(req.version, err)
 	}
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
@@ -132,7 +138,7 @@ func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
 		return nil, rerr
 	}
 	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
-		return nil, resourceErrorFor(req.version, err)
+		return nil, resourceError(req.version, err)
 	}
 	return object{}, nil
 }
@@ -153,7 +159,7 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 		err = retryBusy(func() error { return s.store.leaveGroup(g, c, "", false) })
 	}
 	if err != nil {
-		return nil, resourceError(err)
+		return nil, resourceError("", err) // "": Invalid params in every revision
 	}
 	s.subs.revoke(uri)
 	return object{}, nil
