@@ -205,7 +205,7 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 				logf("subscriptions/listen %s: %v", uri, err)
 			}
 		}
-		<-r.done()
+		<-r.ctx.Done()
 		subs.close()
 		return object{{"resultType", "complete"}, {"_meta", tag}}, nil
 	})
@@ -294,7 +294,7 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 // written for it: 2026-07-28 says a server MUST NOT send further messages
 // for a cancelled request, and older revisions say it SHOULD NOT answer.
 // A handler runs through start; it reports progress with r.progress and
-// stops when r.done() is closed.
+// stops when r.ctx is done.
 type inflight struct {
 	out messageWriter
 
@@ -406,9 +406,6 @@ func (t *inflight) close() {
 func (r *inflightRequest) notify(method string, params object) error {
 	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}, false)
 }
-
-// done is closed when the client cancels r or the session closes.
-func (r *inflightRequest) done() <-chan struct{} { return r.ctx.Done() }
 
 // progress writes notifications/progress for r when the request carried a
 // progressToken, and nothing otherwise. total and message are left out when

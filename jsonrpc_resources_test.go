@@ -116,7 +116,7 @@ func TestInflightCancelSilencesRequest(t *testing.T) {
 	started := make(chan *inflightRequest)
 	if err := table.start(json.RawMessage(`7`), json.RawMessage(`"tok"`), func(r *inflightRequest) (any, *rpcError) {
 		started <- r
-		<-r.done()
+		<-r.ctx.Done()
 		if err := r.notify("notifications/resources/updated", object{{"uri", "x"}}); err != nil {
 			t.Errorf("notify after cancel: %v", err)
 		}
@@ -151,7 +151,7 @@ func TestInflightCloseStillAnswers(t *testing.T) {
 		if err := r.progress(1, 0, ""); err != nil {
 			t.Errorf("progress without a token: %v", err)
 		}
-		<-r.done()
+		<-r.ctx.Done()
 		return nil, &rpcError{-32603, "closing"}
 	}); err != nil {
 		t.Fatalf("start: %v", err)

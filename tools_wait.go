@@ -96,7 +96,7 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 	msgs, err := w.read()
 	for n := int64(1); err == nil && len(msgs) == 0; {
 		select {
-		case <-r.done():
+		case <-r.ctx.Done():
 			return nil, nil
 		case <-deadline.C:
 			return nil, nil
