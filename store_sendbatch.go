@@ -7,16 +7,12 @@ import (
 	"strings"
 )
 
-// sendBatch is one or more sends to a group written in one transaction. Its
-// point is the search index: the FTS5 triggers on messages write the index's
-// pending data at every statement boundary, so inserting a run's messages
-// one statement each wrote one index segment per message, plus merge work
-// (about half of a pipelined send's CPU). A batch inserts all of its
-// messages with one multi-row INSERT, so the index is written once per
-// transaction, and then does each message's other writes in order, exactly
-// as a lone send does them. The rows stored are those of one-by-one sends;
-// the schema and triggers are untouched, so the original writing the same
-// directory sees nothing new.
+// sendBatch is one or more sends to a group written in one transaction. The
+// FTS5 triggers on messages write an index segment at every statement
+// boundary (one per message was about half a pipelined send's CPU), so a
+// batch inserts all its messages with one multi-row INSERT and then does
+// each message's other writes in order. The rows are those of one-by-one
+// sends and the schema is untouched, so the original sees nothing new.
 type sendBatch struct {
 	tx groupTx
 	id string
@@ -47,15 +43,12 @@ func valuesSQL(prefix string, width, n int) string {
 }
 
 // sendMessages stores msgs, in order, in one transaction that other sends of
-// this process to group id may share (sendQueued): the message, its unread
-// rows for every other member and one wake event per routed recipient. A
-// message refused for its sender (errs[i], a *domainError) writes nothing and
-// leaves the others to commit; any other failure rolls all of them back and
-// is returned as err. A busy group is retried until busyRetryWindow has
-// passed since this call, however many sends wait beside it, and then
-// answered errGroupBusy. A call whose ctx ends before its COMMIT stores
-// nothing and returns ctx's error: a client that gave up or left must not
-// find its message stored.
+// this process to group id may share (sendQueued). A message refused for its
+// sender (errs[i], a *domainError) writes nothing and leaves the others to
+// commit; any other failure rolls all back and is returned as err. A busy
+// group is retried for busyRetryWindow from this call, then answered
+// errGroupBusy. A call whose ctx ends before its COMMIT stores nothing and
+// returns ctx's cause: a client that gave up must not find its message stored.
 func (s *store) sendMessages(ctx context.Context, id string, msgs []outgoing) (outs []sent, errs []error, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, busyRetryWindow, errGroupBusy)
 	defer cancel()
@@ -89,14 +82,11 @@ type queuedSend struct {
 // sends at the front of the queue are answered within a few milliseconds.
 const maxSharedSends = 256
 
-// sendQueued stores q through h and returns once it is answered. Concurrent
-// sessions of one process (serve --http) would otherwise each pay a commit's
-// fixed cost, one after another: a send dirties some forty pages and pays
-// one fsync however many messages share it. So a send joins the handle's
-// queue and waits for writeTurn; the sender that gets it stores every send
-// queued by then in one transaction, and those whose turn comes after find
-// themselves answered. A send whose ctx ends while it waits leaves the
-// queue, unless a transaction has taken it, which then answers it.
+// sendQueued stores q through h and returns once it is answered. A commit
+// costs one fsync however many messages share it, so a send joins the
+// handle's queue and waits for writeTurn; the sender that gets it stores
+// every send queued by then in one transaction. A send whose ctx ends while
+// it waits leaves the queue, unless a transaction has taken it.
 func (h *groupHandle) sendQueued(s *store, id string, q *queuedSend) {
 	h.sendsMu.Lock()
 	h.sends = append(h.sends, q)
@@ -169,10 +159,10 @@ func (q *queuedSend) ended() bool {
 var errSendEnded = errors.New("a send's request ended before its commit")
 
 // storeQueued writes the sends of batch in one transaction on h, whose
-// writeTurn the caller holds, and answers them. When a transaction shared by
-// several calls fails other than busy, each is stored again alone, so that
-// it gets the answer it would have got alone; a busy group is reported to
-// all, and each retries within its own window.
+// writeTurn the caller holds, and answers them. A shared transaction that
+// fails other than busy is retried one call at a time, so each gets the
+// answer it would have got alone; busy is reported to all, each retrying
+// within its own window.
 func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var all []outgoing
 	for _, q := range batch {
@@ -215,10 +205,9 @@ func (s *store) newSendBatch(tx groupTx, id string) sendBatch {
 }
 
 // write stores msgs in order and returns each one's result or refusal. A
-// refusal (not joined, wrong name) is decided before anything is written,
-// from one read of the members: sends never change who is a member, so that
-// read holds for the whole batch. The routing is decided before the INSERT;
-// the original inserts and then updates the row, which ends in the same row.
+// refusal (not joined, wrong name) is decided from one read of the members,
+// which sends never change. Routing is decided before the INSERT, where the
+// original updates the row after it; the row ends the same.
 func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error) {
 	members, err := groupMembers(b.tx)
 	if err != nil {
@@ -277,8 +266,7 @@ const insertMessagesSQL = "INSERT INTO messages(sender_context_id, sender_name, 
 
 // insertRows inserts the messages of chunk with one statement and returns
 // the id of the first. The ids are consecutive: the transaction holds the
-// write lock and messages.id is AUTOINCREMENT, so each row takes the id
-// after the one before it.
+// write lock and messages.id is AUTOINCREMENT.
 func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 	args := make([]any, 0, 8*len(chunk))
 	for _, p := range chunk {
@@ -296,12 +284,10 @@ func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 	return last - int64(len(chunk)) + 1, nil
 }
 
-// fanOut makes the rest of the chunk's writes, whose messages have the ids
+// fanOut makes the rest of the writes of chunk, whose messages have the ids
 // first, first+1, …: unread rows, member counters, wake events, metrics and
-// revisions. It writes with one statement each what a lone send writes per
-// message, and the rows come out the same: the unread rows and wake events
-// are inserted in the order one-by-one sends insert them (so they get the
-// same rowids), and counters add up the same increments.
+// revisions, one statement each. Rows are inserted in the order one-by-one
+// sends insert them, so they get the same rowids.
 func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	tx, last := b.tx, first+int64(len(chunk))-1
 	if err := recordTokenNames(tx, chunk, first); err != nil {
@@ -370,20 +356,12 @@ func groupMembers(tx groupTx) ([]recipient, error) {
 // othersOf checks that contextID has joined as name and returns the other
 // members, in order.
 func othersOf(all []recipient, contextID, name string) ([]recipient, error) {
-	others := make([]recipient, 0, len(all))
-	joined, found := "", false
-	for _, r := range all {
-		if r.contextID == contextID {
-			joined, found = r.name, true
-		} else {
-			others = append(others, r)
-		}
-	}
-	if !found {
+	i := slices.IndexFunc(all, func(r recipient) bool { return r.contextID == contextID })
+	if i < 0 {
 		return nil, errNotJoined
 	}
-	if joined != name {
+	if all[i].name != name {
 		return nil, errNameMismatch
 	}
-	return others, nil
+	return slices.Concat(all[:i], all[i+1:]), nil
 }
