@@ -9,25 +9,21 @@ import (
 	"time"
 )
 
-// delivery is one wake event of a member with how far it got: created when
-// a message routed to the member was sent, notified when a session pushed
-// notifications/resources/updated for it, delivered when a hook, `wait`, a channel or a
-// tool put it in front of the agent, and read when it was acknowledged. The
-// dashboard's Chats view and `crosstalk-mcp status` show these states.
+// delivery is one wake event of a member with how far it got, as Chats and
+// `status` show it: created when its message was sent, notified when a
+// session pushed notifications/resources/updated, delivered when a hook,
+// `wait`, a channel or a tool put it in front of the agent, read when it was
+// acknowledged.
 type delivery struct {
-	id        int64
-	messageID int64
-	contextID string
-	relevance string
-	priority  string
-	createdAt string
-	// notifiedAt is wakeup_events.last_notified_at, written by the
-	// original and by this port alike.
-	notifiedAt *string
-	// deliveredAt and deliveredVia come from wakeup_deliveries, which only
-	// this port writes; a wake event acknowledged without such a row was
-	// delivered by a read tool (get_unread_messages and the like), at the
-	// time it was acknowledged.
+	id         int64
+	messageID  int64
+	contextID  string
+	relevance  string
+	priority   string
+	createdAt  string
+	notifiedAt *string // wakeup_events.last_notified_at, which the original writes too
+	// deliveredAt and deliveredVia come from wakeup_deliveries, or from the
+	// acknowledgement when a read tool delivered it (deliveryColumns).
 	deliveredAt  *string
 	deliveredVia string
 	readAt       *string
@@ -43,23 +39,25 @@ const (
 )
 
 // state names the furthest state the wake event reached.
-func (d delivery) state() string {
+func (d delivery) state() string { return d.furthest(d.readAt != nil, "created") }
+
+// furthest names the furthest of read, delivered and notified that d
+// reached, or none when it reached none of them.
+func (d delivery) furthest(read bool, none string) string {
 	switch {
-	case d.readAt != nil:
+	case read:
 		return "read"
 	case d.deliveredAt != nil:
 		return "delivered"
 	case d.notifiedAt != nil:
 		return "notified"
 	}
-	return "created"
+	return none
 }
 
-// deliveriesTable is this port's record of how mail reached a member. It is
-// a table of its own rather than new columns on wakeup_events so that the
-// Python original, which never reads unknown tables, keeps working on the
-// same files; the original's 7-day purge of acknowledged wake events is
-// mirrored here by recordDeliveries.
+// deliveriesTable is this port's record of how mail reached a member: a
+// table of its own rather than new columns on wakeup_events, so that the
+// original, which never reads unknown tables, keeps working on the files.
 const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
     message_id INTEGER NOT NULL,
     context_id TEXT NOT NULL,
@@ -69,10 +67,9 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
 )`
 
 // tokensTable records the name (never the token) of the per-agent HTTP
-// token each message was sent through, for the dashboard. Like
-// wakeup_deliveries it is a table of this port's own, which the original
-// never reads, and the first such send creates it, so that a directory used
-// without per-agent tokens keeps exactly the original's schema.
+// token each message was sent through, for the dashboard. The first such
+// send creates it, so a directory used without per-agent tokens keeps
+// exactly the original's schema.
 const tokensTable = `CREATE TABLE IF NOT EXISTS message_tokens (
     message_id INTEGER PRIMARY KEY,
     token_name TEXT NOT NULL
@@ -107,10 +104,9 @@ func hasTable(q queryer, name string) (bool, error) {
 }
 
 // deliveryColumns returns the delivered_at, delivered_via columns of the
-// message and member that messageCol and contextCol name, and the join
-// that reads them (no join in a group that has no wakeup_deliveries yet).
-// A wake event w acknowledged without a row there was delivered by a read
-// tool when it was acknowledged; delivered_via is empty while undelivered.
+// message and member that messageCol and contextCol name, and the join that
+// reads them (none while the group has no wakeup_deliveries). A wake event w
+// acknowledged without a row there was delivered by a read tool.
 func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
 	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', '"+viaTool+"')"
 	has, err := hasTable(q, "wakeup_deliveries")
@@ -154,11 +150,8 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 
 // recordDeliveries marks messageIDs delivered to contextID by via in tx,
 // creating the table on first use and purging rows whose wake events the
-// 7-day retention has removed.
+// original's 7-day retention has removed.
 func (s *store) recordDeliveries(tx groupTx, contextID, via string, messageIDs []int64) error {
-	if len(messageIDs) == 0 {
-		return nil
-	}
 	if _, err := tx.Exec(deliveriesTable); err != nil {
 		return err
 	}
@@ -177,13 +170,11 @@ func (s *store) recordDeliveries(tx groupTx, contextID, via string, messageIDs [
 }
 
 // deliverMessages completes the delivery of messages of contextID that a
-// hook or waiter claimed (claimForHook, claimWaitWakeup: the claim recorded
-// the path) once they were written out. Those in read it marks read,
-// exactly as get_unread_messages does for the messages it returns; those in
-// previewed, of which the member saw only a part, stay unread and only have
-// their wake events acknowledged. Messages a concurrent reader took
-// meanwhile are left as that reader left them: only unread rows and
-// unacknowledged wake events are touched.
+// hook or waiter claimed, once they were written out: those in read are
+// marked read as get_unread_messages marks them; those in previewed, seen
+// only in part, stay unread with their wake events acknowledged. Only unread
+// rows and unacknowledged wake events are touched, so a concurrent reader's
+// marks stand.
 func (s *store) deliverMessages(groupID, contextID string, read, previewed []int64) error {
 	if len(read)+len(previewed) == 0 {
 		return nil
@@ -209,7 +200,7 @@ func sqlIn(col string, ids []int64) (string, []any) {
 	for i, id := range ids {
 		args[i] = id
 	}
-	return col + " IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")", args
+	return col + " IN " + valuesSQL("", len(ids), 1), args
 }
 
 // wakeNotice is a wake event `wait` claimed: enough to tell the agent who
@@ -232,14 +223,12 @@ type wakeNotice struct {
 const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id)"
 
 // claimWaitWakeup claims the oldest unacknowledged, undelivered wake event
-// of contextID in group g created before notBefore, records it delivered
-// by wait and returns it, nil when there is none; `wait` marks the message
-// read once its notice is written, or when longer than maxText, which the
-// notice cuts, only acknowledges it. notBefore leaves a running session's
-// own paths (a tool call, a hook) the first chance at fresh mail. The check
-// reads first and writes only when there is something to claim, because
-// every write wakes every watcher of the directory; the write re-checks
-// inside its transaction, so no other path can deliver the same message.
+// of contextID in group g created before notBefore, records it delivered by
+// wait and returns it, nil when there is none; cut is set when its text is
+// longer than maxText. notBefore leaves a running session's own paths the
+// first chance at fresh mail. It reads first and writes only when there is
+// something to claim, as every write wakes every watcher of the directory;
+// the write re-checks inside its transaction.
 func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.Time, maxText int) (*wakeNotice, error) {
 	cutoff := formatTimestamp(notBefore)
 	find := func(queryRow func(string, ...any) rowScanner, has bool) (*wakeNotice, error) {
@@ -342,8 +331,8 @@ func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wake
 // claimStopWakeups acknowledges contextID's undelivered wake events in
 // groupID and returns them (message id, sender and relevance), in one
 // transaction so that a waiter racing the Stop hook finds them taken. The
-// messages stay unread: a Stop hook only tells the agent to read them, since
-// Claude Code shows a Stop block's reason twice.
+// messages stay unread: Claude Code shows a Stop block's reason twice, so
+// the hook only tells the agent to read them.
 func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error) {
 	var out []wakeNotice
 	err := s.writeGroup(groupID, func(tx groupTx) error {
@@ -368,12 +357,10 @@ func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error
 	return out, err
 }
 
-// receipt is how far one message got with one of its recipients, as its
-// sender may see it: read, or else delivered (by which path), notified, or
-// only waiting. Every current member but the sender is a recipient: joining
-// makes every earlier message unread for the new member, as in the
-// original. Its delivery holds the message's wake event for the recipient,
-// if it had one; read says the message itself was read.
+// receipt is how far one message got with one of its recipients (every
+// current member but the sender, as joining makes earlier messages unread).
+// Its delivery holds the recipient's wake event, if any; read says the
+// message itself was read.
 type receipt struct {
 	delivery
 	name string
@@ -382,21 +369,10 @@ type receipt struct {
 
 // state names the furthest state the message reached with the recipient;
 // deliveredVia says by which path when it is "delivered".
-func (r receipt) state() string {
-	switch {
-	case r.read:
-		return "read"
-	case r.deliveredAt != nil:
-		return "delivered"
-	case r.notifiedAt != nil:
-		return "notified"
-	}
-	return "unread"
-}
+func (r receipt) state() string { return r.furthest(r.read, "unread") }
 
 // receiptsSegment names a member's receipts resource, beside its wakeup
-// resource: how far the messages it sent got with each recipient. Only this
-// port serves it.
+// resource, which only this port serves.
 const receiptsSegment = "/receipts/"
 
 // receiptsWakeupURI returns the wakeup URI of the same group and member as
@@ -414,8 +390,7 @@ func receiptsWakeupURI(uri string) (string, bool) {
 const receiptLimit = 20
 
 // sentReceipts returns the receipts of sender's newest receiptLimit
-// messages in group id, by message id, oldest message first. It only reads,
-// so a Python server on the same file is unaffected.
+// messages in group id, by message id, oldest message first.
 func (s *store) sentReceipts(id, sender string) (ids []int64, byMessage map[int64][]receipt, err error) {
 	err = s.withGroup(id, func(db *sql.DB) error {
 		ctx := context.Background()
