@@ -1,17 +1,11 @@
 package main
 
-// This file holds every emulation of the Python original's behaviour that
-// agents or other writers can observe, which the golden transcripts
-// (golden_test.go) check byte for byte. It sits in the store layer because
-// stored values (mentions, wakeup targets, timestamps) are written in these
-// forms; the wire, the audit log and the dashboard build on it.
-//
-// Four Python rules stay beside the one caller they shape, each citing the
-// original: rawJSON.writePyJSON (jsonrpc_unicode.go) echoes a request id as
-// json.dumps would without decoding it, sqliteMessage (store_errors.go) is
-// sqlite3's error text, nonNegativeInteger (tools_messages.go) is what
-// Python reads as an int, and auditRequestID (audit_event.go) is str() of an
-// id, built on pyNumber here.
+// This file holds every emulation of the Python original that agents or
+// other writers can observe (golden_test.go checks them byte for byte), in
+// the store layer because stored values are written in these forms. Four
+// rules stay beside their one caller: rawJSON.writePyJSON
+// (jsonrpc_unicode.go), sqliteMessage (store_errors.go), nonNegativeInteger
+// (tools_messages.go) and auditRequestID (audit_event.go).
 
 import (
 	"encoding/json"
@@ -81,9 +75,8 @@ func (st jsonStyle) encode(v any) string {
 	return b.String()
 }
 
-// writeValue appends v as st renders it. It is one type switch over every type
-// the encoder accepts, kept whole (past 60 lines) so that the list can be
-// read in one place; any other type is a programming error and panics.
+// writeValue appends v as st renders it: one switch over every accepted
+// type, kept whole past 60 lines; any other type is a programming error.
 func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
@@ -245,8 +238,8 @@ func pyLower(s string) string {
 	if isASCII(s) {
 		return strings.ToLower(s)
 	}
-	// Walked in place rather than as []rune, which would be four bytes a
-	// character on top of the text (a 200 MB message is a 200 MB string).
+	// Walked in place: a []rune would add four bytes a character to a text
+	// that may be 200 MB.
 	var b strings.Builder
 	b.Grow(len(s))
 	for i, r := range s {
@@ -316,15 +309,14 @@ func caseIgnorable(r rune) bool {
 	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
 }
 
-// isPySpace is Python's str.isspace() for one character: Go's
-// unicode.IsSpace plus the separators U+001C–U+001F.
-func isPySpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
-
 // isBlank reports whether s is empty after Python's str.strip().
 func isBlank(s string) bool { return pyStrip(s) == "" }
 
-// pyStrip trims what Python's str.strip() trims.
-func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
+// pyStrip trims what Python's str.strip() trims: Go's unicode.IsSpace plus
+// the separators U+001C–U+001F.
+func pyStrip(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f })
+}
 
 // percentEncode is Python's quote(s, safe=""): every byte but letters,
 // digits and _.-~ becomes %XX.
