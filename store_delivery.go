@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -238,11 +237,8 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 			query += undelivered
 		}
 		n := wakeNotice{groupID: g.groupID, groupName: g.groupName}
-		err := queryRow(query+" ORDER BY w.id ASC LIMIT 1", contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, nil
-		}
-		if err != nil {
+		found, err := rowFound(queryRow(query+" ORDER BY w.id ASC LIMIT 1", contextID, cutoff).Scan(&n.messageID, &n.priority, &n.relevance, &n.sender, &n.text))
+		if !found {
 			return nil, err
 		}
 		n.cut = len(n.text) > maxText
@@ -312,14 +308,11 @@ func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wake
 			return err
 		}
 		n := wakeNotice{groupID: groupID}
-		err := tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+		found, err := rowFound(tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
 			"FROM wakeup_events w JOIN messages m ON m.id = w.message_id WHERE w.id = ?1 AND w.context_id = ?2 AND w.acknowledged_at IS NULL "+
 			"AND EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id)"+undelivered,
-			eventID, contextID).Scan(&n.messageID, &n.priority, &n.sender, &n.text, &n.groupName)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+			eventID, contextID).Scan(&n.messageID, &n.priority, &n.sender, &n.text, &n.groupName))
+		if !found {
 			return err
 		}
 		claimed = &n

@@ -159,12 +159,11 @@ func (s *store) groupMetadata(id string) (groupMeta, error) {
 	m := groupMeta{groupID: id}
 	err := s.withGroup(id, func(db *sql.DB) error {
 		var created, updated string
-		err := db.QueryRow("SELECT name, description, created_at, updated_at, creator_context_id FROM group_metadata WHERE id = 1").
-			Scan(&m.name, &m.description, &created, &updated, &m.creator)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+		found, err := rowFound(db.QueryRow("SELECT name, description, created_at, updated_at, creator_context_id FROM group_metadata WHERE id = 1").
+			Scan(&m.name, &m.description, &created, &updated, &m.creator))
+		if found {
+			m.createdAt, m.updatedAt = &created, &updated
 		}
-		m.createdAt, m.updatedAt = &created, &updated
 		return err
 	})
 	return m, err

@@ -48,13 +48,10 @@ func (s *store) dueWakeup(id, contextID string) (*delivery, error) {
 	var w *delivery
 	err := s.withGroup(id, func(db *sql.DB) error {
 		var row delivery
-		err := db.QueryRow("SELECT id, priority, relevance FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
+		found, err := rowFound(db.QueryRow("SELECT id, priority, relevance FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
 			"AND (last_notified_at IS NULL OR last_notified_at <= ?) ORDER BY id ASC LIMIT 1", contextID, cutoff).
-			Scan(&row.id, &row.priority, &row.relevance)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err == nil {
+			Scan(&row.id, &row.priority, &row.relevance))
+		if found {
 			w = &row
 		}
 		return err

@@ -174,17 +174,22 @@ func (s *store) unreadMessages(id, contextID, name, via string) ([]message, erro
 	})
 }
 
+// rowFound reports whether the QueryRow Scan that returned err found its
+// row; sql.ErrNoRows is no error to it.
+func rowFound(err error) (bool, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // unreadCount reads how many unread messages the member has, without the
 // write transaction a read-and-mark takes: a waiting tool checks this on
 // every change of the group, and each write would wake every watcher of
 // the directory. member is false when contextID has not joined.
 func (s *store) unreadCount(id, contextID string) (n int64, member bool, err error) {
-	err = s.withGroup(id, func(db *sql.DB) error {
-		err := db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = ?", contextID).Scan(&n)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		member = err == nil
+	err = s.withGroup(id, func(db *sql.DB) (err error) {
+		member, err = rowFound(db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = ?", contextID).Scan(&n))
 		return err
 	})
 	return n, member, err
@@ -245,15 +250,11 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 		}
 		m := membership{groupID: id}
 		found := false
-		err := s.withGroup(id, func(db *sql.DB) error {
-			err := db.QueryRow("SELECT name, unread_count, "+
+		err := s.withGroup(id, func(db *sql.DB) (err error) {
+			found, err = rowFound(db.QueryRow("SELECT name, unread_count, "+
 				"(SELECT COUNT(*) FROM wakeup_events WHERE context_id = ?1 AND acknowledged_at IS NULL), "+
 				"COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
-				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			found = err == nil
+				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName))
 			return err
 		})
 		var te *domainError
