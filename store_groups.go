@@ -79,31 +79,34 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	catalog, err := readCatalog(cat)
+	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
+	catalog, err := collectRows(rows, err, func(row rowScanner) (m groupMeta, err error) {
+		return m, row.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt)
+	})
 	if err != nil {
-		return nil, err
-	}
-	for id := range catalog {
-		if !onDisk[id] {
-			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
-				return nil, fmt.Errorf("remove stale catalog row %s: %w", id, err)
-			}
-		}
+		return nil, fmt.Errorf("read catalog: %w", err)
 	}
 	groups := make([]groupMeta, 0, len(onDisk))
+	for _, m := range catalog {
+		if !onDisk[m.groupID] {
+			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", m.groupID); err != nil {
+				return nil, fmt.Errorf("remove stale catalog row %s: %w", m.groupID, err)
+			}
+			continue
+		}
+		groups = append(groups, m)
+		delete(onDisk, m.groupID)
+	}
 	for id := range onDisk {
-		m, ok := catalog[id]
-		if !ok {
-			// A group missing from the catalog may be a file no server can
-			// use (see checkGroupFile): skip it rather than list it forever.
-			if problem := checkGroupFile(s.groupPath(id)); problem != nil {
-				s.damaged.warn(s.groupPath(id), problem)
-				continue
-			}
-			var err error
-			if m, err = s.catalogGroup(id); err != nil {
-				m = groupMeta{groupID: id}
-			}
+		// A group missing from the catalog may be a file no server can use
+		// (see checkGroupFile): skip it rather than list it forever.
+		if problem := checkGroupFile(s.groupPath(id)); problem != nil {
+			s.damaged.warn(s.groupPath(id), problem)
+			continue
+		}
+		m, err := s.catalogGroup(id)
+		if err != nil {
+			m = groupMeta{groupID: id}
 		}
 		groups = append(groups, m)
 	}
@@ -111,10 +114,9 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	return groups, nil
 }
 
-// groupsOnDisk returns the ids of the group databases in dir. One listing
-// serves the groups and the write-queue side files, which a group deleted
-// by a writer that does not know them (the original) leaves behind: they
-// are removed here, as their group is gone.
+// groupsOnDisk returns the ids of the group databases in dir, and removes
+// the write-queue side files that a group deleted by the original, which
+// does not know them, leaves behind.
 func (s *store) groupsOnDisk() (map[string]bool, error) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
 	if err != nil {
@@ -136,22 +138,6 @@ func (s *store) groupsOnDisk() (map[string]bool, error) {
 		}
 	}
 	return onDisk, nil
-}
-
-// readCatalog returns the catalog's rows by group id.
-func readCatalog(cat *sql.DB) (map[string]groupMeta, error) {
-	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
-	metas, err := collectRows(rows, err, func(row rowScanner) (m groupMeta, err error) {
-		return m, row.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
-	}
-	catalog := map[string]groupMeta{}
-	for _, m := range metas {
-		catalog[m.groupID] = m
-	}
-	return catalog, nil
 }
 
 // groupMetadata reads a group's metadata row.
@@ -199,8 +185,8 @@ func (s *store) updateGroupMetadata(id, contextID string, name, description *str
 }
 
 // deleteGroup removes a group's database, sidecar files and catalog row;
-// only the creator may. This process closes its own handle first, because a
-// deleted file written through an old handle would lose those writes.
+// only the creator may. It closes this process's handle first: writes
+// through a handle on a deleted file would be lost.
 func (s *store) deleteGroup(id, contextID string) error {
 	if err := validateGroupID(id); err != nil {
 		return err
