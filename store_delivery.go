@@ -9,10 +9,8 @@ import (
 )
 
 // delivery is one wake event of a member with how far it got, as Chats and
-// `status` show it: created when its message was sent, notified when a
-// session pushed notifications/resources/updated, delivered when a hook,
-// `wait`, a channel or a tool put it in front of the agent, read when it was
-// acknowledged.
+// `status` show it: created, notified (a session pushed an update), delivered
+// (a hook, `wait`, a channel or a tool showed it) or read (acknowledged).
 type delivery struct {
 	id         int64
 	messageID  int64
@@ -93,9 +91,8 @@ func recordTokenNames(tx groupTx, chunk []routedSend, first int64) error {
 	return err
 }
 
-// hasTable reports whether a group database has table name yet: a group
-// only the original has written to has neither wakeup_deliveries nor
-// message_tokens.
+// hasTable reports whether a group database has table name yet; the
+// original creates neither wakeup_deliveries nor message_tokens.
 func hasTable(q queryer, name string) (bool, error) {
 	var n int
 	err := q.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
@@ -116,10 +113,9 @@ func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join strin
 		" LEFT JOIN wakeup_deliveries d ON d.message_id = " + messageCol + " AND d.context_id = " + contextCol, nil
 }
 
-// wakeupDeliveries returns the wake events of one group, oldest first, with
-// their delivery states: every member's when contextID is empty. limit caps
-// the newest rows returned (0 means all). q is any handle on the group's
-// database: the dashboard passes its read-only one, `status` a store's.
+// wakeupDeliveries returns the wake events of one group (every member's when
+// contextID is empty), oldest first, with their delivery states; limit caps
+// the newest rows returned (0 means all). q may be a read-only handle.
 func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error) {
 	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id")
 	if err != nil {
@@ -202,9 +198,8 @@ func sqlIn(col string, ids []int64) (string, []any) {
 	return col + " IN " + valuesSQL("", len(ids), 1), args
 }
 
-// wakeNotice is a wake event `wait` claimed: enough to tell the agent who
-// wrote, where and why it is being woken. cut says the text is longer than
-// the notice shows, so the message stays unread.
+// wakeNotice is a claimed wake event: who wrote, where and why. cut says the
+// text is longer than the notice shows, so the message stays unread.
 type wakeNotice struct {
 	groupID   string
 	groupName string
@@ -269,10 +264,9 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 	return claimed, err
 }
 
-// claimForHook records those of ids that are still unread and that no path
-// has delivered yet as delivered by hook, and returns them: a hook prints
-// only what it claimed, before printing, so that a waiter or another hook
-// racing it stays silent about the same message.
+// claimForHook records those of ids still unread and undelivered as
+// delivered by hook, and returns them: a hook prints only what it claimed,
+// so that a waiter or another hook racing it stays silent about them.
 func (s *store) claimForHook(groupID, contextID string, ids []int64) (map[int64]bool, error) {
 	claimed := map[int64]bool{}
 	err := s.writeGroup(groupID, func(tx groupTx) error {
@@ -368,9 +362,8 @@ func (r receipt) state() string { return r.furthest(r.read, "unread") }
 // resource, which only this port serves.
 const receiptsSegment = "/receipts/"
 
-// receiptsWakeupURI returns the wakeup URI of the same group and member as
-// a receipts URI, which is authorized exactly as that wakeup resource is,
-// and false for any other URI.
+// receiptsWakeupURI returns the wakeup URI, by which it is authorized, of
+// the same group and member as a receipts URI, and false for any other URI.
 func receiptsWakeupURI(uri string) (string, bool) {
 	if !strings.HasPrefix(uri, uriPrefix) || !strings.Contains(uri, receiptsSegment) {
 		return "", false
@@ -400,8 +393,7 @@ func (s *store) sentReceipts(id, sender string) (ids []int64, byMessage map[int6
 }
 
 // messageReceipts returns every recipient's receipt of each of ids, in one
-// query, recipients by context id. q is any handle on the group's database:
-// the dashboard passes its read-only one.
+// query, recipients by context id. q may be a read-only handle.
 func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]receipt, error) {
 	if len(ids) == 0 {
 		return nil, nil

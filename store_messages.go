@@ -60,9 +60,8 @@ func (s *store) dueWakeup(id, contextID string) (*delivery, error) {
 }
 
 // nextWakeupReminder returns when the earliest reminder of contextID's
-// notified, unacknowledged wake events falls due, or the zero time when
-// none is waiting for one. Only writes change it otherwise, so the poller
-// can skip an unchanged group until then.
+// notified, unacknowledged wake events falls due, or the zero time for none,
+// so that the poller can skip an unchanged group until then.
 func (s *store) nextWakeupReminder(id, contextID string) (time.Time, error) {
 	var last sql.NullString
 	err := s.withGroup(id, func(db *sql.DB) error {
@@ -104,9 +103,8 @@ type sent struct {
 	wakeupTargets []string
 }
 
-// outgoing is one message to send: who sends it, its text and priority,
-// whom the sender asked to wake, and the name of the per-agent token it came
-// through ("" for none), which message_tokens records.
+// outgoing is one message to send; token is the name of the per-agent token
+// it came through ("" for none), which message_tokens records.
 type outgoing struct {
 	contextID, name, text, priority, token string
 	wake                                   []string

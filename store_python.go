@@ -64,8 +64,7 @@ var (
 	pyCompact = jsonStyle{itemSep: ",", keySep: ":"}
 )
 
-// pyJSON encodes v as the original's json.dumps(v) does. Agents, golden
-// transcripts and other writers see this text byte for byte.
+// pyJSON encodes v as the original's json.dumps(v) does.
 func pyJSON(v any) string { return pyDumps.encode(v) }
 
 // encode returns v as st renders it.
@@ -202,10 +201,9 @@ func writeU(b *strings.Builder, r rune) {
 	}
 }
 
-// formatTimestamp renders t the way the Python original's
-// datetime.isoformat() does for UTC: six fractional digits, or none when the
-// microseconds are zero. Writers compare these strings in SQL, so the format
-// is part of the on-disk contract.
+// formatTimestamp renders t as the original's datetime.isoformat() does for
+// UTC: six fractional digits, or none when the microseconds are zero. Writers
+// compare these strings in SQL, so the format is part of the on-disk contract.
 func formatTimestamp(t time.Time) string {
 	t = t.UTC().Truncate(time.Microsecond)
 	if t.Nanosecond() == 0 {
@@ -230,10 +228,8 @@ func parseStringList(s string) []string {
 	return out
 }
 
-// pyLower lowercases s as Python's str.lower() does: simple Unicode
-// lowercase mappings plus the two special cases Python applies, İ → i̇ and a
-// word-final Σ → ς. Mentions are matched on this form, so "@ΑΣ" means the
-// same to a Go and a Python server.
+// pyLower lowercases s as Python's str.lower() does: simple mappings plus
+// İ → i̇ and a word-final Σ → ς. Mentions are matched on this form.
 func pyLower(s string) string {
 	if isASCII(s) {
 		return strings.ToLower(s)
@@ -299,8 +295,7 @@ func cased(r rune) bool {
 		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
 }
 
-// caseIgnorable is Unicode's Case_Ignorable property, which Final_Sigma
-// skips.
+// caseIgnorable is Unicode's Case_Ignorable property, which Final_Sigma skips.
 func caseIgnorable(r rune) bool {
 	switch r {
 	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':

@@ -36,11 +36,9 @@ func scanMessage(row rowScanner, extra ...any) (m message, err error) {
 }
 
 // readSelection is one way of choosing messages to return and mark read:
-// rows selects them, and predicate (over member_unread_messages.message_id
-// and wakeup_events.message_id) names the same set for marking; both take
-// args. allUnread says that set is all of the member's unread messages,
-// whose unread rows are then removed without the predicate. via, when set,
-// records the returned messages delivered that way in wakeup_deliveries.
+// rows selects them and predicate (over message_id) names the same set for
+// marking, both taking args. allUnread says that set is all of the member's
+// unread messages; via, when set, records them delivered that way.
 type readSelection struct {
 	rows      string
 	predicate string
@@ -81,11 +79,10 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 	return out, err
 }
 
-// markRead is how a read or a delivery marks the messages predicate selects
-// for the member: their wake events acknowledged, their unread rows removed
-// (all of the member's unread rows when allUnread) with unread_count kept in
-// step, and the member revision bumped when they changed. Wake events go
-// first, as the predicate may read member_unread_messages.
+// markRead marks the messages predicate selects read for the member: wake
+// events acknowledged (first, as the predicate may read
+// member_unread_messages), unread rows removed (all when allUnread) with
+// unread_count in step, and the member revision bumped.
 func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, allUnread bool) error {
 	if err := s.acknowledgeWakeups(tx, contextID, predicate, args); err != nil {
 		return err
@@ -159,8 +156,7 @@ func afterCursor(after int64) readSelection {
 }
 
 // unreadMessages returns the member's unread messages and, when via is set
-// (wait_for_messages), records them delivered that way, for the delivery
-// states.
+// (wait_for_messages), records them delivered that way.
 func (s *store) unreadMessages(id, contextID, name, via string) ([]message, error) {
 	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
@@ -183,10 +179,10 @@ func rowFound(err error) (bool, error) {
 	return err == nil, err
 }
 
-// unreadCount reads how many unread messages the member has, without the
-// write transaction a read-and-mark takes: a waiting tool checks this on
-// every change of the group, and each write would wake every watcher of
-// the directory. member is false when contextID has not joined.
+// unreadCount reads how many unread messages the member has without a
+// write transaction: a waiting tool checks it on every change of the group,
+// and each write would wake every watcher of the directory. member is false
+// when contextID has not joined.
 func (s *store) unreadCount(id, contextID string) (n int64, member bool, err error) {
 	err = s.withGroup(id, func(db *sql.DB) (err error) {
 		member, err = rowFound(db.QueryRow("SELECT unread_count FROM group_members WHERE context_id = ?", contextID).Scan(&n))
@@ -206,11 +202,9 @@ func (s *store) searchMessages(id, contextID, name, query string) ([]message, er
 		if err != nil {
 			return readSelection{}, err
 		}
-		// The hits are found through the trigram index when the group has
-		// one, both to list them and to mark them read: scanning every
-		// message for the second was most of a search's time. SQLite still
-		// checks LIKE on each candidate the index returns, so both sets are
-		// exactly what a scan finds.
+		// The trigram index finds the hits both to list and to mark them
+		// (a scan for the second was most of a search's time); SQLite still
+		// checks LIKE on each candidate, so the set is exactly a scan's.
 		hits := "SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE"
 		if indexed {
 			hits = "SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE"
@@ -233,9 +227,8 @@ type membership struct {
 }
 
 // memberships lists every group in the store's directory that contextID has
-// joined, sorted by group id. Groups that vanish or are busy while being
-// read are skipped: a hook must answer quickly and the next one will see
-// them.
+// joined, sorted by group id. Groups that vanish or are busy are skipped: a
+// hook must answer quickly and the next one will see them.
 func (s *store) memberships(contextID string) ([]membership, error) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
 	if err != nil {

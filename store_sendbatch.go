@@ -30,9 +30,8 @@ type routedSend struct {
 }
 
 // maxWakeInsert bounds the rows of one INSERT of wake events (five
-// parameters each): SQLite allows 32,766 bound parameters. Messages take
-// eight each, and a transaction holds at most maxSharedSends of them, or one
-// call's run of at most maxSendRun.
+// parameters each) below SQLite's 32,766 bound parameters; messages, eight
+// each, are bounded by maxSharedSends and maxSendRun.
 const maxWakeInsert = 2048
 
 // valuesSQL returns prefix followed by n tuples of width parameters. The
