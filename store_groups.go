@@ -35,9 +35,8 @@ func (s *store) createGroup(contextID, name, description string) (groupMeta, err
 	return s.catalogGroup(id)
 }
 
-// catalogGroup reads group id's metadata and records it in the catalog. The
-// catalog is only an index that listGroups repairs, so a failure to write it
-// does not fail the operation.
+// catalogGroup reads group id's metadata and records it in the catalog, an
+// index that listGroups repairs, so a failure to write it is only logged.
 func (s *store) catalogGroup(id string) (groupMeta, error) {
 	meta, err := s.groupMetadata(id)
 	if err != nil {
@@ -336,8 +335,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// removeDatabaseFiles deletes a database and the -wal and -shm files SQLite
-// keeps beside it in WAL mode.
+// removeDatabaseFiles deletes a database and its -wal, -shm and write-queue
+// side files.
 func removeDatabaseFiles(path string) error {
 	var errs []error
 	// The write queue's side file goes last, after the database: a writer

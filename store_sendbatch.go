@@ -160,8 +160,8 @@ var errSendEnded = errors.New("a send's request ended before its commit")
 // storeQueued writes the sends of batch in one transaction on h, whose
 // writeTurn the caller holds, and answers them. A shared transaction that
 // fails other than busy is retried one call at a time, so each gets the
-// answer it would have got alone; busy is reported to all, each retrying
-// within its own window.
+// answer it would have got alone; busy goes to all, each retrying in its
+// own window.
 func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var all []outgoing
 	for _, q := range batch {
