@@ -21,19 +21,17 @@ import (
 	"time"
 )
 
-// version is the release reported by --version and serverInfo.version. It is
-// stamped at build time with -ldflags "-X main.version=1.2.3"; the default is
-// the VERSION file's release (main_release_test.go keeps the two equal), so
-// that a plain go install reports it too.
+// version is the release reported by --version and serverInfo.version,
+// stamped with -ldflags "-X main.version=1.2.3"; the default is the VERSION
+// file's (main_release_test.go keeps the two equal).
 var version = "1.2.0"
 
 // compatibility is --version's second line: the Python original's release
 // whose wire and disk behaviour this port mirrors, whatever its own version.
 const compatibility = "compatible with crosstalk-mcp-server 1.1.10 (Python)"
 
-// usage is printed by --help. Its wording follows the original's so scripts
-// that grep it keep working ("read-only" and "observer dashboard" included);
-// the observe line also says what the dashboard writes.
+// usage is printed by --help. Its wording follows the original's, so that
+// scripts that grep it keep working.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
@@ -114,10 +112,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// parseFlags parses a command's arguments, which are all flags, with the
-// flag package: every command takes -name and --name alike, and answers -h
-// and --help with flag.ErrHelp. Other errors name flags in the usage
-// texts' double-dash style; commandExit reports both kinds.
+// parseFlags parses a command's arguments, which are all flags: -name and
+// --name alike, -h and --help as flag.ErrHelp. Other errors name flags in
+// the usage texts' double-dash style.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -136,9 +133,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // singleDashFlag finds the flag names in the flag package's error messages.
 var singleDashFlag = regexp.MustCompile(`(: | flag | for )-(\w)`)
 
-// commandExit ends a command whose command line was refused: for
-// flag.ErrHelp with help on stdout and status 0, for any other error with
-// one line on stderr that points at the command's --help, and status 2.
+// commandExit ends a command whose command line was refused: flag.ErrHelp
+// prints help on stdout, status 0; any other error one line on stderr,
+// status 2.
 func commandExit(command, help string, err error, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, help)
@@ -161,8 +158,7 @@ func groupsDirFromEnv() (string, error) {
 	return filepath.Join(home, ".cache", "crosstalk"), nil
 }
 
-// serving is what both transports open before they serve: the groups
-// directory, its store and the audit log.
+// serving is what both transports open before they serve.
 type serving struct {
 	dir   string
 	store *store
@@ -170,10 +166,8 @@ type serving struct {
 	cfg   serverConfig // every session's
 }
 
-// openServing does the start-up the stdio and HTTP servers share: the log
-// prefix, the audit and message-limit settings (like the original, a bad
-// setting is refused before any storage exists), the groups directory and
-// its network-filesystem warning, the store and the audit log. On failure
+// openServing does the start-up the stdio and HTTP servers share. Like the
+// original it refuses a bad setting before any storage exists. On failure
 // it has said why on stderr and returns nil and the exit status.
 func openServing(stderr io.Writer) (*serving, int) {
 	log.SetOutput(stderr)
@@ -211,30 +205,25 @@ func openServing(stderr io.Writer) (*serving, int) {
 	return &serving{dir: dir, store: st, audit: audit, cfg: cfg}, 0
 }
 
-// close stops the audit writer, writing what it has queued, and then
-// closes the store; a server calls it after its own goroutines have
-// stopped, so that nothing is audited or stored after it.
+// close stops the audit writer, writing what it has queued, then closes
+// the store; a server calls it after its own goroutines have stopped.
 func (sv *serving) close() {
 	sv.audit.close()
 	sv.store.close()
 }
 
-// stopSignals returns a channel that receives SIGINT and SIGTERM from now
-// until the process exits. It is never stopped: a signal during start-up
-// ends the session as soon as it starts, one while an earlier signal's
-// shutdown writes audit rows is absorbed, and so is one in the moment
-// between the last deferred close and main's os.Exit, where restoring the
-// default action would let a repeated SIGTERM kill the process after its
-// orderly end but before its exit status.
+// stopSignals returns a channel that receives SIGINT and SIGTERM until the
+// process exits. It is never stopped, so that a repeated signal during the
+// orderly end, up to main's os.Exit, is absorbed instead of killing the
+// process before its exit status.
 func stopSignals() <-chan os.Signal {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	return sig
 }
 
-// runStdio serves MCP over stdio until stdin closes, then exits 0. A client
-// that stops the server with SIGINT or SIGTERM gets the same orderly end,
-// so queued audit rows are still written.
+// runStdio serves MCP over stdio until stdin closes or SIGINT or SIGTERM
+// arrives, then exits 0 with queued audit rows written.
 func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	sig := stopSignals()
 	sv, status := openServing(stderr)
@@ -243,8 +232,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer sv.close()
 	defer endClientWaiters(sv.dir, os.Getppid())
-	// An environment that names the member pins this server to it, so a
-	// client spawning one server per agent cannot have it speak for another.
+	// A pinned member stops a per-agent server speaking for another.
 	if pinned := os.Getenv("CROSSTALK_CONTEXT_ID"); pinned != "" {
 		sv.cfg.speaksFor = pinnedSpeaker(pinned)
 	}
@@ -256,10 +244,9 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		s.subs.followWatch(s.changes)
 	}
 	sv.audit.attach(s)
-	// A read from a blocking stdin cannot be interrupted, so serving runs
-	// aside. SIGPIPE is received rather than left to kill the process, so
-	// that a write to a closed stdout fails with EPIPE and ends the session
-	// below.
+	// A blocking stdin read cannot be interrupted, so serving runs aside.
+	// SIGPIPE is received, not fatal: a write to a closed stdout fails with
+	// EPIPE and ends the session below.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	done := make(chan error, 1)
 	go func() { done <- s.serve(stdin) }()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,8 +26,7 @@ type hookRequest struct {
 }
 
 // errNoIdentity is why a hook or wait prints nothing when it cannot tell
-// which member it speaks for: printing another member's mail would be worse
-// than printing none.
+// which member it speaks for: another member's mail would be worse than none.
 var errNoIdentity = errors.New("cannot tell which member this session is")
 
 const hookHelp = `usage: crosstalk-mcp hook --client NAME [--event EVENT] [--context-id ID] [--groups-dir PATH]
@@ -46,8 +46,7 @@ options:
 `
 
 // runHook answers one client hook, as hookHelp describes, and marks what it
-// printed read once that is written out whole. A closed stdout is a write
-// error, not a SIGPIPE death, and leaves the mail unread.
+// printed read once written out whole; a closed stdout leaves it unread.
 func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -91,10 +90,9 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openCommandStore opens the store of a one-shot command (hook, wait,
-// status) on dir, else groupsDirFromEnv's, with the store's warnings on the
-// command's stderr under its name. It never creates the directory: a hook
-// pointed at a mistyped one must say so, not answer from a new empty one.
+// openCommandStore opens the store of a one-shot command on dir, else
+// groupsDirFromEnv's, logging under the command's name. It never creates
+// the directory: a mistyped one must be reported, not answered from empty.
 func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 	if dir == "" {
 		var err error
@@ -132,10 +130,7 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 			return nil, fmt.Errorf("read %s payload: %w", c.name, err)
 		}
 	}
-	name := event
-	if name == "" {
-		name = payload.str(c.eventKeys...)
-	}
+	name := cmp.Or(event, payload.str(c.eventKeys...))
 	if name == "" {
 		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", c.name)
 	}
@@ -167,11 +162,10 @@ func resolveContextID(fromPayload, fromFlag string) string {
 	return ""
 }
 
-// answerHook returns one hook run's text and the mail it shows. It shows
-// only mail it claimed (claimForHook), so no message reaches the session
-// twice. A Stop prints only when it acknowledged a pending wake event, and
-// names the senders without the text (stopNotice): the next Stop finds
-// nothing and lets the agent stop, one continuation per batch, never a loop.
+// answerHook returns one hook run's text and the mail it shows, only mail
+// it claimed (claimForHook), so no message reaches the session twice. A Stop
+// prints only when it acknowledged a pending wake event, so the next Stop
+// lets the agent stop: one continuation per batch, never a loop.
 func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	groups, err := st.memberships(req.contextID)
 	if err != nil {
@@ -202,9 +196,8 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 }
 
 // stopNotice acknowledges the member's pending wake events and says who
-// wrote where, asking the agent to read the mail with get_unread_messages:
-// Claude Code puts a Stop block's reason in front of the model twice, so
-// the text itself comes once, through the tool.
+// wrote where, without the text: Claude Code shows a Stop block's reason to
+// the model twice, so the text comes once, through get_unread_messages.
 func stopNotice(st *store, contextID string, groups []membership) (string, error) {
 	var b strings.Builder
 	for _, g := range groups {
@@ -271,10 +264,8 @@ func claimPending(st *store, contextID string, groups []membership) (items []hoo
 }
 
 // deliverItems records the printed mail delivered by hook: read when shown
-// whole, acknowledged but unread when cut short. It runs after the answer
-// is written, so mail is never marked read unseen; a racing tool call may
-// then see a message twice, which beats never (hooks and waiters cannot:
-// claimForHook claimed it first).
+// whole, unread when cut short. It runs after the answer is written, so
+// mail is never marked read unseen; a racing tool call may see it twice.
 func deliverItems(st *store, contextID string, items []hookItem) error {
 	type groupIDs struct{ read, previewed []int64 }
 	byGroup := map[string]*groupIDs{}

@@ -43,8 +43,7 @@ options:
                    hooks then read ~/.cache/crosstalk)
 `
 
-// runHooksInstall runs `hooks install` and `hooks uninstall`, which
-// hooksHelp describes.
+// runHooksInstall runs `hooks install|uninstall`, which hooksHelp describes.
 func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "install" && args[0] != "uninstall") {
 		err := errors.New("expected install or uninstall")
@@ -79,9 +78,8 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// run edits the settings file the command names (installHooks and
-// uninstallHooks in routing_hooks_install.go do the editing) and reports
-// what it did on stdout.
+// run edits the settings file the command names with installHooks or
+// uninstallHooks and reports what it did on stdout.
 func (c hooksInstallCommand) run(stdout io.Writer) error {
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -154,10 +152,8 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 
 // hooksGroupsDir is the absolute groups directory the installed hook
 // commands pass on, or "" for none: --groups-dir, else CROSSTALK_GROUPS_DIR,
-// else the server's in the client's MCP configuration. Hooks run in the
-// client's environment, not the server's, so without it they would read
-// the default while the server's env block names another. It says on
-// stdout which it took.
+// else the server's in the client's MCP configuration, since hooks run in
+// the client's environment, not the server's. It says which on stdout.
 func (c hooksInstallCommand) hooksGroupsDir(stdout io.Writer, home, cwd string) (string, error) {
 	dir, from := c.groupsDir, "--groups-dir"
 	if dir == "" {
@@ -208,9 +204,8 @@ func mcpServerLists(client, home, cwd string) []mcpServerList {
 }
 
 // mcpGroupsDir returns the CROSSTALK_GROUPS_DIR that a server entry of the
-// client's MCP configuration sets, with ${VAR} and ${VAR:-default}
-// expanded as Claude Code does, and the file it is in. A file that is
-// missing or not plain JSON is passed over.
+// client's MCP configuration sets, expanded as Claude Code does, and its
+// file. A file that is missing or not plain JSON is passed over.
 func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 	for _, l := range mcpServerLists(client, home, cwd) {
 		raw, err := os.ReadFile(l.file)

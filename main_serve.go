@@ -158,8 +158,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		return 1
 	case <-sig:
 	}
-	// Streams never finish on their own: end the sessions first so that
-	// Shutdown waits only for ordinary requests, five seconds at most.
+	// Streams never finish on their own: end the sessions before Shutdown.
 	t.close()
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -167,10 +166,9 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// newHTTPServer returns the http.Server for t behind its guard, and the
-// URL scheme it serves: "https" when opts name a certificate, which it
-// loads now, so that a bad file fails the command instead of a server
-// that announced itself.
+// newHTTPServer returns the http.Server for t behind its guard, and its
+// URL scheme: "https" when opts name a certificate, which it loads now so
+// that a bad file fails the command before the server announces itself.
 func newHTTPServer(opts serveOptions, t *httpTransport) (*http.Server, string, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	scheme := "http"
@@ -184,17 +182,14 @@ func newHTTPServer(opts serveOptions, t *httpTransport) (*http.Server, string, e
 	}
 	return &http.Server{
 		Handler: newHTTPGuard(isLoopbackAddr(opts.httpAddr), t.tokens, opts.allowedOrigins, t),
-		// The header timeout stops a client from pinning a connection
-		// before it has said anything; bodies and writes have their own
-		// per-request deadlines (httpLimits.writeTimeout), since SSE
-		// streams must outlive any whole-response timeout.
+		// A client cannot pin a connection before it has said anything;
+		// bodies and writes have per-request deadlines, as SSE streams
+		// must outlive any whole-response timeout.
 		ReadHeaderTimeout: 10 * time.Second,
-		// Idle keep-alive connections each hold a file descriptor; two
-		// minutes outlasts an agent's pause between calls, and a client
-		// reconnects transparently after it.
+		// An idle connection holds a descriptor; two minutes outlasts an
+		// agent's pause between calls.
 		IdleTimeout: 2 * time.Minute,
-		// MCP needs a handful of short headers; 64 KiB leaves room for
-		// long bearer tokens and bounds what a client can make us buffer.
+		// Room for long bearer tokens, and a bound on what we buffer.
 		MaxHeaderBytes: 64 << 10,
 		TLSConfig:      tlsConfig,
 		ErrorLog:       log.New(io.Discard, "", 0),
@@ -283,8 +278,8 @@ func listTokens(path string, stdout io.Writer) error {
 
 // addToken makes a token of 32 random bytes (base64url, 43 characters),
 // appends its line to the tokens file and prints the token once. The file
-// with the line is checked as the server reads it before anything is
-// written, so that add never leaves a file the server refuses.
+// with the line is first parsed as the server does, so add never leaves a
+// file the server refuses.
 func addToken(path, name string, patterns []string, stdout io.Writer) error {
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -65,7 +65,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// memberStatus renders the summary runStatus prints.
+// memberStatus renders the summary runStatus prints, with the receipts of
+// the member's newest opts.events messages in each group.
 func memberStatus(st *store, opts statusOptions) (string, error) {
 	groups, err := st.memberships(opts.contextID)
 	if err != nil {
@@ -96,27 +97,15 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 		for _, d := range ds {
 			b.WriteString("    " + describeDelivery(d) + "\n")
 		}
-		if err := sentStatus(&b, st, g.groupID, opts); err != nil {
+		ids, byMessage, err := st.sentReceipts(g.groupID, opts.contextID)
+		if err != nil {
 			return "", err
+		}
+		for _, id := range ids[max(len(ids)-opts.events, 0):] {
+			fmt.Fprintf(&b, "    sent message %d: %s\n", id, describeReceipts(byMessage[id]))
 		}
 	}
 	return b.String(), nil
-}
-
-// sentStatus writes the receipts of the member's newest opts.events
-// messages in one group: for each, how far it got with every recipient.
-func sentStatus(b *strings.Builder, st *store, groupID string, opts statusOptions) error {
-	ids, byMessage, err := st.sentReceipts(groupID, opts.contextID)
-	if err != nil {
-		return err
-	}
-	if len(ids) > opts.events {
-		ids = ids[len(ids)-opts.events:]
-	}
-	for _, id := range ids {
-		fmt.Fprintf(b, "    sent message %d: %s\n", id, describeReceipts(byMessage[id]))
-	}
-	return nil
 }
 
 // describeDelivery is one wake event's line: each state with its time.
@@ -202,8 +191,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// observeHelp is the usage of "crosstalk-mcp observe"; the dashboard itself
-// is observe.go.
+// observeHelp is the usage of "crosstalk-mcp observe".
 const observeHelp = `usage: crosstalk-mcp observe [--silent] [--port PORT] [--poll-interval SECONDS] [--groups-dir PATH] [--demo [--keep]]
 
 Open Crosstalk's local observability dashboard.
@@ -232,7 +220,7 @@ func runObserve(args []string, stdout, stderr io.Writer, groupsDir func() (strin
 	return observeCommand{stdout, stderr, groupsDir, openWithPlatform, stopOn}.run(opts)
 }
 
-// parseObserveOptions parses the options with parseFlags, like every command's.
+// parseObserveOptions parses the observe command line.
 func parseObserveOptions(args []string) (observeOptions, error) {
 	opts := observeOptions{pollInterval: observePollInterval}
 	fs := flag.NewFlagSet("observe", flag.ContinueOnError)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,23 +22,16 @@ import (
 
 // waitOptions are `crosstalk-mcp wait`'s settings.
 type waitOptions struct {
-	contextID string
-	timeout   time.Duration
-	// safetyPoll is how often every group is checked even without a file
-	// event: events miss writes from another machine, and some platforms
-	// have none.
-	safetyPoll time.Duration
+	contextID  string
+	timeout    time.Duration
+	safetyPoll time.Duration // a full check even without a file event, which misses other machines' writes
 	grace      time.Duration // waitGrace outside tests
-	// alive, when set, is asked every livenessPoll whether the waiter
-	// should go on.
-	alive func() bool
+	alive      func() bool   // when set, asked every livenessPoll whether to go on
 }
 
 // livenessPoll is how often a waiter checks that its client still runs and
-// that it is still the session's waiter: a waiter outliving its session
-// would claim mail no one sees, and a second one would pile up at every
-// Stop. A second is short next to the hour it may wait, and one kill(2)
-// and one small file read a second cost nothing.
+// that it is still the session's waiter: a stale waiter would claim mail no
+// one sees. One kill(2) and one small read a second cost nothing.
 const livenessPoll = time.Second
 
 // Exit statuses of `wait`, Claude Code's asyncRewake contract: 2 wakes the
@@ -48,8 +42,7 @@ const (
 )
 
 // defaultWaitTimeout ends a waiter a little before the hour for which
-// `hooks install` lets Claude Code run it; the next Stop or SessionStart
-// starts a new one.
+// `hooks install` lets Claude Code run it.
 const defaultWaitTimeout = 55 * time.Minute
 
 const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--context-id ID] [--groups-dir PATH]
@@ -70,10 +63,9 @@ options:
                       $CROSSTALK_GROUPS_DIR, else ~/.cache/crosstalk)
 `
 
-// runWait is `crosstalk-mcp wait`, which waitHelp describes. It runs as a
-// background (asyncRewake) hook, so like a hook it never fails loudly. A
-// closed stderr does not kill it with SIGPIPE: it still exits 2, and the
-// mail it could not quote stays unread for get_unread_messages.
+// runWait is `crosstalk-mcp wait`, which waitHelp describes. A closed
+// stderr does not kill it with SIGPIPE: it still exits 2, and the mail it
+// could not quote stays unread.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -156,8 +148,8 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second, grace: waitGrace}, nil
 }
 
-// isTerminal reports whether r is an interactive terminal, which `wait`
-// must not read a payload from: nothing would ever arrive.
+// isTerminal reports whether r is an interactive terminal, from which no
+// payload would ever arrive.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
@@ -170,9 +162,8 @@ func isTerminal(r io.Reader) bool {
 // waitForWakeup checks the member's groups now, then each group the
 // watcher names and all of them every safetyPoll, until a wake event is
 // claimed, or nil, nil once nextCheck says to end. The subscription follows
-// the groups of the last full check, so writes to other groups wake it no
-// further than the event read; a group joined meanwhile is found by the
-// next full check.
+// the groups of the last full check; a group joined since is found by the
+// next one.
 func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, error) {
 	sub := w.subscribeTo([]string{})
 	defer sub.close()
@@ -189,13 +180,29 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	var member map[string]membership
 	var only []string // nil: check every group
 	for {
-		var n *wakeNotice
-		var err error
+		var groups []membership
 		if only == nil {
-			n, member, err = claimWakeupWatching(st, opts, sub)
+			var err error
+			if groups, err = st.memberships(opts.contextID); err != nil {
+				return nil, err
+			}
+			member = make(map[string]membership, len(groups))
+			for _, g := range groups {
+				member[g.groupID] = g
+			}
+			sub.watchGroups(slices.Collect(maps.Keys(member)))
 		} else {
-			n, err = claimNamedWakeup(st, opts, member, only)
+			// A named group's wake count may predate the write that named
+			// it, so each is checked whatever its count.
+			for _, id := range only {
+				if g, ok := member[id]; ok {
+					g.wakeups = max(g.wakeups, 1)
+					groups = append(groups, g)
+				}
+			}
+			slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
 		}
+		n, err := claimFirstWakeup(st, opts, groups)
 		if err != nil || n != nil {
 			return n, err
 		}
@@ -233,39 +240,6 @@ func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.T
 			return append([]string{}, groups...), true
 		}
 	}
-}
-
-// claimWakeupWatching reads the member's groups, points sub at them and
-// claims the first wake event among them; it returns the groups by id.
-func claimWakeupWatching(st *store, opts waitOptions, sub *watchSubscription) (*wakeNotice, map[string]membership, error) {
-	groups, err := st.memberships(opts.contextID)
-	if err != nil {
-		return nil, nil, err
-	}
-	member := make(map[string]membership, len(groups))
-	ids := make([]string, 0, len(groups))
-	for _, g := range groups {
-		member[g.groupID] = g
-		ids = append(ids, g.groupID)
-	}
-	sub.watchGroups(ids)
-	n, err := claimFirstWakeup(st, opts, groups)
-	return n, member, err
-}
-
-// claimNamedWakeup claims the first claimable wake event in the member's
-// groups named by only. Their wake counts may predate the write that named
-// them, so each is checked whatever its count.
-func claimNamedWakeup(st *store, opts waitOptions, member map[string]membership, only []string) (*wakeNotice, error) {
-	var groups []membership
-	for _, id := range only {
-		if g, ok := member[id]; ok {
-			g.wakeups = max(g.wakeups, 1)
-			groups = append(groups, g)
-		}
-	}
-	slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
-	return claimFirstWakeup(st, opts, groups)
 }
 
 // claimFirstWakeup claims the first claimable wake event in groups.
@@ -306,10 +280,9 @@ func formatWakeNotice(contextID string, n *wakeNotice) string {
 		n.sender, group, n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
 }
 
-// waitGrace is how old a wake event must be before a waiter claims it. A
-// session calling wait_for_messages, or running a hook, gets fresh mail
-// through it within 100 ms even under load; half a second keeps an idle
-// session's wake prompt yet lets those paths win the race.
+// waitGrace is how old a wake event must be before a waiter claims it: a
+// session's wait_for_messages or hook gets fresh mail within 100 ms even
+// under load, so half a second lets those paths win the race.
 const waitGrace = 500 * time.Millisecond
 
 // clientPID is the agent client's process: CLAUDE_PID, which Claude Code
@@ -322,11 +295,9 @@ func clientPID() int {
 }
 
 // foregroundArgs reports whether Claude Code's command line args is a
-// headless run (-p or --print) without streaming input. Such a run waits
-// for its asyncRewake hooks in the foreground, so a waiter would hang it
-// and its exit 2 reaches no model; with --input-format stream-json, or
-// interactively, they run in the background. Payload and environment are
-// the same either way, so the command line tells.
+// headless run (-p or --print) without streaming input, which waits for its
+// asyncRewake hooks in the foreground: a waiter would hang it. Payload and
+// environment are the same either way, so only the command line tells.
 func foregroundArgs(args []string) bool {
 	printMode, streaming := false, false
 	for i, a := range args {
@@ -373,9 +344,8 @@ func waiterSlot(dir, contextID string) string {
 
 // takeWaiterSlot makes this process the session's waiter by writing its
 // pid and its client's in the slot file at path; the waiter it replaces
-// sees that within livenessPoll and exits, so that waiters re-armed at
-// every Stop never pile up. The newest wins because the latest hook run
-// belongs to the running session. release removes the file if still ours.
+// sees that within livenessPoll and exits, so waiters re-armed at every
+// Stop never pile up. release removes the file if still ours.
 func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("waiter slot: %w", err)
@@ -396,10 +366,9 @@ func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
 }
 
 // endClientWaiters ends the waiters of client process pid by removing
-// their slot files; the stdio server calls it for its own client as it
-// stops. A headless Claude Code run whose input ended stops its MCP
-// servers, then waits up to 30 s for its background hooks before exiting:
-// this is the one sign a waiter gets that the session is ending.
+// their slot files; the stdio server calls it as it stops, the one sign a
+// waiter of a headless Claude Code run gets that the session is ending
+// (the client then waits up to 30 s for its background hooks).
 func endClientWaiters(dir string, pid int) {
 	slots, _ := filepath.Glob(filepath.Join(dir, "waiters", "*"))
 	for _, path := range slots {
