@@ -171,12 +171,7 @@ func (s *store) close() {
 	for _, h := range handles {
 		h.close()
 	}
-	s.catalogMu.Lock()
-	if s.catalogDB != nil {
-		s.catalogDB.Close()
-		s.catalogDB = nil
-	}
-	s.catalogMu.Unlock()
+	s.closeCatalog()
 }
 
 func (h *groupHandle) close() {

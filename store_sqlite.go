@@ -55,6 +55,16 @@ func isBusy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
+// isReadOnly reports whether err is SQLite's SQLITE_READONLY in any extended
+// form. SQLite opens a file it may not write (a read-only mount, mode 0444)
+// read-only and keeps that connection read-only for good, so a handle that
+// reports it must be dropped and reopened: otherwise the process keeps
+// failing long after the file became writable again.
+func isReadOnly(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
+}
+
 // retryBusy runs op until it succeeds, fails with anything but busy/locked,
 // or busyRetryWindow has passed, sleeping with doubling backoff and jitter
 // between attempts so that competing processes spread out.
