@@ -267,15 +267,9 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		stale, h = append(stale, h), nil
 	}
 	if h == nil {
-		db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-		if err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("open group %s: %w", id, err)
-		}
 		// One connection is kept for writes; the others serve reads, such
 		// as the subscription poller's, without waiting for a write.
-		db.SetMaxOpenConns(3)
-		db.SetMaxIdleConns(3)
+		db := openSQLite(sqliteDSN(path, "rw"), 3)
 		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
 		if len(s.handles) > maxOpenGroups {

@@ -62,12 +62,8 @@ func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
 // buildFile creates the database at path, fills it and leaves it in WAL
 // mode with no -wal or -shm file beside it.
 func buildFile(path string, fill func(tx *sql.Tx) error) error {
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
-	if err != nil {
-		return err
-	}
+	db := openSQLite(sqliteDSN(path, "rwc"), 1)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 	// synchronous=FULL makes the commit durable before the rename gives
 	// the file its name; it is SQLite's default for a rollback journal and
 	// is set so that a build-time setting cannot weaken it.

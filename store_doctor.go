@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -50,12 +49,8 @@ var requiredGroupTables = []string{"messages", "group_metadata", "group_members"
 // would drop this process's SQLite locks on it). The dashboard calls it to
 // show a group as damaged.
 func checkGroupFile(path string) error {
-	db, err := sql.Open("sqlite", readOnlyDSN(path))
-	if err != nil {
-		return fmt.Errorf("cannot open: %w", err)
-	}
+	db := openSQLite(readOnlyDSN(path), 1)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tables, err := tableNames(ctx, db)

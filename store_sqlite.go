@@ -29,6 +29,16 @@ func sqliteDSN(path, mode string) string {
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
 }
 
+// openSQLite returns a pool of at most conns connections, all kept idle, on
+// dsn. It opens no connection yet, and cannot fail: sql.Open checks only
+// that the driver is registered, and this one registers on import.
+func openSQLite(dsn string, conns int) *sql.DB {
+	db, _ := sql.Open("sqlite", dsn)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db
+}
+
 // readOnlyDSN opens path with mode=ro (which never creates a file) and
 // query_only, so no statement from this process can write. The busy timeout
 // stays short: a locked group is skipped and shown again on the next poll.
