@@ -222,10 +222,9 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 	err = fn(h)
 	h.inUse.RUnlock()
 	if isReadOnly(err) {
-		// SQLite may have opened the file read-only while it could not be
-		// written, and would keep failing (isReadOnly): drop the handle and
-		// try once more on a fresh one, which succeeds if the cause is gone.
-		// A failed operation wrote nothing, so it can run again.
+		// A connection SQLite opened read-only stays so (isReadOnly): try
+		// once more on a fresh handle, which works if the cause is gone. A
+		// failed operation wrote nothing, so it can run again.
 		s.forget(id)
 		if h, aerr := s.acquire(id); aerr == nil {
 			err = fn(h)
@@ -233,8 +232,7 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 		}
 	}
 	if err != nil && !isBusy(err) && !s.groupExists(id) {
-		// The file went away under this operation: another process
-		// deleted the group. Report that, not the SQLite error.
+		// Another process deleted the group under this operation.
 		return groupNotFound(id)
 	}
 	return err

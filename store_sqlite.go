@@ -39,11 +39,10 @@ func openSQLite(dsn string, conns int) *sql.DB {
 	return db
 }
 
-// readOnlyDSN opens path with mode=ro (which never creates a file) and
-// query_only, so no statement from this process can write. The busy timeout
-// stays short: a locked group is skipped and shown again on the next poll.
-// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
-// the dashboard's read-only handles never do.
+// readOnlyDSN opens path with mode=ro, which never creates a file, and
+// query_only, so no statement can write. The busy timeout stays short: the
+// dashboard skips a locked group until its next poll. _txlock affects only
+// db.Begin, which the dashboard's read-only handles never call.
 func readOnlyDSN(path string) string {
 	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }
