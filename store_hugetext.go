@@ -135,14 +135,13 @@ func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, 
 // in routing_reason's place (after content), and returns its id. It goes
 // past database/sql, which keeps every argument until the statement ends.
 func (b sendBatch) insertReleasing(p routedSend, text *hugeText) (int64, error) {
+	token := rand.Int64()
 	args := []driver.NamedValue{{Ordinal: 1, Value: p.msg.contextID}, {Ordinal: 2, Value: p.msg.name}, {Ordinal: 3, Value: text.s},
 		{Ordinal: 4, Value: p.now}, {Ordinal: 5, Value: p.msg.priority}, {Ordinal: 6, Value: pyJSON(stringList(p.route.mentions))},
-		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9}}
+		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9, Value: token}}
 	text.s, text.taken = "", true
-	token := rand.Int64()
 	boundTexts.Store(token, &args[2])
 	defer boundTexts.Delete(token)
-	args[8].Value = token
 	return b.tx.execDriver(insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
 }
 

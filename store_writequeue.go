@@ -48,9 +48,6 @@ func newWriteQueue(dbPath string, info os.FileInfo) *writeQueue {
 // the side file cannot be created, the group is gone, or the wait is spent)
 // it returns a no-op, and the caller relies on SQLite's lock alone.
 func (q *writeQueue) lock() (unlock func()) {
-	if q == nil {
-		return func() {}
-	}
 	fd, err := openQueueFile(q.path, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		fd, err = q.create()
