@@ -120,9 +120,8 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 // writeLocked runs fn in one BEGIN IMMEDIATE transaction (inTx says why) on
 // the write connection, whose writeTurn the caller holds.
 func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
-	ctx := context.Background()
 	if h.conn == nil {
-		conn, err := h.db.Conn(ctx)
+		conn, err := h.db.Conn(context.Background())
 		if err != nil {
 			return err
 		}
@@ -192,13 +191,8 @@ func (s *store) timestamp() string { return formatTimestamp(s.now()) }
 // lowercase hex digits. It runs before any path is built from an id, and it
 // is the one definition of a group id.
 func validateGroupID(id string) error {
-	if len(id) != 36 || !strings.HasPrefix(id, "grp_") {
+	if len(id) != 36 || !strings.HasPrefix(id, "grp_") || strings.Trim(id[4:], "0123456789abcdef") != "" {
 		return validationErrorf("Invalid group_id.")
-	}
-	for _, c := range id[4:] {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return validationErrorf("Invalid group_id.")
-		}
 	}
 	return nil
 }
