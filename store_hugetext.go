@@ -142,18 +142,13 @@ func (b sendBatch) insertReleasing(p routedSend, text *hugeText) (int64, error) 
 	text.s, text.taken = "", true
 	boundTexts.Store(token, &args[2])
 	defer boundTexts.Delete(token)
-	return b.tx.execDriver(insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
-}
-
-// execDriver runs q on the write connection with args exactly as given,
-// past database/sql, and returns the last inserted rowid.
-func (t groupTx) execDriver(q string, args []driver.NamedValue) (lastID int64, err error) {
-	err = t.h.conn.Raw(func(dc any) error {
+	var lastID int64
+	err := b.tx.h.conn.Raw(func(dc any) error {
 		ec, ok := dc.(driver.ExecerContext)
 		if !ok {
 			return fmt.Errorf("the sqlite connection cannot execute directly (%T)", dc)
 		}
-		res, err := ec.ExecContext(context.Background(), q, args)
+		res, err := ec.ExecContext(context.Background(), insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
 		if err != nil {
 			return err
 		}
