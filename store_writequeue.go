@@ -10,19 +10,14 @@ import (
 // writeQueue is the cross-process queue in front of one group's SQLite
 // write lock: an exclusive lock on a side file, "<group>.sqlite3-wq", taken
 // before BEGIN IMMEDIATE and released after COMMIT or ROLLBACK. SQLite's
-// busy handler sleeps up to 100 ms between tries, so with several writer
-// processes the lock sits free while every waiter sleeps (p99 of sends from
-// 4 processes: about 100 ms); a waiter on the side file takes it about as
-// soon as it is free. It is an optimization only: writers that do not take
-// it (the Python original, a platform without flock) still serialize on
-// SQLite's own lock, less fairly.
+// busy handler sleeps up to 100 ms between tries, so the lock sits free
+// while every waiter sleeps (p99 of sends from 4 processes: about 100 ms).
+// It is an optimization only: writers that do not take it (the Python
+// original, a platform without flock) still serialize on SQLite's lock.
 //
-// The side file never outlives its group: it is created only when this
-// process writes to an existing group and removed again if the database is
-// gone once it exists; deleteGroup removes it after the database, and a
-// process that finds a group gone removes one left by a writer that does
-// not queue. Its name does not end in ".sqlite3", so neither the original's
-// "grp_*.sqlite3" glob nor the dashboard's pattern takes it for a group.
+// The side file never outlives its group: it is created only for an
+// existing group, and deleteGroup and acquire remove it once the database
+// is gone. Its name does not end in ".sqlite3", so no group glob takes it.
 type writeQueue struct {
 	path string      // the side file
 	db   string      // the group's database file
@@ -50,28 +45,19 @@ func newWriteQueue(dbPath string, info os.FileInfo) *writeQueue {
 func (q *writeQueue) lock() (unlock func()) {
 	fd, err := openQueueFile(q.path, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		fd, err = q.create()
+		fd, err = openQueueFile(q.path, true)
+		// A group deleted between the caller's check and the creation
+		// must not be left with a side file.
+		if info, serr := os.Stat(q.db); err == nil && (serr != nil || !os.SameFile(info, q.info)) {
+			closeQueueFile(fd)
+			removeWriteQueue(q.db)
+			return func() {}
+		}
 	}
 	if err != nil {
 		return func() {}
 	}
 	return lockQueueFile(fd, writeQueueWait)
-}
-
-// create makes the side file and then checks that the group's database is
-// still the one this handle writes to: a group deleted between the caller's
-// check and the creation must not be left with a side file.
-func (q *writeQueue) create() (queueFD, error) {
-	fd, err := openQueueFile(q.path, true)
-	if err != nil {
-		return fd, err
-	}
-	if info, err := os.Stat(q.db); err != nil || !os.SameFile(info, q.info) {
-		closeQueueFile(fd)
-		removeWriteQueue(q.db)
-		return fd, fs.ErrNotExist
-	}
-	return fd, nil
 }
 
 // removeWriteQueue deletes the side file of the database at dbPath, if any.
