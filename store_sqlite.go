@@ -48,9 +48,8 @@ func readOnlyDSN(path string) string {
 }
 
 // busyRetryWindow is how long a whole operation is retried while SQLite
-// reports the database busy or locked. SQLite's own busy handler is not
-// fair between processes, so each attempt waits only 100 ms (busy_timeout)
-// and the retry loop adds backoff with jitter.
+// reports busy or locked: its busy handler is unfair between processes, so
+// each attempt waits only 100 ms (busy_timeout), with jittered backoff.
 const busyRetryWindow = 3 * time.Second
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
@@ -65,10 +64,8 @@ func isBusy(err error) bool {
 }
 
 // isReadOnly reports whether err is SQLite's SQLITE_READONLY in any extended
-// form. SQLite opens a file it may not write (a read-only mount, mode 0444)
-// read-only and keeps that connection read-only for good, so a handle that
-// reports it must be dropped and reopened: otherwise the process keeps
-// failing long after the file became writable again.
+// form. A connection SQLite opened read-only (a read-only mount, mode 0444)
+// stays so for good, so its handle must be reopened to write again.
 func isReadOnly(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
