@@ -120,9 +120,8 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 // writeLocked runs fn in one BEGIN IMMEDIATE transaction (inTx says why) on
 // the write connection, whose writeTurn the caller holds.
 func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
-	ctx := context.Background()
 	if h.conn == nil {
-		conn, err := h.db.Conn(ctx)
+		conn, err := h.db.Conn(context.Background())
 		if err != nil {
 			return err
 		}
@@ -171,12 +170,7 @@ func (s *store) close() {
 	for _, h := range handles {
 		h.close()
 	}
-	s.catalogMu.Lock()
-	if s.catalogDB != nil {
-		s.catalogDB.Close()
-		s.catalogDB = nil
-	}
-	s.catalogMu.Unlock()
+	s.closeCatalog()
 }
 
 func (h *groupHandle) close() {
@@ -197,13 +191,8 @@ func (s *store) timestamp() string { return formatTimestamp(s.now()) }
 // lowercase hex digits. It runs before any path is built from an id, and it
 // is the one definition of a group id.
 func validateGroupID(id string) error {
-	if len(id) != 36 || !strings.HasPrefix(id, "grp_") {
+	if len(id) != 36 || !strings.HasPrefix(id, "grp_") || strings.Trim(id[4:], "0123456789abcdef") != "" {
 		return validationErrorf("Invalid group_id.")
-	}
-	for _, c := range id[4:] {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return validationErrorf("Invalid group_id.")
-		}
 	}
 	return nil
 }
@@ -227,10 +216,9 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 	err = fn(h)
 	h.inUse.RUnlock()
 	if isReadOnly(err) {
-		// SQLite may have opened the file read-only while it could not be
-		// written, and would keep failing (isReadOnly): drop the handle and
-		// try once more on a fresh one, which succeeds if the cause is gone.
-		// A failed operation wrote nothing, so it can run again.
+		// A connection SQLite opened read-only stays so (isReadOnly): try
+		// once more on a fresh handle, which works if the cause is gone. A
+		// failed operation wrote nothing, so it can run again.
 		s.forget(id)
 		if h, aerr := s.acquire(id); aerr == nil {
 			err = fn(h)
@@ -238,8 +226,7 @@ func (s *store) withHandle(id string, fn func(h *groupHandle) error) error {
 		}
 	}
 	if err != nil && !isBusy(err) && !s.groupExists(id) {
-		// The file went away under this operation: another process
-		// deleted the group. Report that, not the SQLite error.
+		// Another process deleted the group under this operation.
 		return groupNotFound(id)
 	}
 	return err
@@ -272,15 +259,9 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		stale, h = append(stale, h), nil
 	}
 	if h == nil {
-		db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-		if err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("open group %s: %w", id, err)
-		}
 		// One connection is kept for writes; the others serve reads, such
 		// as the subscription poller's, without waiting for a write.
-		db.SetMaxOpenConns(3)
-		db.SetMaxIdleConns(3)
+		db := openSQLite(sqliteDSN(path, "rw"), 3)
 		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
 		if len(s.handles) > maxOpenGroups {

@@ -17,15 +17,12 @@ import (
 const buildingPrefix = ".creating-"
 
 // groupPageSize is the page size of a new group file, a quarter of SQLite's
-// default. A send adds a row for every member to each of two per-member
-// indexes (member_unread_messages and wakeup_events_by_context), each on
+// default. A send adds a row per member to two per-member indexes, each on
 // that member's own leaf, and the commit appends every page it touched to
-// the WAL in full before the fsync: with 8 members 29 pages, 118 KiB, at
-// 4,096 bytes, and 40 pages, 41 KiB, at 1,024. One-at-a-time sends from 4
-// and 8 processes ran about 1.2× as fast (medians of BenchmarkSendLoad,
-// interleaved with 4,096-byte pages). The page size belongs to the file,
-// so a Python server reads and writes such a group as any other; groups
-// created before keep theirs, as WAL mode cannot change it.
+// the WAL before the fsync: with 8 members 118 KiB at 4,096 bytes, 41 KiB
+// at 1,024, and sends from 4 and 8 processes ran about 1.2× as fast
+// (BenchmarkSendLoad). A Python server uses such a file as any other;
+// older groups keep their page size, which WAL mode cannot change.
 const groupPageSize = 1024
 
 // buildingPath is where group id is built before it gets its final name.
@@ -34,13 +31,11 @@ func buildingPath(dir, id string) string {
 }
 
 // buildGroupFile creates group id's database under a temporary name in dir,
-// runs fill on it in one transaction, and only then renames it to its final
-// name, so that a crash at any point leaves either no group or a complete
-// one. The file is built with a rollback journal and switched to WAL last:
-// closing the only connection then checkpoints and removes the -wal and
-// -shm files, so the rename moves one self-contained file and no sidecar is
-// left under the temporary name. The directory is synced after the rename
-// so the new name survives a power loss once create_group has answered.
+// runs fill on it in one transaction, and only then renames it, so that a
+// crash leaves either no group or a complete one. The file is built with a
+// rollback journal and switched to WAL last, so closing its only connection
+// removes the -wal and -shm files and the rename moves one self-contained
+// file. The directory is synced so that the name survives a power loss.
 func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
 	tmp := buildingPath(dir, id)
 	if err := removeDatabaseFiles(tmp); err != nil {
@@ -62,15 +57,10 @@ func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
 // buildFile creates the database at path, fills it and leaves it in WAL
 // mode with no -wal or -shm file beside it.
 func buildFile(path string, fill func(tx *sql.Tx) error) error {
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc"))
-	if err != nil {
-		return err
-	}
+	db := openSQLite(sqliteDSN(path, "rwc"), 1)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-	// synchronous=FULL makes the commit durable before the rename gives
-	// the file its name; it is SQLite's default for a rollback journal and
-	// is set so that a build-time setting cannot weaken it.
+	// synchronous=FULL, SQLite's default here, is set so that no build-time
+	// setting can make the commit less durable than the rename.
 	if err := execAll(db, fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"); err != nil {
 		return err
 	}
@@ -87,8 +77,7 @@ func buildFile(path string, fill func(tx *sql.Tx) error) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	// The last connection's close checkpoints the WAL and deletes it; a
-	// -wal file left behind would hold data the renamed file lacks.
+	// A -wal file left by the close would hold data the renamed file lacks.
 	if _, err := os.Stat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("write-ahead log of %s was not checkpointed", filepath.Base(path))
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -14,15 +13,13 @@ import (
 	"time"
 )
 
-// logf reports a failure that has no caller to return it to on stderr, the
-// only place the stdio transport may write besides its answers. Every layer
-// reports through it, so it sits in the lowest.
+// logf reports on stderr a failure that has no caller to return it to:
+// stderr is the only place the stdio transport may write besides answers.
 func logf(format string, args ...any) { log.Printf(format, args...) }
 
 // doctorFinding is one file in the groups directory that no server can use:
-// a group file that does not open as a database or lacks the group schema
-// (left by a crash inside the original's create_group), or the remains of
-// a group build that was interrupted.
+// a group file that is no database or lacks the group schema (a crash inside
+// the original's create_group), or the remains of an interrupted build.
 type doctorFinding struct {
 	name    string // file name in the groups directory
 	problem string
@@ -30,9 +27,8 @@ type doctorFinding struct {
 }
 
 // doctorGracePeriod is how old a file must be before doctor --repair moves
-// it: the original creates a group under its final name and fills it a few
-// milliseconds later, so a younger table-less file may be a group that
-// another server is creating right now.
+// it: the original fills a group a few milliseconds after creating it under
+// its final name, so a younger table-less file may be one in the making.
 const doctorGracePeriod = time.Minute
 
 // damagedDirName is the folder, inside the groups directory, that doctor
@@ -50,12 +46,8 @@ var requiredGroupTables = []string{"messages", "group_metadata", "group_members"
 // would drop this process's SQLite locks on it). The dashboard calls it to
 // show a group as damaged.
 func checkGroupFile(path string) error {
-	db, err := sql.Open("sqlite", readOnlyDSN(path))
-	if err != nil {
-		return fmt.Errorf("cannot open: %w", err)
-	}
+	db := openSQLite(readOnlyDSN(path), 1)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tables, err := tableNames(ctx, db)
@@ -79,21 +71,11 @@ func checkGroupFile(path string) error {
 
 // damagedWarnings remembers which damaged group files this process already
 // reported, so that list_groups, polled by agents, warns once per file.
-type damagedWarnings struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
+type damagedWarnings struct{ seen sync.Map } // path → true
 
 // warn writes one stderr line for path the first time it is reported.
 func (w *damagedWarnings) warn(path string, problem error) {
-	w.mu.Lock()
-	first := !w.seen[path]
-	if w.seen == nil {
-		w.seen = map[string]bool{}
-	}
-	w.seen[path] = true
-	w.mu.Unlock()
-	if first {
+	if _, reported := w.seen.LoadOrStore(path, true); !reported {
 		logf("skipping damaged group file %s: %v (run `crosstalk-mcp doctor --repair` to move it aside)", filepath.Base(path), problem)
 	}
 }

@@ -10,11 +10,9 @@ import (
 	"modernc.org/sqlite"
 )
 
-// domainError is a refusal the agent reads: the store, the tool handlers and
-// the resource handlers return it, and it reaches the agent as an isError
-// tool result whose text is {"error": msg}, or as a resources/* -32602
-// message. Agents read msg, so the wording is the original's, and category
-// is what the audit log counts it under.
+// domainError is a refusal the agent reads, as an isError tool result whose
+// text is {"error": msg} or as a resources/* -32602 message: msg is the
+// original's wording, and category is what the audit log counts it under.
 type domainError struct {
 	category string
 	msg      string
@@ -43,17 +41,15 @@ func authorizationErrorf(format string, args ...any) *domainError {
 }
 
 // The original's answers once the retry window is spent, and to a caller
-// that has not joined a group or names itself otherwise than it joined.
+// that has not joined a group or names itself otherwise than it joined;
+// errWakeupNotAuthorized keeps a wakeup URI alone from granting access.
 var (
 	errGroupBusy = &domainError{category: categoryBusy,
 		msg: "Cannot complete operation because the group is busy. Please try again in a moment."}
-	errNotJoined    = authorizationErrorf("Context has not joined this group. Call join_group first.")
-	errNameMismatch = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+	errNotJoined           = authorizationErrorf("Context has not joined this group. Call join_group first.")
+	errNameMismatch        = authorizationErrorf("name does not match this context's joined group name. Call join_group to update it.")
+	errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
 )
-
-// errWakeupNotAuthorized answers wakeup access by a session that has not
-// joined as that context: a URI alone must not grant access.
-var errWakeupNotAuthorized = authorizationErrorf("Wakeup resource is not authorized for this MCP session. Call join_group first.")
 
 // groupNotFound answers an operation on a group whose file does not exist.
 func groupNotFound(id string) *domainError {
@@ -63,9 +59,8 @@ func groupNotFound(id string) *domainError {
 
 // classify maps an error of a tool call to the agent-facing error of the
 // original. The store returns SQLite and file errors bare, without the
-// lowercase context wrapping used elsewhere, because their text is wire
-// text: classify puts it into the agent's message, and the original's
-// messages carry no such context.
+// lowercase context used elsewhere, because classify puts their text into
+// the agent's message, and the original's carries no such context.
 func classify(toolName string, err error) *domainError {
 	var de *domainError
 	var se *sqlite.Error

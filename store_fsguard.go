@@ -7,11 +7,9 @@ import (
 )
 
 // networkFSWarning returns the warning for a groups directory on a network
-// filesystem (NFS, SMB/CIFS, FUSE), or "" when it is local, when the
-// platform cannot tell, or when CROSSTALK_ALLOW_NETWORK_FS=1 silences it.
-// SQLite's WAL mode relies on shared memory and POSIX locks that these
-// filesystems do not provide reliably across machines, so two agents
-// writing one group there can lose messages or corrupt the database.
+// filesystem (NFS, SMB/CIFS, FUSE), whose locks and shared memory SQLite's
+// WAL mode cannot rely on, or "" when it is local, when the platform cannot
+// tell, or when CROSSTALK_ALLOW_NETWORK_FS=1 silences it.
 func networkFSWarning(dir string, getenv func(string) string) string {
 	return networkFSWarningOn(dir, networkFSKind(existingAncestor(dir)), getenv("CROSSTALK_ALLOW_NETWORK_FS") == "1")
 }

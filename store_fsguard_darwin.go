@@ -19,12 +19,7 @@ func networkFSKind(path string) string {
 		}
 		b = append(b, byte(c))
 	}
-	return darwinNetworkFS(string(b))
-}
-
-// darwinNetworkFS maps an f_fstypename to the name the warning uses.
-func darwinNetworkFS(name string) string {
-	switch {
+	switch name := string(b); {
 	case name == "nfs":
 		return "NFS"
 	case name == "smbfs" || name == "cifs":

@@ -15,24 +15,19 @@ import (
 )
 
 // hugeLine is the line (or message) length from which the stdio transport
-// and the store trade a little time for memory. A send_message line of this
-// size would hold at its worst the line, the decoded text, SQLite's bound
-// parameter and row record, and the search trigger's copy; Go's collector,
-// left to itself, lets the heap grow to twice what is live, so a 200 MiB
-// line peaked at more than 6× its size. The line is freed before the
-// insert, and sendHuge drops the decoded text once bound and avoids the
-// trigger's copy. Below it nothing here runs.
+// and the store trade a little time for memory: a send_message line holds
+// the line, the decoded text, SQLite's bound parameter and row record, and
+// the search trigger's copy, and with Go's collector left to itself a
+// 200 MiB line peaked at more than 6× its size.
 const hugeLine = 16 << 20
 
-// releaseMemory collects garbage now and returns freed pages to the
-// operating system: one collection, run only around lines of hugeLine bytes
-// or more, when the garbage it returns is hundreds of megabytes.
+// releaseMemory collects garbage and returns freed pages to the operating
+// system; it runs only around lines of hugeLine bytes or more.
 func releaseMemory() { debug.FreeOSMemory() }
 
 // hugeText is the text of one huge message, held in one place so that the
-// insert can take the last reference to it and free it once SQLite has
-// bound its own copy: two copies at the peak (bound parameter and record)
-// instead of three.
+// insert can take the last reference to it once SQLite has bound its own
+// copy: two copies at the peak instead of three.
 type hugeText struct {
 	s     string
 	taken bool
@@ -42,9 +37,8 @@ type hugeText struct {
 // taking the huge text: it is gone, and must not be stored empty.
 var errHugeTextTaken = errors.New("the text of this huge message was released by a failed attempt to store it; send it again")
 
-// sendHuge is sendMessage for a message whose text, hugeLine bytes or more,
-// text holds instead of m. It stores the message as sendMessage does, in a
-// transaction of its own, and indexes it for search aside (insertHuge).
+// sendHuge is sendMessage, in a transaction of its own, for a message whose
+// text, hugeLine bytes or more, text holds instead of m.
 func (s *store) sendHuge(id string, m outgoing, text *hugeText) (out sent, err error) {
 	err = s.writeGroup(id, func(tx groupTx) error {
 		if text.taken {
@@ -81,32 +75,23 @@ const searchTrigger = "CREATE TRIGGER messages_search_after_insert AFTER INSERT 
 
 // releaseTextSQL is the SQL function crosstalk_release_text(token, value),
 // registered on every connection of this process. In an INSERT column after
-// the text's, it runs after the driver copied the bound text into SQLite
-// and before SQLite builds the row's record: it drops the text from the
-// arguments registered under token, releases the memory, and returns value.
-// Nothing in the group file refers to it.
+// the text's, it runs after SQLite copied the bound text and before it
+// builds the row's record: it drops the text registered under token,
+// releases the memory, and returns value. No group file refers to it.
 const releaseTextSQL = "crosstalk_release_text"
 
-// boundTexts holds, by token, the argument that carries the text of each
-// huge insert now running, for releaseTextSQL. Tokens are random, so SQL
-// that is not insertHuge's (a trigger someone added to a group file) cannot
-// name one: for any other token the function does nothing.
-var boundTexts = struct {
-	sync.Mutex
-	args map[int64]*driver.NamedValue
-}{args: map[int64]*driver.NamedValue{}}
+// boundTexts maps a token to the argument that carries the text of a huge
+// insert now running, for releaseTextSQL. Tokens are random, so SQL that is
+// not insertHuge's (a trigger someone added to a group file) cannot name
+// one: for any other token the function does nothing.
+var boundTexts sync.Map // int64 → *driver.NamedValue
 
 // init registers releaseTextSQL before any connection is opened: the driver
 // adds a registered function only to connections opened after it.
 func init() {
 	sqlite.MustRegisterScalarFunction(releaseTextSQL, 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
-		token, _ := args[0].(int64)
-		boundTexts.Lock()
-		arg := boundTexts.args[token]
-		delete(boundTexts.args, token)
-		boundTexts.Unlock()
-		if arg != nil {
-			arg.Value = nil
+		if arg, ok := boundTexts.LoadAndDelete(args[0]); ok {
+			arg.(*driver.NamedValue).Value = nil
 			releaseMemory()
 		}
 		return args[1], nil
@@ -114,17 +99,12 @@ func init() {
 }
 
 // insertHuge inserts p, whose text is hugeLine bytes or more, and indexes it
-// for search itself instead of through searchTrigger; ok is false, and
-// nothing done, when the group's trigger is not exactly that one.
-//
-// An AFTER INSERT trigger that reads new.content makes SQLite hold one more
-// copy of the text (170 MB more at the peak of a 200 MiB message). So, in
-// the send's transaction, the trigger is dropped, the row inserted, the
-// index given the row read back, and the trigger recreated from its own
-// stored text. Other connections, the original's included, read committed
-// snapshots, so none ever sees the trigger missing. The row is inserted
-// through the driver directly, because database/sql keeps every argument
-// until the statement ends, with releaseTextSQL to drop the Go copy.
+// for search itself instead of through searchTrigger, whose read of
+// new.content holds one more copy (170 MB at the peak of a 200 MiB
+// message); ok is false, and nothing done, when the group's trigger is not
+// exactly that one. The trigger is dropped and recreated from its stored
+// text inside the send's transaction, so no other connection sees it
+// missing.
 func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, err error) {
 	var stored string
 	err = b.tx.QueryRow("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_search_after_insert' AND tbl_name = 'messages'").Scan(&stored)
@@ -152,35 +132,23 @@ func (b sendBatch) insertHuge(p routedSend, text *hugeText) (id int64, ok bool, 
 }
 
 // insertReleasing inserts p's row as insertRows does, with releaseTextSQL
-// in routing_reason's place, which comes after content in the table, and
-// returns its id.
+// in routing_reason's place (after content), and returns its id. It goes
+// past database/sql, which keeps every argument until the statement ends.
 func (b sendBatch) insertReleasing(p routedSend, text *hugeText) (int64, error) {
+	token := rand.Int64()
 	args := []driver.NamedValue{{Ordinal: 1, Value: p.msg.contextID}, {Ordinal: 2, Value: p.msg.name}, {Ordinal: 3, Value: text.s},
 		{Ordinal: 4, Value: p.now}, {Ordinal: 5, Value: p.msg.priority}, {Ordinal: 6, Value: pyJSON(stringList(p.route.mentions))},
-		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9}}
+		{Ordinal: 7, Value: pyJSON(stringList(p.ids))}, {Ordinal: 8, Value: p.route.reason}, {Ordinal: 9, Value: token}}
 	text.s, text.taken = "", true
-	token := rand.Int64()
-	boundTexts.Lock()
-	boundTexts.args[token] = &args[2]
-	boundTexts.Unlock()
-	defer func() {
-		boundTexts.Lock()
-		delete(boundTexts.args, token)
-		boundTexts.Unlock()
-	}()
-	args[8].Value = token
-	return b.tx.execDriver(insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
-}
-
-// execDriver runs q on the write connection with args exactly as given,
-// past database/sql, and returns the last inserted rowid.
-func (t groupTx) execDriver(q string, args []driver.NamedValue) (lastID int64, err error) {
-	err = t.h.conn.Raw(func(dc any) error {
+	boundTexts.Store(token, &args[2])
+	defer boundTexts.Delete(token)
+	var lastID int64
+	err := b.tx.h.conn.Raw(func(dc any) error {
 		ec, ok := dc.(driver.ExecerContext)
 		if !ok {
 			return fmt.Errorf("the sqlite connection cannot execute directly (%T)", dc)
 		}
-		res, err := ec.ExecContext(context.Background(), q, args)
+		res, err := ec.ExecContext(context.Background(), insertMessagesSQL+"(?1, ?2, ?3, ?4, ?5, ?6, ?7, "+releaseTextSQL+"(?9, ?8))", args)
 		if err != nil {
 			return err
 		}

@@ -119,9 +119,8 @@ func TestHugeTextTakenOnce(t *testing.T) {
 	if got := queryInt(t, db, "SELECT count(*) FROM messages"); got != 2 {
 		t.Errorf("messages after the refused send: got %d; want 2", got)
 	}
-	boundTexts.Lock()
-	left := len(boundTexts.args)
-	boundTexts.Unlock()
+	left := 0
+	boundTexts.Range(func(any, any) bool { left++; return true })
 	if left != 0 {
 		t.Errorf("registered texts after both sends: got %d; want 0", left)
 	}
@@ -134,14 +133,8 @@ func TestReleaseTextSQL(t *testing.T) {
 	db := openTestDB(t, filepath.Join(t.TempDir(), "f.sqlite3"), "rwc")
 	arg := driver.NamedValue{Ordinal: 3, Value: "the text"}
 	const token = 0x5eed
-	boundTexts.Lock()
-	boundTexts.args[token] = &arg
-	boundTexts.Unlock()
-	defer func() {
-		boundTexts.Lock()
-		delete(boundTexts.args, token)
-		boundTexts.Unlock()
-	}()
+	boundTexts.Store(int64(token), &arg)
+	defer boundTexts.Delete(int64(token))
 	for _, c := range []struct {
 		token int64
 		want  any // arg.Value afterwards
@@ -154,10 +147,7 @@ func TestReleaseTextSQL(t *testing.T) {
 			t.Errorf("token %#x: argument afterwards %v; want %v", c.token, arg.Value, c.want)
 		}
 	}
-	boundTexts.Lock()
-	_, still := boundTexts.args[token]
-	boundTexts.Unlock()
-	if still {
+	if _, still := boundTexts.Load(int64(token)); still {
 		t.Error("the token is still registered after its call")
 	}
 }

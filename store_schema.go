@@ -122,12 +122,8 @@ func (s *store) catalog() (*sql.DB, error) {
 	if s.catalogDB != nil {
 		return s.catalogDB, nil
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(s.dir, catalogFileName), "rwc"))
-	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", err)
-	}
-	db.SetMaxOpenConns(2)
-	err = retryBusy(func() error {
+	db := openSQLite(sqliteDSN(filepath.Join(s.dir, catalogFileName), "rwc"), 2)
+	err := retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
 		// settings persist in the file, like the original's catalog.
 		return execAll(db, "PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
@@ -139,6 +135,24 @@ func (s *store) catalog() (*sql.DB, error) {
 	}
 	s.catalogDB = db
 	return db, nil
+}
+
+// dropReadOnlyCatalog closes the cached catalog handle when err says SQLite
+// opened it read-only, so that the next use opens it afresh (isReadOnly).
+func (s *store) dropReadOnlyCatalog(err error) {
+	if isReadOnly(err) {
+		s.closeCatalog()
+	}
+}
+
+// closeCatalog closes the cached catalog handle, if any.
+func (s *store) closeCatalog() {
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	if s.catalogDB != nil {
+		s.catalogDB.Close()
+		s.catalogDB = nil
+	}
 }
 
 // queryer is what *sql.DB, *sql.Conn and *sql.Tx offer.

@@ -7,30 +7,21 @@ import (
 
 // groupSignature is what the file system says about a group's database and
 // its WAL: identity, size and modification time of each. Every commit,
-// whoever makes it, writes the WAL (or, after a checkpoint, the database),
-// so while the signature stays the same nothing was committed, and the
-// subscription poller can skip the group without opening it. That keeps an
-// idle poll at two stat calls per group, and keeps the poller from cycling
-// hundreds of subscribed groups through the store's handle cache.
+// whoever makes it, writes one of them, so while the signature stays the
+// same the subscription poller can skip the group without opening it: an
+// idle poll costs two stat calls per group and no handle cache churn.
 type groupSignature struct {
-	// db and wal are the files' stat results, nil for a missing file
-	// (and for an empty WAL, see readGroupSignature).
-	db, wal os.FileInfo
+	db, wal os.FileInfo // nil for a missing file or an empty WAL
 	// settled is set when both files were last modified well before the
-	// signature was read. Two commits can fall within one timestamp tick
-	// (a few milliseconds on Linux, whose file times follow the scheduler
-	// tick; a second or two on ext3, HFS+, FAT and some network volumes),
-	// and a WAL rewritten from its start keeps its size; only a signature
-	// whose files have been quiet for longer than the tick proves that
-	// nothing changed since.
+	// signature was read: two commits can fall within one timestamp tick
+	// (milliseconds on Linux; a second or two on ext3, HFS+, FAT and some
+	// network volumes), and a WAL rewritten from its start keeps its size.
 	settled bool
 }
 
 // signatureSettle is the quiet time after which a file's timestamp is
-// trusted to show every later write. Times with a fraction of a second come
-// from a file system with fine timestamps, whose tick is at most 10 ms;
-// whole seconds may mean 1 or 2 s granularity, so such files must be quiet
-// for longer than that.
+// trusted to show every later write: times with a fraction of a second have
+// a tick of at most 10 ms; whole seconds may mean a 1 or 2 s tick.
 const (
 	signatureSettle       = 200 * time.Millisecond
 	signatureSettleCoarse = 3 * time.Second
@@ -46,8 +37,7 @@ func readGroupSignature(path string, now time.Time) (sig groupSignature, ok bool
 	}
 	sig.db = db
 	// An empty WAL holds nothing committed: a reader's first open creates
-	// one, and a truncating checkpoint empties it after writing the
-	// database, whose own stamp then changes.
+	// one, and a truncating checkpoint empties it after writing the database.
 	latest, settle := db.ModTime(), signatureSettleCoarse
 	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 {
 		sig.wal = wal

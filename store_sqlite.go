@@ -29,19 +29,27 @@ func sqliteDSN(path, mode string) string {
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
 }
 
-// readOnlyDSN opens path with mode=ro (which never creates a file) and
-// query_only, so no statement from this process can write. The busy timeout
-// stays short: a locked group is skipped and shown again on the next poll.
-// sqliteDSN's _txlock only changes how db.Begin starts a transaction, which
-// the dashboard's read-only handles never do.
+// openSQLite returns a pool of at most conns connections, all kept idle, on
+// dsn. It opens no connection yet, and cannot fail: sql.Open checks only
+// that the driver is registered, and this one registers on import.
+func openSQLite(dsn string, conns int) *sql.DB {
+	db, _ := sql.Open("sqlite", dsn)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db
+}
+
+// readOnlyDSN opens path with mode=ro, which never creates a file, and
+// query_only, so no statement can write. The busy timeout stays short: the
+// dashboard skips a locked group until its next poll. _txlock affects only
+// db.Begin, which the dashboard's read-only handles never call.
 func readOnlyDSN(path string) string {
 	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }
 
 // busyRetryWindow is how long a whole operation is retried while SQLite
-// reports the database busy or locked. SQLite's own busy handler is not
-// fair between processes, so each attempt waits only 100 ms (busy_timeout)
-// and the retry loop adds backoff with jitter.
+// reports busy or locked: its busy handler is unfair between processes, so
+// each attempt waits only 100 ms (busy_timeout), with jittered backoff.
 const busyRetryWindow = 3 * time.Second
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
@@ -53,6 +61,14 @@ func isBusy(err error) bool {
 	}
 	code := se.Code() & 0xff
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// isReadOnly reports whether err is SQLite's SQLITE_READONLY in any extended
+// form. A connection SQLite opened read-only (a read-only mount, mode 0444)
+// stays so for good, so its handle must be reopened to write again.
+func isReadOnly(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
 }
 
 // retryBusy runs op until it succeeds, fails with anything but busy/locked,

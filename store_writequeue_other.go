@@ -11,10 +11,8 @@ import (
 // write queue is off and writers rely on SQLite's lock alone.
 type queueFD int
 
-var errNoWriteQueue = errors.New("no write queue on this platform")
-
 // openQueueFile never opens anything here, so no side file is created.
-func openQueueFile(string, bool) (queueFD, error) { return 0, errNoWriteQueue }
+func openQueueFile(string, bool) (queueFD, error) { return 0, errors.ErrUnsupported }
 
 func closeQueueFile(queueFD) {}
 

@@ -11,11 +11,10 @@ import (
 type queueFD int
 
 // openQueueFile opens a write queue's side file, creating it when create is
-// set. A fresh descriptor per wait keeps a wait that timed out from sharing
-// its lock with the next one: flock locks belong to the open file
-// description, and closing the descriptor releases them. Read-only, because
-// flock needs no write access and closing a read-only descriptor raises no
-// IN_CLOSE_WRITE event for the change watcher.
+// set. Each wait opens its own descriptor, because a flock belongs to the
+// open file description and goes with its close. It is read-only: flock
+// needs no write access, and closing it raises no IN_CLOSE_WRITE event for
+// the change watcher.
 func openQueueFile(path string, create bool) (queueFD, error) {
 	flags := syscall.O_RDONLY | syscall.O_CLOEXEC
 	if create {
@@ -33,13 +32,9 @@ func closeQueueFile(fd queueFD) { syscall.Close(int(fd)) }
 
 // lockQueueFile takes an exclusive flock on fd, waiting at most wait, and
 // returns the function that releases it and closes fd; past the wait it
-// closes fd and returns a no-op. It polls with LOCK_NB rather than block
-// in flock, which no timer can interrupt: a blocked wait that timed out
-// would leave its thread and descriptor behind until the holder let go,
-// and a holder stopped with Ctrl-Z lets go only when it resumes. The polls
-// are queuePoll apart, far shorter than a transaction, so the lock still
-// passes to a waiter about as soon as it is free, unlike SQLite's busy
-// handler, whose sleeps grow to 100 ms.
+// closes fd and returns a no-op. It polls with LOCK_NB because a blocking
+// flock cannot time out: it would hold its thread and descriptor until the
+// holder let go, which a holder stopped with Ctrl-Z does only on resuming.
 func lockQueueFile(fd queueFD, wait time.Duration) func() {
 	deadline := time.Now().Add(wait)
 	for {
@@ -58,5 +53,7 @@ func lockQueueFile(fd queueFD, wait time.Duration) func() {
 	}
 }
 
-// queuePoll is the pause between two tries for a write queue's lock.
+// queuePoll is the pause between two tries for a write queue's lock: far
+// shorter than a transaction, so the lock passes on about as soon as it is
+// free, unlike SQLite's busy handler, whose sleeps grow to 100 ms.
 const queuePoll = 250 * time.Microsecond
