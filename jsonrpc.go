@@ -1,10 +1,8 @@
 package main
 
-// This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
-// answer or error, line framing and batches. It knows no MCP methods; it
-// hands each decoded message to the session (jsonrpc_session.go), and asks
-// the session which batches it accepts (batchRefusal, jsonrpc_dispatch.go:
-// MCP forbids initialize in a batch, and 2025-06-18 removed batches).
+// This file is the JSON-RPC 2.0 wire layer: decoding, encoding, line framing
+// and batches. It knows no MCP methods: the session (jsonrpc_session.go)
+// answers each message and says which batches it accepts (batchRefusal).
 
 import (
 	"bufio"
@@ -26,8 +24,6 @@ var (
 	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
-	// -32002 is the original's code here; 2025-06-18 and 2025-11-25 also
-	// give it to a missing resource (errResourceNotFound, jsonrpc_dispatch.go).
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )
@@ -75,9 +71,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 		}
 		return req, errorResponse(req.id, errInvalidRequest), false
 	}
-	if p, ok := m["params"]; ok {
-		req.params = p
-	}
+	req.params = m["params"]
 	return req, nil, true
 }
 
@@ -119,11 +113,10 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 }
 
 // messageWriter is how a session's messages leave it: write for the
-// session's own (the subscription poller's notifications), writeFor for
-// those of an in-flight request id (its progress, its notifications and,
-// marked answer, its answer), so that a transport can route them without
-// reading them back. Implementations must be safe for concurrent use, as
-// the poller and in-flight requests write from their own goroutines.
+// session's own (the poller's notifications), writeFor for those of an
+// in-flight request id (answer marks its answer), so that a transport routes
+// them without reading them back. It must be safe for concurrent use: the
+// poller and in-flight requests write from their own goroutines.
 type messageWriter interface {
 	write(msg any) error
 	writeFor(id json.RawMessage, msg any, answer bool) error

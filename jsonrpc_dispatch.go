@@ -28,9 +28,9 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	return s.dispatchRequest(req)
 }
 
-// dispatchRequest runs a request that needs no lifecycle, in any revision,
-// rendered for req.version. Subscriptions are a session's, so 2026-07-28
-// has none (subscriptions/listen instead).
+// dispatchRequest runs a request that needs no lifecycle, rendered for
+// req.version. 2026-07-28 has no session to subscribe (it has
+// subscriptions/listen instead).
 func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
@@ -259,18 +259,16 @@ func unsupportedVersion(id json.RawMessage, requested string) object {
 }
 
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
-// code; earlier revisions keep the original's -32602, and 2026-07-28 moved
-// back to -32602. The same number is errNotInitialized (jsonrpc.go), the
-// original's "Server is not initialized": the message tells them apart.
+// code (other revisions use -32602). It is errNotInitialized's number too:
+// the message tells them apart.
 const errResourceNotFound = -32002
 
 // batchRefusal is the error a whole batch gets, or nil when the session
 // accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
-// later have none at all, whether negotiated or, in 2026-07-28, carried by
-// an item's _meta.
+// later (negotiated, or carried by an item's _meta) have no batches.
 func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 	if version, _ := s.lifecycle(); typed(version) {
-		return errInvalidRequest // batches were removed in 2025-06-18
+		return errInvalidRequest
 	}
 	for _, item := range batch {
 		m, _ := splitObject(item)
@@ -278,7 +276,7 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 			return errBatchInit
 		}
 		if readRequestMeta(m["params"]).hasVersion {
-			return errInvalidRequest // 2026-07-28 has no batches either
+			return errInvalidRequest
 		}
 	}
 	return nil
