@@ -19,21 +19,17 @@ import (
 	"time"
 )
 
-// httpTransport is the MCP Streamable HTTP transport on one endpoint
-// (/mcp): 2025-era clients get Mcp-Session-Id sessions, each with its own
-// server exactly as a stdio process has, plus a GET stream for the
-// session's notifications; 2026-07-28 clients send self-contained requests
-// that each run in a session of their own, their subscriptions/listen
-// answered as a stream. Every session shares one store, so HTTP and stdio
-// clients of one groups directory see each other's messages.
+// httpTransport is the MCP Streamable HTTP transport on /mcp: 2025-era
+// clients get Mcp-Session-Id sessions, each with its own server as a stdio
+// process has and a GET stream for its notifications; each 2026-07-28
+// request runs in a session of its own. Every session shares one store.
 type httpTransport struct {
 	store  *store
 	cfg    serverConfig
 	audit  *auditLog // nil when auditing is off
 	limits httpLimits
-	// changes, when set, is the process's one change watcher, shared by
-	// every session so that subscriptions and wait_for_messages over HTTP
-	// wake on file events as they do over stdio instead of at the poll.
+	// changes, when set, is the process's change watcher, shared so that
+	// sessions wake on file events rather than at the poll.
 	changes *changeWatcher
 	// tokens, when set, are the bearer tokens the guard accepts (reloaded
 	// by followTokens); a session belongs to the token that opened it.
@@ -52,10 +48,9 @@ type httpTransport struct {
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it. The
-// janitor checks four times per idle period, so a session outlives its
-// limit by a quarter at most; clients of an expired session get 404 and
-// start a new one.
+// newHTTPTransport starts the idle-session janitor; close stops it. It
+// checks four times per idle period, so a session outlives its limit by a
+// quarter at most; its client then gets 404 and starts a new one.
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
@@ -158,8 +153,8 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 
 // session returns the live session id names if r's token opened it, or
 // refuses the request (400 without an id, else 404 and notFound) and
-// returns nil: a session id alone gives another token no access, and the
-// answer (404, as for an unknown id) does not tell that the session exists.
+// returns nil: another token's 404 is an unknown id's, which does not tell
+// that the session exists.
 func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
 	if id == "" {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
@@ -176,8 +171,7 @@ func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notF
 }
 
 // sessionGone tells a 2025-era client whose POST or GET named an unknown
-// session to initialize again (DELETE has its own wording: the client was
-// ending the session anyway).
+// session to initialize again; DELETE has its own wording.
 const sessionGone = "Session not found: it expired or was ended; initialize a new one."
 
 // ServeHTTP answers the MCP endpoint.
@@ -186,10 +180,8 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	// The server has no WriteTimeout (SSE streams must outlive one), so
-	// each response starts with a deadline of its own: a client that never
-	// reads a large JSON answer is cut off like a slow stream reader.
-	// Streams extend it write by write.
+	// The server has no WriteTimeout (SSE streams must outlive one), so each
+	// response gets a deadline of its own, which streams extend per write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 	id := r.Header.Get("Mcp-Session-Id")
 	switch r.Method {
@@ -233,10 +225,9 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept application/json and text/event-stream.")
 		return
 	}
-	// A declared length over the limit is refused before a byte is read;
-	// an undeclared one is cut off where it passes the limit. A client has
-	// writeTimeout to send its body: a trickle holding the connection open
-	// is cut off like a slow reader.
+	// A declared length over the limit is refused before a byte is read, an
+	// undeclared one where it passes the limit; a body that trickles in for
+	// longer than writeTimeout is cut off like a slow reader.
 	var body []byte
 	var err error
 	var tooLarge *http.MaxBytesError

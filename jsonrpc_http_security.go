@@ -20,17 +20,14 @@ import (
 	"time"
 )
 
-// The HTTP transport's tunables, in one place, bound what remote clients may
-// hold of it, so that one client (or many) cannot exhaust memory, file
-// descriptors or the store's connection cache. They are generous for a team of
-// agents and small for an attacker. The body limit admits the largest message
-// the stdio transport is ever sent in practice (16 MiB) with room for JSON
-// escaping. A write may take 30 s because a client on a slow link still drains
-// a large answer's next socket buffer within that; one that does not has
-// stopped reading. 256 queued messages absorb any burst of wakeups a busy
-// group makes while bounding what a client that reads nothing can pin (a few
-// hundred small notifications), and keeping more would only delay the same
-// cut-off: the stream is not resumable, so its client re-reads state.
+// The HTTP transport's tunables bound what remote clients may hold, so that
+// no number of them can exhaust memory, file descriptors or the store's
+// connection cache: generous for a team of agents, small for an attacker.
+// The body limit admits the largest message sent in practice (16 MiB) plus
+// JSON escaping. A slow link still drains a socket buffer within 30 s; a
+// client that does not has stopped reading. 256 queued messages absorb a busy
+// group's burst of wakeups while bounding what a client that reads nothing
+// pins; more would only delay the cut-off, after which it re-reads state.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
@@ -59,9 +56,8 @@ var defaultHTTPLimits = httpLimits{
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
-// Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
-// Host check) before any MCP code or storage sees it, so a refused request
-// touches nothing.
+// Origin, bearer-token and (on a loopback bind) Host checks before any MCP
+// code or storage sees it, so a refused request touches nothing.
 type httpGuard struct {
 	tokens  *tokenTable     // nil when none is required (loopback only)
 	origins map[string]bool // browser origins allowed besides loopback ones
@@ -69,7 +65,10 @@ type httpGuard struct {
 }
 
 // newHTTPGuard wraps next in the transport's access checks. On a loopback
-// bind the dashboard's Host check (loopbackOnly) runs first.
+// bind the dashboard's Host check runs first, widened to all of 127.0.0.0/8,
+// which isLoopbackAddr lets serve bind: a bind to 127.0.0.2 must answer Host
+// 127.0.0.2, and a rebinding page's Host is a domain name, never such a
+// literal.
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
 	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
@@ -78,10 +77,6 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	if !loopback {
 		return g
 	}
-	// The dashboard's Host check (loopbackOnly), widened to all of
-	// 127.0.0.0/8, which isLoopbackAddr lets serve bind: a bind to
-	// 127.0.0.2 must answer Host 127.0.0.2. A rebinding page's Host is its
-	// own domain name, never a loopback literal, so this admits no more.
 	hostCheck := loopbackOnly(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopbackIP(hostOf(r.Host)) && r.URL.Host == "" {
@@ -229,16 +224,12 @@ func (q *httpQuota) release(client string) {
 	}
 }
 
-// The tokens file (serve --tokens-file) lists one agent a line: NAME, the
-// SHA-256 of its bearer token as sha256:HEX, and the context_id patterns it
-// may speak for; '#' starts a comment line (docs/protocol.md, "Per-agent
-// tokens"). It holds digests, never tokens: a copied or leaked file (a
-// backup, a screen share) lets nobody connect, and the server compares
-// digests anyway. Revoking a token is deleting its line.
+// The tokens file (serve --tokens-file, docs/protocol.md "Per-agent tokens")
+// holds digests, never tokens, so a leaked copy lets nobody connect.
 
-// tokensPoll is how often the server reads the tokens file for a change. A
-// read costs microseconds, and two seconds is shorter than anyone takes to
-// notice a revoked agent still connected, so SIGHUP is never needed.
+// tokensPoll is how often the server reads the tokens file for a change: a
+// read costs microseconds, and a revoked agent is cut off within it without
+// a SIGHUP.
 const tokensPoll = 2 * time.Second
 
 // agentToken is one bearer token the HTTP server accepts.
@@ -393,7 +384,8 @@ func (tt *tokenTable) find(sum [sha256.Size]byte) *agentToken {
 
 // speaksFor is serverConfig.speaksFor for the sessions of tok. It reads the
 // current set at each call, so a reload that changes tok's patterns applies
-// to its live sessions too.
+// to its live sessions too. Only a context_id argument is identity:
+// wake_context_ids name whom to wake, not who speaks.
 func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 	return func(id string) *domainError {
 		if now := tt.find(tok.sum); now == nil || !now.patterns.allow(id) {
@@ -402,11 +394,6 @@ func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 		return nil
 	}
 }
-
-// Only a tools/call's context_id argument is identity, checked by
-// serverConfig.speaksFor in prepareCall: wake_context_ids name whom to wake,
-// not who speaks, and a context_id that is not a string is left to the
-// tool's own validation.
 
 // contextPatterns are the context ids one identity may speak as: each is an
 // exact id, or a prefix ending in '*' ("ci-*"; "*" alone admits every id).
