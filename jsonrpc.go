@@ -151,7 +151,7 @@ func (s *server) handleLine(line []byte) any {
 		return errorResponse(nil, errParse)
 	}
 	if trimmed[0] != '[' {
-		return s.handleRaw(trimmed)
+		return s.handle(trimmed)
 	}
 	var batch []json.RawMessage
 	if json.Unmarshal(trimmed, &batch); len(batch) == 0 { // valid, so an array
@@ -162,7 +162,7 @@ func (s *server) handleLine(line []byte) any {
 	}
 	var replies []any
 	for _, item := range batch {
-		if r := s.handleRaw(item); r != nil {
+		if r := s.handle(item); r != nil {
 			replies = append(replies, r)
 		}
 	}
@@ -170,13 +170,4 @@ func (s *server) handleLine(line []byte) any {
 		return nil
 	}
 	return replies
-}
-
-// handleRaw answers one JSON-RPC message of a line, or returns nil.
-func (s *server) handleRaw(raw json.RawMessage) any {
-	req, reply, ok := decodeRequest(raw)
-	if !ok {
-		return reply
-	}
-	return s.handle(req)
 }

@@ -45,14 +45,12 @@ func (req request) resourceURI() (string, *rpcError) {
 }
 
 // resourceError maps a domain or storage error of a resources/* request for
-// rev: a missing group or wakeup resource is -32002 where the revision
-// defines that code, else Invalid params.
+// rev: a missing resource is errResourceNotFound where rev defines it.
 func resourceError(rev protocolRevision, err error) *rpcError {
 	var de *domainError
 	if errors.As(err, &de) {
 		if rev >= revTyped && rev < revModern && de.category == categoryNotFound {
-			// Not "Invalid params: ...", which would contradict the code.
-			return &rpcError{errResourceNotFound, de.msg}
+			return &rpcError{errResourceNotFound, de.msg} // no "Invalid params: " prefix
 		}
 		return errInvalidParams(de.msg)
 	}
@@ -165,22 +163,18 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 	return object{}, nil
 }
 
-// listenFilter is subscriptions/listen's notifications filter. Only
-// resourceSubscriptions is honoured: the tool, prompt and resource lists of
-// this server never change, so the list-changed flags are left out of the
-// acknowledgement, as the revision says for unsupported types.
-type listenFilter struct {
-	ResourceSubscriptions []string `json:"resourceSubscriptions"`
-}
-
 // listen opens a 2026-07-28 subscriptions/listen stream as an in-flight
 // request: it acknowledges the URIs it can honour, then forwards their
 // notifications/resources/updated tagged with the subscription id until the
 // client cancels it (no answer then) or the session closes (a completion
-// result then).
+// result then). Only resourceSubscriptions is honoured: this server's lists
+// never change, so the list-changed flags are left out of the
+// acknowledgement, as the revision says for unsupported types.
 func (s *server) listen(req request, meta requestMeta) *rpcError {
 	var p struct {
-		Notifications *listenFilter `json:"notifications"`
+		Notifications *struct {
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		} `json:"notifications"`
 	}
 	if req.params == nil || json.Unmarshal(req.params, &p) != nil || p.Notifications == nil {
 		return errInvalidParams("subscriptions/listen notifications must be an object.")
@@ -251,11 +245,9 @@ func (s *server) canListen(uri string) (bool, error) {
 var errWakeupNotMember = authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
 
 // memberWakeup returns the group and context of a wakeup URI whose context
-// is a current member of the group. It is how a 2026-07-28 request, which
-// has no session that could remember a join_group, is authorized: by the
-// same membership join_group checks, read from the database, so that any
-// process or transport answers alike. A session that may speak only for
-// some contexts (a per-agent token, the stdio pin) reads only their wakeups.
+// is a current member of the group: a 2026-07-28 request has no session to
+// remember a join_group, so membership is read from the database. A session
+// that may speak only for some contexts reads only their wakeups.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
@@ -287,14 +279,10 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 	return s.subs.authorizedWakeup(uri)
 }
 
-// inflight is one session's table of long-running requests: each runs in its
-// own goroutine so that the session keeps reading and answering other
-// requests meanwhile, and its answer may come out of order. A client's
-// notifications/cancelled ends one (cancel), and after that nothing more is
-// written for it: 2026-07-28 says a server MUST NOT send further messages
-// for a cancelled request, and older revisions say it SHOULD NOT answer.
-// A handler runs through start; it reports progress with r.progress and
-// stops when r.ctx is done.
+// inflight is one session's table of long-running requests, each in its own
+// goroutine so that the session keeps answering others meanwhile. After a
+// client's notifications/cancelled (cancel) nothing more is written for a
+// request: 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
 type inflight struct {
 	out messageWriter
 
@@ -317,12 +305,6 @@ type inflightRequest struct {
 	cancelled bool // by the client: suppress everything from now on
 }
 
-// inflightWork computes a long-running request's answer, never a nil
-// result without an error. It should return soon after r.ctx is done; what
-// it returns then is written only when the session is closing, not when
-// the client cancelled.
-type inflightWork func(r *inflightRequest) (result any, err *rpcError)
-
 // errDuplicateID answers a request whose id is still in flight: JSON-RPC
 // ids must be unique among a sender's outstanding requests, and a second one
 // would make the first unreachable by notifications/cancelled.
@@ -333,10 +315,12 @@ func newInflight(out messageWriter) *inflight {
 }
 
 // start runs work for the request id in its own goroutine and writes its
-// answer when it returns. progressToken is params._meta.progressToken's raw
-// JSON, or nil. It returns errDuplicateID, and runs nothing, when id is
-// already in flight.
-func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *rpcError {
+// answer, never a nil result without an error, when it returns. work should
+// return soon after r.ctx is done; that answer is written only when the
+// session is closing, not after a cancel. progressToken is the raw JSON of
+// params._meta.progressToken, or nil. start returns errDuplicateID, and runs
+// nothing, when id is already in flight.
+func (t *inflight) start(id, progressToken json.RawMessage, work func(r *inflightRequest) (any, *rpcError)) *rpcError {
 	key := string(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -400,16 +384,14 @@ func (t *inflight) close() {
 	t.wg.Wait()
 }
 
-// notify writes a notification on behalf of r (for example a
-// notifications/resources/updated of a subscriptions/listen stream), unless
-// the client has cancelled r.
+// notify writes a notification on behalf of r unless the client has
+// cancelled r.
 func (r *inflightRequest) notify(method string, params object) error {
 	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}, false)
 }
 
 // progress writes notifications/progress for r when the request carried a
-// progressToken, and nothing otherwise. total and message are left out when
-// zero and empty.
+// progressToken; total and message are left out when zero and empty.
 func (r *inflightRequest) progress(progress, total int64, message string) error {
 	if r.progressToken == nil {
 		return nil

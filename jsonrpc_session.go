@@ -13,13 +13,10 @@ import (
 )
 
 // server is one MCP session: the lifecycle, method dispatch and tool calls
-// of one client. A transport hands it one decoded message at a time through
-// handle and receives what the session writes through out.
-//
-// The stdio transport (serve) calls handle from a single goroutine, in
-// arrival order. A transport that runs requests concurrently (Streamable
-// HTTP, long-running tool calls) relies on life for the lifecycle fields;
-// the store, subs and out are safe for concurrent use themselves.
+// of one client. A transport hands it one line at a time (handleLine, from
+// one goroutine at a time, in arrival order) and receives what it writes
+// through out. In-flight requests rely on life for the lifecycle fields;
+// store, subs and out are safe for concurrent use themselves.
 type server struct {
 	store *store
 	subs  *subscriptions
@@ -29,25 +26,21 @@ type server struct {
 	// life guards initialized, ready and version, which initialize and
 	// notifications/initialized write while other requests read them.
 	life        sync.Mutex
-	initialized bool // initialize was answered
-	ready       bool // notifications/initialized arrived after that
-	// version is the revision initialize negotiated for this stdio
-	// process; 2026-07-28 requests carry theirs in _meta instead.
-	version protocolRevision
+	initialized bool             // initialize was answered
+	ready       bool             // notifications/initialized arrived after that
+	version     protocolRevision // negotiated by initialize; 2026-07-28 requests carry theirs in _meta
 
 	inflight *inflight      // long-running requests such as subscriptions/listen
 	changes  *changeWatcher // nil when file events are off
 	audit    func(toolCall) // when set, receives every completed tools/call
 
-	// request is the context of the HTTP request being handled
-	// (httpSession.handle sets it under handleMu), which a send must not
-	// outlive uncommitted, and whose deadline ends its busy window one
-	// window after it arrived; on stdio it is Background.
+	// request is the context of the HTTP request being handled (set by
+	// httpSession.handle under handleMu): a send must not outlive it
+	// uncommitted, and its deadline ends the busy window. Background on stdio.
 	request context.Context
 
-	// serving is held by serve while it handles what it read, and taken by
-	// stop, so that a signal waits for the request in hand to be answered
-	// and audited; stopping then keeps serve from starting another.
+	// serving is held by serve while it handles a line and taken by stop, so
+	// that a signal waits for the request in hand to be answered and audited.
 	serving  sync.Mutex
 	stopping bool
 }
@@ -60,9 +53,8 @@ type toolCall struct {
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
 	started   time.Time
-	// groupName, when groupNameRead, is the group's name as read for the
-	// audit log ahead of the call's record: before a delete_group ran, so
-	// that it outlives the group, or once for a whole run of pipelined sends.
+	// groupName, when groupNameRead, is the group's name read ahead of the
+	// record: before a delete_group removes it, or once for a run of sends.
 	groupName     string
 	groupNameRead bool
 	remote        string // the HTTP client's address; "" over stdio
@@ -72,19 +64,14 @@ type toolCall struct {
 // serverConfig is what every session of a process is built with besides its
 // store and output; main fills it, so the wire layer names nothing above it.
 type serverConfig struct {
-	release       string        // the version serverInfo reports
-	interval      time.Duration // the subscription poller's period
-	waitKeepalive time.Duration // how often a waiting tool call reports progress
-	// maxMessageBytes is CROSSTALK_MAX_MESSAGE_BYTES, send_message's limit
-	// in bytes of UTF-8; 0 means none (toolArgs.maxMessageBytes).
-	maxMessageBytes int
+	release         string        // the version serverInfo reports
+	interval        time.Duration // the subscription poller's period
+	waitKeepalive   time.Duration // how often a waiting tool call reports progress
+	maxMessageBytes int           // CROSSTALK_MAX_MESSAGE_BYTES in bytes of UTF-8; 0 means none
 	// speaksFor, when set, refuses a context_id this session may not act
-	// as: prepareCall's one identity check, on every transport
-	// (jsonrpc_http_security.go). nil lets it speak for every context.
+	// as: prepareCall's one identity check, on every transport.
 	speaksFor func(contextID string) *domainError
-	// tokenName names the per-agent token this session connected with, or
-	// is "": its sends record it (message_tokens).
-	tokenName string
+	tokenName string // the per-agent token's NAME, recorded with sends; "" for none
 	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
 	// capability and push wake events through it (routing_channels.go).
 	channels bool
@@ -120,9 +107,8 @@ func (s *server) stop() {
 	s.serving.Unlock()
 }
 
-// exitClientGone is the exit status when the client closed its end of
-// stdout: the session ends like EOF (queued audit rows are written), but
-// the answers since then were lost, so it is not a clean exit.
+// exitClientGone is the exit status when the client closed stdout: the
+// session ends as on EOF, but answers were lost, so the exit is not clean.
 const exitClientGone = 3
 
 // errOutputClosed marks a failed write of an answer: nothing can reach the
@@ -173,9 +159,13 @@ func (s *server) notify(method string, params object) error {
 	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
 }
 
-// handle answers one decoded JSON-RPC message; it returns nil when nothing
-// is to be written.
-func (s *server) handle(req request) any {
+// handle answers one JSON-RPC message of a line; it returns nil when
+// nothing is to be written.
+func (s *server) handle(raw json.RawMessage) any {
+	req, reply, ok := decodeRequest(raw)
+	if !ok {
+		return reply
+	}
 	if s.dispatchNotification(req) {
 		return nil
 	}
@@ -221,17 +211,12 @@ type preparedCall struct {
 	unaudited bool
 }
 
-// prepareCall reads and checks a tools/call request: its params, the tool
-// name, the arguments object, caller_name and the tool's schema. Every tool
-// call passes through it, whether it then runs alone (toolsCall) or in a run
-// of pipelined sends (jsonrpc_groupcommit.go).
-//
-// This is where protocol errors and tool errors split, as in go-sdk's
-// mcp/tool.go. A request that cannot be read as a call (params or arguments
-// not an object, a blank caller_name) is a JSON-RPC error, pc.rerr. Anything
-// wrong with the call itself (an unknown tool, an unknown or missing
-// argument, and later a bad value or a store refusal) is a tool error: an
-// isError result in pc.call.result, which the agent reads and can correct.
+// prepareCall reads and checks a tools/call request (params, tool name,
+// arguments, caller_name, the tool's schema) for toolsCall and for group
+// commit. Protocol and tool errors split here, as in go-sdk's mcp/tool.go: a
+// request that cannot be read as a call is a JSON-RPC error, pc.rerr;
+// anything wrong with the call itself is an isError result in
+// pc.call.result, which the agent reads and can correct.
 func (s *server) prepareCall(req request) (pc preparedCall) {
 	p, rerr := req.paramsObject()
 	if rerr != nil {
@@ -256,8 +241,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	t := toolsByName[pc.call.name]
 	if t == nil && typed(req.version) {
 		// From 2025-06-18 on an unknown tool is a protocol error
-		// (server/tools.mdx "Error Handling"), with the spec's wording;
-		// older revisions keep the original's tool result below.
+		// (server/tools.mdx "Error Handling"); before, a tool result.
 		return pc.refuse(&rpcError{-32602, "Unknown tool: " + pc.call.name})
 	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
