@@ -97,11 +97,11 @@ type cacheHint struct {
 }
 
 var (
-	// staticCache covers what only a new binary changes: the tool list, the
-	// templates and server/discover.
+	// staticCache covers what only a new binary changes: tools, templates,
+	// server/discover.
 	staticCache = &cacheHint{3_600_000, "public"}
 	// liveCache covers group data, which another process may change at any
-	// moment: clients (the Go SDK and TS v2 cache by ttlMs) must re-read.
+	// moment (the Go SDK and TS v2 cache by ttlMs).
 	liveCache = &cacheHint{0, "private"}
 )
 
@@ -125,8 +125,8 @@ func serverCapabilities(rev protocolRevision) object {
 }
 
 // handleModern answers a request that carries 2026-07-28's per-request
-// _meta, statelessly: nothing of an initialize is needed or consulted. It
-// returns the whole answer, or nil when nothing is to be written now.
+// _meta, consulting nothing of an initialize. It returns the whole answer,
+// or nil when nothing is to be written now.
 func (s *server) handleModern(req request, meta requestMeta) any {
 	if req.id == nil {
 		return nil // notifications are handled by dispatchNotification
@@ -192,7 +192,7 @@ const (
 
 // supportedProtocolVersions are the revisions initialize negotiates, newest
 // first: a client's version among them is answered as sent, any other gets
-// the newest. 2026-07-28 has no initialize.
+// the newest.
 var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // allProtocolVersions are the revisions this server speaks, newest first, as
@@ -206,9 +206,8 @@ const (
 	wakeupDescription = "Wakeup events for one joined context: subscribe to be told when a message targets it."
 )
 
-// serverInfo is the Implementation object for rev: name and version (the
-// release main was built as) before 2025-06-18, a title from then on, and a
-// description and website from 2025-11-25.
+// serverInfo is the Implementation object for rev: name and release, a
+// title from 2025-06-18, a description and website from 2025-11-25.
 func (s *server) serverInfo(rev protocolRevision) object {
 	info := object{{"name", "crosstalk"}}
 	if rev >= revTyped {

@@ -20,14 +20,12 @@ import (
 	"time"
 )
 
-// The HTTP transport's tunables bound what remote clients may hold, so that
-// no number of them can exhaust memory, file descriptors or the store's
-// connection cache: generous for a team of agents, small for an attacker.
-// The body limit admits the largest message sent in practice (16 MiB) plus
-// JSON escaping. A slow link still drains a socket buffer within 30 s; a
-// client that does not has stopped reading. 256 queued messages absorb a busy
-// group's burst of wakeups while bounding what a client that reads nothing
-// pins; more would only delay the cut-off, after which it re-reads state.
+// The HTTP transport's tunables bound what remote clients may hold of memory,
+// descriptors and the store's connection cache: generous for a team of
+// agents, small for an attacker. The body limit is the largest message sent
+// in practice (16 MiB) plus escaping; a slow link still drains a socket
+// buffer within 30 s; 256 queued messages absorb a busy group's wakeups, and
+// more would only delay the cut-off of a client that reads nothing.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
@@ -65,10 +63,9 @@ type httpGuard struct {
 }
 
 // newHTTPGuard wraps next in the transport's access checks. On a loopback
-// bind the dashboard's Host check runs first, widened to all of 127.0.0.0/8,
-// which isLoopbackAddr lets serve bind: a bind to 127.0.0.2 must answer Host
-// 127.0.0.2, and a rebinding page's Host is a domain name, never such a
-// literal.
+// bind the dashboard's Host check runs first, widened to 127.0.0.0/8 (a bind
+// to 127.0.0.2 must answer Host 127.0.0.2): a rebinding page's Host is a
+// domain name, never such a literal.
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
 	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
@@ -121,9 +118,8 @@ func bearer(r *http.Request) agentToken {
 	return agentToken{}
 }
 
-// allowedOrigin accepts an Origin naming loopback or listed with
-// --allow-origin. Browsers send "null" from sandboxed and file pages, which
-// are refused like any other foreign origin.
+// allowedOrigin accepts a loopback Origin or one listed with --allow-origin;
+// "null" (sandboxed and file pages) is refused as foreign.
 func (g *httpGuard) allowedOrigin(origin string) bool {
 	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
 }
@@ -175,8 +171,7 @@ func normalizeHTTPAddr(arg string) (string, error) {
 }
 
 // hostOf is the host of a host:port, or all of it when it has no port.
-// Per-client bounds count under hostOf(RemoteAddr), the remote IP, since
-// one machine may open many connections from many ports.
+// Per-client bounds count by remote IP: one machine may use many ports.
 func hostOf(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
@@ -224,15 +219,12 @@ func (q *httpQuota) release(client string) {
 	}
 }
 
-// The tokens file (serve --tokens-file, docs/protocol.md "Per-agent tokens")
-// holds digests, never tokens, so a leaked copy lets nobody connect.
-
 // tokensPoll is how often the server reads the tokens file for a change: a
-// read costs microseconds, and a revoked agent is cut off within it without
-// a SIGHUP.
+// read costs microseconds, and revoking needs no SIGHUP.
 const tokensPoll = 2 * time.Second
 
-// agentToken is one bearer token the HTTP server accepts.
+// agentToken is one bearer token the HTTP server accepts. The tokens file
+// (serve --tokens-file) holds only digests, so a leaked copy admits nobody.
 type agentToken struct {
 	name     string // the tokens file's NAME; "" for the shared token
 	sum      [sha256.Size]byte
@@ -269,9 +261,8 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 }
 
 // reload reads the tokens file again, swaps in a new set when force is set
-// or its content changed, and reports whether it did. A missing file
-// lists no agent (deleting it revokes them all); a malformed one is
-// refused whole and the previous set stays.
+// or its content changed, and reports whether it did. A missing file lists
+// no agent; a malformed one is refused whole and the previous set stays.
 func (tt *tokenTable) reload(force bool) (bool, error) {
 	var set []*agentToken
 	if tt.shared != nil {
@@ -354,9 +345,8 @@ func tokenLine(name, token string, patterns []string) string {
 }
 
 // authenticate returns the token an Authorization header carries, or nil.
-// It compares the header's digest with every token's in constant time and
-// without stopping at a match, so timing tells neither which token nor how
-// much of one matched.
+// It compares digests in constant time and does not stop at a match, so
+// timing tells neither which token nor how much of one matched.
 func (tt *tokenTable) authenticate(header string) *agentToken {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
