@@ -131,8 +131,9 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 	if req.id == nil {
 		return nil // notifications are handled by dispatchNotification
 	}
-	if meta.protocolVersion != revModern {
-		return unsupportedVersion(req.id, meta.protocolVersion)
+	if meta.protocolVersion != revModern { // UnsupportedProtocolVersionError
+		return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
+			{"data", object{{"supported", allProtocolVersions}, {"requested", meta.protocolVersion}}}}}}
 	}
 	if !meta.hasCapabilities {
 		return errorResponse(req.id, errInvalidParams("_meta "+metaClientCapabilities+" is required."))
@@ -248,13 +249,6 @@ func readRequestMeta(params json.RawMessage) requestMeta {
 		m.progressToken = raw
 	}
 	return m
-}
-
-// unsupportedVersion answers request id with 2026-07-28's
-// UnsupportedProtocolVersionError for the requested revision.
-func unsupportedVersion(id json.RawMessage, requested string) object {
-	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
-		{"data", object{{"supported", allProtocolVersions}, {"requested", requested}}}}}}
 }
 
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found

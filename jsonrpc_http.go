@@ -95,9 +95,8 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 	}()
 }
 
-// followTokens reloads t.tokens on each signal from hup (SIGHUP) and when
-// the file changes (tokensPoll), until close; a session whose token is no
-// longer listed is ended, the others keep running.
+// followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until
+// close, and ends the sessions whose token is no longer listed.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	t.every(tokensPoll, hup, func(force bool) {
 		if changed, err := t.tokens.reload(force); err != nil {
@@ -152,9 +151,8 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 }
 
 // session returns the live session id names if r's token opened it, or
-// refuses the request (400 without an id, else 404 and notFound) and
-// returns nil: another token's 404 is an unknown id's, which does not tell
-// that the session exists.
+// refuses the request (400 without an id, else 404 and notFound, as for an
+// unknown id, so that another token learns nothing) and returns nil.
 func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
 	if id == "" {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
@@ -283,8 +281,7 @@ func accepts(r *http.Request, mediaType string) bool {
 	return false
 }
 
-// postInitialize starts a 2025-era session. The session exists only if the
-// server accepts the initialize request.
+// postInitialize starts a 2025-era session, kept only if initialize succeeds.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
 	client := hostOf(r.RemoteAddr)
 	if !t.sessionQuota.acquire(w, client) {

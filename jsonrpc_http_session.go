@@ -68,8 +68,7 @@ func (s *httpSession) idleSince(t time.Time) bool {
 	return s.busy.Load() == 0 && s.lastUsed.Load() < t.UnixNano()
 }
 
-// end stops the session's poller and ends its streams. It is safe to call
-// more than once.
+// end stops the session's poller and ends its streams; it is idempotent.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
 		s.stop()
@@ -111,8 +110,7 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newExchange makes an exchange that holds up to r.queue messages before
-// its client is cut off.
+// newExchange makes an exchange that holds up to r.queue messages.
 func (r *httpRouter) newExchange(id string) *httpExchange {
 	ctx, drop := context.WithCancel(r.ctx)
 	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
@@ -244,9 +242,8 @@ func replyStatus(reply any, stateless bool) int {
 
 // stream writes ex's messages as an SSE stream until the answer (a GET
 // stream until it is closed) and reports whether the answer was delivered.
-// Every write carries a deadline, so a client that stops reading cannot hold
-// the stream and its share of the bounds; when ex drops, a write blocked on
-// a full socket fails at once rather than at its deadline.
+// Every write has a deadline, so a client that stops reading is cut off, and
+// when ex drops a write blocked on a full socket fails at once.
 func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpExchange) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

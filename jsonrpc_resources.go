@@ -205,8 +205,9 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 	})
 }
 
-// listenURIs keeps the requested URIs this server can watch, once each
-// (canListen says which).
+// listenURIs keeps, once each, the requested URIs a listen may watch: a
+// group URI of an existing group, or a wakeup URI of a current member,
+// whose check is retried while the database is busy.
 func (s *server) listenURIs(requested []string) []string {
 	uris := []string{}
 	for _, uri := range requested {
@@ -214,35 +215,27 @@ func (s *server) listenURIs(requested []string) []string {
 			continue
 		}
 		var ok bool
-		if retryBusy(func() (err error) { ok, err = s.canListen(uri); return err }) == nil && ok {
+		err := retryBusy(func() error {
+			if isWakeupURI(uri) {
+				_, _, err := s.memberWakeup(uri)
+				if ok = err == nil; isBusy(err) {
+					return err
+				}
+				return nil
+			}
+			g, err := parseGroupURI(uri)
+			if err == nil {
+				_, err = s.store.messageRevision(g)
+			}
+			ok = err == nil
+			return nil
+		})
+		if err == nil && ok {
 			uris = append(uris, uri)
 		}
 	}
 	return uris
 }
-
-// canListen reports whether a listen may watch uri: a group URI of an
-// existing group, or a wakeup URI of a current member. Only a busy database
-// is an error, so that the caller can retry.
-func (s *server) canListen(uri string) (bool, error) {
-	if isWakeupURI(uri) {
-		_, _, err := s.memberWakeup(uri)
-		if isBusy(err) {
-			return false, err
-		}
-		return err == nil, nil
-	}
-	g, err := parseGroupURI(uri)
-	if err != nil {
-		return false, nil
-	}
-	_, err = s.store.messageRevision(g)
-	return err == nil, nil
-}
-
-// errWakeupNotMember answers a 2026-07-28 request for the wakeups of a
-// context that is not a current member of the group.
-var errWakeupNotMember = authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
 
 // memberWakeup returns the group and context of a wakeup URI whose context
 // is a current member of the group: a 2026-07-28 request has no session to
@@ -267,7 +260,7 @@ func (s *server) memberWakeup(uri string) (groupID, contextID string, err error)
 			return g, c, nil
 		}
 	}
-	return "", "", errWakeupNotMember
+	return "", "", authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
 }
 
 // wakeupAccess authorizes a wakeup URI for a request of rev: by
