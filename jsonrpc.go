@@ -112,11 +112,9 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 	return object{{"jsonrpc", "2.0"}, {"id", idv}, {"error", object{{"code", e.code}, {"message", e.message}}}}
 }
 
-// messageWriter is how a session's messages leave it: write for the
-// session's own (the poller's notifications), writeFor for those of an
-// in-flight request id (answer marks its answer), so that a transport routes
-// them without reading them back. It must be safe for concurrent use: the
-// poller and in-flight requests write from their own goroutines.
+// messageWriter is how a session's messages leave it: write for its own (the
+// poller's), writeFor for an in-flight request id's (answer marks its answer),
+// so that a transport routes them unread. It must be safe for concurrent use.
 type messageWriter interface {
 	write(msg any) error
 	writeFor(id json.RawMessage, msg any, answer bool) error

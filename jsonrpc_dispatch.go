@@ -29,8 +29,7 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 }
 
 // dispatchRequest runs a request that needs no lifecycle, rendered for
-// req.version. 2026-07-28 has no session to subscribe (it has
-// subscriptions/listen instead).
+// req.version; 2026-07-28 subscribes by subscriptions/listen instead.
 func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
@@ -124,9 +123,8 @@ func serverCapabilities(rev protocolRevision) object {
 	return object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}
 }
 
-// handleModern answers a request that carries 2026-07-28's per-request
-// _meta, consulting nothing of an initialize. It returns the whole answer,
-// or nil when nothing is to be written now.
+// handleModern answers a request that carries 2026-07-28's per-request _meta,
+// consulting nothing of an initialize; nil when nothing is to be written now.
 func (s *server) handleModern(req request, meta requestMeta) any {
 	if req.id == nil {
 		return nil // notifications are handled by dispatchNotification
@@ -192,8 +190,7 @@ const (
 )
 
 // supportedProtocolVersions are the revisions initialize negotiates, newest
-// first: a client's version among them is answered as sent, any other gets
-// the newest.
+// first; a client's other version gets the newest.
 var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // allProtocolVersions are the revisions this server speaks, newest first, as

@@ -65,11 +65,9 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	return run
 }
 
-// sendCall decodes line as a single send_message request, on a ready
-// session, that prepareCall and parseSend accept and whose group id is well
-// formed; anything else is left to handleLine. The result refers to line,
-// which must not be reused. The bytes test only skips lines that cannot
-// qualify.
+// sendCall decodes line as a send_message request, on a ready session, that
+// prepareCall and parseSend accept and whose group id is well formed; anything
+// else is left to handleLine. The result refers to line, not to be reused.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	line = bytes.TrimSpace(line)
 	rev, ready := s.lifecycle()
@@ -114,12 +112,10 @@ func (s *server) answerSends(run []pendingSend) error {
 	return nil
 }
 
-// storeSends stores a run in one transaction, retried while busy, and
-// returns each send's result. A run busy for the whole retry window is
-// answered busy at once, not retried send by send (up to 3 s each). When the
-// shared transaction fails otherwise (a deleted group, a full disk), nothing
-// of it is kept and each send is stored alone, to get the answer it would
-// have got had it not been pipelined.
+// storeSends stores a run in one transaction, retried while busy, and returns
+// each send's result. A run busy for the whole retry window is answered busy at
+// once, not retried send by send (3 s each). When the shared transaction fails
+// otherwise, each send is stored alone, to get the answer it would have got.
 func (s *server) storeSends(run []pendingSend) []toolResult {
 	send := run[0].tool
 	if p := run[0]; p.huge != nil {

@@ -19,10 +19,9 @@ import (
 	"time"
 )
 
-// httpTransport is the MCP Streamable HTTP transport on /mcp: 2025-era
-// clients get Mcp-Session-Id sessions, each with its own server as a stdio
-// process has and a GET stream for its notifications; each 2026-07-28
-// request runs in a session of its own. Every session shares one store.
+// httpTransport is the MCP Streamable HTTP transport on /mcp: 2025-era clients
+// get Mcp-Session-Id sessions, each with its own server and GET stream; each
+// 2026-07-28 request runs in a session of its own. Sessions share one store.
 type httpTransport struct {
 	store  *store
 	cfg    serverConfig
@@ -125,8 +124,8 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	}
 }
 
-// newSession makes a session whose server writes to a router, owned by the
-// request's token and speaking only for the context ids that token may.
+// newSession makes a session writing to a router, owned by r's token and
+// speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	ctx, stop := context.WithCancel(context.Background())
 	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}

@@ -32,8 +32,7 @@ const (
 	httpMaxStreamsPerClient = 64   // open SSE streams from one remote IP
 )
 
-// httpLimits holds the tunables that tests shrink to reach a limit in
-// milliseconds; production passes defaultHTTPLimits.
+// httpLimits are the tunables tests shrink; production uses defaultHTTPLimits.
 type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
 	maxSessionsPerClient int           // sessions from one remote IP
@@ -84,9 +83,8 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	})
 }
 
-// ServeHTTP refuses requests with a foreign Origin or a missing or wrong
-// bearer token, and passes the rest on with headers that keep responses out
-// of caches and content sniffing.
+// ServeHTTP refuses a foreign Origin and a missing or wrong bearer token, and
+// passes the rest on with headers that keep responses out of caches and sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -134,16 +132,14 @@ func httpRefuse(w http.ResponseWriter, status int, msg string) {
 	writeHTTPJSON(w, status, errorResponse(nil, &rpcError{code, msg}))
 }
 
-// writeHTTPJSON writes one JSON body; the transport's message text is the
-// stdio transport's, byte for byte.
+// writeHTTPJSON writes one JSON body, as pyJSON writes stdio's lines.
 func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprint(w, pyJSON(v))
 }
 
-// isLoopbackAddr reports whether a listen address binds loopback only. An
-// empty host binds every interface and so is not loopback.
+// isLoopbackAddr reports whether a listen address binds loopback only.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	return err == nil && (strings.EqualFold(host, "localhost") || loopbackIP(host))
@@ -179,10 +175,9 @@ func hostOf(hostport string) string {
 	return hostport
 }
 
-// httpQuota counts what each client holds against a per-client and a total
-// bound. Its lock is held only to update the counts.
+// httpQuota counts what each client holds against a per-client and a total bound.
 type httpQuota struct {
-	mu                    sync.Mutex
+	mu                    sync.Mutex // held only to update the counts
 	total, perClient, sum int
 	byClient              map[string]int
 	retryAfter, refusal   string // the 429 answer past a bound
@@ -372,10 +367,9 @@ func (tt *tokenTable) find(sum [sha256.Size]byte) *agentToken {
 	return nil
 }
 
-// speaksFor is serverConfig.speaksFor for the sessions of tok. It reads the
-// current set at each call, so a reload that changes tok's patterns applies
-// to its live sessions too. Only a context_id argument is identity:
-// wake_context_ids name whom to wake, not who speaks.
+// speaksFor is serverConfig.speaksFor for tok's sessions, reading the current
+// set at each call so that a reload applies to live sessions. Only context_id
+// is identity: wake_context_ids name whom to wake, not who speaks.
 func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 	return func(id string) *domainError {
 		if now := tt.find(tok.sum); now == nil || !now.patterns.allow(id) {

@@ -93,8 +93,7 @@ type httpRouter struct {
 // yet. Older ones are dropped: each is a change signal, so the newest matter.
 const httpBacklogMax = 64
 
-// httpEvent is one encoded message on its way to a response; answer marks
-// a request's answer, which ends the request's stream.
+// httpEvent is one encoded message; answer marks a request's, ending its stream.
 type httpEvent struct {
 	line   []byte
 	answer bool
@@ -193,9 +192,8 @@ func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	return nil
 }
 
-// exchange passes one message to a session and writes its answer: 202 for
-// a notification, a JSON body for an answer ready at once, or an SSE
-// stream when the request runs on (a long call, a subscriptions/listen).
+// exchange passes one message to a session and writes its answer: 202 for a
+// notification, a JSON body for an answer ready at once, else an SSE stream.
 func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
 	defer s.use()()
 	var ex *httpExchange

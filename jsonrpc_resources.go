@@ -164,12 +164,10 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 }
 
 // listen opens a 2026-07-28 subscriptions/listen stream as an in-flight
-// request: it acknowledges the URIs it can honour, then forwards their
-// notifications/resources/updated tagged with the subscription id until the
-// client cancels it (no answer then) or the session closes (a completion
-// result then). Only resourceSubscriptions is honoured: this server's lists
-// never change, so the list-changed flags are left out of the
-// acknowledgement, as the revision says for unsupported types.
+// request: it acknowledges the URIs it can honour and forwards their
+// resources/updated, tagged with the subscription id, until the client cancels
+// (no answer) or the session closes (a completion result). The list-changed
+// flags are left out: this server's lists never change.
 func (s *server) listen(req request, meta requestMeta) *rpcError {
 	var p struct {
 		Notifications *struct {
@@ -298,9 +296,8 @@ type inflightRequest struct {
 	cancelled bool // by the client: suppress everything from now on
 }
 
-// errDuplicateID answers a request whose id is still in flight: JSON-RPC
-// ids must be unique among a sender's outstanding requests, and a second one
-// would make the first unreachable by notifications/cancelled.
+// errDuplicateID answers a request whose id is still in flight, which
+// notifications/cancelled could then no longer tell apart.
 var errDuplicateID = &rpcError{-32600, "Invalid Request: request id is already in use"}
 
 func newInflight(out messageWriter) *inflight {
@@ -308,11 +305,10 @@ func newInflight(out messageWriter) *inflight {
 }
 
 // start runs work for the request id in its own goroutine and writes its
-// answer, never a nil result without an error, when it returns. work should
-// return soon after r.ctx is done; that answer is written only when the
-// session is closing, not after a cancel. progressToken is the raw JSON of
-// params._meta.progressToken, or nil. start returns errDuplicateID, and runs
-// nothing, when id is already in flight.
+// answer (never a nil result without an error) when it returns. work should
+// return soon after r.ctx is done; that answer is written only if the session
+// is closing, not after a cancel. progressToken is nil when absent. An id
+// already in flight gets errDuplicateID, and nothing runs.
 func (t *inflight) start(id, progressToken json.RawMessage, work func(r *inflightRequest) (any, *rpcError)) *rpcError {
 	key := string(id)
 	t.mu.Lock()
@@ -349,9 +345,8 @@ func (r *inflightRequest) deliver(message any, answer bool) error {
 	return r.out.writeFor(r.id, message, answer)
 }
 
-// cancel ends the request with the given raw id after a client's
-// notifications/cancelled. It reports whether such a request was running;
-// unknown or finished ids are ignored, as every revision allows.
+// cancel ends the running request with raw id after a notifications/cancelled
+// and reports whether there was one; unknown ids are ignored, as allowed.
 func (t *inflight) cancel(id json.RawMessage) bool {
 	t.mu.Lock()
 	r, ok := t.reqs[string(id)]
@@ -365,9 +360,8 @@ func (t *inflight) cancel(id json.RawMessage) bool {
 	return ok
 }
 
-// close ends every running request, as when stdin reaches EOF, and waits for
-// their goroutines. Their answers are still written (the client did not
-// cancel them); a writer that fails then only logs.
+// close ends every running request and waits for them; their answers are
+// still written (the client did not cancel them), and a failed write only logs.
 func (t *inflight) close() {
 	t.mu.Lock()
 	for _, r := range t.reqs {

@@ -12,11 +12,9 @@ import (
 	"time"
 )
 
-// server is one MCP session: the lifecycle, method dispatch and tool calls
-// of one client. A transport hands it one line at a time (handleLine, from
-// one goroutine at a time, in arrival order) and receives what it writes
-// through out. In-flight requests rely on life for the lifecycle fields;
-// store, subs and out are safe for concurrent use themselves.
+// server is one MCP session: the lifecycle, dispatch and tool calls of one
+// client. A transport hands it one line at a time, in arrival order, and gets
+// its output through out; life guards the lifecycle for in-flight requests.
 type server struct {
 	store *store
 	subs  *subscriptions
@@ -134,9 +132,8 @@ func (s *server) serve(stdin io.Reader) error {
 	}
 }
 
-// serveLine answers line, and the sends pipelined behind it
-// (jsonrpc_groupcommit.go), under s.serving; after stop it answers nothing.
-// It returns the error of a failed write.
+// serveLine answers line, and the sends pipelined behind it, under s.serving;
+// after stop it answers nothing. It returns the error of a failed write.
 func (s *server) serveLine(line []byte, r *bufio.Reader) error {
 	s.serving.Lock()
 	defer s.serving.Unlock()
@@ -211,12 +208,10 @@ type preparedCall struct {
 	unaudited bool
 }
 
-// prepareCall reads and checks a tools/call request (params, tool name,
-// arguments, caller_name, the tool's schema) for toolsCall and for group
-// commit. Protocol and tool errors split here, as in go-sdk's mcp/tool.go: a
-// request that cannot be read as a call is a JSON-RPC error, pc.rerr;
-// anything wrong with the call itself is an isError result in
-// pc.call.result, which the agent reads and can correct.
+// prepareCall reads and checks a tools/call request (params, name, arguments,
+// caller_name, schema). Protocol and tool errors split here, as in go-sdk: a
+// request not readable as a call is a JSON-RPC error, pc.rerr; anything wrong
+// with the call itself is an isError result the agent can correct.
 func (s *server) prepareCall(req request) (pc preparedCall) {
 	p, rerr := req.paramsObject()
 	if rerr != nil {

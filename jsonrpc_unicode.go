@@ -126,9 +126,8 @@ func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	return members, true
 }
 
-// eachMember calls member with each key and value of the valid JSON object
-// raw, in order, and reports whether raw is an object. Keys are decoded as
-// encoding/json decodes them; values are slices of raw.
+// eachMember calls member with each key (decoded) and value (a slice of raw)
+// of the valid JSON object raw, in order, and reports whether raw is one.
 func eachMember(raw []byte, member func(key string, value json.RawMessage)) bool {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
