@@ -33,8 +33,7 @@ func errMethodNotFound(method string) *rpcError {
 	return &rpcError{-32601, "Method not found: " + method}
 }
 
-// errInvalidParams answers a request whose params cannot be used; msg is
-// the original's wording.
+// errInvalidParams answers a request whose params cannot be used.
 func errInvalidParams(msg string) *rpcError {
 	return &rpcError{-32602, "Invalid params: " + msg}
 }
@@ -102,8 +101,7 @@ func response(req request, result any, err *rpcError) any {
 	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"result", result}}
 }
 
-// errorResponse is the answer carrying e; id is nil when the request's id
-// could not be read.
+// errorResponse is the answer carrying e; id is nil when it could not be read.
 func errorResponse(id json.RawMessage, e *rpcError) object {
 	var idv any
 	if id != nil {
@@ -127,8 +125,7 @@ type lineWriter struct {
 	w  *bufio.Writer
 }
 
-// write writes v as one line and flushes it, so that the client sees every
-// answer as soon as it is decided.
+// write writes v as one line and flushes it, so that each answer leaves at once.
 func (w *lineWriter) write(v any) error {
 	line := pyJSON(v)
 	w.mu.Lock()

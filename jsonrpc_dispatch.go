@@ -155,8 +155,7 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 var modernCache = map[string]*cacheHint{"tools/list": staticCache, "resources/templates/list": staticCache,
 	"resources/list": liveCache, "resources/read": liveCache}
 
-// dispatchNotification handles client notifications common to every era;
-// it reports whether method was one of them.
+// dispatchNotification handles notifications/cancelled and reports whether req was one.
 func (s *server) dispatchNotification(req request) bool {
 	if req.method != "notifications/cancelled" || req.id != nil {
 		return false
@@ -170,8 +169,7 @@ func (s *server) dispatchNotification(req request) bool {
 	return true
 }
 
-// protocolRevision is an MCP protocol revision string such as "2025-11-25".
-// Revisions compare correctly as strings, being dates.
+// protocolRevision is a revision string; being dates, revisions compare as strings.
 type protocolRevision = string
 
 // The revisions whose behaviour differs; see README "Protocol versions".
@@ -193,8 +191,7 @@ const (
 // first; a client's other version gets the newest.
 var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// allProtocolVersions are the revisions this server speaks, newest first, as
-// server/discover and the unsupported-version error list them.
+// allProtocolVersions are every revision this server speaks, newest first.
 var allProtocolVersions = append(stringList{revModern}, supportedProtocolVersions...)
 
 const (
@@ -229,8 +226,7 @@ type requestMeta struct {
 	progressToken   json.RawMessage
 }
 
-// readRequestMeta reads params._meta of valid JSON params; absent or
-// malformed parts are zero.
+// readRequestMeta reads params._meta of valid JSON params; what is absent is zero.
 func readRequestMeta(params json.RawMessage) requestMeta {
 	var m requestMeta
 	p, _ := splitObject(params)
@@ -272,8 +268,7 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 	return nil
 }
 
-// resourceTemplates is resources/templates/list's result for 2025-06-18 and
-// later: the group, wakeup and receipts URI templates.
+// resourceTemplates are the group, wakeup and receipts URI templates.
 var resourceTemplates = object{{"resourceTemplates", []any{
 	object{{"uriTemplate", uriPrefix + "{group_id}" + uriSuffix}, {"name", "group-messages"}, {"title", "Group change signal"},
 		{"description", "Changes whenever a message is sent to the group; read get_unread_messages to see whether it concerns you."},

@@ -73,8 +73,7 @@ func (t *httpTransport) close() {
 	t.endWhere(func(*httpSession) bool { return true })
 }
 
-// every runs f(false) each period and f(true) on each signal from hup (nil
-// for none) in a goroutine of its own, until close.
+// every runs f(false) each period and f(true) on each hup signal until close.
 func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func(signalled bool)) {
 	t.janitor.Add(1)
 	go func() {
@@ -150,8 +149,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 }
 
 // session returns the live session id names if r's token opened it, or
-// refuses the request (400 without an id, else 404 and notFound, as for an
-// unknown id, so that another token learns nothing) and returns nil.
+// refuses the request (400 without an id, else 404 as for an unknown id).
 func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
 	if id == "" {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
@@ -167,8 +165,7 @@ func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notF
 	return s
 }
 
-// sessionGone tells a 2025-era client whose POST or GET named an unknown
-// session to initialize again; DELETE has its own wording.
+// sessionGone tells a client whose POST or GET named an unknown session to initialize again.
 const sessionGone = "Session not found: it expired or was ended; initialize a new one."
 
 // ServeHTTP answers the MCP endpoint.
@@ -264,8 +261,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	}
 }
 
-// accepts reports whether the request's Accept header admits mediaType;
-// a missing header or */* admits everything.
+// accepts reports whether r's Accept header (missing admits all) admits mediaType.
 func accepts(r *http.Request, mediaType string) bool {
 	header := r.Header.Values("Accept")
 	if len(header) == 0 {
@@ -303,8 +299,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	writeHTTPJSON(w, http.StatusOK, reply)
 }
 
-// postStateless answers a 2026-07-28 request in a session of its own, after
-// checking that the headers mirroring the body agree with it.
+// postStateless answers a 2026-07-28 request, whose mirrored headers must agree, in a session of its own.
 func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, body []byte, msg httpMessage) {
 	if err := checkMirroredHeaders(r, msg); err != nil {
 		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
@@ -315,8 +310,7 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 	t.exchange(w, r, s, body, msg)
 }
 
-// checkMirroredHeaders compares MCP-Protocol-Version, Mcp-Method and
-// Mcp-Name with the body, as 2026-07-28 requires of a server.
+// checkMirroredHeaders compares the headers 2026-07-28 mirrors with the body.
 func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	mismatch := func(header, got, want string) error {
 		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)

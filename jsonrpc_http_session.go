@@ -11,9 +11,8 @@ import (
 	"time"
 )
 
-// httpSession is one MCP session of the HTTP transport: a 2025-era client's
-// Mcp-Session-Id session, or one stateless 2026-07-28 request. It owns a
-// server, as stdio runs, whose output goes to a router.
+// httpSession is one HTTP session, a 2025-era Mcp-Session-Id one or one
+// 2026-07-28 request, owning a server whose output goes to a router.
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
@@ -37,8 +36,7 @@ type httpSession struct {
 	endOnce  sync.Once
 }
 
-// handle passes one message of r to the session's server and returns its
-// immediate answer, or nil.
+// handle passes one message of r to the server and returns its immediate answer.
 func (s *httpSession) handle(r *http.Request, body []byte) any {
 	// A send's busy window starts when its request arrives, not when the
 	// session's earlier messages are done, so sends queued here behind a
@@ -53,8 +51,7 @@ func (s *httpSession) handle(r *http.Request, body []byte) any {
 	return s.srv.handleLine(body)
 }
 
-// use brackets a request or stream (defer s.use()()), so that idle expiry
-// never ends a session that is in use.
+// use brackets a request or stream (defer s.use()()) so that idle expiry spares it.
 func (s *httpSession) use() (done func()) {
 	s.busy.Add(1)
 	return func() {
@@ -77,9 +74,8 @@ func (s *httpSession) end() {
 	})
 }
 
-// httpRouter is the messageWriter of an HTTP session's server: a message of
-// a request goes to the POST that asked, any other (a subscription's
-// resources/updated) to the session's GET stream.
+// httpRouter is an HTTP session's messageWriter: a request's messages go to
+// the POST that asked, any other to the session's GET stream.
 type httpRouter struct {
 	ctx     context.Context // the session's; every exchange's ends with it
 	queue   int             // httpLimits.queue: each exchange's bound
@@ -99,9 +95,8 @@ type httpEvent struct {
 	answer bool
 }
 
-// httpExchange is one open response: a POST waiting for its answer, or a
-// GET stream. Messages queue in ch; a client too slow to drain it is cut
-// off (offer drops the exchange). ctx ends when it drops or its session ends.
+// httpExchange is one open response (a POST awaiting its answer, or a GET
+// stream). ctx ends when offer drops it for a full ch or its session ends.
 type httpExchange struct {
 	id   string
 	ch   chan httpEvent
@@ -124,10 +119,9 @@ func (e *httpExchange) offer(ev httpEvent) {
 	}
 }
 
-// expect registers a request about to be handled, by the raw JSON of its
-// id, so that its messages reach the returned exchange. An id already
-// waiting keeps its exchange: the server refuses the second request at once
-// (errDuplicateID), which must not take the first one's messages.
+// expect registers a request about to be handled, by its raw id, so that its
+// messages reach the returned exchange. An id already waiting keeps its own:
+// the server refuses the duplicate (errDuplicateID).
 func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
 	e := r.newExchange(string(id))
 	r.mu.Lock()
@@ -167,13 +161,12 @@ func (r *httpRouter) openStream() *httpExchange {
 	return r.stream
 }
 
-// write delivers a message of the session itself (a poller notification)
-// to the GET stream, or keeps it for one.
+// write delivers a session message to the GET stream, or keeps it for one.
 func (r *httpRouter) write(msg any) error { return r.writeFor(nil, msg, false) }
 
-// writeFor delivers a message of request id to the POST that asked; an answer
-// nobody waits for is dropped: its client went away. A nil id is write's. It
-// never blocks: every queue it feeds drops a client that falls behind.
+// writeFor delivers a message of request id (nil: write's) to the POST that
+// asked, or drops it when none waits. It never blocks: each queue drops a
+// client that falls behind.
 func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
 	r.mu.Lock()
@@ -223,8 +216,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 }
 
-// replyStatus maps an answer to its HTTP status: 2026-07-28 gives protocol
-// errors their own statuses; everything else is 200.
+// replyStatus is an answer's HTTP status: 2026-07-28's protocol errors have their own.
 func replyStatus(reply any, stateless bool) int {
 	o, _ := reply.(object)
 	if e, _ := o.get("error").(object); stateless && e != nil {

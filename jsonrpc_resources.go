@@ -8,8 +8,7 @@ import (
 	"sync"
 )
 
-// resourcesList lists every group's change-signal resource, with a title
-// from 2025-06-18 on.
+// resourcesList lists every group's change-signal resource.
 func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 	var groups []groupMeta
 	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
@@ -58,8 +57,7 @@ func resourceError(rev protocolRevision, err error) *rpcError {
 	return errInternal
 }
 
-// resourcesRead returns a snapshot of a group or of an authorized member's
-// wake events, as JSON text.
+// resourcesRead returns a snapshot of a group, or of a member's wake events or receipts, as JSON text.
 func (s *server) resourcesRead(req request) (any, *rpcError) {
 	uri, rerr := req.resourceURI()
 	if rerr != nil {
@@ -105,8 +103,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
 
-// receiptsSnapshot renders the receipts of contextID's newest messages in
-// group g: per message, each recipient's state and its times.
+// receiptsSnapshot renders each recipient's state of contextID's newest messages in g.
 func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 	ids, byMessage, err := s.store.sentReceipts(g, contextID)
 	messages := make([]any, len(ids))
@@ -235,10 +232,9 @@ func (s *server) listenURIs(requested []string) []string {
 	return uris
 }
 
-// memberWakeup returns the group and context of a wakeup URI whose context
-// is a current member of the group: a 2026-07-28 request has no session to
-// remember a join_group, so membership is read from the database. A session
-// that may speak only for some contexts reads only their wakeups.
+// memberWakeup returns the group and context of a wakeup URI whose context is
+// a current member, read from the database: a 2026-07-28 request has no
+// session to remember a join_group. speaksFor limits it as for tool calls.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
@@ -271,9 +267,8 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 }
 
 // inflight is one session's table of long-running requests, each in its own
-// goroutine so that the session keeps answering others meanwhile. After a
-// client's notifications/cancelled (cancel) nothing more is written for a
-// request: 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
+// goroutine. After a notifications/cancelled nothing more is written for one:
+// 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
 type inflight struct {
 	out messageWriter
 
@@ -282,8 +277,7 @@ type inflight struct {
 	wg   sync.WaitGroup
 }
 
-// inflightRequest is one running request, handed to its work function.
-// Its ctx ends when the client cancels it or the session closes.
+// inflightRequest is one running request; its ctx ends on cancel or session close.
 type inflightRequest struct {
 	id, progressToken json.RawMessage // progressToken is nil when the request carried none
 	out               messageWriter
@@ -334,8 +328,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work func(r *infligh
 	return nil
 }
 
-// deliver writes one message for r, answer marking its answer, unless the
-// client has cancelled it.
+// deliver writes one message for r unless the client has cancelled it.
 func (r *inflightRequest) deliver(message any, answer bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -371,8 +364,7 @@ func (t *inflight) close() {
 	t.wg.Wait()
 }
 
-// notify writes a notification on behalf of r unless the client has
-// cancelled r.
+// notify writes a notification for r unless the client has cancelled it.
 func (r *inflightRequest) notify(method string, params object) error {
 	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}, false)
 }
