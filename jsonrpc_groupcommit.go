@@ -1,10 +1,8 @@
 package main
 
-// Group commit: sends to one group that a client pipelines (writes before
-// reading their answers) are committed in one transaction, which costs about
-// as much as one send. This file only decides which sends share it; each is
-// prepared, parsed, stored and answered as a lone send_message is, byte for
-// byte (TestGroupCommitMatchesOneByOne).
+// Group commit: pipelined sends to one group share one transaction, costing
+// about one send. This file only decides which; each is answered as a lone
+// send_message is, byte for byte (TestGroupCommitMatchesOneByOne).
 
 import (
 	"bufio"
@@ -22,14 +20,12 @@ type pendingSend struct {
 	huge    *hugeText // a send of hugeLine bytes or more holds its text here, not in msg (detach)
 }
 
-// maxSendRun bounds how many pipelined sends share one transaction, so that
-// the first of them is still answered within a few milliseconds and another
-// process waiting for the group's write lock gets it as soon.
+// maxSendRun bounds a run so that its first send is still answered within a
+// few milliseconds, and a process waiting for the group's write lock as soon.
 const maxSendRun = 64
 
-// pipelinedSends returns line, when it is a send_message call, with the
-// sends to the same group fully buffered behind it in r, up to the first
-// line that is not one; nil when line is not a send. It never waits for
+// pipelinedSends returns line, when it is a send_message call, with the sends
+// to the same group fully buffered behind it in r, or nil. It never waits for
 // input, so a lone request is not delayed.
 func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	if len(line) >= hugeLine {
@@ -91,8 +87,7 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	return pendingSend{req: req, preparedCall: pc, groupID: groupID, msg: msg}, true
 }
 
-// answerSends stores a run of pipelined sends and writes their answers in
-// order, every one after the run's commit.
+// answerSends stores a run and writes its answers in order, all after its commit.
 func (s *server) answerSends(run []pendingSend) error {
 	results := s.storeSends(run)
 	var groupName string
@@ -143,11 +138,10 @@ func (s *server) storeSends(run []pendingSend) []toolResult {
 	return results
 }
 
-// detach makes p refer to nothing of its line, so that the line can be freed
-// before the message is stored: the id and every argument but the message
-// are copied (only the audit record reads them after this), the raw params
-// dropped, and the decoded text moved into p.huge for the insert to take the
-// last reference to it (hugeLine, store.sendHuge).
+// detach makes p refer to nothing of its line, which can then be freed before
+// the message is stored: the id and the other arguments (which only the audit
+// record reads) are copied, and the text moves into p.huge, whose last
+// reference store.sendHuge takes.
 func (p *pendingSend) detach() {
 	p.huge, p.msg.text = &hugeText{s: p.msg.text}, ""
 	p.req.id = bytes.Clone(p.req.id)

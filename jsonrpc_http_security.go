@@ -61,10 +61,9 @@ type httpGuard struct {
 	next    http.Handler
 }
 
-// newHTTPGuard wraps next in the transport's access checks. On a loopback
-// bind the dashboard's Host check runs first, widened to 127.0.0.0/8 (a bind
-// to 127.0.0.2 must answer Host 127.0.0.2): a rebinding page's Host is a
-// domain name, never such a literal.
+// newHTTPGuard wraps next in the access checks; on a loopback bind the Host
+// check runs first, widened to 127.0.0.0/8 (a rebinding page's Host is a
+// domain name, never a loopback literal).
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
 	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
@@ -107,8 +106,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type bearerKey struct{} // the request context key of its *agentToken
 
-// bearer returns the token a request authenticated with, or the zero
-// token, which speaks for everyone, when the server requires none.
+// bearer returns r's token, or the zero token (everyone) when none is required.
 func bearer(r *http.Request) agentToken {
 	if tok, ok := r.Context().Value(bearerKey{}).(*agentToken); ok {
 		return *tok
@@ -122,8 +120,7 @@ func (g *httpGuard) allowedOrigin(origin string) bool {
 	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
 }
 
-// httpRefuse answers a refused request with a JSON-RPC error that has no
-// id, which the transport specs allow as the body of any HTTP error.
+// httpRefuse answers with an id-less JSON-RPC error, which the specs allow for any HTTP error.
 func httpRefuse(w http.ResponseWriter, status int, msg string) {
 	code := -32600
 	if status == http.StatusNotFound {
@@ -166,8 +163,7 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	return arg, nil
 }
 
-// hostOf is the host of a host:port, or all of it when it has no port.
-// Per-client bounds count by remote IP: one machine may use many ports.
+// hostOf is the host of a host:port, else all of it; per-client bounds count by it.
 func hostOf(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
@@ -187,8 +183,7 @@ func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
 	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
 }
 
-// acquire takes one unit for client, or refuses the request with 429 and
-// reports false when either bound is reached.
+// acquire takes one unit for client, or answers 429 and reports false at either bound.
 func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
 	ok := q.sum < q.total && q.byClient[client] < q.perClient
@@ -226,9 +221,8 @@ type agentToken struct {
 	patterns contextPatterns // nil for the shared token: every context
 }
 
-// tokenTable is what the HTTP server authenticates against: the shared
-// token (--token-file or CROSSTALK_HTTP_TOKEN) and the tokens file's, which
-// reload swaps in whole, so a request sees one generation or the next.
+// tokenTable is the shared token (--token-file or CROSSTALK_HTTP_TOKEN) and
+// the tokens file's, swapped in whole, so a request sees one generation.
 type tokenTable struct {
 	shared *agentToken                   // nil without a shared token
 	path   string                        // the tokens file, or ""
@@ -236,8 +230,7 @@ type tokenTable struct {
 	loaded []byte                        // the tokens file's content last loaded; reload's alone
 }
 
-// newTokenTable loads the tokens a server accepts, or returns nil when
-// neither a shared token nor a tokens file is given: no token is required.
+// newTokenTable loads the tokens a server accepts, or is nil when none is required.
 func newTokenTable(shared, path string) (*tokenTable, error) {
 	if shared == "" && path == "" {
 		return nil, nil
@@ -255,9 +248,8 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 	return tt, nil
 }
 
-// reload reads the tokens file again, swaps in a new set when force is set
-// or its content changed, and reports whether it did. A missing file lists
-// no agent; a malformed one is refused whole and the previous set stays.
+// reload reads the tokens file, swaps in a new set when forced or changed, and
+// reports whether it did; a missing file lists nobody, a malformed one changes nothing.
 func (tt *tokenTable) reload(force bool) (bool, error) {
 	var set []*agentToken
 	if tt.shared != nil {
@@ -332,8 +324,7 @@ func parseTokenLine(fields []string) (*agentToken, error) {
 	return tok, nil
 }
 
-// tokenLine is the tokens file line for an agent named name whose token is
-// token, as parseTokenLine reads it.
+// tokenLine is the tokens file line of agent name with token, as parseTokenLine reads it.
 func tokenLine(name, token string, patterns []string) string {
 	sum := sha256.Sum256([]byte(token))
 	return strings.Join(append([]string{name, "sha256:" + hex.EncodeToString(sum[:])}, patterns...), " ") + "\n"

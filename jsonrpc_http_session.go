@@ -26,8 +26,7 @@ type httpSession struct {
 	router *httpRouter
 
 	// handleMu keeps this session's messages in arrival order, as stdio's
-	// single reader does: server is not safe for concurrent handle calls.
-	// Long requests run in the in-flight table and do not hold it.
+	// reader does: server is not safe for concurrent handle calls.
 	handleMu sync.Mutex
 
 	lastUsed atomic.Int64       // unix nanoseconds of the last request's end
@@ -39,8 +38,7 @@ type httpSession struct {
 // handle passes one message of r to the server and returns its immediate answer.
 func (s *httpSession) handle(r *http.Request, body []byte) any {
 	// A send's busy window starts when its request arrives, not when the
-	// session's earlier messages are done, so sends queued here behind a
-	// stopped writer each answer sqlite_busy within their own window.
+	// messages queued before it here are done.
 	ctx, cancel := context.WithDeadlineCause(r.Context(), time.Now().Add(busyRetryWindow), errGroupBusy)
 	defer cancel()
 	s.handleMu.Lock()

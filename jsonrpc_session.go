@@ -75,20 +75,18 @@ type serverConfig struct {
 	channels bool
 }
 
-// newServerConfig is the configuration of a process released as release
-// that polls every interval.
+// newServerConfig is the configuration of release polling every interval.
 func newServerConfig(release string, interval time.Duration) serverConfig {
 	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive}
 }
 
-// newServer returns a session that writes to stdout one message per line and
-// starts its subscription poller, which runs until s.subs.close.
+// newServer returns a session writing one line per message to stdout; see newServerWriting.
 func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, cfg)
 }
 
-// newServerWriting returns a session whose messages leave through out, as
-// the HTTP transport's do, and starts its subscription poller.
+// newServerWriting returns a session whose messages leave through out and
+// starts its subscription poller, which runs until s.subs.close.
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
@@ -97,8 +95,7 @@ func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	return s
 }
 
-// stop waits for the request serve is handling, if any, to be answered and
-// audited, and keeps serve from starting another.
+// stop waits for the request in hand to be answered and audited, and keeps serve from starting another.
 func (s *server) stop() {
 	s.serving.Lock()
 	s.stopping = true
@@ -109,12 +106,10 @@ func (s *server) stop() {
 // session ends as on EOF, but answers were lost, so the exit is not clean.
 const exitClientGone = 3
 
-// errOutputClosed marks a failed write of an answer: nothing can reach the
-// client any more, so the session ends as on EOF.
+// errOutputClosed marks a failed write of an answer: the session ends as on EOF.
 var errOutputClosed = errors.New("cannot write to stdout")
 
-// serve is the stdio transport: it reads messages until EOF and writes each
-// answer as one line. Lines have no length limit.
+// serve is the stdio transport: it answers lines, of any length, until EOF.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	defer s.inflight.close()
@@ -156,8 +151,7 @@ func (s *server) notify(method string, params object) error {
 	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
 }
 
-// handle answers one JSON-RPC message of a line; it returns nil when
-// nothing is to be written.
+// handle answers one JSON-RPC message of a line, or returns nil.
 func (s *server) handle(raw json.RawMessage) any {
 	req, reply, ok := decodeRequest(raw)
 	if !ok {
@@ -175,7 +169,7 @@ func (s *server) handle(raw json.RawMessage) any {
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
-// whether notifications/initialized has made the session ready for requests.
+// whether notifications/initialized has made the session ready.
 func (s *server) lifecycle() (version protocolRevision, ready bool) {
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -208,10 +202,9 @@ type preparedCall struct {
 	unaudited bool
 }
 
-// prepareCall reads and checks a tools/call request (params, name, arguments,
-// caller_name, schema). Protocol and tool errors split here, as in go-sdk: a
-// request not readable as a call is a JSON-RPC error, pc.rerr; anything wrong
-// with the call itself is an isError result the agent can correct.
+// prepareCall reads and checks a tools/call (params, name, arguments,
+// caller_name, schema): a request not readable as a call is a JSON-RPC error,
+// pc.rerr; anything wrong with the call is an isError result, as in go-sdk.
 func (s *server) prepareCall(req request) (pc preparedCall) {
 	p, rerr := req.paramsObject()
 	if rerr != nil {
@@ -272,8 +265,7 @@ func (pc preparedCall) refuse(e *rpcError) preparedCall {
 	return pc
 }
 
-// auditGroupName reads a group's name for the audit log, when it is on; ok
-// is false when it is off or the name cannot be read.
+// auditGroupName reads a group's name for the audit log; ok is false when it is off or fails.
 func (s *server) auditGroupName(id string) (name string, ok bool) {
 	if s.audit == nil {
 		return "", false

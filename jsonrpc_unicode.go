@@ -9,11 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// unicodeJSON reports whether every string in the valid JSON text raw is
-// valid Unicode: valid UTF-8, and every \u surrogate escape half of a pair.
-// encoding/json silently turns anything else into U+FFFD, so "\ud800" and
-// "\udfff" would decode alike; such input is refused instead. In valid JSON
-// a backslash only occurs inside a string, so no string tracking is needed.
+// unicodeJSON reports whether every string in the valid JSON raw is valid
+// Unicode: UTF-8, with each \u surrogate escape half of a pair. encoding/json
+// turns anything else into U+FFFD, so "\ud800" and "\udfff" would decode alike.
+// In valid JSON a backslash only occurs in a string: no string tracking needed.
 func unicodeJSON(raw []byte) bool {
 	if !utf8.Valid(raw) {
 		return false
@@ -54,8 +53,7 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	return rune(r), err == nil
 }
 
-// errNotUnicode is the validation error for an argument whose text is not
-// valid Unicode; the original failed later, in SQLite, with a codec error.
+// errNotUnicode is the validation error for an argument that is not valid Unicode.
 func errNotUnicode(key string) *domainError {
 	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
 }
@@ -63,11 +61,9 @@ func errNotUnicode(key string) *domainError {
 // rawJSON is JSON text written as it came, such as a request id.
 type rawJSON json.RawMessage
 
-// writePyJSON writes r as it came, except that a string literal is
-// re-escaped as the original's ensure_ascii json.dumps would, without
-// decoding it: \u escapes are kept unit for unit, so a lone surrogate in a
-// request id is echoed as sent, and a byte that is not UTF-8 is written as
-// Python's surrogateescape reads it, \udcXX, which is valid JSON.
+// writePyJSON writes r as it came, but a string literal re-escaped as the
+// original's ensure_ascii json.dumps would, without decoding it: a lone
+// surrogate in an id is echoed as sent, a non-UTF-8 byte as \udcXX.
 func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 	if len(r) < 2 || r[0] != '"' {
 		b.Write(r)
@@ -114,10 +110,9 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 	b.WriteByte('"')
 }
 
-// splitObject returns the members of the valid JSON raw as slices of raw,
-// which the caller must not reuse; json.Unmarshal would copy each value,
-// another 200 MB for a 200 MB send. ok is false when raw is not an object. A
-// repeated key keeps its last value, as with json.Unmarshal.
+// splitObject returns the members of the valid JSON raw as slices of raw (not
+// to be reused), where json.Unmarshal would copy a 200 MB send's text; ok is
+// false for a non-object. A repeated key keeps its last value.
 func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	members = map[string]json.RawMessage{}
 	if !eachMember(raw, func(key string, value json.RawMessage) { members[key] = value }) {
@@ -198,9 +193,7 @@ func stringEnd(raw []byte, i int) int {
 }
 
 // decodeJSONString decodes a valid JSON string literal with one allocation
-// of the result's size, where json.Unmarshal makes two. Text that is not
-// valid Unicode takes json.Unmarshal's path (U+FFFD); tool arguments are
-// refused before that (unicodeJSON).
+// (json.Unmarshal makes two); text that is not valid Unicode takes its path.
 func decodeJSONString(lit []byte) (string, bool) {
 	if len(lit) < 2 || lit[0] != '"' {
 		return "", false
