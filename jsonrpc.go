@@ -1,10 +1,8 @@
 package main
 
-// This file is the JSON-RPC 2.0 wire layer: decoding a message, encoding an
-// answer or error, line framing and batches. It knows no MCP methods; it
-// hands each decoded message to the session (jsonrpc_session.go), and asks
-// the session which batches it accepts (batchRefusal, jsonrpc_dispatch.go:
-// MCP forbids initialize in a batch, and 2025-06-18 removed batches).
+// This file is the JSON-RPC 2.0 wire layer: decoding, encoding, line framing
+// and batches. It knows no MCP methods: the session (jsonrpc_session.go)
+// answers each message and says which batches it accepts (batchRefusal).
 
 import (
 	"bufio"
@@ -26,8 +24,6 @@ var (
 	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
-	// -32002 is the original's code here; 2025-06-18 and 2025-11-25 also
-	// give it to a missing resource (errResourceNotFound, jsonrpc_dispatch.go).
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )
@@ -37,8 +33,7 @@ func errMethodNotFound(method string) *rpcError {
 	return &rpcError{-32601, "Method not found: " + method}
 }
 
-// errInvalidParams answers a request whose params cannot be used; msg is
-// the original's wording.
+// errInvalidParams answers a request whose params cannot be used.
 func errInvalidParams(msg string) *rpcError {
 	return &rpcError{-32602, "Invalid params: " + msg}
 }
@@ -75,9 +70,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 		}
 		return req, errorResponse(req.id, errInvalidRequest), false
 	}
-	if p, ok := m["params"]; ok {
-		req.params = p
-	}
+	req.params = m["params"]
 	return req, nil, true
 }
 
@@ -108,8 +101,7 @@ func response(req request, result any, err *rpcError) any {
 	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"result", result}}
 }
 
-// errorResponse is the answer carrying e; id is nil when the request's id
-// could not be read.
+// errorResponse is the answer carrying e; id is nil when it could not be read.
 func errorResponse(id json.RawMessage, e *rpcError) object {
 	var idv any
 	if id != nil {
@@ -118,12 +110,9 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 	return object{{"jsonrpc", "2.0"}, {"id", idv}, {"error", object{{"code", e.code}, {"message", e.message}}}}
 }
 
-// messageWriter is how a session's messages leave it: write for the
-// session's own (the subscription poller's notifications), writeFor for
-// those of an in-flight request id (its progress, its notifications and,
-// marked answer, its answer), so that a transport can route them without
-// reading them back. Implementations must be safe for concurrent use, as
-// the poller and in-flight requests write from their own goroutines.
+// messageWriter is how a session's messages leave it: write for its own (the
+// poller's), writeFor for an in-flight request id's (answer marks its answer),
+// so that a transport routes them unread. It must be safe for concurrent use.
 type messageWriter interface {
 	write(msg any) error
 	writeFor(id json.RawMessage, msg any, answer bool) error
@@ -136,8 +125,7 @@ type lineWriter struct {
 	w  *bufio.Writer
 }
 
-// write writes v as one line and flushes it, so that the client sees every
-// answer as soon as it is decided.
+// write writes v as one line and flushes it, so that each answer leaves at once.
 func (w *lineWriter) write(v any) error {
 	line := pyJSON(v)
 	w.mu.Lock()
@@ -158,7 +146,7 @@ func (s *server) handleLine(line []byte) any {
 		return errorResponse(nil, errParse)
 	}
 	if trimmed[0] != '[' {
-		return s.handleRaw(trimmed)
+		return s.handle(trimmed)
 	}
 	var batch []json.RawMessage
 	if json.Unmarshal(trimmed, &batch); len(batch) == 0 { // valid, so an array
@@ -169,7 +157,7 @@ func (s *server) handleLine(line []byte) any {
 	}
 	var replies []any
 	for _, item := range batch {
-		if r := s.handleRaw(item); r != nil {
+		if r := s.handle(item); r != nil {
 			replies = append(replies, r)
 		}
 	}
@@ -177,13 +165,4 @@ func (s *server) handleLine(line []byte) any {
 		return nil
 	}
 	return replies
-}
-
-// handleRaw answers one JSON-RPC message of a line, or returns nil.
-func (s *server) handleRaw(raw json.RawMessage) any {
-	req, reply, ok := decodeRequest(raw)
-	if !ok {
-		return reply
-	}
-	return s.handle(req)
 }

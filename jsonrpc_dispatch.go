@@ -28,9 +28,8 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 	return s.dispatchRequest(req)
 }
 
-// dispatchRequest runs a request that needs no lifecycle, in any revision,
-// rendered for req.version. Subscriptions are a session's, so 2026-07-28
-// has none (subscriptions/listen instead).
+// dispatchRequest runs a request that needs no lifecycle, rendered for
+// req.version; 2026-07-28 subscribes by subscriptions/listen instead.
 func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
@@ -97,11 +96,11 @@ type cacheHint struct {
 }
 
 var (
-	// staticCache covers what only a new binary changes: the tool list, the
-	// templates and server/discover.
+	// staticCache covers what only a new binary changes: tools, templates,
+	// server/discover.
 	staticCache = &cacheHint{3_600_000, "public"}
 	// liveCache covers group data, which another process may change at any
-	// moment: clients (the Go SDK and TS v2 cache by ttlMs) must re-read.
+	// moment (the Go SDK and TS v2 cache by ttlMs).
 	liveCache = &cacheHint{0, "private"}
 )
 
@@ -124,15 +123,15 @@ func serverCapabilities(rev protocolRevision) object {
 	return object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}
 }
 
-// handleModern answers a request that carries 2026-07-28's per-request
-// _meta, statelessly: nothing of an initialize is needed or consulted. It
-// returns the whole answer, or nil when nothing is to be written now.
+// handleModern answers a request that carries 2026-07-28's per-request _meta,
+// consulting nothing of an initialize; nil when nothing is to be written now.
 func (s *server) handleModern(req request, meta requestMeta) any {
 	if req.id == nil {
 		return nil // notifications are handled by dispatchNotification
 	}
-	if meta.protocolVersion != revModern {
-		return unsupportedVersion(req.id, meta.protocolVersion)
+	if meta.protocolVersion != revModern { // UnsupportedProtocolVersionError
+		return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
+			{"data", object{{"supported", allProtocolVersions}, {"requested", meta.protocolVersion}}}}}}
 	}
 	if !meta.hasCapabilities {
 		return errorResponse(req.id, errInvalidParams("_meta "+metaClientCapabilities+" is required."))
@@ -156,8 +155,7 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 var modernCache = map[string]*cacheHint{"tools/list": staticCache, "resources/templates/list": staticCache,
 	"resources/list": liveCache, "resources/read": liveCache}
 
-// dispatchNotification handles client notifications common to every era;
-// it reports whether method was one of them.
+// dispatchNotification handles notifications/cancelled and reports whether req was one.
 func (s *server) dispatchNotification(req request) bool {
 	if req.method != "notifications/cancelled" || req.id != nil {
 		return false
@@ -171,8 +169,7 @@ func (s *server) dispatchNotification(req request) bool {
 	return true
 }
 
-// protocolRevision is an MCP protocol revision string such as "2025-11-25".
-// Revisions compare correctly as strings, being dates.
+// protocolRevision is a revision string; being dates, revisions compare as strings.
 type protocolRevision = string
 
 // The revisions whose behaviour differs; see README "Protocol versions".
@@ -191,12 +188,10 @@ const (
 )
 
 // supportedProtocolVersions are the revisions initialize negotiates, newest
-// first: a client's version among them is answered as sent, any other gets
-// the newest. 2026-07-28 has no initialize.
+// first; a client's other version gets the newest.
 var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// allProtocolVersions are the revisions this server speaks, newest first, as
-// server/discover and the unsupported-version error list them.
+// allProtocolVersions are every revision this server speaks, newest first.
 var allProtocolVersions = append(stringList{revModern}, supportedProtocolVersions...)
 
 const (
@@ -206,9 +201,8 @@ const (
 	wakeupDescription = "Wakeup events for one joined context: subscribe to be told when a message targets it."
 )
 
-// serverInfo is the Implementation object for rev: name and version (the
-// release main was built as) before 2025-06-18, a title from then on, and a
-// description and website from 2025-11-25.
+// serverInfo is the Implementation object for rev: name and release, a
+// title from 2025-06-18, a description and website from 2025-11-25.
 func (s *server) serverInfo(rev protocolRevision) object {
 	info := object{{"name", "crosstalk"}}
 	if rev >= revTyped {
@@ -232,8 +226,7 @@ type requestMeta struct {
 	progressToken   json.RawMessage
 }
 
-// readRequestMeta reads params._meta of valid JSON params; absent or
-// malformed parts are zero.
+// readRequestMeta reads params._meta of valid JSON params; what is absent is zero.
 func readRequestMeta(params json.RawMessage) requestMeta {
 	var m requestMeta
 	p, _ := splitObject(params)
@@ -251,26 +244,17 @@ func readRequestMeta(params json.RawMessage) requestMeta {
 	return m
 }
 
-// unsupportedVersion answers request id with 2026-07-28's
-// UnsupportedProtocolVersionError for the requested revision.
-func unsupportedVersion(id json.RawMessage, requested string) object {
-	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(id)}, {"error", object{{"code", -32022}, {"message", "Unsupported protocol version"},
-		{"data", object{{"supported", allProtocolVersions}, {"requested", requested}}}}}}
-}
-
 // errResourceNotFound is 2025-06-18's and 2025-11-25's resource-not-found
-// code; earlier revisions keep the original's -32602, and 2026-07-28 moved
-// back to -32602. The same number is errNotInitialized (jsonrpc.go), the
-// original's "Server is not initialized": the message tells them apart.
+// code (other revisions use -32602). It is errNotInitialized's number too:
+// the message tells them apart.
 const errResourceNotFound = -32002
 
 // batchRefusal is the error a whole batch gets, or nil when the session
 // accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
-// later have none at all, whether negotiated or, in 2026-07-28, carried by
-// an item's _meta.
+// later (negotiated, or carried by an item's _meta) have no batches.
 func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 	if version, _ := s.lifecycle(); typed(version) {
-		return errInvalidRequest // batches were removed in 2025-06-18
+		return errInvalidRequest
 	}
 	for _, item := range batch {
 		m, _ := splitObject(item)
@@ -278,14 +262,13 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 			return errBatchInit
 		}
 		if readRequestMeta(m["params"]).hasVersion {
-			return errInvalidRequest // 2026-07-28 has no batches either
+			return errInvalidRequest
 		}
 	}
 	return nil
 }
 
-// resourceTemplates is resources/templates/list's result for 2025-06-18 and
-// later: the group, wakeup and receipts URI templates.
+// resourceTemplates are the group, wakeup and receipts URI templates.
 var resourceTemplates = object{{"resourceTemplates", []any{
 	object{{"uriTemplate", uriPrefix + "{group_id}" + uriSuffix}, {"name", "group-messages"}, {"title", "Group change signal"},
 		{"description", "Changes whenever a message is sent to the group; read get_unread_messages to see whether it concerns you."},

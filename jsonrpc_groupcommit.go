@@ -1,12 +1,8 @@
 package main
 
-// Group commit: a client that pipelines sends to one group (writes several
-// send_message requests before reading their answers) gets them committed
-// in one transaction, which costs about as much as one send. This file only
-// decides which sends share a transaction; each send is prepared by
-// prepareCall, parsed by parseSend and stored by sendBatch, as a lone
-// send_message is, and answered with the same bytes.
-// TestGroupCommitMatchesOneByOne replays a session both ways to hold that.
+// Group commit: pipelined sends to one group share one transaction, costing
+// about one send. This file only decides which; each is answered as a lone
+// send_message is, byte for byte (TestGroupCommitMatchesOneByOne).
 
 import (
 	"bufio"
@@ -21,21 +17,16 @@ type pendingSend struct {
 	preparedCall
 	groupID string
 	msg     outgoing
-	// huge holds the text of a send of hugeLine bytes or more instead of
-	// msg (detach), and is nil for any other send.
-	huge *hugeText
+	huge    *hugeText // a send of hugeLine bytes or more holds its text here, not in msg (detach)
 }
 
-// maxSendRun bounds how many pipelined sends share one transaction, so that
-// the first of them is still answered within a few milliseconds and another
-// process waiting for the group's write lock gets it as soon.
+// maxSendRun bounds a run so that its first send is still answered within a
+// few milliseconds, and a process waiting for the group's write lock as soon.
 const maxSendRun = 64
 
-// pipelinedSends returns line, when it is a send_message call, together
-// with the send_message calls to the same group that the client has already
-// pipelined behind it and that are fully buffered in r. It never waits for
-// input, so a lone request is not delayed. It returns nil when line is
-// anything else; a run stops at the first line that is not such a call.
+// pipelinedSends returns line, when it is a send_message call, with the sends
+// to the same group fully buffered behind it in r, or nil. It never waits for
+// input, so a lone request is not delayed.
 func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	if len(line) >= hugeLine {
 		// ReadBytes gathered the line in chunks, then copied them into
@@ -70,11 +61,9 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	return run
 }
 
-// sendCall decodes line as a single send_message request, on a session that
-// may call tools, that prepareCall and parseSend accept and whose group id
-// is well formed. The result refers to line, which must not be reused.
-// Anything else is left to handleLine, which gives it its answer or error;
-// the bytes test only skips decoding lines that cannot qualify.
+// sendCall decodes line as a send_message request, on a ready session, that
+// prepareCall and parseSend accept and whose group id is well formed; anything
+// else is left to handleLine. The result refers to line, not to be reused.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	line = bytes.TrimSpace(line)
 	rev, ready := s.lifecycle()
@@ -98,8 +87,7 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	return pendingSend{req: req, preparedCall: pc, groupID: groupID, msg: msg}, true
 }
 
-// answerSends stores a run of pipelined sends and writes their answers in
-// order, every one after the run's commit.
+// answerSends stores a run and writes its answers in order, all after its commit.
 func (s *server) answerSends(run []pendingSend) error {
 	results := s.storeSends(run)
 	var groupName string
@@ -119,13 +107,10 @@ func (s *server) answerSends(run []pendingSend) error {
 	return nil
 }
 
-// storeSends stores a run in one transaction, retried while busy, and
-// returns each send's result. A run that stays busy for the whole retry
-// window is answered busy at once rather than retried send by send, which
-// would hold the client up to 3 s per send. When the shared transaction
-// fails otherwise (a deleted group, a failing statement, a full disk),
-// nothing of it is kept and each send is stored alone, so that it gets
-// exactly the answer it would have got had it not been pipelined.
+// storeSends stores a run in one transaction, retried while busy, and returns
+// each send's result. A run busy for the whole retry window is answered busy at
+// once, not retried send by send (3 s each). When the shared transaction fails
+// otherwise, each send is stored alone, to get the answer it would have got.
 func (s *server) storeSends(run []pendingSend) []toolResult {
 	send := run[0].tool
 	if p := run[0]; p.huge != nil {
@@ -153,14 +138,10 @@ func (s *server) storeSends(run []pendingSend) []toolResult {
 	return results
 }
 
-// detach makes p refer to nothing of the line it was decoded from, so that
-// the line (the size of the message, and more) can be freed before the
-// message is stored: the request id and every argument but the message,
-// which p.msg already holds decoded, are copied; the raw params and the
-// message's raw text are dropped. Only the audit record reads the
-// arguments after this, and it reads none of those. The decoded text moves
-// into p.huge, so that the insert can take the last reference to it (see
-// hugeLine and store.sendHuge).
+// detach makes p refer to nothing of its line, which can then be freed before
+// the message is stored: the id and the other arguments (which only the audit
+// record reads) are copied, and the text moves into p.huge, whose last
+// reference store.sendHuge takes.
 func (p *pendingSend) detach() {
 	p.huge, p.msg.text = &hugeText{s: p.msg.text}, ""
 	p.req.id = bytes.Clone(p.req.id)

@@ -19,21 +19,16 @@ import (
 	"time"
 )
 
-// httpTransport is the MCP Streamable HTTP transport on one endpoint
-// (/mcp): 2025-era clients get Mcp-Session-Id sessions, each with its own
-// server exactly as a stdio process has, plus a GET stream for the
-// session's notifications; 2026-07-28 clients send self-contained requests
-// that each run in a session of their own, their subscriptions/listen
-// answered as a stream. Every session shares one store, so HTTP and stdio
-// clients of one groups directory see each other's messages.
+// httpTransport is the MCP Streamable HTTP transport on /mcp: 2025-era clients
+// get Mcp-Session-Id sessions, each with its own server and GET stream; each
+// 2026-07-28 request runs in a session of its own. Sessions share one store.
 type httpTransport struct {
 	store  *store
 	cfg    serverConfig
 	audit  *auditLog // nil when auditing is off
 	limits httpLimits
-	// changes, when set, is the process's one change watcher, shared by
-	// every session so that subscriptions and wait_for_messages over HTTP
-	// wake on file events as they do over stdio instead of at the poll.
+	// changes, when set, is the process's change watcher, shared so that
+	// sessions wake on file events rather than at the poll.
 	changes *changeWatcher
 	// tokens, when set, are the bearer tokens the guard accepts (reloaded
 	// by followTokens); a session belongs to the token that opened it.
@@ -52,10 +47,9 @@ type httpTransport struct {
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it. The
-// janitor checks four times per idle period, so a session outlives its
-// limit by a quarter at most; clients of an expired session get 404 and
-// start a new one.
+// newHTTPTransport starts the idle-session janitor; close stops it. It
+// checks four times per idle period, so a session outlives its limit by a
+// quarter at most; its client then gets 404 and starts a new one.
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
@@ -79,8 +73,7 @@ func (t *httpTransport) close() {
 	t.endWhere(func(*httpSession) bool { return true })
 }
 
-// every runs f(false) each period and f(true) on each signal from hup (nil
-// for none) in a goroutine of its own, until close.
+// every runs f(false) each period and f(true) on each hup signal until close.
 func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func(signalled bool)) {
 	t.janitor.Add(1)
 	go func() {
@@ -100,9 +93,8 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 	}()
 }
 
-// followTokens reloads t.tokens on each signal from hup (SIGHUP) and when
-// the file changes (tokensPoll), until close; a session whose token is no
-// longer listed is ended, the others keep running.
+// followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until
+// close, and ends the sessions whose token is no longer listed.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	t.every(tokensPoll, hup, func(force bool) {
 		if changed, err := t.tokens.reload(force); err != nil {
@@ -131,8 +123,8 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	}
 }
 
-// newSession makes a session whose server writes to a router, owned by the
-// request's token and speaking only for the context ids that token may.
+// newSession makes a session writing to a router, owned by r's token and
+// speaking only for the context ids that token may.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	ctx, stop := context.WithCancel(context.Background())
 	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}
@@ -157,9 +149,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 }
 
 // session returns the live session id names if r's token opened it, or
-// refuses the request (400 without an id, else 404 and notFound) and
-// returns nil: a session id alone gives another token no access, and the
-// answer (404, as for an unknown id) does not tell that the session exists.
+// refuses the request (400 without an id, else 404 as for an unknown id).
 func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notFound string) *httpSession {
 	if id == "" {
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required.")
@@ -175,9 +165,7 @@ func (t *httpTransport) session(w http.ResponseWriter, r *http.Request, id, notF
 	return s
 }
 
-// sessionGone tells a 2025-era client whose POST or GET named an unknown
-// session to initialize again (DELETE has its own wording: the client was
-// ending the session anyway).
+// sessionGone tells a client whose POST or GET named an unknown session to initialize again.
 const sessionGone = "Session not found: it expired or was ended; initialize a new one."
 
 // ServeHTTP answers the MCP endpoint.
@@ -186,10 +174,8 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	// The server has no WriteTimeout (SSE streams must outlive one), so
-	// each response starts with a deadline of its own: a client that never
-	// reads a large JSON answer is cut off like a slow stream reader.
-	// Streams extend it write by write.
+	// The server has no WriteTimeout (SSE streams must outlive one), so each
+	// response gets a deadline of its own, which streams extend per write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 	id := r.Header.Get("Mcp-Session-Id")
 	switch r.Method {
@@ -233,10 +219,9 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		httpRefuse(w, http.StatusNotAcceptable, "Not Acceptable: the client must accept application/json and text/event-stream.")
 		return
 	}
-	// A declared length over the limit is refused before a byte is read;
-	// an undeclared one is cut off where it passes the limit. A client has
-	// writeTimeout to send its body: a trickle holding the connection open
-	// is cut off like a slow reader.
+	// A declared length over the limit is refused before a byte is read, an
+	// undeclared one where it passes the limit; a body that trickles in for
+	// longer than writeTimeout is cut off like a slow reader.
 	var body []byte
 	var err error
 	var tooLarge *http.MaxBytesError
@@ -276,8 +261,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	}
 }
 
-// accepts reports whether the request's Accept header admits mediaType;
-// a missing header or */* admits everything.
+// accepts reports whether r's Accept header (missing admits all) admits mediaType.
 func accepts(r *http.Request, mediaType string) bool {
 	header := r.Header.Values("Accept")
 	if len(header) == 0 {
@@ -292,8 +276,7 @@ func accepts(r *http.Request, mediaType string) bool {
 	return false
 }
 
-// postInitialize starts a 2025-era session. The session exists only if the
-// server accepts the initialize request.
+// postInitialize starts a 2025-era session, kept only if initialize succeeds.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
 	client := hostOf(r.RemoteAddr)
 	if !t.sessionQuota.acquire(w, client) {
@@ -316,8 +299,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	writeHTTPJSON(w, http.StatusOK, reply)
 }
 
-// postStateless answers a 2026-07-28 request in a session of its own, after
-// checking that the headers mirroring the body agree with it.
+// postStateless answers a 2026-07-28 request, whose mirrored headers must agree, in a session of its own.
 func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, body []byte, msg httpMessage) {
 	if err := checkMirroredHeaders(r, msg); err != nil {
 		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
@@ -328,8 +310,7 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 	t.exchange(w, r, s, body, msg)
 }
 
-// checkMirroredHeaders compares MCP-Protocol-Version, Mcp-Method and
-// Mcp-Name with the body, as 2026-07-28 requires of a server.
+// checkMirroredHeaders compares the headers 2026-07-28 mirrors with the body.
 func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	mismatch := func(header, got, want string) error {
 		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)

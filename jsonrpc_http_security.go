@@ -20,25 +20,19 @@ import (
 	"time"
 )
 
-// The HTTP transport's tunables, in one place, bound what remote clients may
-// hold of it, so that one client (or many) cannot exhaust memory, file
-// descriptors or the store's connection cache. They are generous for a team of
-// agents and small for an attacker. The body limit admits the largest message
-// the stdio transport is ever sent in practice (16 MiB) with room for JSON
-// escaping. A write may take 30 s because a client on a slow link still drains
-// a large answer's next socket buffer within that; one that does not has
-// stopped reading. 256 queued messages absorb any burst of wakeups a busy
-// group makes while bounding what a client that reads nothing can pin (a few
-// hundred small notifications), and keeping more would only delay the same
-// cut-off: the stream is not resumable, so its client re-reads state.
+// The HTTP transport's tunables bound what remote clients may hold of memory,
+// descriptors and the store's connection cache: generous for a team of
+// agents, small for an attacker. The body limit is the largest message sent
+// in practice (16 MiB) plus escaping; a slow link still drains a socket
+// buffer within 30 s; 256 queued messages absorb a busy group's wakeups, and
+// more would only delay the cut-off of a client that reads nothing.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
 	httpMaxStreamsPerClient = 64   // open SSE streams from one remote IP
 )
 
-// httpLimits holds the tunables that tests shrink to reach a limit in
-// milliseconds; production passes defaultHTTPLimits.
+// httpLimits are the tunables tests shrink; production uses defaultHTTPLimits.
 type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
 	maxSessionsPerClient int           // sessions from one remote IP
@@ -59,17 +53,17 @@ var defaultHTTPLimits = httpLimits{
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
-// Origin and bearer-token checks (and, on a loopback bind, loopbackOnly's
-// Host check) before any MCP code or storage sees it, so a refused request
-// touches nothing.
+// Origin, bearer-token and (on a loopback bind) Host checks before any MCP
+// code or storage sees it, so a refused request touches nothing.
 type httpGuard struct {
 	tokens  *tokenTable     // nil when none is required (loopback only)
 	origins map[string]bool // browser origins allowed besides loopback ones
 	next    http.Handler
 }
 
-// newHTTPGuard wraps next in the transport's access checks. On a loopback
-// bind the dashboard's Host check (loopbackOnly) runs first.
+// newHTTPGuard wraps next in the access checks; on a loopback bind the Host
+// check runs first, widened to 127.0.0.0/8 (a rebinding page's Host is a
+// domain name, never a loopback literal).
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
 	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
@@ -78,10 +72,6 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	if !loopback {
 		return g
 	}
-	// The dashboard's Host check (loopbackOnly), widened to all of
-	// 127.0.0.0/8, which isLoopbackAddr lets serve bind: a bind to
-	// 127.0.0.2 must answer Host 127.0.0.2. A rebinding page's Host is its
-	// own domain name, never a loopback literal, so this admits no more.
 	hostCheck := loopbackOnly(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopbackIP(hostOf(r.Host)) && r.URL.Host == "" {
@@ -92,9 +82,8 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	})
 }
 
-// ServeHTTP refuses requests with a foreign Origin or a missing or wrong
-// bearer token, and passes the rest on with headers that keep responses out
-// of caches and content sniffing.
+// ServeHTTP refuses a foreign Origin and a missing or wrong bearer token, and
+// passes the rest on with headers that keep responses out of caches and sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -117,8 +106,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type bearerKey struct{} // the request context key of its *agentToken
 
-// bearer returns the token a request authenticated with, or the zero
-// token, which speaks for everyone, when the server requires none.
+// bearer returns r's token, or the zero token (everyone) when none is required.
 func bearer(r *http.Request) agentToken {
 	if tok, ok := r.Context().Value(bearerKey{}).(*agentToken); ok {
 		return *tok
@@ -126,15 +114,13 @@ func bearer(r *http.Request) agentToken {
 	return agentToken{}
 }
 
-// allowedOrigin accepts an Origin naming loopback or listed with
-// --allow-origin. Browsers send "null" from sandboxed and file pages, which
-// are refused like any other foreign origin.
+// allowedOrigin accepts a loopback Origin or one listed with --allow-origin;
+// "null" (sandboxed and file pages) is refused as foreign.
 func (g *httpGuard) allowedOrigin(origin string) bool {
 	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
 }
 
-// httpRefuse answers a refused request with a JSON-RPC error that has no
-// id, which the transport specs allow as the body of any HTTP error.
+// httpRefuse answers with an id-less JSON-RPC error, which the specs allow for any HTTP error.
 func httpRefuse(w http.ResponseWriter, status int, msg string) {
 	code := -32600
 	if status == http.StatusNotFound {
@@ -143,16 +129,14 @@ func httpRefuse(w http.ResponseWriter, status int, msg string) {
 	writeHTTPJSON(w, status, errorResponse(nil, &rpcError{code, msg}))
 }
 
-// writeHTTPJSON writes one JSON body; the transport's message text is the
-// stdio transport's, byte for byte.
+// writeHTTPJSON writes one JSON body, as pyJSON writes stdio's lines.
 func writeHTTPJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprint(w, pyJSON(v))
 }
 
-// isLoopbackAddr reports whether a listen address binds loopback only. An
-// empty host binds every interface and so is not loopback.
+// isLoopbackAddr reports whether a listen address binds loopback only.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	return err == nil && (strings.EqualFold(host, "localhost") || loopbackIP(host))
@@ -179,9 +163,7 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	return arg, nil
 }
 
-// hostOf is the host of a host:port, or all of it when it has no port.
-// Per-client bounds count under hostOf(RemoteAddr), the remote IP, since
-// one machine may open many connections from many ports.
+// hostOf is the host of a host:port, else all of it; per-client bounds count by it.
 func hostOf(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
@@ -189,10 +171,9 @@ func hostOf(hostport string) string {
 	return hostport
 }
 
-// httpQuota counts what each client holds against a per-client and a total
-// bound. Its lock is held only to update the counts.
+// httpQuota counts what each client holds against a per-client and a total bound.
 type httpQuota struct {
-	mu                    sync.Mutex
+	mu                    sync.Mutex // held only to update the counts
 	total, perClient, sum int
 	byClient              map[string]int
 	retryAfter, refusal   string // the 429 answer past a bound
@@ -202,8 +183,7 @@ func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
 	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
 }
 
-// acquire takes one unit for client, or refuses the request with 429 and
-// reports false when either bound is reached.
+// acquire takes one unit for client, or answers 429 and reports false at either bound.
 func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
 	ok := q.sum < q.total && q.byClient[client] < q.perClient
@@ -229,28 +209,20 @@ func (q *httpQuota) release(client string) {
 	}
 }
 
-// The tokens file (serve --tokens-file) lists one agent a line: NAME, the
-// SHA-256 of its bearer token as sha256:HEX, and the context_id patterns it
-// may speak for; '#' starts a comment line (docs/protocol.md, "Per-agent
-// tokens"). It holds digests, never tokens: a copied or leaked file (a
-// backup, a screen share) lets nobody connect, and the server compares
-// digests anyway. Revoking a token is deleting its line.
-
-// tokensPoll is how often the server reads the tokens file for a change. A
-// read costs microseconds, and two seconds is shorter than anyone takes to
-// notice a revoked agent still connected, so SIGHUP is never needed.
+// tokensPoll is how often the server reads the tokens file for a change: a
+// read costs microseconds, and revoking needs no SIGHUP.
 const tokensPoll = 2 * time.Second
 
-// agentToken is one bearer token the HTTP server accepts.
+// agentToken is one bearer token the HTTP server accepts. The tokens file
+// (serve --tokens-file) holds only digests, so a leaked copy admits nobody.
 type agentToken struct {
 	name     string // the tokens file's NAME; "" for the shared token
 	sum      [sha256.Size]byte
 	patterns contextPatterns // nil for the shared token: every context
 }
 
-// tokenTable is what the HTTP server authenticates against: the shared
-// token (--token-file or CROSSTALK_HTTP_TOKEN) and the tokens file's, which
-// reload swaps in whole, so a request sees one generation or the next.
+// tokenTable is the shared token (--token-file or CROSSTALK_HTTP_TOKEN) and
+// the tokens file's, swapped in whole, so a request sees one generation.
 type tokenTable struct {
 	shared *agentToken                   // nil without a shared token
 	path   string                        // the tokens file, or ""
@@ -258,8 +230,7 @@ type tokenTable struct {
 	loaded []byte                        // the tokens file's content last loaded; reload's alone
 }
 
-// newTokenTable loads the tokens a server accepts, or returns nil when
-// neither a shared token nor a tokens file is given: no token is required.
+// newTokenTable loads the tokens a server accepts, or is nil when none is required.
 func newTokenTable(shared, path string) (*tokenTable, error) {
 	if shared == "" && path == "" {
 		return nil, nil
@@ -277,10 +248,8 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 	return tt, nil
 }
 
-// reload reads the tokens file again, swaps in a new set when force is set
-// or its content changed, and reports whether it did. A missing file
-// lists no agent (deleting it revokes them all); a malformed one is
-// refused whole and the previous set stays.
+// reload reads the tokens file, swaps in a new set when forced or changed, and
+// reports whether it did; a missing file lists nobody, a malformed one changes nothing.
 func (tt *tokenTable) reload(force bool) (bool, error) {
 	var set []*agentToken
 	if tt.shared != nil {
@@ -355,17 +324,15 @@ func parseTokenLine(fields []string) (*agentToken, error) {
 	return tok, nil
 }
 
-// tokenLine is the tokens file line for an agent named name whose token is
-// token, as parseTokenLine reads it.
+// tokenLine is the tokens file line of agent name with token, as parseTokenLine reads it.
 func tokenLine(name, token string, patterns []string) string {
 	sum := sha256.Sum256([]byte(token))
 	return strings.Join(append([]string{name, "sha256:" + hex.EncodeToString(sum[:])}, patterns...), " ") + "\n"
 }
 
 // authenticate returns the token an Authorization header carries, or nil.
-// It compares the header's digest with every token's in constant time and
-// without stopping at a match, so timing tells neither which token nor how
-// much of one matched.
+// It compares digests in constant time and does not stop at a match, so
+// timing tells neither which token nor how much of one matched.
 func (tt *tokenTable) authenticate(header string) *agentToken {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -391,9 +358,9 @@ func (tt *tokenTable) find(sum [sha256.Size]byte) *agentToken {
 	return nil
 }
 
-// speaksFor is serverConfig.speaksFor for the sessions of tok. It reads the
-// current set at each call, so a reload that changes tok's patterns applies
-// to its live sessions too.
+// speaksFor is serverConfig.speaksFor for tok's sessions, reading the current
+// set at each call so that a reload applies to live sessions. Only context_id
+// is identity: wake_context_ids name whom to wake, not who speaks.
 func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 	return func(id string) *domainError {
 		if now := tt.find(tok.sum); now == nil || !now.patterns.allow(id) {
@@ -402,11 +369,6 @@ func (tt *tokenTable) speaksFor(tok agentToken) func(string) *domainError {
 		return nil
 	}
 }
-
-// Only a tools/call's context_id argument is identity, checked by
-// serverConfig.speaksFor in prepareCall: wake_context_ids name whom to wake,
-// not who speaks, and a context_id that is not a string is left to the
-// tool's own validation.
 
 // contextPatterns are the context ids one identity may speak as: each is an
 // exact id, or a prefix ending in '*' ("ci-*"; "*" alone admits every id).

@@ -11,10 +11,8 @@ import (
 	"time"
 )
 
-// httpSession is one MCP session of the HTTP transport: a 2025-era client's
-// Mcp-Session-Id session, or the single request of a stateless 2026-07-28
-// client. It owns a server (the same session logic stdio runs) whose
-// output goes to a router instead of stdout.
+// httpSession is one HTTP session, a 2025-era Mcp-Session-Id one or one
+// 2026-07-28 request, owning a server whose output goes to a router.
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
@@ -22,16 +20,13 @@ type httpSession struct {
 	// the server requires none): only that token's requests reach it.
 	owner [sha256.Size]byte
 	// remote is the address of the request being handled, for the audit
-	// log: each POST may arrive on another connection. An in-flight call
-	// recorded later reads the newest, which is as close as it gets.
+	// log: each POST may arrive on another connection.
 	remote atomic.Pointer[string]
 	srv    *server
 	router *httpRouter
 
-	// handleMu keeps this session's messages in arrival order, as the
-	// stdio transport's single reader does: server is not safe for
-	// concurrent handle calls. Long requests do not hold it: they run in
-	// the server's in-flight table and answer through the router.
+	// handleMu keeps this session's messages in arrival order, as stdio's
+	// reader does: server is not safe for concurrent handle calls.
 	handleMu sync.Mutex
 
 	lastUsed atomic.Int64       // unix nanoseconds of the last request's end
@@ -40,12 +35,10 @@ type httpSession struct {
 	endOnce  sync.Once
 }
 
-// handle passes one message of r to the session's server and returns its
-// immediate answer, or nil.
+// handle passes one message of r to the server and returns its immediate answer.
 func (s *httpSession) handle(r *http.Request, body []byte) any {
 	// A send's busy window starts when its request arrives, not when the
-	// session's earlier messages are done: twenty sends queued here behind
-	// a stopped writer each answer sqlite_busy within their own window.
+	// messages queued before it here are done.
 	ctx, cancel := context.WithDeadlineCause(r.Context(), time.Now().Add(busyRetryWindow), errGroupBusy)
 	defer cancel()
 	s.handleMu.Lock()
@@ -56,8 +49,7 @@ func (s *httpSession) handle(r *http.Request, body []byte) any {
 	return s.srv.handleLine(body)
 }
 
-// use brackets a request or stream (defer s.use()()), so that idle expiry
-// never ends a session that is in use.
+// use brackets a request or stream (defer s.use()()) so that idle expiry spares it.
 func (s *httpSession) use() (done func()) {
 	s.busy.Add(1)
 	return func() {
@@ -71,8 +63,7 @@ func (s *httpSession) idleSince(t time.Time) bool {
 	return s.busy.Load() == 0 && s.lastUsed.Load() < t.UnixNano()
 }
 
-// end stops the session's poller and ends its streams. It is safe to call
-// more than once.
+// end stops the session's poller and ends its streams; it is idempotent.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
 		s.stop()
@@ -81,11 +72,8 @@ func (s *httpSession) end() {
 	})
 }
 
-// httpRouter is the messageWriter of an HTTP session's server. The server
-// says which request a message belongs to, so nothing is parsed back: a
-// message of a request (its answer, its progress, a listen's
-// notifications) goes to the POST that asked, any other (a subscription's
-// resources/updated) to the session's GET stream.
+// httpRouter is an HTTP session's messageWriter: a request's messages go to
+// the POST that asked, any other to the session's GET stream.
 type httpRouter struct {
 	ctx     context.Context // the session's; every exchange's ends with it
 	queue   int             // httpLimits.queue: each exchange's bound
@@ -95,22 +83,18 @@ type httpRouter struct {
 	backlog []httpEvent              // notifications before the GET stream opened
 }
 
-// httpBacklogMax bounds the notifications kept for a GET stream that is not
-// open yet. Older ones are dropped: each is a change signal that a client
-// re-reads state after, so the newest matter most.
+// httpBacklogMax bounds the notifications kept for a GET stream not open
+// yet. Older ones are dropped: each is a change signal, so the newest matter.
 const httpBacklogMax = 64
 
-// httpEvent is one encoded message on its way to a response; answer marks
-// a request's answer, which ends the request's stream.
+// httpEvent is one encoded message; answer marks a request's, ending its stream.
 type httpEvent struct {
 	line   []byte
 	answer bool
 }
 
-// httpExchange is one open response: a POST waiting for its answer, or a
-// GET stream. Messages queue in ch; a client too slow to drain it is cut
-// off (overflow drops the exchange) rather than letting the queue grow.
-// ctx ends when the exchange drops or its session ends.
+// httpExchange is one open response (a POST awaiting its answer, or a GET
+// stream). ctx ends when offer drops it for a full ch or its session ends.
 type httpExchange struct {
 	id   string
 	ch   chan httpEvent
@@ -118,8 +102,7 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newExchange makes an exchange that holds up to r.queue messages before
-// its client is cut off.
+// newExchange makes an exchange that holds up to r.queue messages.
 func (r *httpRouter) newExchange(id string) *httpExchange {
 	ctx, drop := context.WithCancel(r.ctx)
 	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
@@ -134,11 +117,9 @@ func (e *httpExchange) offer(ev httpEvent) {
 	}
 }
 
-// expect registers a request about to be handled, so that its answer and
-// its notifications reach the returned exchange. id is the raw JSON of the
-// request's id, as the server's request reads it from the same body. An id
-// already waiting keeps its exchange: the server refuses the second request
-// at once (errDuplicateID), which must not take the first one's messages.
+// expect registers a request about to be handled, by its raw id, so that its
+// messages reach the returned exchange. An id already waiting keeps its own:
+// the server refuses the duplicate (errDuplicateID).
 func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
 	e := r.newExchange(string(id))
 	r.mu.Lock()
@@ -163,8 +144,7 @@ func (r *httpRouter) forget(e *httpExchange) {
 }
 
 // openStream returns a new GET stream, handed the backlog, or nil when one
-// is already open: one is enough, and refusing a second keeps
-// notifications from being split between them.
+// is already open, so that notifications are never split between two.
 func (r *httpRouter) openStream() *httpExchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,13 +159,12 @@ func (r *httpRouter) openStream() *httpExchange {
 	return r.stream
 }
 
-// write delivers a message of the session itself (a poller notification)
-// to the GET stream, or keeps it for one.
+// write delivers a session message to the GET stream, or keeps it for one.
 func (r *httpRouter) write(msg any) error { return r.writeFor(nil, msg, false) }
 
-// writeFor delivers a message of request id to the POST that asked; an answer
-// nobody waits for is dropped: its client went away. A nil id is write's. It
-// never blocks: every queue it feeds drops a client that falls behind.
+// writeFor delivers a message of request id (nil: write's) to the POST that
+// asked, or drops it when none waits. It never blocks: each queue drops a
+// client that falls behind.
 func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	ev := httpEvent{line: []byte(pyJSON(msg)), answer: answer}
 	r.mu.Lock()
@@ -204,9 +183,8 @@ func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	return nil
 }
 
-// exchange passes one message to a session and writes its answer: 202 for
-// a notification, a JSON body for an answer ready at once, or an SSE
-// stream when the request runs on (a long call, a subscriptions/listen).
+// exchange passes one message to a session and writes its answer: 202 for a
+// notification, a JSON body for an answer ready at once, else an SSE stream.
 func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
 	defer s.use()()
 	var ex *httpExchange
@@ -215,9 +193,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		defer s.router.forget(ex)
 	}
 	if reply := s.handle(r, body); reply != nil {
-		// An answer ready at once, so nothing was written for it (only an
-		// in-flight request writes through the router), a batch's answers,
-		// or an error.
+		// An answer ready at once: only in-flight requests use the router.
 		writeHTTPJSON(w, replyStatus(reply, s.id == "" && ex != nil), reply)
 		return
 	}
@@ -232,15 +208,13 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		t.streamQuota.release(s.client)
 	}
 	if !delivered {
-		// Refused, or the client went away or was cut off: end the request, as
-		// 2026-07-28 defines a closed stream to mean, and as the answer could
-		// not reach the client anyway (streams are not resumable).
+		// A closed stream cancels the request, as 2026-07-28 defines; the
+		// answer could not reach the client anyway (no resumption).
 		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
 	}
 }
 
-// replyStatus maps an answer to its HTTP status: 2026-07-28 gives protocol
-// errors their own statuses; everything else is 200.
+// replyStatus is an answer's HTTP status: 2026-07-28's protocol errors have their own.
 func replyStatus(reply any, stateless bool) int {
 	o, _ := reply.(object)
 	if e, _ := o.get("error").(object); stateless && e != nil {
@@ -254,13 +228,10 @@ func replyStatus(reply any, stateless bool) int {
 	return http.StatusOK
 }
 
-// stream writes ex's messages as an SSE stream until the answer, if ex
-// expects one (a GET stream runs until it is closed), and reports whether
-// the answer was delivered. Every write carries a deadline, so a client
-// that stops reading is cut off instead of holding the stream (and its
-// share of the bounds) for ever; and when ex drops (its queue overflowed,
-// or the session ended) a write blocked on a full socket fails at once
-// rather than at its deadline.
+// stream writes ex's messages as an SSE stream until the answer (a GET
+// stream until it is closed) and reports whether the answer was delivered.
+// Every write has a deadline, so a client that stops reading is cut off, and
+// when ex drops a write blocked on a full socket fails at once.
 func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpExchange) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -268,10 +239,9 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	// write sets its deadline before it checks ex, and the cut-off runs
-	// only once ex is done: either the check sees ex done, or the cut-off
-	// comes after the deadline and moves it to the past. So no write
-	// outlives a cut-off.
+	// write sets its deadline before it checks ex, and the cut-off runs once
+	// ex is done: either the check sees that, or the cut-off moves the
+	// deadline to the past. So no write outlives a cut-off.
 	write := func(text string) error {
 		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		if err := ex.ctx.Err(); err != nil {
@@ -307,8 +277,8 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 				return true
 			}
 		case <-tick.C:
-			// An SSE comment, which clients ignore, tells intermediaries
-			// and the server the connection is still alive.
+			// An SSE comment keeps proxies from closing a quiet stream
+			// and finds a client that is gone.
 			if write(":\n\n") != nil {
 				return false
 			}
@@ -322,8 +292,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 
 // get opens a 2025-era session's stream of server notifications.
 func (t *httpTransport) get(w http.ResponseWriter, r *http.Request, id string) {
-	if id == "" {
-		// 2026-07-28 has no GET stream; a 2025-era client has a session.
+	if id == "" { // 2026-07-28 has no GET stream
 		w.Header().Set("Allow", "POST, DELETE")
 		httpRefuse(w, http.StatusMethodNotAllowed, "Method not allowed: GET needs an Mcp-Session-Id session.")
 		return

@@ -8,8 +8,7 @@ import (
 	"sync"
 )
 
-// resourcesList lists every group's change-signal resource, with a title
-// from 2025-06-18 on.
+// resourcesList lists every group's change-signal resource.
 func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 	var groups []groupMeta
 	if err := retryBusy(func() (err error) { groups, err = s.store.listGroups(); return err }); err != nil {
@@ -45,14 +44,12 @@ func (req request) resourceURI() (string, *rpcError) {
 }
 
 // resourceError maps a domain or storage error of a resources/* request for
-// rev: a missing group or wakeup resource is -32002 where the revision
-// defines that code, else Invalid params.
+// rev: a missing resource is errResourceNotFound where rev defines it.
 func resourceError(rev protocolRevision, err error) *rpcError {
 	var de *domainError
 	if errors.As(err, &de) {
 		if rev >= revTyped && rev < revModern && de.category == categoryNotFound {
-			// Not "Invalid params: ...", which would contradict the code.
-			return &rpcError{errResourceNotFound, de.msg}
+			return &rpcError{errResourceNotFound, de.msg} // no "Invalid params: " prefix
 		}
 		return errInvalidParams(de.msg)
 	}
@@ -60,8 +57,7 @@ func resourceError(rev protocolRevision, err error) *rpcError {
 	return errInternal
 }
 
-// resourcesRead returns a snapshot of a group or of an authorized member's
-// wake events, as JSON text.
+// resourcesRead returns a snapshot of a group, or of a member's wake events or receipts, as JSON text.
 func (s *server) resourcesRead(req request) (any, *rpcError) {
 	uri, rerr := req.resourceURI()
 	if rerr != nil {
@@ -107,8 +103,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	return object{{"contents", []any{object{{"uri", uri}, {"mimeType", "application/json"}, {"text", pyJSON(snapshot)}}}}}, nil
 }
 
-// receiptsSnapshot renders the receipts of contextID's newest messages in
-// group g: per message, each recipient's state and its times.
+// receiptsSnapshot renders each recipient's state of contextID's newest messages in g.
 func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 	ids, byMessage, err := s.store.sentReceipts(g, contextID)
 	messages := make([]any, len(ids))
@@ -165,22 +160,16 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 	return object{}, nil
 }
 
-// listenFilter is subscriptions/listen's notifications filter. Only
-// resourceSubscriptions is honoured: the tool, prompt and resource lists of
-// this server never change, so the list-changed flags are left out of the
-// acknowledgement, as the revision says for unsupported types.
-type listenFilter struct {
-	ResourceSubscriptions []string `json:"resourceSubscriptions"`
-}
-
 // listen opens a 2026-07-28 subscriptions/listen stream as an in-flight
-// request: it acknowledges the URIs it can honour, then forwards their
-// notifications/resources/updated tagged with the subscription id until the
-// client cancels it (no answer then) or the session closes (a completion
-// result then).
+// request: it acknowledges the URIs it can honour and forwards their
+// resources/updated, tagged with the subscription id, until the client cancels
+// (no answer) or the session closes (a completion result). The list-changed
+// flags are left out: this server's lists never change.
 func (s *server) listen(req request, meta requestMeta) *rpcError {
 	var p struct {
-		Notifications *listenFilter `json:"notifications"`
+		Notifications *struct {
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		} `json:"notifications"`
 	}
 	if req.params == nil || json.Unmarshal(req.params, &p) != nil || p.Notifications == nil {
 		return errInvalidParams("subscriptions/listen notifications must be an object.")
@@ -211,8 +200,9 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 	})
 }
 
-// listenURIs keeps the requested URIs this server can watch, once each
-// (canListen says which).
+// listenURIs keeps, once each, the requested URIs a listen may watch: a
+// group URI of an existing group, or a wakeup URI of a current member,
+// whose check is retried while the database is busy.
 func (s *server) listenURIs(requested []string) []string {
 	uris := []string{}
 	for _, uri := range requested {
@@ -220,42 +210,31 @@ func (s *server) listenURIs(requested []string) []string {
 			continue
 		}
 		var ok bool
-		if retryBusy(func() (err error) { ok, err = s.canListen(uri); return err }) == nil && ok {
+		err := retryBusy(func() error {
+			if isWakeupURI(uri) {
+				_, _, err := s.memberWakeup(uri)
+				if ok = err == nil; isBusy(err) {
+					return err
+				}
+				return nil
+			}
+			g, err := parseGroupURI(uri)
+			if err == nil {
+				_, err = s.store.messageRevision(g)
+			}
+			ok = err == nil
+			return nil
+		})
+		if err == nil && ok {
 			uris = append(uris, uri)
 		}
 	}
 	return uris
 }
 
-// canListen reports whether a listen may watch uri: a group URI of an
-// existing group, or a wakeup URI of a current member. Only a busy database
-// is an error, so that the caller can retry.
-func (s *server) canListen(uri string) (bool, error) {
-	if isWakeupURI(uri) {
-		_, _, err := s.memberWakeup(uri)
-		if isBusy(err) {
-			return false, err
-		}
-		return err == nil, nil
-	}
-	g, err := parseGroupURI(uri)
-	if err != nil {
-		return false, nil
-	}
-	_, err = s.store.messageRevision(g)
-	return err == nil, nil
-}
-
-// errWakeupNotMember answers a 2026-07-28 request for the wakeups of a
-// context that is not a current member of the group.
-var errWakeupNotMember = authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
-
-// memberWakeup returns the group and context of a wakeup URI whose context
-// is a current member of the group. It is how a 2026-07-28 request, which
-// has no session that could remember a join_group, is authorized: by the
-// same membership join_group checks, read from the database, so that any
-// process or transport answers alike. A session that may speak only for
-// some contexts (a per-agent token, the stdio pin) reads only their wakeups.
+// memberWakeup returns the group and context of a wakeup URI whose context is
+// a current member, read from the database: a 2026-07-28 request has no
+// session to remember a join_group. speaksFor limits it as for tool calls.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
@@ -275,7 +254,7 @@ func (s *server) memberWakeup(uri string) (groupID, contextID string, err error)
 			return g, c, nil
 		}
 	}
-	return "", "", errWakeupNotMember
+	return "", "", authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
 }
 
 // wakeupAccess authorizes a wakeup URI for a request of rev: by
@@ -287,14 +266,9 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 	return s.subs.authorizedWakeup(uri)
 }
 
-// inflight is one session's table of long-running requests: each runs in its
-// own goroutine so that the session keeps reading and answering other
-// requests meanwhile, and its answer may come out of order. A client's
-// notifications/cancelled ends one (cancel), and after that nothing more is
-// written for it: 2026-07-28 says a server MUST NOT send further messages
-// for a cancelled request, and older revisions say it SHOULD NOT answer.
-// A handler runs through start; it reports progress with r.progress and
-// stops when r.ctx is done.
+// inflight is one session's table of long-running requests, each in its own
+// goroutine. After a notifications/cancelled nothing more is written for one:
+// 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
 type inflight struct {
 	out messageWriter
 
@@ -303,8 +277,7 @@ type inflight struct {
 	wg   sync.WaitGroup
 }
 
-// inflightRequest is one running request, handed to its work function.
-// Its ctx ends when the client cancels it or the session closes.
+// inflightRequest is one running request; its ctx ends on cancel or session close.
 type inflightRequest struct {
 	id, progressToken json.RawMessage // progressToken is nil when the request carried none
 	out               messageWriter
@@ -317,15 +290,8 @@ type inflightRequest struct {
 	cancelled bool // by the client: suppress everything from now on
 }
 
-// inflightWork computes a long-running request's answer, never a nil
-// result without an error. It should return soon after r.ctx is done; what
-// it returns then is written only when the session is closing, not when
-// the client cancelled.
-type inflightWork func(r *inflightRequest) (result any, err *rpcError)
-
-// errDuplicateID answers a request whose id is still in flight: JSON-RPC
-// ids must be unique among a sender's outstanding requests, and a second one
-// would make the first unreachable by notifications/cancelled.
+// errDuplicateID answers a request whose id is still in flight, which
+// notifications/cancelled could then no longer tell apart.
 var errDuplicateID = &rpcError{-32600, "Invalid Request: request id is already in use"}
 
 func newInflight(out messageWriter) *inflight {
@@ -333,10 +299,11 @@ func newInflight(out messageWriter) *inflight {
 }
 
 // start runs work for the request id in its own goroutine and writes its
-// answer when it returns. progressToken is params._meta.progressToken's raw
-// JSON, or nil. It returns errDuplicateID, and runs nothing, when id is
-// already in flight.
-func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *rpcError {
+// answer (never a nil result without an error) when it returns. work should
+// return soon after r.ctx is done; that answer is written only if the session
+// is closing, not after a cancel. progressToken is nil when absent. An id
+// already in flight gets errDuplicateID, and nothing runs.
+func (t *inflight) start(id, progressToken json.RawMessage, work func(r *inflightRequest) (any, *rpcError)) *rpcError {
 	key := string(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -361,8 +328,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work inflightWork) *
 	return nil
 }
 
-// deliver writes one message for r, answer marking its answer, unless the
-// client has cancelled it.
+// deliver writes one message for r unless the client has cancelled it.
 func (r *inflightRequest) deliver(message any, answer bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -372,9 +338,8 @@ func (r *inflightRequest) deliver(message any, answer bool) error {
 	return r.out.writeFor(r.id, message, answer)
 }
 
-// cancel ends the request with the given raw id after a client's
-// notifications/cancelled. It reports whether such a request was running;
-// unknown or finished ids are ignored, as every revision allows.
+// cancel ends the running request with raw id after a notifications/cancelled
+// and reports whether there was one; unknown ids are ignored, as allowed.
 func (t *inflight) cancel(id json.RawMessage) bool {
 	t.mu.Lock()
 	r, ok := t.reqs[string(id)]
@@ -388,9 +353,8 @@ func (t *inflight) cancel(id json.RawMessage) bool {
 	return ok
 }
 
-// close ends every running request, as when stdin reaches EOF, and waits for
-// their goroutines. Their answers are still written (the client did not
-// cancel them); a writer that fails then only logs.
+// close ends every running request and waits for them; their answers are
+// still written (the client did not cancel them), and a failed write only logs.
 func (t *inflight) close() {
 	t.mu.Lock()
 	for _, r := range t.reqs {
@@ -400,16 +364,13 @@ func (t *inflight) close() {
 	t.wg.Wait()
 }
 
-// notify writes a notification on behalf of r (for example a
-// notifications/resources/updated of a subscriptions/listen stream), unless
-// the client has cancelled r.
+// notify writes a notification for r unless the client has cancelled it.
 func (r *inflightRequest) notify(method string, params object) error {
 	return r.deliver(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}, false)
 }
 
 // progress writes notifications/progress for r when the request carried a
-// progressToken, and nothing otherwise. total and message are left out when
-// zero and empty.
+// progressToken; total and message are left out when zero and empty.
 func (r *inflightRequest) progress(progress, total int64, message string) error {
 	if r.progressToken == nil {
 		return nil

@@ -12,14 +12,9 @@ import (
 	"time"
 )
 
-// server is one MCP session: the lifecycle, method dispatch and tool calls
-// of one client. A transport hands it one decoded message at a time through
-// handle and receives what the session writes through out.
-//
-// The stdio transport (serve) calls handle from a single goroutine, in
-// arrival order. A transport that runs requests concurrently (Streamable
-// HTTP, long-running tool calls) relies on life for the lifecycle fields;
-// the store, subs and out are safe for concurrent use themselves.
+// server is one MCP session: the lifecycle, dispatch and tool calls of one
+// client. A transport hands it one line at a time, in arrival order, and gets
+// its output through out; life guards the lifecycle for in-flight requests.
 type server struct {
 	store *store
 	subs  *subscriptions
@@ -29,25 +24,21 @@ type server struct {
 	// life guards initialized, ready and version, which initialize and
 	// notifications/initialized write while other requests read them.
 	life        sync.Mutex
-	initialized bool // initialize was answered
-	ready       bool // notifications/initialized arrived after that
-	// version is the revision initialize negotiated for this stdio
-	// process; 2026-07-28 requests carry theirs in _meta instead.
-	version protocolRevision
+	initialized bool             // initialize was answered
+	ready       bool             // notifications/initialized arrived after that
+	version     protocolRevision // negotiated by initialize; 2026-07-28 requests carry theirs in _meta
 
 	inflight *inflight      // long-running requests such as subscriptions/listen
 	changes  *changeWatcher // nil when file events are off
 	audit    func(toolCall) // when set, receives every completed tools/call
 
-	// request is the context of the HTTP request being handled
-	// (httpSession.handle sets it under handleMu), which a send must not
-	// outlive uncommitted, and whose deadline ends its busy window one
-	// window after it arrived; on stdio it is Background.
+	// request is the context of the HTTP request being handled (set by
+	// httpSession.handle under handleMu): a send must not outlive it
+	// uncommitted, and its deadline ends the busy window. Background on stdio.
 	request context.Context
 
-	// serving is held by serve while it handles what it read, and taken by
-	// stop, so that a signal waits for the request in hand to be answered
-	// and audited; stopping then keeps serve from starting another.
+	// serving is held by serve while it handles a line and taken by stop, so
+	// that a signal waits for the request in hand to be answered and audited.
 	serving  sync.Mutex
 	stopping bool
 }
@@ -60,9 +51,8 @@ type toolCall struct {
 	args      toolArgs // zero when arguments was not an object
 	result    toolResult
 	started   time.Time
-	// groupName, when groupNameRead, is the group's name as read for the
-	// audit log ahead of the call's record: before a delete_group ran, so
-	// that it outlives the group, or once for a whole run of pipelined sends.
+	// groupName, when groupNameRead, is the group's name read ahead of the
+	// record: before a delete_group removes it, or once for a run of sends.
 	groupName     string
 	groupNameRead bool
 	remote        string // the HTTP client's address; "" over stdio
@@ -72,38 +62,31 @@ type toolCall struct {
 // serverConfig is what every session of a process is built with besides its
 // store and output; main fills it, so the wire layer names nothing above it.
 type serverConfig struct {
-	release       string        // the version serverInfo reports
-	interval      time.Duration // the subscription poller's period
-	waitKeepalive time.Duration // how often a waiting tool call reports progress
-	// maxMessageBytes is CROSSTALK_MAX_MESSAGE_BYTES, send_message's limit
-	// in bytes of UTF-8; 0 means none (toolArgs.maxMessageBytes).
-	maxMessageBytes int
+	release         string        // the version serverInfo reports
+	interval        time.Duration // the subscription poller's period
+	waitKeepalive   time.Duration // how often a waiting tool call reports progress
+	maxMessageBytes int           // CROSSTALK_MAX_MESSAGE_BYTES in bytes of UTF-8; 0 means none
 	// speaksFor, when set, refuses a context_id this session may not act
-	// as: prepareCall's one identity check, on every transport
-	// (jsonrpc_http_security.go). nil lets it speak for every context.
+	// as: prepareCall's one identity check, on every transport.
 	speaksFor func(contextID string) *domainError
-	// tokenName names the per-agent token this session connected with, or
-	// is "": its sends record it (message_tokens).
-	tokenName string
+	tokenName string // the per-agent token's NAME, recorded with sends; "" for none
 	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
 	// capability and push wake events through it (routing_channels.go).
 	channels bool
 }
 
-// newServerConfig is the configuration of a process released as release
-// that polls every interval.
+// newServerConfig is the configuration of release polling every interval.
 func newServerConfig(release string, interval time.Duration) serverConfig {
 	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive}
 }
 
-// newServer returns a session that writes to stdout one message per line and
-// starts its subscription poller, which runs until s.subs.close.
+// newServer returns a session writing one line per message to stdout; see newServerWriting.
 func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, cfg)
 }
 
-// newServerWriting returns a session whose messages leave through out, as
-// the HTTP transport's do, and starts its subscription poller.
+// newServerWriting returns a session whose messages leave through out and
+// starts its subscription poller, which runs until s.subs.close.
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
@@ -112,25 +95,21 @@ func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	return s
 }
 
-// stop waits for the request serve is handling, if any, to be answered and
-// audited, and keeps serve from starting another.
+// stop waits for the request in hand to be answered and audited, and keeps serve from starting another.
 func (s *server) stop() {
 	s.serving.Lock()
 	s.stopping = true
 	s.serving.Unlock()
 }
 
-// exitClientGone is the exit status when the client closed its end of
-// stdout: the session ends like EOF (queued audit rows are written), but
-// the answers since then were lost, so it is not a clean exit.
+// exitClientGone is the exit status when the client closed stdout: the
+// session ends as on EOF, but answers were lost, so the exit is not clean.
 const exitClientGone = 3
 
-// errOutputClosed marks a failed write of an answer: nothing can reach the
-// client any more, so the session ends as on EOF.
+// errOutputClosed marks a failed write of an answer: the session ends as on EOF.
 var errOutputClosed = errors.New("cannot write to stdout")
 
-// serve is the stdio transport: it reads messages until EOF and writes each
-// answer as one line. Lines have no length limit.
+// serve is the stdio transport: it answers lines, of any length, until EOF.
 func (s *server) serve(stdin io.Reader) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	defer s.inflight.close()
@@ -148,9 +127,8 @@ func (s *server) serve(stdin io.Reader) error {
 	}
 }
 
-// serveLine answers line, and the sends pipelined behind it
-// (jsonrpc_groupcommit.go), under s.serving; after stop it answers nothing.
-// It returns the error of a failed write.
+// serveLine answers line, and the sends pipelined behind it, under s.serving;
+// after stop it answers nothing. It returns the error of a failed write.
 func (s *server) serveLine(line []byte, r *bufio.Reader) error {
 	s.serving.Lock()
 	defer s.serving.Unlock()
@@ -173,9 +151,12 @@ func (s *server) notify(method string, params object) error {
 	return s.out.write(object{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}})
 }
 
-// handle answers one decoded JSON-RPC message; it returns nil when nothing
-// is to be written.
-func (s *server) handle(req request) any {
+// handle answers one JSON-RPC message of a line, or returns nil.
+func (s *server) handle(raw json.RawMessage) any {
+	req, reply, ok := decodeRequest(raw)
+	if !ok {
+		return reply
+	}
 	if s.dispatchNotification(req) {
 		return nil
 	}
@@ -188,7 +169,7 @@ func (s *server) handle(req request) any {
 }
 
 // lifecycle returns the revision initialize negotiated ("" before it) and
-// whether notifications/initialized has made the session ready for requests.
+// whether notifications/initialized has made the session ready.
 func (s *server) lifecycle() (version protocolRevision, ready bool) {
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -221,17 +202,9 @@ type preparedCall struct {
 	unaudited bool
 }
 
-// prepareCall reads and checks a tools/call request: its params, the tool
-// name, the arguments object, caller_name and the tool's schema. Every tool
-// call passes through it, whether it then runs alone (toolsCall) or in a run
-// of pipelined sends (jsonrpc_groupcommit.go).
-//
-// This is where protocol errors and tool errors split, as in go-sdk's
-// mcp/tool.go. A request that cannot be read as a call (params or arguments
-// not an object, a blank caller_name) is a JSON-RPC error, pc.rerr. Anything
-// wrong with the call itself (an unknown tool, an unknown or missing
-// argument, and later a bad value or a store refusal) is a tool error: an
-// isError result in pc.call.result, which the agent reads and can correct.
+// prepareCall reads and checks a tools/call (params, name, arguments,
+// caller_name, schema): a request not readable as a call is a JSON-RPC error,
+// pc.rerr; anything wrong with the call is an isError result, as in go-sdk.
 func (s *server) prepareCall(req request) (pc preparedCall) {
 	p, rerr := req.paramsObject()
 	if rerr != nil {
@@ -256,8 +229,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	t := toolsByName[pc.call.name]
 	if t == nil && typed(req.version) {
 		// From 2025-06-18 on an unknown tool is a protocol error
-		// (server/tools.mdx "Error Handling"), with the spec's wording;
-		// older revisions keep the original's tool result below.
+		// (server/tools.mdx "Error Handling"); before, a tool result.
 		return pc.refuse(&rpcError{-32602, "Unknown tool: " + pc.call.name})
 	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
@@ -293,8 +265,7 @@ func (pc preparedCall) refuse(e *rpcError) preparedCall {
 	return pc
 }
 
-// auditGroupName reads a group's name for the audit log, when it is on; ok
-// is false when it is off or the name cannot be read.
+// auditGroupName reads a group's name for the audit log; ok is false when it is off or fails.
 func (s *server) auditGroupName(id string) (name string, ok bool) {
 	if s.audit == nil {
 		return "", false

@@ -9,13 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// unicodeJSON reports whether every string in the JSON text raw is valid
-// Unicode: the bytes are valid UTF-8 and every \u escape of a surrogate is
-// half of a well-formed pair. encoding/json silently replaces anything else
-// with U+FFFD, so two different ids ("\ud800" and "\udfff") would decode to
-// the same string and text would be stored altered; such input is refused
-// instead. raw must already be syntactically valid JSON, where a backslash
-// only occurs inside a string, so no string tracking is needed.
+// unicodeJSON reports whether every string in the valid JSON raw is valid
+// Unicode: UTF-8, with each \u surrogate escape half of a pair. encoding/json
+// turns anything else into U+FFFD, so "\ud800" and "\udfff" would decode alike.
+// In valid JSON a backslash only occurs in a string: no string tracking needed.
 func unicodeJSON(raw []byte) bool {
 	if !utf8.Valid(raw) {
 		return false
@@ -56,9 +53,7 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	return rune(r), err == nil
 }
 
-// errNotUnicode is the validation error for an argument whose text is not
-// valid Unicode. The original fails later, when SQLite cannot encode the
-// text, with Python's codec error; the port names the argument instead.
+// errNotUnicode is the validation error for an argument that is not valid Unicode.
 func errNotUnicode(key string) *domainError {
 	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
 }
@@ -66,13 +61,9 @@ func errNotUnicode(key string) *domainError {
 // rawJSON is JSON text written as it came, such as a request id.
 type rawJSON json.RawMessage
 
-// writePyJSON writes r as it came, except that a string literal is
-// re-escaped as the original's ensure_ascii json.dumps writes the string it
-// decodes to, without decoding it: \u escapes are kept code unit for code
-// unit, so a lone surrogate in a request id is echoed as sent rather than as
-// U+FFFD. A byte that is not UTF-8 is written as Python's surrogateescape
-// decoder reads it, \udcXX, so that the answer stays valid JSON and still
-// names the byte.
+// writePyJSON writes r as it came, but a string literal re-escaped as the
+// original's ensure_ascii json.dumps would, without decoding it: a lone
+// surrogate in an id is echoed as sent, a non-UTF-8 byte as \udcXX.
 func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 	if len(r) < 2 || r[0] != '"' {
 		b.Write(r)
@@ -119,13 +110,9 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 	b.WriteByte('"')
 }
 
-// splitObject returns the members of the JSON object raw as slices of raw
-// itself, where json.Unmarshal into map[string]json.RawMessage copies every
-// value: for a 200 MB send_message line each such copy is another 200 MB.
-// raw must be valid JSON (json.Valid, which allocates nothing); ok is false
-// when it is not an object. A repeated key keeps its last value, as with
-// json.Unmarshal. The values alias raw, which the caller must therefore not
-// reuse.
+// splitObject returns the members of the valid JSON raw as slices of raw (not
+// to be reused), where json.Unmarshal would copy a 200 MB send's text; ok is
+// false for a non-object. A repeated key keeps its last value.
 func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	members = map[string]json.RawMessage{}
 	if !eachMember(raw, func(key string, value json.RawMessage) { members[key] = value }) {
@@ -134,9 +121,8 @@ func splitObject(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	return members, true
 }
 
-// eachMember calls member with each key and value of the valid JSON object
-// raw, in order, and reports whether raw is an object. Keys are decoded as
-// encoding/json decodes them; values are slices of raw.
+// eachMember calls member with each key (decoded) and value (a slice of raw)
+// of the valid JSON object raw, in order, and reports whether raw is one.
 func eachMember(raw []byte, member func(key string, value json.RawMessage)) bool {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
@@ -207,10 +193,7 @@ func stringEnd(raw []byte, i int) int {
 }
 
 // decodeJSONString decodes a valid JSON string literal with one allocation
-// of the result's size, where json.Unmarshal into a string makes two (its
-// unquoted bytes, then the string). Text that is not valid Unicode takes
-// json.Unmarshal's path, which replaces it with U+FFFD; tool arguments are
-// refused before that (unicodeJSON), so only other strings get there.
+// (json.Unmarshal makes two); text that is not valid Unicode takes its path.
 func decodeJSONString(lit []byte) (string, bool) {
 	if len(lit) < 2 || lit[0] != '"' {
 		return "", false
