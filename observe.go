@@ -18,8 +18,7 @@ import (
 )
 
 // observer is the local dashboard over one groups directory, read-only for
-// group data (the Storage view's two actions write the audit database), with
-// a poller that turns cheap revision checks into live events.
+// group data, with a poller that turns cheap revision checks into live events.
 type observer struct {
 	http.Handler // routes, behind the middleware chain
 	dir          string
@@ -33,8 +32,7 @@ type observer struct {
 
 	reads *groupReadCache // the views' reads of unchanged groups
 
-	// The poller's state is touched only by pollOnce, which runs on one
-	// goroutine at a time (the baseline before serving, then the poll loop).
+	// The poller's state, touched only by pollOnce on one goroutine at a time.
 	markers     map[string]revisions
 	signatures  map[string]groupSignature // at the last complete pollGroup
 	latestAudit int64
@@ -42,14 +40,12 @@ type observer struct {
 }
 
 // observerMemoryLimit is the dashboard's soft memory limit (GOMEMLIMIT
-// overrides it). A render of hundreds of groups allocates tens of megabytes
-// of short-lived garbage, and GOGC alone would let the heap reach twice its
-// peak; the limit, well above what stays live, only makes collections sooner.
+// overrides it): renders of hundreds of groups make tens of megabytes of
+// garbage, and the limit, well above what stays live, collects it sooner.
 const observerMemoryLimit = 40 << 20
 
 // observePollInterval is how often the dashboard looks for changes unless
-// --poll-interval says otherwise: the original's half second, quick enough
-// that a live view feels live, and cheap because idle groups cost two stats.
+// --poll-interval says otherwise; idle groups cost two stats a poll.
 const observePollInterval = 500 * time.Millisecond
 
 // defaultObserverPort is tried first so that bookmarks keep working.
@@ -119,8 +115,7 @@ func (c observeCommand) run(opts observeOptions) int {
 	if fellBack {
 		fmt.Fprintf(c.stderr, "Port %d is unavailable; using %s\n", defaultObserverPort, url)
 	}
-	// The command serves until interrupted; say so, since a terminal that
-	// just sits there looks hung.
+	// Say it serves until interrupted, since a silent terminal looks hung.
 	fmt.Fprintf(c.stderr, "Showing %s. Ctrl-C to stop.\n", dir)
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
@@ -173,8 +168,8 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 		dir:          dir,
 		pollInterval: pollInterval,
 		csrfToken:    base64.RawURLEncoding.EncodeToString(token),
-		hub:          newEventHub(),
-		dbs:          newReadOnlyPool(),
+		hub:          &eventHub{subs: map[chan []byte]struct{}{}},
+		dbs:          &readOnlyPool{entries: map[string]*readOnlyEntry{}},
 		location:     zone,
 		now:          now,
 		markers:      map[string]revisions{},
@@ -189,11 +184,11 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 // serve polls and serves on ln until ctx ends, then shuts down promptly even
 // with event streams open.
 func (o *observer) serve(ctx context.Context, ln net.Listener) error {
-	// The baseline comes before any client can subscribe, so existing records
-	// are represented by the snapshot rather than replayed as live events.
+	// The baseline precedes any subscriber, so existing records are in the
+	// snapshot rather than replayed as live events.
 	o.pollOnce()
-	// The header timeout stops an idle local client from pinning a
-	// connection; no write timeout, because event streams are long-lived.
+	// The header timeout stops an idle client pinning a connection; no
+	// write timeout, because event streams are long-lived.
 	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -206,11 +201,9 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	stopPoll()
-	// Closing the hub ends every event stream first; otherwise Shutdown
-	// would wait for those never-idle connections until its deadline.
+	// Closing the hub ends the event streams, which Shutdown would wait for.
 	o.hub.close()
-	// Two seconds is ample for in-flight fragment renders; after that the
-	// remaining connections are closed so Ctrl-C always ends promptly.
+	// Two seconds is ample for in-flight renders; then connections are closed.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -224,9 +217,8 @@ func (o *observer) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// routes declares the dashboard's URLs, the original's so that bookmarks and
-// scripts keep working: GET (and so HEAD) pages, and the Storage view's two
-// POSTs behind the CSRF check; the mux answers other methods with 405.
+// routes declares the dashboard's URLs: GET (and so HEAD) pages, and the
+// Storage view's two POSTs behind the CSRF check; other methods get 405.
 func (o *observer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

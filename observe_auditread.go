@@ -57,19 +57,17 @@ func auditMetadata(ctx context.Context, a *auditSchema) (auditMeta, bool) {
 	return auditMeta{EnabledAt: enabled.String, LastCleanup: cleanup.String, Retention: ret.String}, err == nil
 }
 
-// auditFilter narrows audit rows for Tool analytics. Zero values mean "any".
-// Outcome is success, error, or error:<category>. Token is a per-agent
-// token's name, which only raw rows record (details_json), so a filter on it
-// reads them instead of the rollups.
+// auditFilter narrows audit rows for Tool analytics; zero values mean "any".
+// Outcome is success, error, or error:<category>. Token, a per-agent token's
+// name, is only in raw rows (details_json), so filtering on it reads those.
 type auditFilter struct {
 	From, To                                     time.Time
 	Tool, Outcome, Caller, Group, Context, Token string
 }
 
 // auditWhere filters rollup rows when seconds, the tier's bucket width, is
-// not zero (a dimension with no value is stored there as the empty string),
-// else raw tool_calls rows, of which cols says which optional columns exist
-// (a version-1 database may lack some). ok is false when the filter names a
+// not zero, else raw tool_calls rows, whose optional columns cols lists (a
+// version-1 database may lack some). ok is false when the filter names a
 // column the database lacks, so that no row can match.
 func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where string, args []any, ok bool) {
 	var clauses []string
@@ -196,9 +194,8 @@ const unknownGroupLabel = "Unknown group"
 
 // groupLabel names group id, which audit rows refer to, and reports
 // whether its database is gone. recorded is the name the audit log kept (or
-// the id, or nothing); without one a live group is named from its database.
-// A missing group with one was deleted and its label says so; one without
-// is "Unknown group", since a call may name a group that never existed.
+// the id, or nothing); without one a live group is named from its database,
+// a gone one is "Unknown group", as a call may name one that never existed.
 func (o *observer) groupLabel(ctx context.Context, id, recorded string) (label string, deleted bool) {
 	gone := !groupFileExists(o.dir, id)
 	switch {
@@ -220,8 +217,8 @@ type aggregateRow struct {
 }
 
 // readAggregates reads aggregates and the latency histogram from one rollup
-// tier, or from raw rows when the database lacks that tier's tables or the
-// filter names a token; the tier it returns is "raw" then.
+// tier, or ("raw") from raw rows when the tier's tables are missing or the
+// filter names a token.
 func readAggregates(ctx context.Context, a *auditSchema, f auditFilter, tier string, seconds int64) ([]aggregateRow, []latencyCount, string, error) {
 	if f.Token != "" || !a.tables["analytics_"+tier] || !a.tables["analytics_latency_"+tier] {
 		agg, hist, err := readRawAggregate(ctx, a, f, seconds)
@@ -335,7 +332,6 @@ func percentileText(hist []latencyCount, p float64, format string) string {
 	sorted := slices.SortedFunc(slices.Values(hist), func(a, b latencyCount) int {
 		return cmp.Compare(latencyValue(a.Bucket), latencyValue(b.Bucket))
 	})
-	// The bucket holding the target'th call, the last one at the latest.
 	target, i := int64(math.Ceil(float64(total)*p)), 0
 	for seen := sorted[0].Count; seen < target && i < len(sorted)-1; seen += sorted[i].Count {
 		i++

@@ -52,9 +52,9 @@ var outcomePalette = func() map[string]string {
 // successColor is the green of successful calls.
 const successColor = "#4f8a2a"
 
-// newDonut builds a ring from counts, biggest category first (ties by name)
-// so that the legend reads as a ranking. A category's colour is palette's,
-// else toolPalette's by its place in name order, so it survives re-ranking.
+// newDonut builds a ring from counts, biggest category first (ties by name).
+// A category's colour is palette's, else toolPalette's by its place in name
+// order, so it survives re-ranking.
 func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
 	d := donutChart{Label: label}
 	names := make([]string, 0, len(counts))
@@ -153,8 +153,8 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 }
 
 // chartBuckets lists the buckets to plot, oldest first: those with calls, or
-// all of the filtered range when few enough, started by auditBucketStart as
-// the rollups do, so they line up with the stored ones also before 1970.
+// all of the filtered range when few enough, started by auditBucketStart so
+// they line up with the stored ones.
 func chartBuckets(byTime map[int64]int64, seconds int64, f auditFilter, now time.Time) []int64 {
 	keys := slices.Sorted(maps.Keys(byTime))
 	first, last := keys[0], keys[len(keys)-1]
@@ -196,10 +196,8 @@ func (o *observer) timeTicks(keys []int64, seconds int64) []axisTick {
 	return ticks
 }
 
-// topList is a ranked horizontal bar chart: one row per category, biggest
-// first, with its count, on an axis ending at a round number. Labels are
-// HTML, readable at any width; each bar is a tiny SVG, as the CSP allows no
-// inline styles.
+// topList is a ranked horizontal bar chart on an axis ending at a round
+// number; each bar is a tiny SVG, as the CSP allows no inline styles.
 type topList struct {
 	Label string
 	Noun  string // what is counted, for the hover text: "calls"
@@ -218,8 +216,7 @@ type topRow struct {
 	Other   int    // how many categories an "Other" row sums; 0 otherwise
 }
 
-// maxTopRows bounds a top list, whose tail one "Other" row sums in plain
-// sight; a busy deployment's callers (two dozen in review) all show.
+// maxTopRows bounds a top list, whose tail one "Other" row sums.
 const maxTopRows = 25
 
 // newTopList ranks counts (ties by name) and scales the bars to a nice axis.

@@ -29,8 +29,7 @@ type chatView struct {
 	Messages              messagePage
 }
 
-// wakeupRow is one wake event as the chat's side panel shows it: whom it
-// wakes (by member name), for which message, and how far it got.
+// wakeupRow is one wake event as the chat's side panel shows it.
 type wakeupRow struct {
 	MessageID           int64
 	ContextID           string
@@ -125,16 +124,13 @@ func (o *observer) chatView(ctx context.Context, id string) chatView {
 	}
 	v.Name, v.Description, v.Members, v.WakeupTotal, v.Pending = g.Name, g.Description, g.Members, g.WakeupTotal, g.Pending
 	v.Messages = o.messagePageView(ctx, id, 0)
-	// messagePageView sets Error only on pages it returns without messages.
-	v.Unavailable = v.Messages.Error != ""
+	v.Unavailable = v.Messages.Error != "" // set only on an empty page
 	return v
 }
 
 // readWakeups reads up to wakeupListLimit wake events, waiting ones first,
 // then newest, naming each target by its member name (names) and quoting
-// the message that woke it. The store's wakeupDeliveries gives the states:
-// created, notified (a session pushed it), delivered (a hook, wait, channel or read
-// tool put it before the agent) and read (acknowledged).
+// the message that woke it, with wakeupDeliveries' states.
 func (o *observer) readWakeups(ctx context.Context, id string, names map[string]string) ([]wakeupRow, error) {
 	db, err := o.dbs.group(o.dir, id)
 	if err != nil {

@@ -16,19 +16,17 @@ import (
 
 // observeDemo is the sample deployment behind "crosstalk-mcp observe --demo":
 // a temporary groups directory written by a real MCP stdio session of this
-// same binary, so every row the dashboard shows went through the tools,
-// routing and audit paths a real client uses. The agents share that one
-// session, since every tool call names its caller in its arguments.
+// binary, so every row shown went through the paths a real client uses. The
+// agents share the session, since every tool call names its caller.
 type observeDemo struct {
 	dir      string
 	keep     bool
 	agents   []demoAgent
 	groupIDs []string // release train first, then the incident room
 
-	// The session: a child crosstalk-mcp spoken to over stdio like a client,
-	// one request at a time from one goroutine (the seeding, then the trickle).
-	// Its command runs under stop's context: its end closes the child's stdin,
-	// and exec kills a child still running 5 s later, which cmd.Wait joins.
+	// The session, one request at a time from one goroutine (the seeding,
+	// then the trickle). Its command runs under stop's context, whose end
+	// closes the child's stdin; exec kills a child still running 5 s later.
 	cmd    *exec.Cmd
 	enc    *json.Encoder // one JSON-RPC message a line, to stdin
 	dec    *json.Decoder // the server's replies and notifications
@@ -43,8 +41,8 @@ type demoAgent struct {
 	name, contextID string
 }
 
-// demoTimeout bounds one tool call, generously because the child shares the
-// machine with the dashboard and a browser: a slower call means it is stuck.
+// demoTimeout bounds one tool call, generously as the child shares the
+// machine with a browser: a slower call means it is stuck.
 const demoTimeout = 30 * time.Second
 
 // demoTrickleInterval is how often the demo sends a new message, so the live
@@ -54,9 +52,8 @@ const demoTrickleInterval = 4 * time.Second
 // demoAgentNames are the demo's agents; the first creates the groups.
 var demoAgentNames = []string{"Architect", "Reviewer", "Tester", "On-call"}
 
-// startObserveDemo creates the demo directory, starts an MCP session of
-// binary on it with auditing on, and seeds the conversation. A trickle of
-// new messages then runs every interval until close.
+// startObserveDemo creates the demo directory, starts an audited MCP session
+// of binary on it, seeds it, and trickles messages every interval until close.
 func startObserveDemo(binary string, keep bool, interval time.Duration) (*observeDemo, error) {
 	dir, err := os.MkdirTemp("", "crosstalk-demo-")
 	if err != nil {
@@ -108,8 +105,7 @@ func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), e
 	}, nil
 }
 
-// newContextID returns a random UUID-shaped context id, like the ids real
-// MCP clients pass, so the dashboard has to show names rather than ids.
+// newContextID returns a random UUID-shaped context id, like real clients'.
 func newContextID() string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -149,11 +145,9 @@ func (d *observeDemo) startSession() error {
 }
 
 // request sends one request and reads messages until its response,
-// skipping the notifications (wakeups, resource updates) the server
-// interleaves. A child that does not answer within demoTimeout is stuck: the
-// timer ends the session's context, so the child is stopped as on close,
-// which ends the read; every later call to it then fails at once. The
-// timer's own goroutine only cancels; what that sets off, close joins.
+// skipping interleaved notifications. A child silent for demoTimeout is
+// stuck: the timer ends the session's context, stopping the child as on
+// close, which ends the read; later calls then fail at once.
 func (d *observeDemo) request(method string, params any) (json.RawMessage, error) {
 	d.nextID++
 	id := d.nextID
@@ -263,8 +257,7 @@ func (d *observeDemo) seed() error {
 		{oncall, "send_message", incident, map[string]any{"message": "@Architect disk usage on the build host is at 91%; can the release wait an hour?"}},
 		{arch, "get_unread_messages", incident, nil},
 		{arch, "send_message", incident, map[string]any{"message": "Yes, we are blocked on arm64 anyway."}},
-		// Two calls that fail on purpose: a non-creator renaming the group
-		// and a read of a group that does not exist.
+		// Two calls that fail on purpose.
 		{test, "update_group_metadata", release, map[string]any{"name": "Tester's train"}},
 		{rev, "get_all_messages", "grp_" + strings.Repeat("0", 32), nil},
 	} {
@@ -306,16 +299,14 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 			priority = "high"
 		}
 		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
-		// A failed call (the session died, say) only pauses the trickle;
-		// the dashboard still shows what is there.
+		// A failed call (the session died, say) only pauses the trickle.
 		d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
 		d.in(members[(i+1)%3], "get_unread_messages", d.groupIDs[0], nil)
 	}
 }
 
-// close stops the trickle and the session (closing stdin makes the server
-// exit; one still running after 5 s is killed so the directory can go), then
-// removes the directory unless the user asked to keep it.
+// close stops the trickle and the session, then removes the directory
+// unless the user asked to keep it.
 func (d *observeDemo) close() error {
 	d.stop()
 	d.trickle.Wait()

@@ -19,19 +19,12 @@ import (
 type eventHub struct {
 	// mu guards subs, nil once the hub is closed; it is held only for
 	// non-blocking sends.
-	mu sync.Mutex
-	// subs are the /events streams' queues of encoded events, each closed
-	// when the hub drops it or shuts down.
-	subs map[chan []byte]struct{}
+	mu   sync.Mutex
+	subs map[chan []byte]struct{} // the streams' queues, closed when dropped
 }
 
 // subscriberBuffer bounds how far one browser may lag before it is dropped.
 const subscriberBuffer = 32
-
-// newEventHub returns a hub with no subscribers.
-func newEventHub() *eventHub {
-	return &eventHub{subs: map[chan []byte]struct{}{}}
-}
 
 // subscribe registers a new stream, already closed if the hub is.
 func (h *eventHub) subscribe() chan []byte {
@@ -85,16 +78,14 @@ func (h *eventHub) close() {
 	h.subs = nil
 }
 
-// encodeEvent renders one server-sent event with compact JSON data. Every
-// payload is a map of strings, numbers and pointers to them, which always
-// encodes.
+// encodeEvent renders one server-sent event with compact JSON data; the
+// payloads, maps of strings, numbers and pointers to them, always encode.
 func encodeEvent(event string, payload any) []byte {
 	data, _ := json.Marshal(payload)
 	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", event, data)
 }
 
-// serveEvents streams server-sent events: a snapshot, then live changes. A
-// client dropped for lagging reconnects and gets a fresh snapshot.
+// serveEvents streams server-sent events: a snapshot, then live changes.
 func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
@@ -150,8 +141,8 @@ func (o *observer) pollLoop(ctx context.Context) {
 }
 
 // pollOnce publishes one event per change of each group's revision counters
-// and the newest audit id since the previous poll. A group that cannot be
-// read now (locked, half-written) is compared again next time.
+// and the newest audit id since the previous poll; an unreadable group
+// (locked, half-written) is compared again next time.
 func (o *observer) pollOnce() {
 	ids, dirExists := discoverGroups(o.dir)
 	seen := make(map[string]bool, len(ids))
@@ -179,14 +170,12 @@ func (o *observer) pollOnce() {
 	if o.polled && ok && latest != o.latestAudit {
 		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
 	}
-	// latestAuditID returns 0 whenever ok is false.
-	o.latestAudit = latest
+	o.latestAudit = latest // 0 when ok is false
 	o.polled = true
 }
 
-// pollGroup publishes the changes of one group since the previous poll. One
-// whose files have not changed since is skipped without opening it, since
-// most groups are idle and the read-only pool keeps only a few handles open.
+// pollGroup publishes the changes of one group since the previous poll,
+// skipping without opening it a group whose files are unchanged.
 func (o *observer) pollGroup(id string) {
 	sig, sigOK := readGroupSignature(groupFile(o.dir, id), time.Now())
 	if prev, known := o.signatures[id]; sigOK && known && sig.unchangedSince(prev) {
@@ -205,8 +194,7 @@ func (o *observer) pollGroup(id string) {
 	}
 	group := map[string]any{"group_id": id}
 	if !known {
-		// A group that appears after the baseline is news to open pages.
-		if o.polled {
+		if o.polled { // news to open pages after the baseline
 			o.hub.publish("group.changed", group)
 		}
 		return
@@ -289,10 +277,9 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 	}
 	events = append(events, o.toolEvents(ctx, audit)...)
 	// Each round reads the next page of every source that may still reach
-	// the stream, until none may: once the stream is full, one whose last
-	// page ended before the stream's oldest event cannot. Events past the
-	// limit are dropped each round, since no later round brings them back,
-	// so each round sorts a few hundred events rather than all read so far.
+	// the stream: once it is full, one whose last page ended before its
+	// oldest event cannot. Events past the limit are dropped each round, as
+	// no later round brings them back, so a round sorts only a few hundred.
 	for reading := true; reading; {
 		reading = false
 		events = newestEvents(events)
@@ -332,9 +319,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 	if wakeup {
 		query, what = "SELECT id, created_at, context_id, acknowledged_at, COALESCE(message_id, 0) FROM wakeup_events", "wakeups"
 	}
-	// A wakeup's title is its target's member name; the id only for one
-	// who has left the group since.
-	names := memberNames(g.Members)
+	names := memberNames(g.Members) // a wakeup's title; the id for one who left
 	out, err := queryAll(ctx, db, func(row rowScanner) (activityEvent, error) {
 		var id int64
 		var created, a, b, c sql.NullString

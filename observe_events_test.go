@@ -67,7 +67,7 @@ func TestPollerPublishesChanges(t *testing.T) {
 }
 
 func TestEventHub(t *testing.T) {
-	hub := newEventHub()
+	hub := &eventHub{subs: map[chan []byte]struct{}{}}
 	slow := hub.subscribe()
 	fast := hub.subscribe()
 	for i := 0; i <= subscriberBuffer; i++ {

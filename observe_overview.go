@@ -143,9 +143,9 @@ type groupSummary struct {
 	Damage                             string // why a damaged (not locked or gone) file is no group
 }
 
-// unavailableSummary stands for a group whose summary could not be read. It
-// asks checkGroupFile why only on this failure path, so healthy groups never
-// pay for the extra open; a locked or vanished file is merely unavailable.
+// unavailableSummary stands for a group whose summary could not be read,
+// asking checkGroupFile why only on this path; a locked or vanished file is
+// merely unavailable.
 func (o *observer) unavailableSummary(id string) groupSummary {
 	g := groupSummary{ID: id, Unavailable: true}
 	if err := checkGroupFile(groupFile(o.dir, id)); err != nil {
@@ -163,8 +163,6 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	if err != nil {
 		return g, err
 	}
-	// One statement reads the metadata, the newest message's time and the
-	// wakeup totals, with the acknowledged ones' response seconds.
 	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
@@ -291,9 +289,8 @@ type failureRow struct {
 	At             stamp
 }
 
-// reliability summarises all audit history from the coarsest rollup (or a
-// version-1 database's raw rows) with the 100 newest failures; a is nil
-// when the audit database cannot be read.
+// reliability summarises all audit history from the coarsest rollup (or
+// raw rows) with the 100 newest failures; a is nil without an audit database.
 func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityView {
 	v := reliabilityView{ErrorRate: "—", P95: "—"}
 	if a == nil || !a.tables["tool_calls"] {

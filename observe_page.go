@@ -31,8 +31,7 @@ type dashboardView struct {
 	Panel     any
 }
 
-// dashboardView reads the page for the view r's ?view= names, else Overview;
-// the CSRF token rides in a meta tag for the script's maintenance POSTs.
+// dashboardView reads the page for the view r's ?view= names, else Overview.
 func (o *observer) dashboardView(r *http.Request) dashboardView {
 	v := dashboardView{CSRFToken: o.csrfToken, View: r.URL.Query().Get("view")}
 	if v.View != "chats" && v.View != "analytics" && v.View != "storage" {
@@ -51,8 +50,8 @@ var pageTemplates = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
 })
 
-// staticHandler serves the embedded assets. Browsers revalidate them on each
-// load (they are tiny) so an upgraded binary never shows stale scripts.
+// staticHandler serves the embedded assets, revalidated on each load (they
+// are tiny) so that an upgraded binary never shows stale scripts.
 func staticHandler() http.HandlerFunc {
 	files := http.FileServerFS(staticFiles) // at /static/, as the paths are
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -95,8 +94,7 @@ type stamp struct {
 	ISO, Text string
 }
 
-// parseStamp reads the ISO 8601 timestamps writers store, ignoring
-// surrounding space.
+// parseStamp reads the ISO 8601 timestamps writers store.
 func parseStamp(raw string) (time.Time, bool) {
 	t, err := pyFromISOFormat(strings.TrimSpace(raw))
 	return t, err == nil
@@ -114,15 +112,13 @@ func (o *observer) stampOf(raw, empty string) stamp {
 	return stamp{ISO: t.UTC().Format(time.RFC3339Nano), Text: t.In(o.location).Format("2006-01-02 15:04:05 MST (-0700)")}
 }
 
-// successLabel and unknownErrorLabel name the outcomes that are not one of
-// the tool layer's error categories.
+// successLabel and unknownErrorLabel name the outcomes that are no error category.
 const (
 	successLabel      = "Success"
 	unknownErrorLabel = "Unknown Error"
 )
 
-// errorCategories names and colours (reds and ambers, beside successColor)
-// the tool layer's failure categories that audit rows store.
+// errorCategories names and colours the failure categories audit rows store.
 var errorCategories = []struct{ Key, Label, Color string }{
 	{categoryValidation, "Validation Error", "#c0504d"},
 	{categoryNotFound, "Not Found Error", "#c9822b"},
@@ -213,9 +209,9 @@ func formatBytes(n int64) string {
 }
 
 // loopbackOnly refuses requests whose Host header does not name the
-// loopback interface, which may come from a page that rebound its DNS name
-// to 127.0.0.1. It refuses absolute-form request lines too: net/http then
-// drops the Host header, and browsers send that form only to proxies.
+// loopback interface (a DNS-rebinding page), and absolute-form request
+// lines, for which net/http drops the Host header; browsers send those
+// only to proxies.
 func loopbackOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != "" || !allowedHost(r.Host) {
@@ -255,8 +251,8 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // requireCSRF lets a POST through only with this process's CSRF token and
-// no origin but a loopback one: "Origin: null" (sandboxed frames, data: URLs,
-// some redirects) is refused even with the token, as such a page is anyone's.
+// no origin but a loopback one: "Origin: null" (sandboxed frames, data: URLs)
+// is refused even with the token, as such a page is anyone's.
 func (o *observer) requireCSRF(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
@@ -283,7 +279,7 @@ func loopbackOrigin(origin string) bool {
 }
 
 // storageView is the Storage fragment, whose two maintenance actions on the
-// audit database, here too, are the dashboard's only writes.
+// audit database are the dashboard's only writes.
 type storageView struct {
 	Available bool
 	Notice    string
@@ -310,8 +306,8 @@ func (o *observer) storageView(ctx context.Context) storageView {
 		"(SELECT freelist_count FROM pragma_freelist_count) FROM tool_calls").Scan(&rowsCount, &pageSize, &freePages) != nil {
 		return unavailable
 	}
-	// Until a checkpoint, recent writes live in the WAL beside the file; on
-	// a busy server that is most of the space the audit history takes.
+	// Until a checkpoint, recent writes live in the WAL, on a busy server
+	// most of the space.
 	size := info.Size()
 	if wal, err := os.Stat(path + "-wal"); err == nil {
 		size += wal.Size()

@@ -17,11 +17,9 @@ import (
 
 // readOnlyPool keeps one read-only handle per database file the dashboard
 // reads, because opening a SQLite connection costs milliseconds; a handle is
-// reused only while the path still names the same file, so a recreated group
-// is never read through a stale handle. At most maxReadOnlyHandles stay
-// open, since each connection holds a few hundred kilobytes (schema, page
-// cache, the -shm mapping); views and the poller skip unchanged groups by
-// their file signature, so the bound costs reopening only changed groups.
+// reused only while the path still names the same file. At most
+// maxReadOnlyHandles stay open, since each holds a few hundred kilobytes;
+// unchanged groups are skipped by signature, so few need reopening.
 type readOnlyPool struct {
 	// mu guards entries and retired, which request handlers and the poller share.
 	mu      sync.Mutex
@@ -40,26 +38,18 @@ type readOnlyEntry struct {
 // maxReadOnlyHandles bounds the open handles of a readOnlyPool.
 const maxReadOnlyHandles = 32
 
-// readOnlyCacheSize bounds each dashboard connection's page cache to 512 KiB
-// (SQLite's default is 2,000 KiB): the dashboard's reads are single passes
-// that the operating system's page cache serves again anyway, and at 200
-// groups the default let peak RSS reach 66 MB, this bound 62 MB, at the
-// same speed (BenchmarkDashboardScale).
+// readOnlyCacheSize bounds each connection's page cache to 512 KiB (SQLite's
+// default is 2,000 KiB): the reads are single passes the OS cache serves
+// anyway; at 200 groups peak RSS fell from 66 to 62 MB at the same speed.
 const readOnlyCacheSize = "_pragma=cache_size%28-512%29"
 
 // retiredHandleGrace is how long an evicted handle stays usable, for a
-// request that fetched it just before the eviction; its idle connections,
-// which hold the memory, are closed at once, the handle by the first eviction
-// after the grace, so no timer outlives the pool.
+// request that fetched it just before; its idle connections close at once,
+// the handle at the first eviction after the grace, so no timer is needed.
 const retiredHandleGrace = time.Minute
 
 // errNoDatabase reports that an allowed database file does not exist.
 var errNoDatabase = errors.New("database does not exist")
-
-// newReadOnlyPool returns an empty pool.
-func newReadOnlyPool() *readOnlyPool {
-	return &readOnlyPool{entries: map[string]*readOnlyEntry{}}
-}
 
 // checkedFile returns the file information of an allowed database below dir:
 // a regular group or observability file, not a symlink leading outside dir.
@@ -111,8 +101,8 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s read-only: %w", filepath.Base(path), err)
 	}
-	// A few connections serve concurrent requests; idle ones are closed soon
-	// so the dashboard does not hold files open between looks.
+	// A few connections serve concurrent requests; idle ones close soon so
+	// that no file stays open between looks.
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(10 * time.Second)
@@ -284,12 +274,10 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, e
 	return out, nil
 }
 
-// groupReadCache keeps what views last read from each group (its summary,
-// activity pages and snapshot state) with the group's file signature, and
-// serves them again while the signature proves nothing was committed since.
-// Most groups are idle, so a render costs two stat calls per idle group
-// instead of opening it: at 100 groups Overview renders in a fifth of the
-// time, and readOnlyPool can keep only a few handles open.
+// groupReadCache keeps what views last read from each group (summary,
+// activity pages, snapshot state) with its file signature, and serves it
+// again while the signature proves nothing was committed since: an idle
+// group costs two stats, and at 100 groups Overview renders 5x faster.
 type groupReadCache struct {
 	// mu guards groups and every reads map: Overview renders and starting
 	// event streams read and fill entries at once.
@@ -318,9 +306,8 @@ func (c *groupReadCache) forget(id string) {
 }
 
 // cachedRead returns what read returns for group id under key, from o's
-// cache while the group's files are unchanged since it was stored. Nothing
-// is stored when the signature cannot be read or read fails. Each key is
-// read by one reader, so the stored value is always a T.
+// cache while the group's files are unchanged; nothing is stored when the
+// signature or read fails. Each key has one reader, so the value is a T.
 func cachedRead[T any](o *observer, id string, key any, read func() (T, error)) (T, error) {
 	c := o.reads
 	sig, ok := readGroupSignature(groupFile(o.dir, id), time.Now())

@@ -304,7 +304,7 @@ func TestOverviewSkipsIdleGroups(t *testing.T) {
 
 func TestReadOnlyPoolBound(t *testing.T) {
 	fx := newObserveFixture(t)
-	pool := newReadOnlyPool()
+	pool := &readOnlyPool{entries: map[string]*readOnlyEntry{}}
 	defer pool.closeAll()
 	var first string
 	for i := range maxReadOnlyHandles + 5 {
