@@ -40,9 +40,6 @@ type auditLog struct {
 	// writer falls behind by this much, new events are dropped.
 	queue   chan auditEvent
 	written chan struct{} // closed when the writer has exited
-	// queued counts the events put on the queue; with attempted it lets a
-	// test wait for the writer (auditFlush), for one atomic add per call.
-	queued atomic.Int64
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
 	closed  bool
@@ -54,9 +51,6 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
-	// attempted counts the events whose write attempt is over; the writer
-	// adds to it under mu, which it holds for the attempt anyway.
-	attempted int64
 	// dropped is set, without waiting for mu, when an event is first dropped.
 	dropped atomic.Bool
 }
@@ -204,7 +198,6 @@ func (a *auditLog) writeRows() {
 		if err := a.attempt(batch); err != nil {
 			a.report(err)
 		}
-		a.attempted += int64(len(batch))
 		a.mu.Unlock()
 		lastWrite = time.Now()
 	}
@@ -280,11 +273,9 @@ func (a *auditLog) observe(c toolCall) {
 	if a.closed {
 		return
 	}
-	a.queued.Add(1)
 	select {
 	case a.queue <- e:
 	default:
-		a.queued.Add(-1)
 		if a.dropped.CompareAndSwap(false, true) {
 			fmt.Fprintln(a.warn, "crosstalk-mcp: audit writer is behind; dropping audit events (reported once)")
 		}
