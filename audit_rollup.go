@@ -25,9 +25,6 @@ const (
 	auditInsertNameSQL = "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)"
 )
 
-// auditExec runs one statement of an audit transaction.
-type auditExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
-
 // auditRollupStatements returns the statements that add sign (1 or -1)
 // times the tool_calls rows matching where to every rollup resolution and
 // to the filter values. Each takes where's arguments. Aggregating in SQL
@@ -91,9 +88,9 @@ var (
 )
 
 // auditApplyRollups runs statements, from auditRollupStatements, with args.
-func auditApplyRollups(ctx context.Context, exec auditExec, statements []string, args ...any) error {
+func auditApplyRollups(ctx context.Context, tx *sql.Tx, statements []string, args ...any) error {
 	for _, q := range statements {
-		if _, err := exec(ctx, q, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("update audit rollups: %w", err)
 		}
 	}
@@ -155,7 +152,7 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 		}
 	}
 	// The transaction holds the write lock, so the batch is every row from first on.
-	if err := auditApplyRollups(ctx, tx.ExecContext, auditRecordRollups, first); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditRecordRollups, first); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -199,7 +196,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	done := expired < auditCleanupBatchSize
-	if err := auditApplyRollups(ctx, tx.ExecContext, auditExpireRollups, end.String); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditExpireRollups, end.String); err != nil {
 		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+

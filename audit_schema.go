@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -120,7 +121,8 @@ func (a *auditLog) prepare() error {
 	if err != nil {
 		return err
 	}
-	if version != auditSchemaVersion || !hasAll(tables, auditTables) {
+	missing := slices.ContainsFunc(auditTables, func(name string) bool { return !tables[name] })
+	if version != auditSchemaVersion || missing {
 		if err := a.migrate(ctx); err != nil {
 			return err
 		}
@@ -189,16 +191,6 @@ func (a *auditLog) migrate(ctx context.Context) error {
 	return nil
 }
 
-// hasAll reports whether set holds every one of names.
-func hasAll(set map[string]bool, names []string) bool {
-	for _, n := range names {
-		if !set[n] {
-			return false
-		}
-	}
-	return true
-}
-
 // auditUpgrade brings a version-1 database (tool_calls without rollups), or
 // a new one, to version 2. The rollups and filter values are backfilled only when the
 // newest rollup table is missing, so running it twice counts nothing twice;
@@ -221,5 +213,5 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	if cols["name"] {
 		nameColumn = "name"
 	}
-	return auditApplyRollups(ctx, tx.ExecContext, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
+	return auditApplyRollups(ctx, tx, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
 }
