@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -45,7 +46,8 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	}
 	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
-	if pyStrip(name) == "" && t != nil && t.nameIsCaller {
+	// A tool that requires "name" takes the caller's own label there.
+	if pyStrip(name) == "" && t != nil && slices.Contains(t.required, "name") {
 		name, _ = c.args.str("name")
 	}
 	name = pyStrip(name)
