@@ -3,8 +3,7 @@ package main
 import "encoding/json"
 
 // tool is one MCP tool: its wire definition, the function that runs it and
-// what the audit log records of it. Every tool also takes the audit-only
-// caller_name, added by toolList.
+// what the audit log records of it. toolList adds the audit-only caller_name.
 type tool struct {
 	name        string
 	description string
@@ -203,7 +202,7 @@ var tools = []tool{
 			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
 		),
 		required:     append(identityReq[:3:3], "message"),
-		call:         toolSendMessage, // and jsonrpc_groupcommit.go: see toolSendMessage
+		call:         toolSendMessage,
 		auditDetails: auditSentDetails,
 	},
 	{
@@ -358,8 +357,7 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 }
 
 // run runs t on arguments prepareCall accepted, retrying the whole call
-// while SQLite is busy (busyRetryWindow says why) and its request lasts: an
-// HTTP request's window began when it arrived.
+// while SQLite is busy (busyRetryWindow says why) and its request lasts.
 func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
 	err := retryBusyContext(s.request, func() (err error) {
