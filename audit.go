@@ -38,6 +38,7 @@ type auditLog struct {
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
 	closed  bool
+	dropped atomic.Bool // set, without mu, when observe first drops an event
 
 	// mu serializes use of the database handle and the retention state.
 	mu          sync.Mutex
@@ -46,17 +47,13 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
-	// dropped is set, without waiting for mu, when an event is first dropped.
-	dropped atomic.Bool
 }
 
 // auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
 type auditConfig struct {
 	enabled bool
-	// days is the retention in days; 0 means unlimited ("inf").
-	days int
-	// setting is the value recorded in metadata.retention_setting.
-	setting string
+	days    int    // the retention in days; 0 means unlimited ("inf")
+	setting string // the value recorded in metadata.retention_setting
 }
 
 // errAuditRetention is the original's message, printed before exiting with status 2.
@@ -66,8 +63,7 @@ var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must 
 
 const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
-	// auditMaxRetentionDays is past the start of the calendar for any clock
-	// this program runs on.
+	// auditMaxRetentionDays is past the start of any clock's calendar.
 	auditMaxRetentionDays = 1_000_000
 	// auditQueueSize bounds the events waiting for the writer; at a few
 	// hundred bytes each this is well under a megabyte.

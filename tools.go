@@ -226,7 +226,7 @@ var toolsByName = func() map[string]*tool {
 	return m
 }()
 
-// toolList is the tools/list result, rendered once.
+// toolList is the tools/list result for 2025-03-26 and earlier, rendered once.
 var toolList = func() object {
 	list := make([]any, len(tools))
 	for i, t := range tools {
