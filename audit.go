@@ -26,26 +26,19 @@ type auditLog struct {
 	path   string
 	config auditConfig
 
-	// groupName returns a group's current name ("" when unnamed); it is
-	// consulted for the group-name snapshot of each event.
-	groupName func(groupID string) (string, error)
-	// memberName returns the name a context joined a group with ("" when
-	// unknown); it is the caller-name fallback when a call carries none.
+	// groupName and memberName are set by readNamesFrom.
+	groupName  func(groupID string) (string, error)
 	memberName func(groupID, contextID string) string
-	// now is the clock used for retention; tests move it.
-	now func() time.Time
+	now        func() time.Time // the retention clock; tests move it
 
-	// queue carries events from tool calls to the writer goroutine, so that
-	// no tool call waits for the audit database. It is bounded: when the
-	// writer falls behind by this much, new events are dropped.
+	// queue carries events to the writer goroutine; it is bounded
+	// (auditQueueSize), and past that new events are dropped.
 	queue   chan auditEvent
 	written chan struct{} // closed when the writer has exited
-	// queued counts the events put on the queue; with attempted it lets a
-	// test wait for the writer (auditFlush), for one atomic add per call.
-	queued atomic.Int64
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
 	closed  bool
+	dropped atomic.Bool // set, without mu, when observe first drops an event
 
 	// mu serializes use of the database handle and the retention state.
 	mu          sync.Mutex
@@ -54,32 +47,23 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
-	// attempted counts the events whose write attempt is over; the writer
-	// adds to it under mu, which it holds for the attempt anyway.
-	attempted int64
-	// dropped is set, without waiting for mu, when an event is first dropped.
-	dropped atomic.Bool
 }
 
 // auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
 type auditConfig struct {
 	enabled bool
-	// days is the retention in days; 0 means unlimited ("inf").
-	days int
-	// setting is the value recorded in metadata.retention_setting.
-	setting string
+	days    int    // the retention in days; 0 means unlimited ("inf")
+	setting string // the value recorded in metadata.retention_setting
 }
 
-// errAuditRetention is the message the original prints, byte for byte, before
-// exiting with status 2.
+// errAuditRetention is the original's message, printed before exiting with status 2.
 //
 //lint:ignore ST1005 printed byte for byte as the original prints it, full stop and all.
 var errAuditRetention = errors.New("CROSSTALK_OBSERVABILITY_RETENTION_DAYS must be 'inf' or a positive integer.")
 
 const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
-	// auditMaxRetentionDays is past the start of the calendar for any clock
-	// this program runs on.
+	// auditMaxRetentionDays is past the start of any clock's calendar.
 	auditMaxRetentionDays = 1_000_000
 	// auditQueueSize bounds the events waiting for the writer; at a few
 	// hundred bytes each this is well under a megabyte.
@@ -116,9 +100,8 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 }
 
 // openAuditLog returns the audit writer for dir, or nil when auditing is
-// disabled. The schema is prepared now; if that fails (another process holds
-// the write lock, say) the server still starts and each later write retries
-// the preparation within its own bounded attempt.
+// disabled. If preparing the schema fails now (another process holds the
+// write lock, say) the server still starts and each write retries it.
 func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, error) {
 	if !config.enabled {
 		return nil, nil
@@ -153,18 +136,6 @@ func openAuditDB(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// reopen replaces a handle SQLite opened read-only (see isReadOnly) with a
-// fresh one, so that the next attempt writes once the file is writable.
-// Callers hold a.mu.
-func (a *auditLog) reopen() {
-	db, err := openAuditDB(a.path)
-	if err != nil {
-		return
-	}
-	a.db.Close()
-	a.db, a.ready = db, false
-}
-
 // close writes what is queued, stops the writer and releases the database.
 func (a *auditLog) close() error {
 	if a == nil {
@@ -182,11 +153,12 @@ func (a *auditLog) close() error {
 	return a.db.Close()
 }
 
-// writeRows is the writer goroutine. It records waiting events in batches of up
-// to auditMaxBatch, one attempt per batch in one transaction: a batch costs
-// little more than a single event, because the same rollup and index pages
-// are written once. After a quiet spell the first event is written at once;
-// while calls keep coming, it lingers auditLinger to gather a batch.
+// writeRows is the writer goroutine. It records waiting events in batches of
+// up to auditMaxBatch, one attempt per batch in one transaction, whose
+// failure loses that batch only: a batch costs little more than one event,
+// because the same rollup and index pages are written once. After a quiet
+// spell the first event is written at once; while calls keep coming, it
+// lingers auditLinger to gather a batch.
 func (a *auditLog) writeRows() {
 	defer close(a.written)
 	var lastWrite time.Time
@@ -201,10 +173,15 @@ func (a *auditLog) writeRows() {
 			batch = append(batch, <-a.queue)
 		}
 		a.mu.Lock()
-		if err := a.attempt(batch); err != nil {
+		err := a.prepare()
+		if err == nil {
+			if err = a.record(context.Background(), batch...); err == nil {
+				_, err = a.cleanup(context.Background())
+			}
+		}
+		if err != nil {
 			a.report(err)
 		}
-		a.attempted += int64(len(batch))
 		a.mu.Unlock()
 		lastWrite = time.Now()
 	}
@@ -212,10 +189,14 @@ func (a *auditLog) writeRows() {
 
 // report writes the first audit failure to stderr; later ones are silent so a
 // broken audit database cannot flood the log. A handle SQLite opened
-// read-only is replaced. Callers hold a.mu.
+// read-only (see isReadOnly) is replaced, so that writes resume once the
+// file is writable. Callers hold a.mu.
 func (a *auditLog) report(err error) {
 	if isReadOnly(err) {
-		a.reopen()
+		if db, err := openAuditDB(a.path); err == nil {
+			a.db.Close()
+			a.db, a.ready = db, false
+		}
 	}
 	if a.warned {
 		return
@@ -280,26 +261,11 @@ func (a *auditLog) observe(c toolCall) {
 	if a.closed {
 		return
 	}
-	a.queued.Add(1)
 	select {
 	case a.queue <- e:
 	default:
-		a.queued.Add(-1)
 		if a.dropped.CompareAndSwap(false, true) {
 			fmt.Fprintln(a.warn, "crosstalk-mcp: audit writer is behind; dropping audit events (reported once)")
 		}
 	}
-}
-
-// attempt prepares the schema if needed, records events and runs due
-// retention: one attempt, whose failure loses these events only.
-func (a *auditLog) attempt(events []auditEvent) error {
-	err := a.prepare()
-	if err == nil {
-		ctx := context.Background()
-		if err = a.record(ctx, events...); err == nil {
-			_, err = a.cleanup(ctx)
-		}
-	}
-	return err
 }

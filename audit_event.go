@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -28,10 +29,9 @@ type auditEvent struct {
 // auditDetailsMaxBytes is the original's cap on details_json, in bytes.
 const auditDetailsMaxBytes = 2048
 
-// auditBuildEvent turns a completed call into its row, before the lookups
-// that need the group store (member-name fallback, group-name snapshot).
-// Identity comes from the arguments; only a successful create_group takes
-// its group from the result.
+// auditBuildEvent turns a completed call into its row, but for the lookups
+// in the group store that observe adds. Identity comes from the arguments;
+// only a successful create_group takes its group from the result.
 func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	e := auditEvent{
 		occurredAt: formatTimestamp(c.started),
@@ -45,7 +45,8 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	}
 	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
-	if pyStrip(name) == "" && t != nil && t.nameIsCaller {
+	// A tool that requires "name" takes the caller's own label there.
+	if pyStrip(name) == "" && t != nil && slices.Contains(t.required, "name") {
 		name, _ = c.args.str("name")
 	}
 	name = pyStrip(name)
@@ -154,8 +155,8 @@ func auditCount(key, name string) func(object) object {
 }
 
 // auditUpdatedFields is update_group_metadata's details: which of the
-// metadata fields the result holds, possibly none. Every value the detail
-// functions look for is typed, never nil, so get's nil means absent.
+// metadata fields the result holds, possibly none (get's nil means absent:
+// the values the detail functions look for are never nil).
 func auditUpdatedFields(result object) object {
 	fields := []any{}
 	for _, f := range []string{"description", "name"} {

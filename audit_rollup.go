@@ -11,10 +11,9 @@ import (
 )
 
 // auditCleanupBatchSize bounds the rows one retention transaction deletes,
-// and so how long it holds the write lock that other servers' audit writers
-// wait on for at most busy_timeout (100 ms) before dropping a batch: on a
-// loaded two-core machine a thousand rows take about 50 ms, a day of heavy
-// use (10,000 rows) in one transaction 0.4 s.
+// and so how long it holds the write lock other audit writers wait on for at
+// most busy_timeout (100 ms): 1,000 rows take about 50 ms on a loaded
+// two-core machine, 10,000 rows 0.4 s.
 const auditCleanupBatchSize = 1000
 
 // The statements of one audit write.
@@ -25,16 +24,11 @@ const (
 	auditInsertNameSQL = "INSERT INTO tool_call_group_names(tool_call_id, group_name) VALUES (?, ?)"
 )
 
-// auditExec runs one statement of an audit transaction.
-type auditExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
-
-// auditRollupStatements returns the statements that add sign (1 or -1)
-// times the tool_calls rows matching where to every rollup resolution and
-// to the filter values. Each takes where's arguments. Aggregating in SQL
-// makes a batch cost one upsert per distinct rollup row, and the record,
-// cleanup and upgrade paths count alike. nameColumn is "NULL" for a
-// version-1 table, which has no name column; groupLabel labels a group's
-// filter value.
+// auditRollupStatements returns the statements, each taking where's
+// arguments, that add sign (1 or -1) times the tool_calls rows matching where
+// to every rollup and filter value: one upsert per distinct rollup row, alike
+// for record, cleanup and upgrade. nameColumn is "NULL" for a version-1
+// table, which has no name column; groupLabel labels a group's filter value.
 func auditRollupStatements(nameColumn, groupLabel, where string, sign int) []string {
 	// Rows whose time SQLite cannot read have no bucket and are left out, so
 	// that one malformed row written by someone else cannot fail an upgrade
@@ -83,17 +77,17 @@ const auditExpiredRows = "occurred_at <= ?"
 // column from the row that holds MAX(id).
 const auditLatestLabel = "COALESCE(group_name, group_id)"
 
-// auditRecordRollups counts a batch just inserted, whose ids start at the
-// argument; auditExpireRollups takes off the rows of a cleanup batch.
+// auditRecordRollups counts a batch inserted from the argument's id on;
+// auditExpireRollups takes off the rows of a cleanup batch.
 var (
 	auditRecordRollups = auditRollupStatements("name", auditLatestLabel, "id >= ?", 1)
 	auditExpireRollups = auditRollupStatements("name", auditLatestLabel, auditExpiredRows, -1)
 )
 
 // auditApplyRollups runs statements, from auditRollupStatements, with args.
-func auditApplyRollups(ctx context.Context, exec auditExec, statements []string, args ...any) error {
+func auditApplyRollups(ctx context.Context, tx *sql.Tx, statements []string, args ...any) error {
 	for _, q := range statements {
-		if _, err := exec(ctx, q, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("update audit rollups: %w", err)
 		}
 	}
@@ -155,7 +149,7 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 		}
 	}
 	// The transaction holds the write lock, so the batch is every row from first on.
-	if err := auditApplyRollups(ctx, tx.ExecContext, auditRecordRollups, first); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditRecordRollups, first); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -165,11 +159,11 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 }
 
 // cleanup removes the rows older than the retention period, at most once a
-// day by this or any process (metadata records the last finished pass). Each
-// call deletes the oldest auditCleanupBatchSize expired rows, and takes them
-// off the rollups and filter values, in one IMMEDIATE transaction, so that no
-// reader sees counts that disagree with the rows; an unfinished pass goes on
-// after the writer's next batch. It returns the number of rows deleted.
+// day by any process (metadata records the last finished pass). Each call
+// deletes the oldest auditCleanupBatchSize expired rows and takes them off the
+// rollups in one IMMEDIATE transaction, so no reader sees counts that disagree
+// with the rows; an unfinished pass goes on after the writer's next batch. It
+// returns the number of rows deleted.
 func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 	days := a.config.days
 	now := a.now().UTC()
@@ -199,7 +193,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	done := expired < auditCleanupBatchSize
-	if err := auditApplyRollups(ctx, tx.ExecContext, auditExpireRollups, end.String); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditExpireRollups, end.String); err != nil {
 		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+

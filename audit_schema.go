@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,9 +18,8 @@ type auditResolution struct {
 	seconds int64
 }
 
-// auditResolutions are the rollup resolutions, finest first. Every list of
-// rollup tables derives from this one, so the writer, the schema check and
-// the dashboard's "Delete audit history" cannot disagree.
+// auditResolutions are the rollup resolutions, finest first; every list of
+// rollup tables derives from it.
 var auditResolutions = []auditResolution{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
 
 // auditSchemaVersion is the schema this program writes, in metadata and
@@ -37,8 +37,7 @@ var auditHistoryTables = func() []string {
 	return append(tables, "analytics_filter_values")
 }()
 
-// auditTables are the tables a complete version-2 audit schema has: the
-// metadata row and the history that "Delete audit history" empties.
+// auditTables are the tables a complete version-2 audit schema has.
 var auditTables = append([]string{"metadata"}, auditHistoryTables...)
 
 // auditBaseSchema is the original's version-2 metadata and tool_calls tables.
@@ -103,35 +102,14 @@ func auditRollupSchema() string {
 	return b.String()
 }
 
-// prepare creates or upgrades the version-2 schema. It is a no-op once done.
+// prepare creates the directory, sets the file's modes (incremental
+// auto-vacuum while it is still empty, and WAL) and creates or upgrades the
+// version-2 schema. It is a no-op once done.
 func (a *auditLog) prepare() error {
 	if a.ready {
 		return nil
 	}
 	ctx := context.Background()
-	if err := a.prepareFile(ctx); err != nil {
-		return err
-	}
-	var version int
-	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read audit schema version: %w", err)
-	}
-	tables, err := tableNames(ctx, a.db)
-	if err != nil {
-		return err
-	}
-	if version != auditSchemaVersion || !hasAll(tables, auditTables) {
-		if err := a.migrate(ctx); err != nil {
-			return err
-		}
-	}
-	a.ready = true
-	return nil
-}
-
-// prepareFile creates the directory and sets the file's modes: incremental
-// auto-vacuum while it is still empty, and WAL.
-func (a *auditLog) prepareFile(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
@@ -148,6 +126,21 @@ func (a *auditLog) prepareFile(ctx context.Context) error {
 	if _, err := a.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
 		return fmt.Errorf("set audit journal mode: %w", err)
 	}
+	var version int
+	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read audit schema version: %w", err)
+	}
+	tables, err := tableNames(ctx, a.db)
+	if err != nil {
+		return err
+	}
+	missing := slices.ContainsFunc(auditTables, func(name string) bool { return !tables[name] })
+	if version != auditSchemaVersion || missing {
+		if err := a.migrate(ctx); err != nil {
+			return err
+		}
+	}
+	a.ready = true
 	return nil
 }
 
@@ -189,20 +182,10 @@ func (a *auditLog) migrate(ctx context.Context) error {
 	return nil
 }
 
-// hasAll reports whether set holds every one of names.
-func hasAll(set map[string]bool, names []string) bool {
-	for _, n := range names {
-		if !set[n] {
-			return false
-		}
-	}
-	return true
-}
-
 // auditUpgrade brings a version-1 database (tool_calls without rollups), or
-// a new one, to version 2. The rollups and filter values are backfilled only when the
-// newest rollup table is missing, so running it twice counts nothing twice;
-// as in the original, a group is labelled with its greatest recorded name.
+// a new one, to version 2. The rollups and filter values are backfilled only
+// when the newest rollup table is missing, so nothing is counted twice; as in
+// the original, a group is labelled with its greatest recorded name.
 func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
 	backfill := !tables["analytics_30d"]
 	for _, script := range []string{auditRollupSchema(), auditIndexes} {
@@ -221,5 +204,5 @@ func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error
 	if cols["name"] {
 		nameColumn = "name"
 	}
-	return auditApplyRollups(ctx, tx.ExecContext, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
+	return auditApplyRollups(ctx, tx, auditRollupStatements(nameColumn, "COALESCE(MAX(group_name), group_id)", "1", 1))
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -193,7 +194,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !hasAll(tables, auditTables) {
+		if slices.ContainsFunc(auditTables, func(name string) bool { return !tables[name] }) {
 			t.Fatalf("got tables %v; want all of %v", tables, auditTables)
 		}
 		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'tool_calls_by_%'"); got != 6 {

@@ -58,29 +58,23 @@ func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 var auditInf = auditConfig{enabled: true, setting: "inf"}
 
 // auditFlush waits until every event observed so far has had its write
-// attempt. The writer counts attempted events under a.mu once each batch is
-// done, so polling that count is enough; the minute is only a bound for a
-// wedged writer, far beyond any attempt (each is bounded by busy_timeout).
-// A nil a, auditing off, has nothing to wait for.
+// attempt: it stops the writer the way close does, which drains the queue,
+// and starts a fresh one on the same handle. observe is held off meanwhile
+// by closing. A nil a, auditing off, has nothing to wait for.
 func auditFlush(t testing.TB, a *auditLog) {
 	t.Helper()
 	if a == nil {
 		return
 	}
-	want := a.queued.Load()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		a.mu.Lock()
-		got := a.attempted
-		a.mu.Unlock()
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit writer attempted %d of %d queued events in a minute; want all", got, want)
-		}
-		time.Sleep(time.Millisecond)
+	a.closing.Lock()
+	defer a.closing.Unlock()
+	if a.closed {
+		return
 	}
+	close(a.queue)
+	<-a.written
+	a.queue, a.written = make(chan auditEvent, auditQueueSize), make(chan struct{})
+	go a.writeRows()
 }
 
 // auditFixtureEvents reads the original's rows back as events, with their snapshots.

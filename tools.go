@@ -1,13 +1,9 @@
 package main
 
-import (
-	"encoding/json"
-	"slices"
-)
+import "encoding/json"
 
 // tool is one MCP tool: its wire definition, the function that runs it and
-// what the audit log records of it. Every tool also takes the audit-only
-// caller_name, added by toolList.
+// what the audit log records of it. toolList adds the audit-only caller_name.
 type tool struct {
 	name        string
 	description string
@@ -15,23 +11,13 @@ type tool struct {
 	required    []string
 	call        func(s *server, a toolArgs) (any, error)
 
-	// legacyDestructive is the one annotation the original's tools/list
-	// carries (destructiveHint, on delete_group only), reproduced for
-	// 2025-03-26 and earlier; toolSchema.destructive says why it differs.
-	legacyDestructive bool
-
-	// nameIsCaller is set when the tool's "name" argument is the caller's
-	// own label, which the audit log falls back to without a caller_name:
-	// for the tools that require it (toolsByName sets it).
-	nameIsCaller bool
 	// auditDetails returns the allowlisted, content-free summary of a
-	// successful result that the audit log records, in any order; nil
-	// (or an empty result) means none (audit_event.go).
+	// successful result that the audit log records; nil means none.
 	auditDetails func(result object) object
 
-	// wait, instead of call, runs a tool that may block for long: toolsCall
-	// starts it on the session's in-flight table (tools_wait.go), so the
-	// session answers other requests meanwhile.
+	// wait, instead of call, runs a tool that may block for long on the
+	// session's in-flight table (tools_wait.go), so the session answers
+	// other requests meanwhile.
 	wait func(s *server, a toolArgs, r *inflightRequest) (any, error)
 }
 
@@ -44,9 +30,8 @@ type toolResult struct {
 }
 
 // wire renders r as an MCP CallToolResult for rev. From 2025-06-18 on it
-// carries the same object as structuredContent, beside the text block kept
-// for clients that read only content, and join_group's wakeup URI also as
-// a resource_link.
+// also carries the object as structuredContent, and join_group's wakeup URI
+// as a resource_link.
 func (r toolResult) wire(rev protocolRevision) object {
 	content := []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}
 	if !typed(rev) {
@@ -138,9 +123,8 @@ var tools = []tool{
 		auditDetails: auditCount("users", "member_count"),
 	},
 	{
-		name:              "delete_group",
-		description:       "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
-		legacyDestructive: true,
+		name:        "delete_group",
+		description: "Permanently delete a group's SQLite database and all of its message history. Only the creating context may delete it.",
 		properties: object{
 			{"group_id", object{{"type", "string"}, {"description", "The group ID to permanently delete."}}},
 			{"context_id", contextIDProp},
@@ -218,7 +202,7 @@ var tools = []tool{
 			field{"wake_context_ids", object{{"type", "array"}, {"items", object{{"type", "string"}}}, {"description", "Optional explicit context IDs to wake. Unknown IDs are ignored."}}},
 		),
 		required:     append(identityReq[:3:3], "message"),
-		call:         toolSendMessage, // and jsonrpc_groupcommit.go: see toolSendMessage
+		call:         toolSendMessage,
 		auditDetails: auditSentDetails,
 	},
 	{
@@ -237,13 +221,12 @@ var tools = []tool{
 var toolsByName = func() map[string]*tool {
 	m := map[string]*tool{}
 	for i := range tools {
-		tools[i].nameIsCaller = slices.Contains(tools[i].required, "name")
 		m[tools[i].name] = &tools[i]
 	}
 	return m
 }()
 
-// toolList is the tools/list result, rendered once.
+// toolList is the tools/list result for 2025-03-26 and earlier, rendered once.
 var toolList = func() object {
 	list := make([]any, len(tools))
 	for i, t := range tools {
@@ -255,7 +238,9 @@ var toolList = func() object {
 			schema[2], schema[3] = schema[3], schema[2]
 		}
 		def := object{{"name", t.name}, {"description", t.description}}
-		if t.legacyDestructive {
+		// The original's only annotation, kept for 2025-03-26 and earlier
+		// (toolSchema.destructive says why the typed list differs).
+		if t.name == "delete_group" {
 			def = append(def, field{"annotations", object{{"destructiveHint", true}}})
 		}
 		list[i] = append(def, field{"inputSchema", schema})
@@ -269,14 +254,11 @@ type toolArgs struct {
 	raw    json.RawMessage // the object as sent
 	values map[string]json.RawMessage
 	// stateless is set for a 2026-07-28 request, which belongs to no
-	// session: a handler must keep no per-session state for it (no
-	// subscription, no authorization), so that it can never cause a
-	// session-style notification.
+	// session: a handler keeps no subscription or authorization for it.
 	stateless bool
-	// maxMessageBytes is serverConfig.maxMessageBytes, which parseSend,
-	// shared by the handler and group commit, checks a message against.
+	// maxMessageBytes and tokenName are serverConfig's, for parseSend.
 	maxMessageBytes int
-	tokenName       string // serverConfig.tokenName, which parseSend puts on the message
+	tokenName       string
 }
 
 // parseArgs decodes a JSON object. ok is false when raw is not an object.
@@ -291,8 +273,8 @@ func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
 	return a, true
 }
 
-// keys returns the argument names in the order they were sent. Only error
-// messages need the order, so it is read again rather than kept.
+// keys returns the argument names in the order they were sent; only error
+// messages need it, so it is read again rather than kept.
 func (a toolArgs) keys() (keys []string) {
 	eachMember(a.raw, func(key string, _ json.RawMessage) { keys = append(keys, key) })
 	return keys
@@ -375,8 +357,7 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 }
 
 // run runs t on arguments prepareCall accepted, retrying the whole call
-// while SQLite is busy (busyRetryWindow says why) and its request lasts: an
-// HTTP request's window began when it arrived.
+// while SQLite is busy (busyRetryWindow says why) and its request lasts.
 func (t *tool) run(s *server, a toolArgs) toolResult {
 	var value any
 	err := retryBusyContext(s.request, func() (err error) {
@@ -387,8 +368,7 @@ func (t *tool) run(s *server, a toolArgs) toolResult {
 }
 
 // result is the outcome of a call of t: every error a handler returns is a
-// tool error, an isError result, never a JSON-RPC one (see prepareCall for
-// where the two split).
+// tool error (an isError result), never a JSON-RPC one.
 func (t *tool) result(value any, err error) toolResult {
 	if err != nil {
 		return failure(classify(t.name, err))
@@ -405,15 +385,12 @@ func failure(de *domainError) toolResult {
 // behaviour annotations and an outputSchema. Annotations are judged from
 // what each tool really does: the retrieval tools mark messages read, so
 // they are not read-only; a re-run of join, leave, delete or an update has
-// no further effect, so those are idempotent; nothing reaches outside the
-// groups directory, so openWorldHint is false everywhere.
+// no further effect; nothing reaches outside the groups directory.
 type toolSchema struct {
 	title    string
 	readOnly bool
-	// destructive is judged per tool, so it is set on delete_group,
-	// update_group_metadata and leave_group, while the legacy list keeps
-	// the original's single mark on delete_group (tool.legacyDestructive);
-	// the difference is deliberate, not drift.
+	// destructive is judged per tool, so unlike the legacy list (delete_group
+	// only) it also marks update_group_metadata and leave_group, deliberately.
 	destructive bool
 	idempotent  bool
 	output      object // the success shape; the error shape is added by outputSchema

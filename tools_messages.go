@@ -59,10 +59,9 @@ var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, na
 	return s.store.searchMessages(a.groupID(), contextID, name, query)
 })
 
-// toolSendMessage is the send_message tool when a send runs alone. Sends a
-// client pipelines to one group run through jsonrpc_groupcommit.go, which
-// parses each with the same parseSend and stores it with the same
-// sendBatch, several in one transaction.
+// toolSendMessage is the send_message tool when a send runs alone; sends a
+// client pipelines to one group go through jsonrpc_groupcommit.go, with the
+// same parseSend, several in one transaction.
 func toolSendMessage(s *server, a toolArgs) (any, error) {
 	m, err := parseSend(a)
 	if err != nil {

@@ -8,9 +8,8 @@ import (
 )
 
 // mailWait is one wait_for_messages call: a member of one group waiting for
-// unread mail there. It is the blocking tool for agents whose
-// client turns no notification into a model turn: the agent calls it when
-// it has nothing else to do, and it returns as soon as mail is unread.
+// unread mail there, for agents whose client turns no notification into a
+// model turn.
 type mailWait struct {
 	s         *server
 	groupID   string
@@ -21,23 +20,21 @@ type mailWait struct {
 const (
 	// defaultWaitSeconds is wait_for_messages' timeout when none is given.
 	defaultWaitSeconds = 25
-	// maxWaitSeconds caps timeout_seconds below the request timeouts of
-	// common clients (the TypeScript SDK's default is 60 s, without a reset
-	// on progress unless the client asks for one), so that the empty answer
-	// arrives before the client gives up on the request.
+	// maxWaitSeconds caps timeout_seconds below common clients' request
+	// timeouts (the TypeScript SDK's is 60 s, by default not reset on
+	// progress), so that the empty answer arrives before they give up.
 	maxWaitSeconds = 50
-	// defaultWaitKeepalive is how often a waiting call with a progress
-	// token reports progress, which clients that reset their request
-	// timeout on progress need well inside it.
+	// defaultWaitKeepalive is how often a waiting call with a progress token
+	// reports progress, well inside the timeout of clients that reset on it.
 	defaultWaitKeepalive = 10 * time.Second
 )
 
 // waitForMessagesDescription is the tool's description for agents.
 const waitForMessagesDescription = "Wait until this context_id has unread messages in the group, then return them exactly as get_unread_messages does (they are marked read); return an empty list if timeout_seconds pass first. Call it when you have nothing else to do and want to be woken by another agent's message. Other requests are answered while it waits."
 
-// toolWaitForMessages is the wait_for_messages tool. Its identity and
-// authorization are get_unread_messages': the first check is that tool's
-// read, so a non-member or a wrong name fails at once with its errors.
+// toolWaitForMessages is the wait_for_messages tool. Its first check is
+// get_unread_messages' read, so a non-member or a wrong name fails at once
+// with that tool's errors.
 func toolWaitForMessages(s *server, a toolArgs, r *inflightRequest) (any, error) {
 	contextID, name, err := a.identity()
 	if err != nil {
@@ -53,8 +50,8 @@ func toolWaitForMessages(s *server, a toolArgs, r *inflightRequest) (any, error)
 }
 
 // waitTimeout reads timeout_seconds: absent or null means the default, a
-// number above maxWaitSeconds is capped (an agent asking for longer still
-// gets a useful wait), anything else must be a number of at least zero.
+// number above maxWaitSeconds is capped rather than refused, anything else
+// must be a number of at least zero.
 func (a toolArgs) waitTimeout() (time.Duration, error) {
 	if a.isNull("timeout_seconds") {
 		return defaultWaitSeconds * time.Second, nil
@@ -68,17 +65,16 @@ func (a toolArgs) waitTimeout() (time.Duration, error) {
 }
 
 // wait returns the member's unread mail as soon as there is any, checking
-// now, whenever the change watcher names the group, and every poll
-// interval as a safety net (file events can be missed, or be off). It
-// returns nothing at the timeout, or when r ends: a client's cancel (then
-// nothing is written) or the session closing.
+// now, whenever the change watcher names the group, and every poll interval
+// as a safety net (file events can be missed, or be off). It returns nothing
+// at the timeout or when r ends (a client's cancel, which writes nothing,
+// or the session closing).
 func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, error) {
 	var events <-chan struct{}
 	var sub *watchSubscription
 	poll := w.s.subs.interval
 	if c := w.s.changes; c != nil {
-		// Only this group's writes wake the wait; the watch runs while
-		// the wait does (see changeWatcher).
+		// Only this group's writes wake the wait.
 		sub = c.subscribeTo([]string{w.groupID})
 		defer sub.close()
 		events = sub.C
@@ -135,8 +131,8 @@ func (w mailWait) check() ([]message, error) {
 }
 
 // read is get_unread_messages' read and mark, recording the messages as
-// delivered by wait_for_messages. Busy retries wrap each read, not the
-// whole wait, so a busy group delays one check rather than the answer.
+// delivered by wait_for_messages. Busy retries wrap each read, not the whole
+// wait, so a busy group delays one check rather than the answer.
 func (w mailWait) read() ([]message, error) {
 	var msgs []message
 	err := retryBusy(func() (err error) {
@@ -147,9 +143,9 @@ func (w mailWait) read() ([]message, error) {
 }
 
 // startWaitingCall runs a prepared call of a waiting tool on the session's
-// in-flight table: its answer, audited like any call's, is written when it
-// completes, possibly after answers to later requests. It returns
-// errDuplicateID when the request id is already in flight.
+// in-flight table: its audited answer is written when it completes, possibly
+// after answers to later requests. It fails with errDuplicateID when the
+// request id is already in flight.
 func (s *server) startWaitingCall(req request, pc preparedCall) *rpcError {
 	token := readRequestMeta(req.params).progressToken
 	return s.inflight.start(req.id, token, func(r *inflightRequest) (any, *rpcError) {
