@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -132,14 +134,7 @@ var hookClients = map[string]*hookClient{
 }
 
 // hookClientNames lists the accepted --client values in order.
-func hookClientNames() []string {
-	names := make([]string, 0, len(hookClients))
-	for n := range hookClients {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func hookClientNames() []string { return slices.Sorted(maps.Keys(hookClients)) }
 
 // hookClientNamed returns the client a --client value names, or the error
 // `hook` and `wait` both give for any other value.
@@ -153,13 +148,7 @@ func hookClientNamed(name string) (*hookClient, error) {
 
 // jsonLine renders v as one line of JSON. HTML escaping is off: the text is
 // read by a model, and "<" should stay "<".
-func jsonLine(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-	return b.String()
-}
+func jsonLine(v any) string { return renderJSON(v, 0, "") + "\n" }
 
 // hookPayload is a decoded hook input.
 type hookPayload map[string]json.RawMessage

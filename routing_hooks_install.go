@@ -39,6 +39,7 @@ type hookEntry struct {
 	asyncRewake bool
 }
 
+// hookEntries is one `hook --client` entry of client for each event.
 func hookEntries(client string, timeout int, events ...string) []hookEntry {
 	var out []hookEntry
 	for _, ev := range events {
@@ -50,18 +51,18 @@ func hookEntries(client string, timeout int, events ...string) []hookEntry {
 // hookInstallTargets are the clients `hooks install` knows; the paths and
 // shapes are those in testdata/hooks/README.md's documentation pages.
 var hookInstallTargets = map[string]hookSettings{
-	"claude-code": {client: "claude-code", user: ".claude/settings.json", project: ".claude/settings.json", grouped: true,
+	"claude-code": {client: "claude-code", user: ".claude/settings.json", project: ".claude/settings.json", grouped: true, section: "hooks",
 		entries: append(hookEntries("claude-code", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
 			// The background waiter that wakes an idle session (exit 2),
 			// re-armed at every session start and every stop.
 			hookEntry{event: "SessionStart", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true},
 			hookEntry{event: "Stop", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true})},
-	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", grouped: true,
+	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", grouped: true, section: "hooks",
 		entries: hookEntries("codex", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")},
-	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true,
+	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true, section: "hooks",
 		entries: hookEntries("gemini", 10000, "SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")},
 	// VS Code: no waiter, as asyncRewake is not one of its hook properties.
-	"vscode": {client: "vscode", user: ".copilot/hooks/crosstalk.json", project: ".github/hooks/crosstalk.json",
+	"vscode": {client: "vscode", user: ".copilot/hooks/crosstalk.json", project: ".github/hooks/crosstalk.json", section: "hooks",
 		entries: hookEntries("vscode", 10, "SessionStart", "PostToolUse", "Stop")},
 	// Antigravity CLI: a file of named hook suites, timeouts in seconds
 	// (google-gemini/gemini-cli docs/resources/migrating-to-antigravity-cli.md;
@@ -69,16 +70,8 @@ var hookInstallTargets = map[string]hookSettings{
 	// array of handlers. Its Stop and PostToolUse answers are not used.
 	"antigravity": {client: "antigravity", user: ".gemini/config/hooks.json", project: ".agents/hooks.json", section: "crosstalk",
 		entries: []hookEntry{{event: "PreInvocation", args: "hook --client antigravity --event PreInvocation", timeout: 10}}},
-	"cursor": {client: "cursor", user: ".cursor/hooks.json", project: ".cursor/hooks.json", cursor: true,
+	"cursor": {client: "cursor", user: ".cursor/hooks.json", project: ".cursor/hooks.json", cursor: true, section: "hooks",
 		entries: hookEntries("cursor", 0, "sessionStart", "stop")},
-}
-
-// sectionKey is the top-level member that holds the event arrays.
-func (h hookSettings) sectionKey() string {
-	if h.section != "" {
-		return h.section
-	}
-	return "hooks"
 }
 
 // settingsPath is the settings file of a scope: below the home directory
@@ -178,15 +171,15 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 		return "", errors.New("settings file is not a JSON object")
 	}
 	unit := indentUnit(text)
-	hooks := root.member(h.sectionKey())
+	hooks := root.member(h.section)
 	if hooks != nil && hooks.kind != '{' {
-		return "", fmt.Errorf("settings %q is not an object", h.sectionKey())
+		return "", fmt.Errorf("settings %q is not an object", h.section)
 	}
 	missing, order := missingHooks(h, hooks, l)
 	if hooks == nil {
 		inner := "\n" + strings.Repeat(unit, root.depth+2)
 		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
-		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.sectionKey())+obj, unit)}), nil
+		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.section)+obj, unit)}), nil
 	}
 	edits, err := addHookEdits(hooks, missing, order, unit)
 	if err != nil {
@@ -334,7 +327,7 @@ func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune 
 // handler: with its group when it is the group's only handler, and with
 // prune the emptied event array and "hooks" object too.
 func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool, prune bool) (jsonEdit, bool) {
-	hooks := root.member(h.sectionKey())
+	hooks := root.member(h.section)
 	if hooks == nil || hooks.kind != '{' {
 		return jsonEdit{}, false
 	}

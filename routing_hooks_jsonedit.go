@@ -229,19 +229,16 @@ func appendRaw(container *jsonSpan, item, unit string) jsonEdit {
 // with its name) with the separator before it, or after it for the first
 // item; the only item goes with whatever lies between the brackets.
 func removeItem(container *jsonSpan, i int) jsonEdit {
-	start := func(i int) int {
-		if container.kind == '{' {
-			return container.keys[i].start
-		}
-		return container.vals[i].start
+	starts := container.vals
+	if container.kind == '{' {
+		starts = container.keys
 	}
-	item := container.vals[i]
 	switch {
 	case len(container.vals) == 1:
 		return jsonEdit{container.start + 1, container.end - 1, ""}
 	case i > 0:
-		return jsonEdit{container.vals[i-1].end, item.end, ""}
+		return jsonEdit{container.vals[i-1].end, container.vals[i].end, ""}
 	default:
-		return jsonEdit{start(0), start(1), ""}
+		return jsonEdit{starts[0].start, starts[1].start, ""}
 	}
 }
