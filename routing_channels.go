@@ -1,23 +1,15 @@
 package main
 
-import (
-	"strconv"
-)
+import "strconv"
 
-// Claude Code channels (research preview, Claude Code 2.1.80 or later; see
-// https://code.claude.com/docs/en/channels-reference.md). A server that
-// declares capabilities.experimental["claude/channel"], always {}, in its
-// initialize result gets a notification listener, and each
-// notifications/claude/channel it sends, params {content, meta}, reaches the
-// model as <channel source="crosstalk" key="value"…>content</channel>: meta
-// is a map of strings whose keys must be identifiers (letters, digits,
-// underscores), other keys being dropped. The server's initialize
-// instructions go into the system prompt. Claude Code listens only to the
-// servers it was started with (`claude --dangerously-load-development-channels
-// server:<name>` for one like this), needs a claude.ai login, and announces
-// nothing in its own capabilities, so the server cannot tell whether a push
-// will be heard: it declares and pushes only when CROSSTALK_CHANNELS=1 says
-// the operator started Claude Code that way.
+// channelMethod is a Claude Code channel event (research preview, Claude
+// Code 2.1.80 or later; https://code.claude.com/docs/en/channels-reference.md).
+// A server declaring capabilities.experimental["claude/channel"] has each one,
+// params {content, meta}, reach the model as <channel source="crosstalk"
+// key="value"…>content</channel>; meta keys must be identifiers. Claude Code
+// listens only when started with `--dangerously-load-development-channels
+// server:<name>` and says nothing of it in its capabilities, so the server
+// declares and pushes only when CROSSTALK_CHANNELS=1 says it was.
 const channelMethod = "notifications/claude/channel"
 
 // channelMaxBytes bounds a pushed message like a hook's answer: the rest

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -10,18 +12,14 @@ import (
 
 // hookClient is one agent client whose hooks `crosstalk-mcp hook` answers:
 // where its payloads carry the session id and the event name, and what each
-// of its events may print. Every shape here follows the client's own hook
-// documentation; testdata/hooks/ holds a sample payload per client and event
-// with the page it came from.
+// of its events may print, as testdata/hooks/ documents per client.
 type hookClient struct {
 	name string
-	// sessionKeys name the payload fields holding the client's own
-	// session or thread id, which is the member's context_id.
+	// sessionKeys name the payload fields holding the member's context_id.
 	sessionKeys []string
 	eventKeys   []string
-	// firstCall, when set, names the payload's count of model calls in the
-	// turn: its first call is answered as a session start, since the
-	// client has no event of its own for that.
+	// firstCall names the payload's count of model calls, whose first is
+	// answered as a session start for a client with no such event.
 	firstCall string
 	events    map[string]hookEvent
 }
@@ -45,14 +43,13 @@ type hookEvent struct {
 }
 
 // claudeContext is Claude Code's hookSpecificOutput.additionalContext
-// answer, which VS Code and Codex also read for the same event names.
+// answer, which VS Code and Codex also read.
 func claudeContext(event, text string) string {
 	return jsonLine(map[string]any{"hookSpecificOutput": map[string]any{"hookEventName": event, "additionalContext": text}})
 }
 
-// blockStop is the {"decision": "block", "reason": ...} answer with which
-// Claude Code and Codex keep an agent from stopping; reason is what the
-// model is told.
+// blockStop is the answer with which Claude Code and Codex keep an agent
+// from stopping; reason is what the model is told.
 func blockStop(_, text string) string {
 	return jsonLine(map[string]any{"decision": "block", "reason": text})
 }
@@ -64,25 +61,24 @@ func vscodeStop(event, text string) string {
 	return jsonLine(map[string]any{"hookSpecificOutput": map[string]any{"hookEventName": event, "decision": "block", "reason": text}})
 }
 
-// agyInject is Antigravity CLI's PreInvocation answer: steps handed to the
-// agent before the model call, as an ephemeral message, not a user one
-// (antigravity.google/docs/hooks; its PostToolUse answer is {} only).
+// agyInject is Antigravity CLI's PreInvocation answer: an ephemeral
+// message handed to the agent before the model call
+// (antigravity.google/docs/hooks).
 func agyInject(_, text string) string {
 	return jsonLine(map[string]any{"injectSteps": []any{map[string]any{"ephemeralMessage": text}}})
 }
 
-// plainText is stdout as it is: Codex adds a SessionStart or
-// UserPromptSubmit hook's plain stdout to the model's context.
+// plainText is stdout as it is, which Codex adds to the model's context.
 func plainText(_, text string) string { return text + "\n" }
 
-// geminiContext is Gemini CLI's hookSpecificOutput.additionalContext.
-// Gemini parses stdout as JSON only, so no plain text may go there.
+// geminiContext is Gemini CLI's hookSpecificOutput.additionalContext;
+// Gemini parses stdout as JSON only.
 func geminiContext(_, text string) string {
 	return jsonLine(map[string]any{"hookSpecificOutput": map[string]any{"additionalContext": text}})
 }
 
-// geminiRetry is AfterAgent's "deny": the reason goes to the agent as a
-// new prompt, which is how Gemini CLI keeps an agent going.
+// geminiRetry is AfterAgent's "deny", whose reason Gemini CLI gives the
+// agent as a new prompt.
 func geminiRetry(_, text string) string {
 	return jsonLine(map[string]any{"decision": "deny", "reason": text})
 }
@@ -132,17 +128,10 @@ var hookClients = map[string]*hookClient{
 }
 
 // hookClientNames lists the accepted --client values in order.
-func hookClientNames() []string {
-	names := make([]string, 0, len(hookClients))
-	for n := range hookClients {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func hookClientNames() []string { return slices.Sorted(maps.Keys(hookClients)) }
 
 // hookClientNamed returns the client a --client value names, or the error
-// `hook` and `wait` both give for any other value.
+// `hook` and `wait` give for any other.
 func hookClientNamed(name string) (*hookClient, error) {
 	c := hookClients[name]
 	if c == nil {
@@ -151,15 +140,9 @@ func hookClientNamed(name string) (*hookClient, error) {
 	return c, nil
 }
 
-// jsonLine renders v as one line of JSON. HTML escaping is off: the text is
-// read by a model, and "<" should stay "<".
-func jsonLine(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-	return b.String()
-}
+// jsonLine renders v as one line of JSON, unescaped for HTML since a model
+// reads it.
+func jsonLine(v any) string { return renderJSON(v, 0, "") + "\n" }
 
 // hookPayload is a decoded hook input.
 type hookPayload map[string]json.RawMessage
@@ -181,8 +164,8 @@ func jsonObject(raw []byte, p *hookPayload) bool {
 }
 
 // Output bounds: a hook's answer lands in the model's context on every
-// turn, so it stays small; the rest waits for get_unread_messages.
-// hookPreviewBytes is how much of a message too big for the answer is shown.
+// turn, so it stays small; hookPreviewBytes is how much of a message too
+// big for it is shown.
 const (
 	hookMaxMessages  = 20
 	hookMaxBytes     = 8 << 10
@@ -197,19 +180,15 @@ type hookItem struct {
 }
 
 // selectForHook orders pending mail for printing, messages with a pending
-// wake event first and then the other unread ones, each oldest first, and
-// keeps what fits in hookMaxMessages and hookMaxBytes. rest counts the
-// messages left for get_unread_messages.
+// wake event first, each kind oldest first, and keeps what fits in
+// hookMaxMessages and hookMaxBytes; rest counts the messages left.
 //
-// A message is shown whole when it fits in what is left of the budget. One
-// that does not is shown as a preview when it alone is over the budget, or
-// when nothing has been shown whole yet, and the walk goes on: one big
-// message must never hide the mail behind it. Otherwise the walk stops
-// there, so that mail is shown in order. A message shown whole is marked
-// read; a preview stays unread, since the agent has not read it, and says
-// how to read it whole. Only its wake event is acknowledged, so that Stop
-// keeps the agent going once for it and not forever, and wait does not
-// wake it again.
+// A message that does not fit in what is left is shown as a preview when
+// it alone is over the budget or nothing has been shown whole yet, and the
+// walk goes on, so that one big message never hides the mail behind it;
+// otherwise the walk stops there, keeping mail in order. A preview stays
+// unread and only its wake event is acknowledged, so that Stop keeps the
+// agent going once for it, not forever.
 func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 	sorted := append([]pendingMessage(nil), pending...)
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -237,8 +216,8 @@ func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 	return picked, 0
 }
 
-// formatHookMessage is one message as the agent reads it in a hook answer.
-// It carries the group id and message id, which the tools take.
+// formatHookMessage is one message as the agent reads it in a hook answer,
+// with the group and message ids the tools take.
 func formatHookMessage(p hookItem) string {
 	var b strings.Builder
 	group := p.groupID
@@ -288,8 +267,8 @@ func formatMail(contextID string, items []hookItem, rest int) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// formatIdentity tells the model at session start who it is in Crosstalk:
-// the context_id to pass verbatim and the groups it has joined.
+// formatIdentity tells the model at session start its context_id and
+// groups.
 func formatIdentity(contextID string, groups []membership) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Crosstalk: your context_id is %s. Pass it verbatim as context_id in every Crosstalk tool call (join_group, send_message, get_unread_messages...), so that new messages reach you at your next turn.", contextID)

@@ -13,15 +13,12 @@ import (
 )
 
 // hookSettings is where and how one client keeps its hooks, for `hooks
-// install` and `hooks uninstall`: the settings file per scope, the shape of
-// an entry, and the entries Crosstalk needs.
+// install` and `hooks uninstall`.
 type hookSettings struct {
-	client string
-	// user and project are the settings file below the home directory and
-	// the project directory.
-	user, project string
-	// grouped entries are Claude Code's {"hooks": [handler]} groups (also
-	// Codex's and Gemini CLI's); otherwise an entry is the handler itself.
+	client        string
+	user, project string // the settings file below home and project directory
+	// grouped entries are {"hooks": [handler]} groups (Claude Code, Codex,
+	// Gemini CLI); otherwise an entry is the handler itself.
 	grouped bool
 	// cursor handlers are {"command": ...} only, in a file with "version": 1.
 	cursor bool
@@ -39,6 +36,7 @@ type hookEntry struct {
 	asyncRewake bool
 }
 
+// hookEntries is one `hook --client` entry of client for each event.
 func hookEntries(client string, timeout int, events ...string) []hookEntry {
 	var out []hookEntry
 	for _, ev := range events {
@@ -50,35 +48,26 @@ func hookEntries(client string, timeout int, events ...string) []hookEntry {
 // hookInstallTargets are the clients `hooks install` knows; the paths and
 // shapes are those in testdata/hooks/README.md's documentation pages.
 var hookInstallTargets = map[string]hookSettings{
-	"claude-code": {client: "claude-code", user: ".claude/settings.json", project: ".claude/settings.json", grouped: true,
+	"claude-code": {client: "claude-code", user: ".claude/settings.json", project: ".claude/settings.json", grouped: true, section: "hooks",
 		entries: append(hookEntries("claude-code", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
 			// The background waiter that wakes an idle session (exit 2),
 			// re-armed at every session start and every stop.
 			hookEntry{event: "SessionStart", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true},
 			hookEntry{event: "Stop", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true})},
-	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", grouped: true,
+	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", grouped: true, section: "hooks",
 		entries: hookEntries("codex", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")},
-	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true,
+	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true, section: "hooks",
 		entries: hookEntries("gemini", 10000, "SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")},
 	// VS Code: no waiter, as asyncRewake is not one of its hook properties.
-	"vscode": {client: "vscode", user: ".copilot/hooks/crosstalk.json", project: ".github/hooks/crosstalk.json",
+	"vscode": {client: "vscode", user: ".copilot/hooks/crosstalk.json", project: ".github/hooks/crosstalk.json", section: "hooks",
 		entries: hookEntries("vscode", 10, "SessionStart", "PostToolUse", "Stop")},
-	// Antigravity CLI: a file of named hook suites, timeouts in seconds
-	// (google-gemini/gemini-cli docs/resources/migrating-to-antigravity-cli.md;
-	// the global path is antigravity.google/docs/hooks'), PreInvocation a flat
-	// array of handlers. Its Stop and PostToolUse answers are not used.
+	// Antigravity CLI: a file of named hook suites, PreInvocation a flat
+	// array of handlers (google-gemini/gemini-cli
+	// docs/resources/migrating-to-antigravity-cli.md, antigravity.google/docs/hooks).
 	"antigravity": {client: "antigravity", user: ".gemini/config/hooks.json", project: ".agents/hooks.json", section: "crosstalk",
 		entries: []hookEntry{{event: "PreInvocation", args: "hook --client antigravity --event PreInvocation", timeout: 10}}},
-	"cursor": {client: "cursor", user: ".cursor/hooks.json", project: ".cursor/hooks.json", cursor: true,
+	"cursor": {client: "cursor", user: ".cursor/hooks.json", project: ".cursor/hooks.json", cursor: true, section: "hooks",
 		entries: hookEntries("cursor", 0, "sessionStart", "stop")},
-}
-
-// sectionKey is the top-level member that holds the event arrays.
-func (h hookSettings) sectionKey() string {
-	if h.section != "" {
-		return h.section
-	}
-	return "hooks"
 }
 
 // settingsPath is the settings file of a scope: below the home directory
@@ -93,7 +82,7 @@ func (h hookSettings) settingsPath(scope, home, projectDir string) string {
 
 // hookLauncher is how an installed hook command starts this binary: its
 // path and, when known, the server's groups directory, which a hook run in
-// the client's own environment would not otherwise find.
+// the client's environment would not otherwise find.
 type hookLauncher struct{ exe, groupsDir string }
 
 // command is the shell command line of one hook.
@@ -129,9 +118,8 @@ func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 	return h.handler(e, l)
 }
 
-// shellQuote quotes a path for the shell the clients run hooks with when
-// it holds anything but safe characters, so that the command passes it
-// verbatim: no word splitting, no "~" or "$" expansion.
+// shellQuote quotes a path holding anything but safe characters, so that
+// the hook's shell passes it verbatim, with no splitting or expansion.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:\\") == "" {
 		return s
@@ -155,8 +143,7 @@ func renderJSON(v any, depth int, unit string) string {
 }
 
 // installHooks returns text with Crosstalk's hooks for h, each present
-// once with the command l starts. Entries already there are left alone and
-// stale ones (another path or directory) replaced; every other byte stays
+// once with the command l starts, stale ones replaced and every other byte
 // as it was.
 func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	if strings.TrimSpace(text) == "" {
@@ -178,15 +165,15 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 		return "", errors.New("settings file is not a JSON object")
 	}
 	unit := indentUnit(text)
-	hooks := root.member(h.sectionKey())
+	hooks := root.member(h.section)
 	if hooks != nil && hooks.kind != '{' {
-		return "", fmt.Errorf("settings %q is not an object", h.sectionKey())
+		return "", fmt.Errorf("settings %q is not an object", h.section)
 	}
 	missing, order := missingHooks(h, hooks, l)
 	if hooks == nil {
 		inner := "\n" + strings.Repeat(unit, root.depth+2)
 		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
-		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.sectionKey())+obj, unit)}), nil
+		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.section)+obj, unit)}), nil
 	}
 	edits, err := addHookEdits(hooks, missing, order, unit)
 	if err != nil {
@@ -203,9 +190,8 @@ func (h hookSettings) emptySettings() string {
 	return "{}\n"
 }
 
-// missingHooks returns h's entries for l that hooks (the settings' "hooks"
-// object, or nil when there is none) does not hold yet, by event, and the
-// events in the order of h's entries.
+// missingHooks returns h's entries for l that hooks (nil when there is no
+// section) does not hold yet, by event, and those events in entry order.
 func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][]any, []string) {
 	missing := map[string][]any{}
 	var order []string
@@ -224,9 +210,8 @@ func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][
 	return missing, order
 }
 
-// addHookEdits returns the edits that add the missing entries to the
-// "hooks" object: appended to an event's array where it has one, and as
-// new members, in one edit, where it has none.
+// addHookEdits returns the edits that add the missing entries to hooks:
+// appended to an event's existing array, or as new members in one edit.
 func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
 	var edits []jsonEdit
 	var newEvents []string
@@ -286,12 +271,11 @@ func handlersOf(h hookSettings, item *jsonSpan) []*jsonSpan {
 }
 
 // uninstallHooks returns text without Crosstalk's hooks for h, and whether
-// the file is to be removed. When backup (nil for none) holds the bytes an
-// install started from, none of our hooks and otherwise what text holds,
-// nothing else has changed since and those bytes are returned as they were.
-// Otherwise only our hooks go, with the groups, event arrays and "hooks"
-// object they leave empty; a file left as installHooks would start it from
-// nothing is to be removed, since install created it.
+// the file is to be removed. When backup (nil for none) holds what text
+// holds without our hooks, nothing else has changed since the install and
+// those bytes are returned as they were. Otherwise our hooks go with the
+// groups, arrays and section they leave empty, and a file left as install
+// would start it is to be removed.
 func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, error) {
 	stripped, err := removeHooks(h, text, dropAll, true)
 	if err != nil || stripped == text {
@@ -313,9 +297,9 @@ func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, 
 func dropAll(string) bool { return true }
 
 // removeHooks removes Crosstalk's handlers for h whose command drop
-// accepts, one at a time (so that no two edits touch), and the groups left
-// empty by it; with prune also the event arrays and the "hooks" object
-// left empty, which install keeps so as to put its new entries in place.
+// accepts, one at a time so that no two edits touch, and the groups left
+// empty; with prune also the emptied event arrays and section, which
+// install keeps to put its new entries in place.
 func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune bool) (string, error) {
 	for {
 		root, err := parseJSONSpans(text)
@@ -331,10 +315,9 @@ func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune 
 }
 
 // findCrosstalkHandler returns the edit that removes the first matching
-// handler: with its group when it is the group's only handler, and with
-// prune the emptied event array and "hooks" object too.
+// handler, with what it leaves empty (see removeHooks).
 func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool, prune bool) (jsonEdit, bool) {
-	hooks := root.member(h.sectionKey())
+	hooks := root.member(h.section)
 	if hooks == nil || hooks.kind != '{' {
 		return jsonEdit{}, false
 	}
@@ -369,12 +352,10 @@ func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool
 const backupSuffix = ".crosstalk-backup"
 
 // settingsTarget returns the file a write of the settings file path
-// changes, and the mode to keep: path itself, or the file that path, a
-// symbolic link the user made, points to, which is then written in place
-// so that the link stays. It refuses a link to nothing, anything but a
-// regular file, and a file that is read-only (its owner's write bit is
-// off, or this process cannot open it for writing): that is the user's
-// choice, not ours to replace.
+// changes, and the mode to keep: path, or the file a symbolic link at path
+// points to, so that the user's link stays. It refuses a link to nothing,
+// anything but a regular file, and a read-only file (owner's write bit off
+// or not openable for writing): that is the user's choice to keep.
 func settingsTarget(path string) (string, fs.FileMode, error) {
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -435,10 +416,8 @@ func writeSettings(path, target string, mode fs.FileMode, old []byte, existed bo
 }
 
 // writeBackup writes data to a new file at name, replacing the old backup.
-// The new one is created with O_EXCL, which never follows a symbolic link
-// (POSIX; CREATE_NEW on Windows): a link planted at that name, say in a
-// cloned project, is removed, never written through, and one planted again
-// in between makes the create fail.
+// O_EXCL never follows a symbolic link, so a link planted at that name, say
+// in a cloned project, is removed, never written through.
 func writeBackup(name string, data []byte, mode fs.FileMode) error {
 	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

@@ -30,7 +30,7 @@ func crosstalkCommands(t *testing.T, h hookSettings, text string) []string {
 		t.Fatalf("not JSON after the edit: %v\n%s", err, text)
 	}
 	var cmds []string
-	if hooks := root.member(h.sectionKey()); hooks != nil {
+	if hooks := root.member(h.section); hooks != nil {
 		for i, arr := range hooks.vals {
 			for _, item := range arr.vals {
 				for _, handler := range handlersOf(h, item) {
@@ -216,7 +216,7 @@ func oddSettings(h hookSettings) string {
 	if h.grouped {
 		handler = `{"matcher": "", "hooks": [` + handler + `]}`
 	}
-	return "\ufeff{\n\t// mine\n\t\"model\" : \"opus\",\n\t\"" + h.sectionKey() + "\": {\n\t\t\"Other\": [ ],\n\t\t\"" +
+	return "\ufeff{\n\t// mine\n\t\"model\" : \"opus\",\n\t\"" + h.section + "\": {\n\t\t\"Other\": [ ],\n\t\t\"" +
 		h.entries[len(h.entries)-1].event + "\": [\n\t\t\t" + handler + ",\n\t\t],\n\t},\n}\n"
 }
 

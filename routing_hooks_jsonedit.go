@@ -82,9 +82,8 @@ func (p *jsonParser) skip() {
 }
 
 // value parses the value at p.pos, at nesting level depth, and leaves
-// p.pos after it. Besides strict JSON it accepts comments and trailing
-// commas, as the clients' settings files may hold them; numbers and
-// literals are kept as their text, since no edit reads them.
+// p.pos after it, accepting comments and trailing commas; numbers and
+// literals are kept as text, since no edit reads them.
 func (p *jsonParser) value(depth int) (*jsonSpan, error) {
 	p.skip()
 	if p.pos >= len(p.text) {
@@ -160,8 +159,7 @@ func (p *jsonParser) members(v *jsonSpan) error {
 }
 
 // quoted parses the string v starts at p.pos into v.str, decoding every
-// escape JSON allows (\/ and surrogate pairs included); the text itself is
-// never rewritten, so the escapes keep their bytes.
+// JSON escape; the text itself keeps its bytes.
 func (p *jsonParser) quoted(v *jsonSpan) error {
 	end := p.pos + 1
 	for end < len(p.text) && p.text[end] != '"' {
@@ -225,23 +223,20 @@ func appendRaw(container *jsonSpan, item, unit string) jsonEdit {
 	return jsonEdit{last.end, last.end, ",\n" + inner + item}
 }
 
-// removeItem deletes item i of an array or object (an object's member
-// with its name) with the separator before it, or after it for the first
-// item; the only item goes with whatever lies between the brackets.
+// removeItem deletes item i of an array or object (a member with its
+// name) with the separator before it, or after it for the first item; the
+// only item goes with all between the brackets.
 func removeItem(container *jsonSpan, i int) jsonEdit {
-	start := func(i int) int {
-		if container.kind == '{' {
-			return container.keys[i].start
-		}
-		return container.vals[i].start
+	starts := container.vals
+	if container.kind == '{' {
+		starts = container.keys
 	}
-	item := container.vals[i]
 	switch {
 	case len(container.vals) == 1:
 		return jsonEdit{container.start + 1, container.end - 1, ""}
 	case i > 0:
-		return jsonEdit{container.vals[i-1].end, item.end, ""}
+		return jsonEdit{container.vals[i-1].end, container.vals[i].end, ""}
 	default:
-		return jsonEdit{start(0), start(1), ""}
+		return jsonEdit{starts[0].start, starts[1].start, ""}
 	}
 }

@@ -24,9 +24,8 @@ func pollInterval(value string) time.Duration {
 }
 
 // fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
-// it says 0, off, false or no. Turning them off restores the original's
-// pure polling at CROSSTALK_POLL_INTERVAL_SECONDS, which a groups directory
-// on a network file system written from several machines may want.
+// it says 0, off, false or no, for pure polling on a network file system
+// written from several machines.
 func fileEventsEnabled(value string) bool {
 	switch strings.ToLower(pyStrip(value)) {
 	case "0", "off", "false", "no":
@@ -61,8 +60,7 @@ func (m *subscriptions) subscribe(uri string) error {
 		sub.groupID, err = parseGroupURI(uri)
 	}
 	if err == nil {
-		// A wakeup subscription does not use the revision; reading it
-		// checks that the group exists.
+		// Reading the revision also checks that the group exists.
 		sub.revision, err = m.store.messageRevision(sub.groupID)
 	}
 	if err != nil {

@@ -41,10 +41,9 @@ type subscription struct {
 	revision  int64 // last notified message_revision of a group resource
 
 	// seen is the group's file signature when a check last found nothing
-	// left to do (valid when checked is set). Until the signature changes
-	// or dueAt passes the poller skips the subscription without opening the
-	// group: an idle poll of hundreds of groups then costs two stat calls
-	// each and keeps them out of the store's handle cache.
+	// left to do (valid when checked is set). Until it changes or dueAt
+	// passes the poller skips the group without opening it, so an idle poll
+	// costs two stat calls a group and stays out of the handle cache.
 	seen    groupSignature
 	checked bool
 	// dueAt is the one time, on the store's clock, at which the poller
@@ -59,12 +58,9 @@ type subscription struct {
 
 // wakeupRenotifyGap is the least time between two notifications of one
 // wakeup subscription while nothing in this process has acknowledged a
-// wake event since the first. A client that has not read learns nothing
-// from a second "read your wakeups", and in a busy group each one cost
-// every member's process a check and a write (marking the event notified):
-// with eight agents sending into one group those writes doubled the sends'
-// p99. Events not notified meanwhile wait for the next notification or the
-// 300 s reminder, as the original's one-event-per-poll did.
+// wake event since the first: a client that has not read learns nothing
+// from a second one, and with eight agents sending into one group the
+// writes marking them notified doubled the sends' p99.
 const wakeupRenotifyGap = time.Second
 
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
@@ -80,10 +76,9 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 }
 
 // close stops the poller and joins it, so no notification is written
-// after the server has finished. The join is bounded, like the original's
-// one-second join, because of the one thing a context cannot cancel: a
-// write to a client that stopped reading stdout, which must not keep the
-// process from exiting. Such a poller ends when the process does.
+// after the server has finished. The join is bounded to a second, because
+// a context cannot cancel a write to a client that stopped reading stdout,
+// which must not keep the process from exiting.
 func (m *subscriptions) close() {
 	m.stop()
 	joined := make(chan struct{})
@@ -98,11 +93,9 @@ func (m *subscriptions) close() {
 // events cannot see writes made on another machine sharing the directory.
 const watchSafetyPoll = 2 * time.Second
 
-// followWatch makes the poller check a group as soon as w reports it changed,
-// besides its tick, which then slows to at least watchSafetyPoll. The
-// poller's subscription to w names only its subscriptions' groups, so a
-// session that subscribes to nothing keeps no watch running. Without
-// native events followWatch changes nothing.
+// followWatch makes the poller check a group as soon as w reports it
+// changed, besides its tick, which then slows to at least watchSafetyPoll.
+// Without native events it changes nothing.
 func (m *subscriptions) followWatch(w *changeWatcher) {
 	if w == nil || !w.native {
 		return
@@ -158,9 +151,8 @@ func (m *subscriptions) run(ctx context.Context) {
 	}
 }
 
-// watchFollower is the poller's use of a change watcher: a subscription
-// to the subscribed groups, which runs the watch only while there are any
-// (see changeWatcher). It belongs to the poller's goroutine.
+// watchFollower is the poller's subscription to a change watcher, naming
+// the subscribed groups. It belongs to the poller's goroutine.
 type watchFollower struct {
 	m      *subscriptions
 	sub    *watchSubscription // nil until followWatch

@@ -11,26 +11,22 @@ import (
 
 // changeWatcher tells the parts of this process that wait on groups (the
 // subscription poller, `wait`, wait_for_messages) which groups in a
-// directory may have changed, from file-system events: inotify on Linux,
-// kqueue on macOS and the BSDs. Writers are often other processes, Python
-// or Go, so an in-process signal would not do; the events only say "look
-// again", and consumers still read the database. Where no events flow
-// (Windows, a network file system written from another machine) consumers
-// keep polling: native says whether events are available, and consumers
-// poll more slowly when they are, never not at all.
+// directory may have changed, from inotify on Linux or kqueue on macOS and
+// the BSDs: writers are often other processes, so an in-process signal
+// would not do. Events only say "look again"; consumers still read the
+// database, and poll more slowly where events flow (native), never not at
+// all, since a network file system written from another machine raises none.
 //
 // The watch runs only while a subscription names a group: every write to
 // the directory wakes a watching process, so a server that waits on
-// nothing (most of a busy group's senders) must not watch. Events of other
-// groups go no further than the event read, and on Linux, where the watch
-// follows the subscriptions' groups, they are not raised at all.
+// nothing (most of a busy group's senders) must not watch.
 type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
 
-	// run serializes starting, stopping and retargeting the watch. Stopping
-	// waits for the event goroutine, which takes mu, so mu is never held
-	// across any of them.
+	// run serializes starting, stopping and retargeting the watch; mu is
+	// never held across them, as stopping waits for the event goroutine,
+	// which takes mu.
 	run    sync.Mutex
 	watch  fileWatch // non-nil while the watch runs
 	closed bool      // written under run and mu: changed arms nothing after
@@ -79,31 +75,23 @@ type watchSettle struct {
 	step int
 }
 
-// Event settling: an event can arrive before the commit it belongs to is
-// visible to readers (the WAL frames are written, and fsynced, before the
-// wal-index update, which raises no event), so a group is announced
-// watchQuietPeriod after its first event and then again after each
-// watchRecheck delay, which covers a slow fsync. An event during the quiet
-// period joins the pending announcement; one during the re-checks starts
-// the schedule again. The quiet period is counted from the first event,
-// not the last, so a group written without pause is still announced. The
-// re-checks cost one read per consumer.
+// Event settling: an event can arrive before its commit is visible to
+// readers (the wal-index update raises no event), so a group is announced
+// watchQuietPeriod after its first event (not its last, so that a group
+// written without pause is still announced) and again after each
+// watchRecheck delay, which covers a slow fsync. An event during the
+// re-checks starts the schedule again.
 const watchQuietPeriod = 3 * time.Millisecond
 
 var watchRecheck = []time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
 
 // watchCoalesce is how long the event reader first sleeps after a read
-// that returned events. A commit writes its -wal file several times, and
-// other processes keep writing; while the reader sleeps the kernel merges
-// identical queued events (inotify) or folds them into one pending event
-// (kqueue's EV_CLEAR), so a busy directory costs one wakeup per pause
-// rather than one per write. It is shorter than watchQuietPeriod, which the
-// first event starts, so it adds no latency to the first announcement.
-//
-// While events keep arriving during every pause, the pause doubles up to
-// watchCoalesceMax: with eight processes writing one group, each of them
-// woke 500 times a second to read events, and those wakeups took the CPU
-// from the process holding the write lock.
+// that returned events, so that the kernel merges the writes meanwhile into
+// one event (inotify) or one pending event (kqueue's EV_CLEAR); being
+// shorter than watchQuietPeriod, it delays no announcement. While events
+// arrive during every pause it doubles up to watchCoalesceMax: with eight
+// processes writing one group, each woke 500 times a second and took the
+// CPU from the process holding the write lock.
 const (
 	watchCoalesce    = 2 * time.Millisecond
 	watchCoalesceMax = 16 * time.Millisecond
@@ -154,15 +142,12 @@ func (w *changeWatcher) close() {
 	w.settling.Wait()
 }
 
-// retargetLocked starts, retargets or stops the watch to match what the
-// subscriptions want; w.run is held. It watches while some subscription
-// names a group or wants every group, following their union; starting
-// announces every group on the settle schedule, since a commit written
-// just before the watch began raised no event and may have become visible
-// only after a consumer's first look. A watch that fails to start (an
-// inotify limit reached since the probe) is logged and every subscription
-// is told to look at everything, after which it hears nothing until its
-// safety poll.
+// retargetLocked starts, retargets or stops the watch to follow the union
+// of what the subscriptions want; w.run is held. Starting announces every
+// group on the settle schedule, since a commit written just before the
+// watch began raised no event. A watch that fails to start (an inotify
+// limit reached since the probe) is logged and every subscription told
+// once to look at everything.
 func (w *changeWatcher) retargetLocked() {
 	w.mu.Lock()
 	union := map[string]bool{} // nil: every group
@@ -299,9 +284,7 @@ func (w *changeWatcher) wantedLocked(id string) bool {
 }
 
 // fileEvent receives one file-system event: the name of the file in dir
-// that changed, or "" when events were lost. A group nobody subscribed to
-// is dropped here; another is announced on its settle schedule (see
-// watchQuietPeriod).
+// that changed, or "" when events were lost.
 func (w *changeWatcher) fileEvent(name string) {
 	if id, ok := groupOfFile(name); ok || name == "" {
 		w.changed(id)
@@ -309,8 +292,7 @@ func (w *changeWatcher) fileEvent(name string) {
 }
 
 // changed schedules the announcement of group id (every group when id is
-// empty) unless no subscription wants it. A consumer that starts watching
-// a group calls it too (see retargetLocked).
+// empty) on its settle schedule unless no subscription wants it.
 func (w *changeWatcher) changed(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -362,9 +344,8 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 }
 
 // groupOfFile maps a file of the groups directory to its group id: the
-// database itself or SQLite's -wal and -journal files beside it. The -shm
-// file is left out: readers write to it too, and a reader must not wake
-// every other reader.
+// database or its -wal or -journal file. The -shm file is left out, since
+// readers write to it too and must not wake every other reader.
 func groupOfFile(name string) (string, bool) {
 	id, ok := strings.CutSuffix(groupDB(filepath.Base(name)), ".sqlite3")
 	if !ok || validateGroupID(id) != nil {
@@ -373,9 +354,8 @@ func groupOfFile(name string) (string, bool) {
 	return id, true
 }
 
-// groupDB returns the name of the database file that a file name of the
-// groups directory belongs to: itself, or the database beside a -wal or
-// -journal file.
+// groupDB returns the database file name a -wal or -journal file name
+// belongs to, or name itself.
 func groupDB(name string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(name, "-wal"), "-journal")
 }

@@ -11,13 +11,11 @@ import (
 	"time"
 )
 
-// kqueueWatch follows the groups directory with kqueue. kqueue reports
-// writes per open file, not per directory, so besides the directory (whose
-// events say a name appeared or went away) it keeps one descriptor on each
-// group's -wal file, where every commit is written, and re-watches a -wal
-// file when SQLite recreates it. It never opens a database or -shm file:
-// closing any descriptor of those would drop this process's SQLite locks on
-// them. SQLite takes no locks on the -wal file itself.
+// kqueueWatch follows the groups directory with kqueue, which reports
+// writes per open file: besides the directory it keeps one descriptor on
+// each group's -wal file, where every commit is written, re-watched when
+// SQLite recreates it. It never opens a database or -shm file, since
+// closing any descriptor of those would drop this process's SQLite locks.
 type kqueueWatch struct {
 	kq    int
 	dirfd int
@@ -85,9 +83,8 @@ func (k *kqueueWatch) stop() {
 	k.loops.Wait()
 }
 
-// followGroups does nothing: a kqueue watch reports the writes of every group,
-// one event per -wal file and pause however many writes it took, so there
-// is nothing to save by narrowing it.
+// followGroups does nothing: kqueue reports one event per -wal file and
+// pause however many writes it took, so narrowing it saves nothing.
 func (k *kqueueWatch) followGroups([]string) {}
 
 // add registers fd with the kqueue.
@@ -99,9 +96,8 @@ func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {
 	return err
 }
 
-// loop handles events until the wake pipe is written, pausing
-// after each batch (watchPacer) so that EV_CLEAR folds the writes that
-// arrive meanwhile into one event per file.
+// loop handles events until the wake pipe is written, pausing after each
+// batch (watchPacer).
 func (k *kqueueWatch) loop() {
 	events := make([]syscall.Kevent_t, 32)
 	var pacer watchPacer
@@ -178,10 +174,9 @@ func (k *kqueueWatch) rescan(announce bool) {
 	k.dbs = seenDB
 }
 
-// watchWAL starts watching one -wal file. Its appearance is not announced:
-// any connection opening the group creates it, and announcing that would
-// let a poller's own opens wake it in a loop; a commit written before the
-// watch was in place is caught by the consumers' safety poll.
+// watchWAL starts watching one -wal file. Its appearance is not announced,
+// lest a poller's own opens wake it in a loop; a commit written before the
+// watch is caught by the consumers' safety poll.
 func (k *kqueueWatch) watchWAL(name string) {
 	fd, err := syscall.Open(k.dir+string(os.PathSeparator)+name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {

@@ -14,21 +14,18 @@ import (
 )
 
 // inotifyWatch follows the groups directory with inotify. The directory's
-// own watch reports names appearing, going away or renamed into place (a
-// group created or deleted). Following named groups, as every consumer
-// does, each group's database and -wal file has a watch of its own, armed
-// for one event (IN_ONESHOT) and re-armed after the reader's pause;
-// following every group, or when a file watch cannot be added, the
-// directory watch takes IN_MODIFY too, so every write is an event.
+// own watch reports names appearing, going away or renamed into place.
+// Following named groups, each group's database and -wal file has a watch
+// of its own, armed for one event (IN_ONESHOT) and re-armed after the
+// reader's pause, when its file is reported again to cover the writes
+// meanwhile; following every group, or when a file watch cannot be added,
+// the directory watch takes IN_MODIFY too.
 //
-// The one-shot watches are the reason for this type: the kernel queues an
-// event for every watching process at every write(2), a commit writes its
-// -wal file dozens of times, and with eight members watching one busy group
-// that cost each commit about 0.4 ms in the kernel under the group's write
-// lock, 15% of the sends. A one-shot watch costs a commit one event per
-// watcher per pause; writes while it is disarmed are covered by reporting
-// the file again when it is re-armed. The watch only names paths, never
-// opens the database files, so it cannot disturb SQLite's POSIX locks.
+// One-shot watches, because the kernel queues an event for every watcher
+// at every write(2): with eight members watching one busy group that cost
+// each commit about 0.4 ms under the group's write lock, 15% of the sends.
+// The watch never opens the database files, so it cannot disturb SQLite's
+// POSIX locks.
 type inotifyWatch struct {
 	fd    int
 	dirWd int
@@ -57,18 +54,14 @@ const inotifyDirMask = syscall.IN_CREATE | syscall.IN_DELETE | syscall.IN_MOVED_
 const inotifyFileMask = syscall.IN_MODIFY | syscall.IN_ONESHOT
 
 // inotifyMaxFollowed is the most groups a watch follows file by file (two
-// watches each); past it the directory watch takes every write instead.
-// Watches come out of a per-user kernel budget that the user's editors and
-// build tools share (8,192 on older kernels), and a process following
-// hundreds of groups, such as an HTTP server with many sessions, is one
-// watcher however many writes there are, which the directory watch serves
-// as well.
+// watches each); past it the directory watch takes every write instead,
+// since watches come out of a per-user kernel budget (8,192 on older
+// kernels) shared with the user's editors and build tools.
 const inotifyMaxFollowed = 256
 
 // probeWatch reports whether dir can be watched, by adding an inotify
-// watch on it, and returns the release of that inotify instance. Closing
-// an instance that holds a watch waits for the kernel to free the watch, an
-// RCU grace period of 5 to 25 ms, so the caller runs release aside.
+// watch on it, and returns the release of that instance, which the caller
+// runs aside: closing it waits an RCU grace period of 5 to 25 ms.
 func probeWatch(dir string) (release func(), err error) {
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
 	if err != nil {
@@ -109,10 +102,10 @@ func (iw *inotifyWatch) stop() {
 	iw.read.Wait()
 }
 
-// followGroups reports writes of the groups named from now on, or of every group
-// when groups is nil or longer than inotifyMaxFollowed. A group's file
-// watches are armed before the directory watch stops taking IN_MODIFY, so
-// no write falls between the two.
+// followGroups reports writes of the groups named from now on, or of every
+// group when groups is nil or longer than inotifyMaxFollowed. File watches
+// are armed before the directory watch stops taking IN_MODIFY, so no write
+// falls between the two.
 func (iw *inotifyWatch) followGroups(groups []string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
@@ -158,8 +151,7 @@ func (iw *inotifyWatch) followGroups(groups []string) {
 
 // followAll makes the directory watch take every write again and drops
 // the file watches; iw.mu is held. It is also the way back when a file
-// watch cannot be added (the inotify watch limit reached): a group whose
-// file is not watched must not go unreported.
+// watch cannot be added (the inotify watch limit reached).
 func (iw *inotifyWatch) followAll() {
 	if iw.groups != nil {
 		iw.setDirMask(inotifyDirMask | syscall.IN_MODIFY)
@@ -180,8 +172,7 @@ func (iw *inotifyWatch) setDirMask(mask uint32) {
 
 // arm watches file name for its next write and reports whether it is now
 // watched; iw.mu is held. A file that does not exist yet is armed when it
-// appears. ok is false when the watch could not be added for another
-// reason, having gone back to following every group (followAll).
+// appears. ok is false when arm fell back to followAll.
 func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 	wd, err := syscall.InotifyAddWatch(iw.fd, filepath.Join(iw.dir, name), inotifyFileMask)
 	switch {
@@ -196,10 +187,8 @@ func (iw *inotifyWatch) arm(name string) (watched, ok bool) {
 	return true, true
 }
 
-// readEvents handles events until the directory watch is removed or reading
-// fails, pausing after each read (watchPacer) so that writes meanwhile
-// cost nothing (a fired one-shot watch is not re-armed yet) or are merged
-// by the kernel (the directory's IN_MODIFY).
+// readEvents handles events until the directory watch is removed or
+// reading fails, pausing after each read (watchPacer).
 func (iw *inotifyWatch) readEvents() {
 	buf := make([]byte, 64<<10)
 	var pacer watchPacer
@@ -247,9 +236,8 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 				names = append(names, name)
 			}
 		default:
-			// A followed file: its one-shot watch fired (and is gone), or
-			// it was removed (IN_IGNORED) and is armed again if it
-			// reappears.
+			// A followed file: its one-shot watch fired, or it was
+			// removed (IN_IGNORED) and is armed again if it reappears.
 			fired, ok := iw.files[ev.Wd]
 			if !ok {
 				continue
@@ -265,14 +253,11 @@ func (iw *inotifyWatch) events(buf []byte) (names []string, ended bool) {
 }
 
 // dirEvent handles an event of the directory watch on file name and
-// reports whether to announce it; iw.mu is held.
-//
-// A -wal file appears when a connection opens the group and goes away when
-// the last one closes; only writes to it are commits. Announcing the rest
-// would let the handle cache's opens and closes wake its own poller in a
-// loop. A followed group's file that appears is armed; a -wal file that
-// already holds frames when armed was written before its watch, so it is
-// announced.
+// reports whether to announce it; iw.mu is held. A -wal file appears and
+// goes away with connections, so only writes to it are announced, lest the
+// handle cache's opens wake its own poller in a loop. A followed group's
+// file that appears is armed, and a -wal file already holding frames then
+// was written before its watch, so it is announced.
 func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 	wal := strings.HasSuffix(name, "-wal")
 	if iw.groups == nil {
@@ -288,8 +273,7 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 }
 
 // rearm arms again the watches that fired before the pause and returns
-// their files, which may have been written while disarmed (or deleted,
-// which is harmless to report).
+// their files, which may have been written while disarmed.
 func (iw *inotifyWatch) rearm() []string {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
