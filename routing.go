@@ -89,8 +89,7 @@ func hasMention(lower, identifier string) bool {
 // The resources: each group has a change-signal resource,
 // crosstalk://groups/<group_id>/messages, and each member a wakeup resource,
 // crosstalk://groups/<group_id>/wakeups/<percent-encoded context_id>, which
-// only a session that joined as that member may read or subscribe to. The
-// subscription poller (routing_subscriptions.go) sends their updates.
+// only a session that joined as that member may read or subscribe to.
 const (
 	uriPrefix     = "crosstalk://groups/"
 	uriSuffix     = "/messages"

@@ -247,12 +247,10 @@ func formatHookMessage(p hookItem) string {
 
 // formatMail is the text of a batch of delivered messages.
 func formatMail(contextID string, items []hookItem, rest int) string {
-	var b strings.Builder
-	noun := "messages"
+	noun, read := "messages", "now marked read"
 	if len(items) == 1 {
 		noun = "message"
 	}
-	read := "now marked read"
 	var body strings.Builder
 	for _, p := range items {
 		body.WriteString(formatHookMessage(p))
@@ -260,11 +258,11 @@ func formatMail(contextID string, items []hookItem, rest int) string {
 			read = "now marked read, except those cut short"
 		}
 	}
-	fmt.Fprintf(&b, "Crosstalk: %d new %s for context_id %s (%s):\n%s", len(items), noun, contextID, read, body.String())
+	text := fmt.Sprintf("Crosstalk: %d new %s for context_id %s (%s):\n%s", len(items), noun, contextID, read, body.String())
 	if rest > 0 {
-		fmt.Fprintf(&b, "%d more: call get_unread_messages.\n", rest)
+		text += fmt.Sprintf("%d more: call get_unread_messages.\n", rest)
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return strings.TrimSuffix(text, "\n")
 }
 
 // formatIdentity tells the model at session start its context_id and

@@ -94,28 +94,23 @@ func (l hookLauncher) command(e hookEntry) string {
 	return cmd
 }
 
-// handler is the JSON of one hook handler.
-func (h hookSettings) handler(e hookEntry, l hookLauncher) map[string]any {
-	cmd := l.command(e)
+// entry is the JSON of one item of an event's array: the handler, or a
+// group holding it.
+func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 	if h.cursor {
-		return map[string]any{"command": cmd}
+		return map[string]any{"command": l.command(e)}
 	}
-	v := map[string]any{"type": "command", "command": cmd}
+	v := map[string]any{"type": "command", "command": l.command(e)}
 	if e.timeout > 0 {
 		v["timeout"] = e.timeout
 	}
 	if e.asyncRewake {
 		v["asyncRewake"] = true
 	}
-	return v
-}
-
-// entry is the JSON of one item of an event's array.
-func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 	if h.grouped {
-		return map[string]any{"hooks": []any{h.handler(e, l)}}
+		return map[string]any{"hooks": []any{v}}
 	}
-	return h.handler(e, l)
+	return v
 }
 
 // shellQuote quotes a path holding anything but safe characters, so that

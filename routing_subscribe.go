@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// defaultPollInterval matches the original's refresh interval. The server's
-// subscription poller and the dashboard (observe.go) both start from it.
+// defaultPollInterval is the original's refresh interval, which the
+// subscription poller and the dashboard (observe.go) start from.
 const defaultPollInterval = 500 * time.Millisecond
 
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
@@ -104,6 +104,7 @@ func (m *subscriptions) unsubscribe(uri string) {
 	m.removeLocked(uri)
 }
 
+// removeLocked drops subscription uri; m.mu is held.
 func (m *subscriptions) removeLocked(uri string) {
 	if _, ok := m.subs[uri]; !ok {
 		return

@@ -7,16 +7,13 @@ import (
 )
 
 // subscriptions watches the resources one MCP session subscribed to and
-// pushes notifications/resources/updated when they change. It polls SQLite
-// rather than listening in-process, because the writers it must notice are
-// often other processes, Python or Go, on the same groups directory.
+// pushes notifications/resources/updated when they change, polling SQLite
+// because the writers are often other processes.
 type subscriptions struct {
 	store    *store
 	interval time.Duration
 	notify   func(method string, params object) error
-	// channels, set before the first subscribe, also pushes each wake
-	// event to the model as a Claude Code channel event (routing_channels.go).
-	channels bool
+	channels bool // set before the first subscribe: push channel events too
 
 	mu         sync.Mutex
 	subs       map[string]*subscription
@@ -46,11 +43,10 @@ type subscription struct {
 	// costs two stat calls a group and stays out of the handle cache.
 	seen    groupSignature
 	checked bool
-	// dueAt is the one time, on the store's clock, at which the poller
-	// looks again without a write (zero: none): the next 300 s wakeup
-	// reminder, or, while held, the end of wakeupRenotifyGap. held is set
-	// when this wakeup subscription notified and acks is the store's
-	// acknowledgement count then.
+	// dueAt is when, on the store's clock, the poller looks again without a
+	// write (zero: never): the next wakeup reminder or, while held (set by
+	// a notification, with acks the store's acknowledgement count then),
+	// the end of wakeupRenotifyGap.
 	dueAt time.Time
 	held  bool
 	acks  int64
@@ -251,9 +247,8 @@ func (m *subscriptions) check(uri string, sub subscription) {
 }
 
 // settleWakeup records a check of wakeup subscription uri that found
-// nothing due: no notification is held back any more, and with the group's
-// signature sig (when sigOK) and the next reminder time, later polls can
-// skip the group until either changes.
+// nothing due: it is no longer held, and later polls skip the group until
+// its signature sig (when sigOK) changes or the next reminder is due.
 func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSignature, sigOK bool) {
 	var remindAt time.Time
 	settled := false

@@ -11,11 +11,10 @@ import (
 
 // changeWatcher tells the parts of this process that wait on groups (the
 // subscription poller, `wait`, wait_for_messages) which groups in a
-// directory may have changed, from inotify on Linux or kqueue on macOS and
-// the BSDs: writers are often other processes, so an in-process signal
-// would not do. Events only say "look again"; consumers still read the
-// database, and poll more slowly where events flow (native), never not at
-// all, since a network file system written from another machine raises none.
+// directory may have changed, from inotify or kqueue, since writers are
+// often other processes. Events only say "look again": consumers still
+// read the database, and poll more slowly where events flow (native),
+// never not at all, since a network file system may raise none.
 //
 // The watch runs only while a subscription names a group: every write to
 // the directory wakes a watching process, so a server that waits on
@@ -46,9 +45,8 @@ type changeWatcher struct {
 // fileWatch is a running file-system watch of a groups directory
 // (inotifyWatch, kqueueWatch).
 type fileWatch interface {
-	// followGroups says whose writes to report: the groups named, or every group
-	// when groups is nil. Files appearing or going away are reported for
-	// every group either way.
+	// followGroups says whose writes to report: the groups named, or every
+	// group when groups is nil; files appearing or going away always are.
 	followGroups(groups []string)
 	// stop ends the watch and waits for its goroutine.
 	stop()
@@ -129,8 +127,7 @@ func newChangeWatcher(dir string) *changeWatcher {
 	return w
 }
 
-// close stops the file-system watch for good; subscriptions stay valid but
-// quiet.
+// close stops the file-system watch for good; subscriptions go quiet.
 func (w *changeWatcher) close() {
 	w.run.Lock()
 	defer w.run.Unlock()

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,10 +279,7 @@ func (iw *inotifyWatch) dirEvent(name string, mask uint32) bool {
 func (iw *inotifyWatch) rearm() []string {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	names := make([]string, 0, len(iw.disarmed))
-	for name := range iw.disarmed {
-		names = append(names, name)
-	}
+	names := slices.Collect(maps.Keys(iw.disarmed))
 	clear(iw.disarmed)
 	for _, name := range names {
 		if _, ok := iw.arm(name); !ok {
