@@ -26,8 +26,8 @@
 //     queue → storeQueued → writeLocked: the cross-process write queue
 //     (store_writequeue*.go), BEGIN IMMEDIATE, sendBatch.write (membership,
 //     route in routing.go, rows, wake events, revisions), a last look at
-//     each send's context, COMMIT. A line of 16 MiB or more goes storeSends
-//     → store.sendHuge inside retryBusy (store_sqlite.go) instead.
+//     each send's context, COMMIT. A line of 16 MiB or more runs alone,
+//     holding nothing of its line (detach).
 //  3. sentObject renders the answer; finishCall hands the call to the audit
 //     log (audit.go, when enabled) and lineWriter writes one pyJSON line.
 //  4. In another session's process the commit's -wal write fires an inotify
@@ -53,8 +53,8 @@
 // handleLine, the same session code as stdio without the read-ahead, its
 // context the request's; its sends meet other sessions' sends of this
 // process in the group handle's queue (step 2 above) and share their commit.
-// prepareCall refuses a context_id the session's token may not speak for. Answers and notifications
-// leave through the session's router (jsonrpc_http_session.go) on the
+// prepareCall refuses a context_id the session's token may not speak for.
+// Answers and notifications leave through the session's router (jsonrpc_http_session.go) on the
 // request's stream or the GET stream.
 //
 // # Goroutines

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime/debug"
 )
 
 // pendingSend is a send_message call read ahead of its answer.
@@ -17,8 +18,14 @@ type pendingSend struct {
 	preparedCall
 	groupID string
 	msg     outgoing
-	huge    *hugeText // a send of hugeLine bytes or more holds its text here, not in msg (detach)
 }
+
+// hugeLine is the line length from which the stdio transport trades a
+// little time for memory: such a send runs alone, holding nothing of its
+// line (detach), and the collector returns freed pages to the system before
+// the decode and before the insert. Left to itself, Go's collector let a
+// 200 MiB line peak at more than 6× its size.
+const hugeLine = 16 << 20
 
 // maxSendRun bounds a run so that its first send is still answered within a
 // few milliseconds, and a process waiting for the group's write lock as soon.
@@ -31,7 +38,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	if len(line) >= hugeLine {
 		// ReadBytes gathered the line in chunks, then copied them into
 		// line: return the chunks before decoding adds a copy of the text.
-		releaseMemory()
+		debug.FreeOSMemory()
 	}
 	first, ok := s.sendCall(line)
 	if !ok {
@@ -113,11 +120,8 @@ func (s *server) answerSends(run []pendingSend) error {
 // otherwise, each send is stored alone, to get the answer it would have got.
 func (s *server) storeSends(run []pendingSend) []toolResult {
 	send := run[0].tool
-	if p := run[0]; p.huge != nil {
-		releaseMemory() // the line, now unreferenced: see hugeLine
-		var out sent
-		err := retryBusy(func() (err error) { out, err = s.store.sendHuge(p.groupID, p.msg, p.huge); return err })
-		return []toolResult{send.result(sentObject(out), err)}
+	if len(run[0].msg.text) >= hugeLine {
+		debug.FreeOSMemory() // the line, now unreferenced: see hugeLine
 	}
 	msgs := make([]outgoing, len(run))
 	for i, p := range run {
@@ -140,10 +144,8 @@ func (s *server) storeSends(run []pendingSend) []toolResult {
 
 // detach makes p refer to nothing of its line, which can then be freed before
 // the message is stored: the id and the other arguments (which only the audit
-// record reads) are copied, and the text moves into p.huge, whose last
-// reference store.sendHuge takes.
+// record reads) are copied, and the decoded text is p.msg's alone.
 func (p *pendingSend) detach() {
-	p.huge, p.msg.text = &hugeText{s: p.msg.text}, ""
 	p.req.id = bytes.Clone(p.req.id)
 	p.call.requestID = p.req.id
 	p.req.params = nil

@@ -153,6 +153,13 @@ func (q *queuedSend) ended() bool {
 	return true
 }
 
+// gaveUp reports whether q's caller ended it. The busy window ending does
+// not count once the write has the lock: it bounds the wait for the lock,
+// and a message of hundreds of megabytes takes seconds to index.
+func (q *queuedSend) gaveUp() bool {
+	return q.ctx.Err() != nil && context.Cause(q.ctx) != errGroupBusy
+}
+
 // errSendEnded rolls back a shared transaction in which a send's ctx ended
 // before COMMIT; the others are stored again without it.
 var errSendEnded = errors.New("a send's request ended before its commit")
@@ -172,14 +179,14 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	err := h.writeLocked(func(tx groupTx) (err error) {
 		outs, errs, err = s.newSendBatch(tx, id).write(all)
 		for _, q := range batch {
-			if err == nil && q.ctx.Err() != nil {
+			if err == nil && q.gaveUp() {
 				err = errSendEnded // checked right before COMMIT
 			}
 		}
 		return err
 	})
 	if errors.Is(err, errSendEnded) {
-		if batch = slices.DeleteFunc(batch, (*queuedSend).ended); len(batch) > 0 {
+		if batch = slices.DeleteFunc(batch, func(q *queuedSend) bool { return q.gaveUp() && q.ended() }); len(batch) > 0 {
 			h.storeQueued(s, id, batch)
 		}
 		return
@@ -216,7 +223,7 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	var pending []routedSend
 	var index []int // index[k] is the position in msgs of pending[k]
 	for i, m := range msgs {
-		p, err := b.routed(members, m, m.text)
+		p, err := b.routed(members, m)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -237,14 +244,14 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	return outs, errs, err
 }
 
-// routed checks that m's sender is a member under its name and routes
-// text, m's text (which sendHuge holds apart from m), among the others.
-func (b sendBatch) routed(members []recipient, m outgoing, text string) (routedSend, error) {
+// routed checks that m's sender is a member under its name and routes m
+// among the others.
+func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
 	others, err := othersOf(members, m.contextID, m.name)
 	if err != nil {
 		return routedSend{}, err
 	}
-	r := route(others, text, m.priority, m.wake)
+	r := route(others, m.text, m.priority, m.wake)
 	ids := make([]string, len(r.targets))
 	for j, t := range r.targets {
 		ids[j] = t.contextID
@@ -258,11 +265,6 @@ func (p routedSend) sent(group string, id int64) sent {
 		routingReason: p.route.reason, wakeupTargets: p.ids}
 }
 
-// insertMessagesSQL starts the INSERT of messages rows, eight values each
-// in this order; insertRows and insertReleasing both write with it.
-const insertMessagesSQL = "INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, mentions, " +
-	"wakeup_targets, routing_reason) VALUES "
-
 // insertRows inserts the messages of chunk with one statement and returns
 // the id of the first. The ids are consecutive: the transaction holds the
 // write lock and messages.id is AUTOINCREMENT.
@@ -272,7 +274,8 @@ func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
 		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
-	res, err := b.tx.Exec(valuesSQL(insertMessagesSQL, 8, len(chunk)), args...)
+	res, err := b.tx.Exec(valuesSQL("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, "+
+		"mentions, wakeup_targets, routing_reason) VALUES ", 8, len(chunk)), args...)
 	if err != nil {
 		return 0, err
 	}

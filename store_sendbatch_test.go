@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -290,4 +291,39 @@ func TestHTTPSendsOnOneSessionBehindAHeldLock(t *testing.T) {
 			t.Errorf("stored: got %q; want %q", got, want)
 		}
 	})
+}
+
+// TestSendWindowEndingDuringWriteStillCommits stores sends whose busy
+// window has ended by the time their transaction reaches COMMIT, as a
+// message of hundreds of megabytes does while it is indexed: the window
+// bounds the wait for the lock, so they are stored. A send whose caller gave
+// up is not.
+func TestSendWindowEndingDuringWriteStillCommits(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	gid := newTestGroup(t, st, "window", "a", "b")
+	windowEnded, endWindow := context.WithCancelCause(context.Background())
+	endWindow(errGroupBusy)
+	gaveUp, giveUp := context.WithCancel(context.Background())
+	giveUp()
+	ended := &queuedSend{ctx: windowEnded, msgs: []outgoing{{contextID: "a", name: "a", text: "window ended", priority: "normal"}}, done: make(chan struct{})}
+	left := &queuedSend{ctx: gaveUp, msgs: []outgoing{{contextID: "a", name: "a", text: "gave up", priority: "normal"}}, done: make(chan struct{})}
+	err := st.withHandle(gid, func(h *groupHandle) error {
+		h.writeTurn <- struct{}{}
+		defer func() { <-h.writeTurn }()
+		h.storeQueued(st, gid, []*queuedSend{ended, left})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended.err != nil || len(ended.outs) != 1 {
+		t.Errorf("send whose window ended: got %d results, error %v; want 1, nil", len(ended.outs), ended.err)
+	}
+	if !errors.Is(left.err, context.Canceled) {
+		t.Errorf("send whose caller gave up: got error %v; want %v", left.err, context.Canceled)
+	}
+	db := openTestDB(t, st.groupPath(gid), "ro")
+	if got := queryRows(t, db, "SELECT content FROM messages"); !slices.Equal(got, []string{"window ended"}) {
+		t.Errorf("stored: got %v; want [window ended]", got)
+	}
 }
