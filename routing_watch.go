@@ -43,11 +43,9 @@ type changeWatcher struct {
 }
 
 // fileWatch is a running file-system watch of a groups directory
-// (inotifyWatch, kqueueWatch).
+// (inotifyWatch, kqueueWatch). It reports every group's files; changed
+// drops the groups no subscription wants.
 type fileWatch interface {
-	// followGroups says whose writes to report: the groups named, or every
-	// group when groups is nil; files appearing or going away always are.
-	followGroups(groups []string)
 	// stop ends the watch and waits for its goroutine.
 	stop()
 }
@@ -139,45 +137,34 @@ func (w *changeWatcher) close() {
 	w.settling.Wait()
 }
 
-// retargetLocked starts, retargets or stops the watch to follow the union
-// of what the subscriptions want; w.run is held. Starting announces every
+// retargetLocked starts the watch while a subscription wants a group and
+// stops it when none does; w.run is held. Starting announces every
 // group on the settle schedule, since a commit written just before the
 // watch began raised no event. A watch that fails to start (an inotify
 // limit reached since the probe) is logged and every subscription told
 // once to look at everything.
 func (w *changeWatcher) retargetLocked() {
 	w.mu.Lock()
-	union := map[string]bool{} // nil: every group
+	wanted := false
 	for s := range w.subs {
-		if s.want == nil {
-			union = nil
-			break
-		}
-		maps.Copy(union, s.want)
+		wanted = wanted || s.want == nil || len(s.want) > 0
 	}
 	w.mu.Unlock()
-	if union != nil && len(union) == 0 || !w.native || w.closed {
+	if !wanted || !w.native || w.closed {
 		w.stopLocked()
 		return
 	}
-	started := w.watch == nil
-	if started {
-		watch, err := watchDirectory(w.dir, w.fileEvent)
-		if err != nil {
-			logf("watch %s for changes: %v; polling only", w.dir, err)
-			w.publish("")
-			return
-		}
-		w.watch = watch
+	if w.watch != nil {
+		return
 	}
-	var groups []string
-	if union != nil {
-		groups = slices.Collect(maps.Keys(union))
+	watch, err := watchDirectory(w.dir, w.fileEvent)
+	if err != nil {
+		logf("watch %s for changes: %v; polling only", w.dir, err)
+		w.publish("")
+		return
 	}
-	w.watch.followGroups(groups)
-	if started {
-		w.changed("")
-	}
+	w.watch = watch
+	w.changed("")
 }
 
 // stopLocked stops the watch and its pending announcements; w.run is held.

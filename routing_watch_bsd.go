@@ -83,10 +83,6 @@ func (k *kqueueWatch) stop() {
 	k.loops.Wait()
 }
 
-// followGroups does nothing: kqueue reports one event per -wal file and
-// pause however many writes it took, so narrowing it saves nothing.
-func (k *kqueueWatch) followGroups([]string) {}
-
 // add registers fd with the kqueue.
 func (k *kqueueWatch) add(fd int, filter int, fflags uint32) error {
 	var ev syscall.Kevent_t
