@@ -194,7 +194,18 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	if reply := s.handle(r, body); reply != nil {
 		// An answer ready at once: only in-flight requests use the router.
-		writeHTTPJSON(w, replyStatus(reply, s.id == "" && ex != nil), reply)
+		// 2026-07-28's protocol errors have HTTP statuses of their own.
+		status := http.StatusOK
+		o, _ := reply.(object)
+		if e, _ := o.get("error").(object); s.id == "" && ex != nil && e != nil {
+			switch e.get("code") {
+			case -32601:
+				status = http.StatusNotFound
+			case -32020, -32021, -32022:
+				status = http.StatusBadRequest
+			}
+		}
+		writeHTTPJSON(w, status, reply)
 		return
 	}
 	if ex == nil {
@@ -212,20 +223,6 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// answer could not reach the client anyway (no resumption).
 		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
 	}
-}
-
-// replyStatus is an answer's HTTP status: 2026-07-28's protocol errors have their own.
-func replyStatus(reply any, stateless bool) int {
-	o, _ := reply.(object)
-	if e, _ := o.get("error").(object); stateless && e != nil {
-		switch e.get("code") {
-		case -32601:
-			return http.StatusNotFound
-		case -32020, -32021, -32022:
-			return http.StatusBadRequest
-		}
-	}
-	return http.StatusOK
 }
 
 // stream writes ex's messages as an SSE stream until the answer (a GET

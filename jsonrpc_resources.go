@@ -110,20 +110,16 @@ func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 	for i, id := range ids {
 		recipients := make([]any, len(byMessage[id]))
 		for k, r := range byMessage[id] {
+			var via any // JSON null for ""
+			if r.deliveredVia != "" {
+				via = r.deliveredVia
+			}
 			recipients[k] = object{{"context_id", r.contextID}, {"name", r.name}, {"state", r.state()},
-				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", nilIfEmpty(r.deliveredVia)}, {"read_at", r.readAt}}
+				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", via}, {"read_at", r.readAt}}
 		}
 		messages[i] = object{{"message_id", id}, {"recipients", recipients}}
 	}
 	return object{{"group_id", g}, {"context_id", contextID}, {"messages", messages}}, err
-}
-
-// nilIfEmpty is s, or JSON null for "".
-func nilIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // resourcesSubscribe starts watching a resource for this session.
