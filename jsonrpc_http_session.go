@@ -236,9 +236,8 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	// write sets its deadline before it checks ex, and the cut-off runs once
-	// ex is done: either the check sees that, or the cut-off moves the
-	// deadline to the past. So no write outlives a cut-off.
+	// write sets its deadline before it checks ex, and the cut-off moves it
+	// to the past once ex is done, so no write outlives a cut-off.
 	write := func(text string) error {
 		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		if err := ex.ctx.Err(); err != nil {
@@ -273,9 +272,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 			if ev.answer {
 				return true
 			}
-		case <-tick.C:
-			// An SSE comment keeps proxies from closing a quiet stream
-			// and finds a client that is gone.
+		case <-tick.C: // keeps proxies from closing a quiet stream, finds a gone client
 			if write(":\n\n") != nil {
 				return false
 			}

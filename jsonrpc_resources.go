@@ -295,9 +295,8 @@ func newInflight(out messageWriter) *inflight {
 }
 
 // start runs work for the request id in its own goroutine and writes its
-// answer (never a nil result without an error) when it returns. work should
-// return soon after r.ctx is done; that answer is written only if the session
-// is closing, not after a cancel. progressToken is nil when absent. An id
+// answer (never a nil result without an error) when it returns, unless the
+// request was cancelled; work should return soon after r.ctx is done. An id
 // already in flight gets errDuplicateID, and nothing runs.
 func (t *inflight) start(id, progressToken json.RawMessage, work func(r *inflightRequest) (any, *rpcError)) *rpcError {
 	key := string(id)
