@@ -107,9 +107,8 @@ func (s *server) answerSends(run []pendingSend) error {
 }
 
 // storeSends stores a run in one transaction, retried while busy, and returns
-// each send's result. A run busy for the whole retry window is answered busy at
-// once, not retried send by send (3 s each). When the shared transaction fails
-// otherwise, each send is stored alone, to get the answer it would have got.
+// each send's result: a run busy for the whole window is answered busy at once,
+// not retried send by send (3 s each); any other failure stores each alone.
 func (s *server) storeSends(run []pendingSend) []toolResult {
 	send := run[0].tool
 	if len(run[0].msg.text) >= hugeLine {

@@ -23,13 +23,11 @@ import (
 // get Mcp-Session-Id sessions, each with its own server and GET stream; each
 // 2026-07-28 request runs in a session of its own. Sessions share one store.
 type httpTransport struct {
-	store  *store
-	cfg    serverConfig
-	audit  *auditLog // nil when auditing is off
-	limits httpLimits
-	// changes, when set, is the process's change watcher, shared so that
-	// sessions wake on file events rather than at the poll.
-	changes *changeWatcher
+	store   *store
+	cfg     serverConfig
+	audit   *auditLog // nil when auditing is off
+	limits  httpLimits
+	changes *changeWatcher // when set, shared so that sessions wake on file events, not the poll
 	// tokens, when set, are the bearer tokens the guard accepts (reloaded
 	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable

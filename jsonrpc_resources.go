@@ -156,11 +156,10 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 	return object{}, nil
 }
 
-// listen opens a 2026-07-28 subscriptions/listen stream as an in-flight
-// request: it acknowledges the URIs it can honour and forwards their
-// resources/updated, tagged with the subscription id, until the client cancels
-// (no answer) or the session closes (a completion result). The list-changed
-// flags are left out: this server's lists never change.
+// listen runs a 2026-07-28 subscriptions/listen as an in-flight request: it
+// acknowledges the URIs it can honour and forwards their resources/updated,
+// tagged with the subscription id, until cancelled (no answer) or the session
+// closes (a completion result). Lists never change, so no list-changed flags.
 func (s *server) listen(req request, meta requestMeta) *rpcError {
 	var p struct {
 		Notifications *struct {
