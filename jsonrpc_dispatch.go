@@ -117,10 +117,11 @@ func (s *server) modernResult(result object, cache *cacheHint) object {
 
 // serverCapabilities is what the server offers in rev.
 func serverCapabilities(rev protocolRevision) object {
-	if rev >= revModern {
-		return object{{"tools", object{}}, {"resources", object{{"subscribe", true}}}}
+	resources := object{{"subscribe", true}}
+	if rev < revModern {
+		resources = append(resources, field{"listChanged", false})
 	}
-	return object{{"tools", object{}}, {"resources", object{{"subscribe", true}, {"listChanged", false}}}}
+	return object{{"tools", object{}}, {"resources", resources}}
 }
 
 // handleModern answers a request that carries 2026-07-28's per-request _meta,

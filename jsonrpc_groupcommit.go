@@ -20,11 +20,9 @@ type pendingSend struct {
 	msg     outgoing
 }
 
-// hugeLine is the line length from which the stdio transport trades a
-// little time for memory: such a send runs alone, holding nothing of its
-// line (detach), and the collector returns freed pages to the system before
-// the decode and before the insert. Left to itself, Go's collector let a
-// 200 MiB line peak at more than 6× its size.
+// hugeLine is the line length from which a send runs alone, holding nothing
+// of its line (detach), with freed pages returned to the system before the
+// decode and the insert: otherwise a 200 MiB line peaked at over 6× its size.
 const hugeLine = 16 << 20
 
 // maxSendRun bounds a run so that its first send is still answered within a
@@ -36,9 +34,7 @@ const maxSendRun = 64
 // input, so a lone request is not delayed.
 func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	if len(line) >= hugeLine {
-		// ReadBytes gathered the line in chunks, then copied them into
-		// line: return the chunks before decoding adds a copy of the text.
-		debug.FreeOSMemory()
+		debug.FreeOSMemory() // ReadBytes's chunks, before decoding adds a copy
 	}
 	first, ok := s.sendCall(line)
 	if !ok {
@@ -46,7 +42,6 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 	}
 	run := []pendingSend{first}
 	if len(line) >= hugeLine {
-		// A huge send runs alone, holding nothing of its line: see hugeLine.
 		run[0].detach()
 		return run
 	}
@@ -56,8 +51,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 		if end < 0 {
 			break
 		}
-		// A copy: the decoded call refers to its line (splitObject), and
-		// r reuses its buffer.
+		// A copy: the decoded call refers to its line, and r reuses its buffer.
 		next, ok := s.sendCall(bytes.Clone(buffered[:end+1]))
 		if !ok || next.groupID != first.groupID {
 			break
@@ -99,9 +93,7 @@ func (s *server) answerSends(run []pendingSend) error {
 	results := s.storeSends(run)
 	var groupName string
 	var groupNameRead bool
-	if len(run) > 1 {
-		// The sends share one commit, so one read of the group's name
-		// serves the audit records of all of them.
+	if len(run) > 1 { // one commit: one read of the name serves every audit record
 		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
 	}
 	for i, p := range run {
@@ -115,9 +107,8 @@ func (s *server) answerSends(run []pendingSend) error {
 }
 
 // storeSends stores a run in one transaction, retried while busy, and returns
-// each send's result. A run busy for the whole retry window is answered busy at
-// once, not retried send by send (3 s each). When the shared transaction fails
-// otherwise, each send is stored alone, to get the answer it would have got.
+// each send's result: a run busy for the whole window is answered busy at once,
+// not retried send by send (3 s each); any other failure stores each alone.
 func (s *server) storeSends(run []pendingSend) []toolResult {
 	send := run[0].tool
 	if len(run[0].msg.text) >= hugeLine {

@@ -23,15 +23,12 @@ import (
 // get Mcp-Session-Id sessions, each with its own server and GET stream; each
 // 2026-07-28 request runs in a session of its own. Sessions share one store.
 type httpTransport struct {
-	store  *store
-	cfg    serverConfig
-	audit  *auditLog // nil when auditing is off
-	limits httpLimits
-	// changes, when set, is the process's change watcher, shared so that
-	// sessions wake on file events rather than at the poll.
-	changes *changeWatcher
-	// tokens, when set, are the bearer tokens the guard accepts (reloaded
-	// by followTokens); a session belongs to the token that opened it.
+	store   *store
+	cfg     serverConfig
+	audit   *auditLog // nil when auditing is off
+	limits  httpLimits
+	changes *changeWatcher // when set, shared so that sessions wake on file events, not the poll
+	// tokens, when set, are the bearer tokens the guard accepts; a session belongs to the token that opened it.
 	tokens *tokenTable
 
 	sessionQuota, streamQuota *httpQuota
@@ -47,9 +44,8 @@ type httpTransport struct {
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it. It
-// checks four times per idle period, so a session outlives its limit by a
-// quarter at most; its client then gets 404 and starts a new one.
+// newHTTPTransport starts the idle-session janitor; close stops it. Checking four times
+// per idle period, a session outlives its limit by a quarter at most (then its client gets 404).
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,

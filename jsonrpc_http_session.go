@@ -16,11 +16,9 @@ import (
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
-	// owner is the SHA-256 of the token that opened the session (zero when
-	// the server requires none): only that token's requests reach it.
+	// owner is the SHA-256 of the opening token (zero when none is required): only its requests reach it.
 	owner [sha256.Size]byte
-	// remote is the address of the request being handled, for the audit
-	// log: each POST may arrive on another connection.
+	// remote is the handled request's address, for the audit log: each POST may come on another connection.
 	remote atomic.Pointer[string]
 	srv    *server
 	router *httpRouter
@@ -194,7 +192,18 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	if reply := s.handle(r, body); reply != nil {
 		// An answer ready at once: only in-flight requests use the router.
-		writeHTTPJSON(w, replyStatus(reply, s.id == "" && ex != nil), reply)
+		// 2026-07-28's protocol errors have HTTP statuses of their own.
+		status := http.StatusOK
+		o, _ := reply.(object)
+		if e, _ := o.get("error").(object); s.id == "" && ex != nil && e != nil {
+			switch e.get("code") {
+			case -32601:
+				status = http.StatusNotFound
+			case -32020, -32021, -32022:
+				status = http.StatusBadRequest
+			}
+		}
+		writeHTTPJSON(w, status, reply)
 		return
 	}
 	if ex == nil {
@@ -214,20 +223,6 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 }
 
-// replyStatus is an answer's HTTP status: 2026-07-28's protocol errors have their own.
-func replyStatus(reply any, stateless bool) int {
-	o, _ := reply.(object)
-	if e, _ := o.get("error").(object); stateless && e != nil {
-		switch e.get("code") {
-		case -32601:
-			return http.StatusNotFound
-		case -32020, -32021, -32022:
-			return http.StatusBadRequest
-		}
-	}
-	return http.StatusOK
-}
-
 // stream writes ex's messages as an SSE stream until the answer (a GET
 // stream until it is closed) and reports whether the answer was delivered.
 // Every write has a deadline, so a client that stops reading is cut off, and
@@ -239,9 +234,8 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	// write sets its deadline before it checks ex, and the cut-off runs once
-	// ex is done: either the check sees that, or the cut-off moves the
-	// deadline to the past. So no write outlives a cut-off.
+	// write sets its deadline before it checks ex, and the cut-off moves it
+	// to the past once ex is done, so no write outlives a cut-off.
 	write := func(text string) error {
 		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		if err := ex.ctx.Err(); err != nil {
@@ -276,9 +270,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 			if ev.answer {
 				return true
 			}
-		case <-tick.C:
-			// An SSE comment keeps proxies from closing a quiet stream
-			// and finds a client that is gone.
+		case <-tick.C: // keeps proxies from closing a quiet stream, finds a gone client
 			if write(":\n\n") != nil {
 				return false
 			}

@@ -110,20 +110,16 @@ func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 	for i, id := range ids {
 		recipients := make([]any, len(byMessage[id]))
 		for k, r := range byMessage[id] {
+			var via any // JSON null for ""
+			if r.deliveredVia != "" {
+				via = r.deliveredVia
+			}
 			recipients[k] = object{{"context_id", r.contextID}, {"name", r.name}, {"state", r.state()},
-				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", nilIfEmpty(r.deliveredVia)}, {"read_at", r.readAt}}
+				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", via}, {"read_at", r.readAt}}
 		}
 		messages[i] = object{{"message_id", id}, {"recipients", recipients}}
 	}
 	return object{{"group_id", g}, {"context_id", contextID}, {"messages", messages}}, err
-}
-
-// nilIfEmpty is s, or JSON null for "".
-func nilIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // resourcesSubscribe starts watching a resource for this session.
@@ -160,11 +156,10 @@ func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
 	return object{}, nil
 }
 
-// listen opens a 2026-07-28 subscriptions/listen stream as an in-flight
-// request: it acknowledges the URIs it can honour and forwards their
-// resources/updated, tagged with the subscription id, until the client cancels
-// (no answer) or the session closes (a completion result). The list-changed
-// flags are left out: this server's lists never change.
+// listen runs a 2026-07-28 subscriptions/listen as an in-flight request: it
+// acknowledges the URIs it can honour and forwards their resources/updated,
+// tagged with the subscription id, until cancelled (no answer) or the session
+// closes (a completion result). Lists never change, so no list-changed flags.
 func (s *server) listen(req request, meta requestMeta) *rpcError {
 	var p struct {
 		Notifications *struct {
@@ -232,9 +227,8 @@ func (s *server) listenURIs(requested []string) []string {
 	return uris
 }
 
-// memberWakeup returns the group and context of a wakeup URI whose context is
-// a current member, read from the database: a 2026-07-28 request has no
-// session to remember a join_group. speaksFor limits it as for tool calls.
+// memberWakeup returns the group and context of a wakeup URI whose context is a current
+// member in the database (a 2026-07-28 request has no session); speaksFor limits it.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
@@ -299,9 +293,8 @@ func newInflight(out messageWriter) *inflight {
 }
 
 // start runs work for the request id in its own goroutine and writes its
-// answer (never a nil result without an error) when it returns. work should
-// return soon after r.ctx is done; that answer is written only if the session
-// is closing, not after a cancel. progressToken is nil when absent. An id
+// answer (never a nil result without an error) when it returns, unless the
+// request was cancelled; work should return soon after r.ctx is done. An id
 // already in flight gets errDuplicateID, and nothing runs.
 func (t *inflight) start(id, progressToken json.RawMessage, work func(r *inflightRequest) (any, *rpcError)) *rpcError {
 	key := string(id)

@@ -214,8 +214,7 @@ func decodeJSONString(lit []byte) (string, bool) {
 		b.Write(body[:j])
 		body = body[j:]
 		n := 2
-		switch body[1] {
-		case 'u':
+		if body[1] == 'u' {
 			r, _ := escapedUnit(body, 0)
 			n = 6
 			if utf16.IsSurrogate(r) {
@@ -223,12 +222,10 @@ func decodeJSONString(lit []byte) (string, bool) {
 				r, n = utf16.DecodeRune(r, low), 12
 			}
 			b.WriteRune(r)
-		default: // " \ / b f n r t
-			if k := strings.IndexByte(`bfnrt`, body[1]); k >= 0 {
-				b.WriteByte("\b\f\n\r\t"[k])
-			} else {
-				b.WriteByte(body[1])
-			}
+		} else if k := strings.IndexByte(`bfnrt`, body[1]); k >= 0 {
+			b.WriteByte("\b\f\n\r\t"[k])
+		} else {
+			b.WriteByte(body[1]) // " \ /
 		}
 		body = body[n:]
 	}
