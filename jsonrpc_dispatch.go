@@ -95,14 +95,10 @@ type cacheHint struct {
 	scope string
 }
 
-var (
-	// staticCache covers what only a new binary changes: tools, templates,
-	// server/discover.
-	staticCache = &cacheHint{3_600_000, "public"}
-	// liveCache covers group data, which another process may change at any
-	// moment (the Go SDK and TS v2 cache by ttlMs).
-	liveCache = &cacheHint{0, "private"}
-)
+// staticCache covers what only a new binary changes (tools, templates,
+// server/discover); liveCache covers group data, which another process may
+// change at any moment (the Go SDK and TS v2 cache by ttlMs).
+var staticCache, liveCache = &cacheHint{3_600_000, "public"}, &cacheHint{0, "private"}
 
 // modernResult completes a 2026-07-28 result: resultType, the cache hint of
 // a cacheable result, and serverInfo in _meta.

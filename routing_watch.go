@@ -23,9 +23,8 @@ type changeWatcher struct {
 	dir    string
 	native bool // events are available here; the watch may still be stopped
 
-	// run serializes starting, stopping and retargeting the watch; mu is
-	// never held across them, as stopping waits for the event goroutine,
-	// which takes mu.
+	// run serializes starting and stopping the watch; mu is never held
+	// across them, as stopping waits for the event goroutine, which takes mu.
 	run    sync.Mutex
 	watch  fileWatch // non-nil while the watch runs
 	closed bool      // written under run and mu: changed arms nothing after
@@ -43,12 +42,10 @@ type changeWatcher struct {
 }
 
 // fileWatch is a running file-system watch of a groups directory
-// (inotifyWatch, kqueueWatch). It reports every group's files; changed
-// drops the groups no subscription wants.
-type fileWatch interface {
-	// stop ends the watch and waits for its goroutine.
-	stop()
-}
+// (inotifyWatch, kqueueWatch), reporting every group's files until stop
+// ends it and waits for its goroutine; changed drops the groups no
+// subscription wants.
+type fileWatch interface{ stop() }
 
 // watchSubscription collects the groups that may have changed since its
 // consumer last looked. C receives a value whenever there is something to
