@@ -44,8 +44,7 @@ func (o *observer) dashboardView(r *http.Request) dashboardView {
 //go:embed static
 var staticFiles embed.FS
 
-// pageTemplates holds every page and fragment, parsed on first use so that
-// the stdio server, which never renders a page, does not pay for it.
+// pageTemplates holds every page and fragment, parsed on first use (stdio never renders one).
 var pageTemplates = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("").ParseFS(staticFiles, "static/*.html"))
 })
@@ -222,8 +221,7 @@ func loopbackOnly(next http.Handler) http.Handler {
 	})
 }
 
-// allowedHost reports whether a Host (or Origin host) names this machine's
-// loopback interface; anything else may be a DNS-rebinding page.
+// allowedHost reports whether a Host (or Origin host) names the loopback interface.
 func allowedHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
