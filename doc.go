@@ -30,32 +30,32 @@
 //     holding nothing of its line (detach).
 //  3. sentObject renders the answer; finishCall hands the call to the audit
 //     log (audit.go, when enabled) and lineWriter writes one pyJSON line.
-//  4. In another session's process the commit's -wal write fires an inotify
-//     watch (routing_watch_linux.go; kqueue in routing_watch_bsd.go):
+//  4. In another session's process the commit's -wal write raises an event on
+//     the groups directory's inotify watch (routing_watch_linux.go; kqueue's
+//     watch of the -wal file in routing_watch_bsd.go):
 //     changeWatcher.changed settles the group and publishes it; the poller
 //     (routing_subscriptions.go) checks it: groupSignature
 //     (store_signature.go) skips unchanged files, dueWakeup
 //     (store_messages.go) finds the wake event, notify writes
 //     notifications/resources/updated, markWakeupNotified records it.
 //
-// That path runs through main.go, jsonrpc.go,
-// jsonrpc_session.go, jsonrpc_groupcommit.go, tools_messages.go, store.go,
-// store_sqlite.go, store_sendbatch.go, store_writequeue.go,
-// store_writequeue_unix.go, store_messages.go, store_signature.go,
-// routing.go, routing_watch.go, routing_watch_linux.go and
-// routing_subscriptions.go.
+// That path runs through main.go, jsonrpc.go, jsonrpc_session.go,
+// jsonrpc_groupcommit.go, tools_messages.go, store.go, store_sqlite.go,
+// store_sendbatch.go, store_writequeue.go, store_writequeue_unix.go,
+// store_messages.go, store_signature.go, routing.go, routing_watch.go,
+// routing_watch_linux.go and routing_subscriptions.go.
 //
 // # One HTTP request
 //
 // httpGuard (jsonrpc_http_security.go: token, Origin, Host, body limit;
-// per-agent tokens from the tokens file) →
-// httpTransport.ServeHTTP (jsonrpc_http.go) → post → the session's
-// handleLine, the same session code as stdio without the read-ahead, its
-// context the request's; its sends meet other sessions' sends of this
-// process in the group handle's queue (step 2 above) and share their commit.
-// prepareCall refuses a context_id the session's token may not speak for.
-// Answers and notifications leave through the session's router (jsonrpc_http_session.go) on the
-// request's stream or the GET stream.
+// per-agent tokens from the tokens file) → httpTransport.ServeHTTP
+// (jsonrpc_http.go) → post → the session's handleLine, the same session code
+// as stdio without the read-ahead, its context the request's; its sends meet
+// other sessions' sends of this process in the group handle's queue (step 2
+// above) and share their commit. prepareCall refuses a context_id the
+// session's token may not speak for. Answers and notifications leave through
+// the session's router (jsonrpc_http_session.go) on the request's stream or
+// the GET stream.
 //
 // # Goroutines
 //

@@ -26,10 +26,9 @@ type changeWatcher struct {
 	// run serializes starting and stopping the watch; mu is never held
 	// across them, as stopping waits for the event goroutine, which takes mu.
 	run    sync.Mutex
-	watch  fileWatch // non-nil while the watch runs
-	closed bool      // written under run and mu: changed arms nothing after
-	// probed runs the probe's release (probeWatch), which close joins.
-	probed sync.WaitGroup
+	watch  fileWatch      // non-nil while the watch runs
+	closed bool           // written under run and mu: changed arms nothing after
+	probed sync.WaitGroup // runs the probe's release (probeWatch); close joins it
 
 	// mu guards subs and settles, which the event goroutine, the settle
 	// timers and consumers share.
@@ -41,10 +40,9 @@ type changeWatcher struct {
 	settling sync.WaitGroup
 }
 
-// fileWatch is a running file-system watch of a groups directory
-// (inotifyWatch, kqueueWatch), reporting every group's files until stop
-// ends it and waits for its goroutine; changed drops the groups no
-// subscription wants.
+// fileWatch is a running watch of a groups directory (inotifyWatch,
+// kqueueWatch), reporting every group's files until stop ends it and waits
+// for its goroutine; changed drops the groups no subscription wants.
 type fileWatch interface{ stop() }
 
 // watchSubscription collects the groups that may have changed since its
