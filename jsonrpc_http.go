@@ -28,7 +28,8 @@ type httpTransport struct {
 	audit   *auditLog // nil when auditing is off
 	limits  httpLimits
 	changes *changeWatcher // when set, shared so that sessions wake on file events, not the poll
-	// tokens, when set, are the bearer tokens the guard accepts; a session belongs to the token that opened it.
+	// tokens, when set, are the bearer tokens the guard accepts (reloaded
+	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable
 
 	sessionQuota, streamQuota *httpQuota
@@ -44,8 +45,9 @@ type httpTransport struct {
 // httpEndpoint is the MCP endpoint's path, the one most clients default to.
 const httpEndpoint = "/mcp"
 
-// newHTTPTransport starts the idle-session janitor; close stops it. Checking four times
-// per idle period, a session outlives its limit by a quarter at most (then its client gets 404).
+// newHTTPTransport starts the idle-session janitor; close stops it. It
+// checks four times per idle period, so a session outlives its limit by a
+// quarter at most; its client then gets 404 and starts a new one.
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,

@@ -16,9 +16,11 @@ import (
 type httpSession struct {
 	id     string // "" for a stateless request
 	client string // remote IP, for the per-client bounds
-	// owner is the SHA-256 of the opening token (zero when none is required): only its requests reach it.
+	// owner is the SHA-256 of the token that opened the session (zero when
+	// the server requires none): only that token's requests reach it.
 	owner [sha256.Size]byte
-	// remote is the handled request's address, for the audit log: each POST may come on another connection.
+	// remote is the address of the request being handled, for the audit
+	// log: each POST may arrive on another connection.
 	remote atomic.Pointer[string]
 	srv    *server
 	router *httpRouter

@@ -227,8 +227,9 @@ func (s *server) listenURIs(requested []string) []string {
 	return uris
 }
 
-// memberWakeup returns the group and context of a wakeup URI whose context is a current
-// member in the database (a 2026-07-28 request has no session); speaksFor limits it.
+// memberWakeup returns the group and context of a wakeup URI whose context is
+// a current member, read from the database: a 2026-07-28 request has no
+// session to remember a join_group. speaksFor limits it as for tool calls.
 func (s *server) memberWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {

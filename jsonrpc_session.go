@@ -32,8 +32,9 @@ type server struct {
 	changes  *changeWatcher // nil when file events are off
 	audit    func(toolCall) // when set, receives every completed tools/call
 
-	// request is the HTTP request's context (set by httpSession.handle): a send must
-	// not outlive it uncommitted, and its deadline ends the busy window. Background on stdio.
+	// request is the context of the HTTP request being handled (set by
+	// httpSession.handle under handleMu): a send must not outlive it
+	// uncommitted, and its deadline ends the busy window. Background on stdio.
 	request context.Context
 
 	// serving is held by serve while it handles a line and taken by stop, so
@@ -69,7 +70,9 @@ type serverConfig struct {
 	// as: prepareCall's one identity check, on every transport.
 	speaksFor func(contextID string) *domainError
 	tokenName string // the per-agent token's NAME, recorded with sends; "" for none
-	channels  bool   // CROSSTALK_CHANNELS: declare Claude Code's channel capability and push wakes through it
+	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
+	// capability and push wake events through it (routing_channels.go).
+	channels bool
 }
 
 // newServerConfig is the configuration of release polling every interval.
