@@ -22,16 +22,15 @@ import (
 type inotifyWatch struct {
 	fd    int
 	dirWd int
-	dir   string
 	emit  func(name string)
 	read  sync.WaitGroup // the reader, joined by stop
 }
 
-// inotifyDirMask is what the directory watch listens for besides writes:
-// names appearing, disappearing or renamed, and the directory itself
-// going away.
-const inotifyDirMask = syscall.IN_CREATE | syscall.IN_DELETE | syscall.IN_MOVED_FROM |
-	syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF
+// inotifyDirMask is what the directory watch (and the probe's) listens for:
+// writes to its files, names appearing, disappearing or renamed, and the
+// directory itself going away.
+const inotifyDirMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE |
+	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF
 
 // probeWatch reports whether dir can be watched, by adding an inotify
 // watch on it, and returns the release of that instance, which the caller
@@ -55,12 +54,12 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	wd, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask|syscall.IN_MODIFY)
+	wd, err := syscall.InotifyAddWatch(fd, dir, inotifyDirMask)
 	if err != nil {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, dir: dir, emit: emit}
+	iw := &inotifyWatch{fd: fd, dirWd: wd, emit: emit}
 	iw.read.Go(func() {
 		defer syscall.Close(fd)
 		iw.readEvents()
