@@ -132,13 +132,13 @@ func (w *changeWatcher) close() {
 	w.settling.Wait()
 }
 
-// retargetLocked starts the watch while a subscription wants a group and
+// syncWatchLocked starts the watch while a subscription wants a group and
 // stops it when none does; w.run is held. Starting announces every
 // group on the settle schedule, since a commit written just before the
 // watch began raised no event. A watch that fails to start (an inotify
 // limit reached since the probe) is logged and every subscription told
 // once to look at everything.
-func (w *changeWatcher) retargetLocked() {
+func (w *changeWatcher) syncWatchLocked() {
 	w.mu.Lock()
 	wanted := false
 	for s := range w.subs {
@@ -207,7 +207,7 @@ func (s *watchSubscription) watchGroups(groups []string) {
 	s.want = groupSet(groups)
 	s.w.subs[s] = struct{}{}
 	s.w.mu.Unlock()
-	s.w.retargetLocked()
+	s.w.syncWatchLocked()
 }
 
 // close ends the subscription; the last one to go stops the watch.
@@ -217,7 +217,7 @@ func (s *watchSubscription) close() {
 	s.w.mu.Lock()
 	delete(s.w.subs, s)
 	s.w.mu.Unlock()
-	s.w.retargetLocked()
+	s.w.syncWatchLocked()
 }
 
 // take returns and clears what changed since the last take: group ids, or
