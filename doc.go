@@ -83,7 +83,7 @@
 //	busy_timeout 100 ms        store_sqlite.go     SQLite's busy handler is unfair between processes; retry instead
 //	busyRetryWindow 3 s        store_sqlite.go     then answer sqlite_busy; backoff 25 ms doubling to 400 ms, jittered
 //	writeQueueWait 250 ms      store_writequeue.go a longer wait means the holder is stuck; SQLite's lock is still correct
-//	queuePoll 250 µs           store_writequeue_unix.go a blocked flock cannot time out; polls far shorter than a commit
+//	queuePoll 1 ms             store_writequeue_unix.go a blocked flock cannot time out; Go sleeps no shorter on Linux
 //	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
 //	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
 //	watchCoalesce 2–16 ms      routing_watch.go    events of many groups read in one batch under load
