@@ -326,15 +326,10 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 // database or its -wal or -journal file. The -shm file is left out, since
 // readers write to it too and must not wake every other reader.
 func groupOfFile(name string) (string, bool) {
-	id, ok := strings.CutSuffix(groupDB(filepath.Base(name)), ".sqlite3")
+	db := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(name), "-wal"), "-journal")
+	id, ok := strings.CutSuffix(db, ".sqlite3")
 	if !ok || validateGroupID(id) != nil {
 		return "", false
 	}
 	return id, true
-}
-
-// groupDB returns the database file name a -wal or -journal file name
-// belongs to, or name itself.
-func groupDB(name string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(name, "-wal"), "-journal")
 }

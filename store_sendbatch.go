@@ -177,7 +177,7 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var outs []sent
 	var errs []error
 	err := h.writeLocked(func(tx groupTx) (err error) {
-		outs, errs, err = s.newSendBatch(tx, id).write(all)
+		outs, errs, err = sendBatch{tx: tx, id: id, now: s.timestamp}.write(all)
 		for _, q := range batch {
 			if err == nil && q.gaveUp() {
 				err = errSendEnded // checked right before COMMIT
@@ -204,10 +204,6 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 		}
 		close(q.done)
 	}
-}
-
-func (s *store) newSendBatch(tx groupTx, id string) sendBatch {
-	return sendBatch{tx: tx, id: id, now: s.timestamp}
 }
 
 // write stores msgs in order and returns each one's result or refusal. A
