@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -197,5 +198,53 @@ func TestE2ESignalRepeated(t *testing.T) {
 	}
 	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != answered {
 		t.Errorf("audit rows after %d SIGTERMs: got %d; want %d", signals, n, answered)
+	}
+}
+
+// TestE2ESignalDuringWait sends SIGTERM while a wait_for_messages call
+// waits: the wait is ended and answered, with its audit row, before the
+// process exits 0, long before its own timeout would have ended it.
+func TestE2ESignalDuringWait(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdin, stdout, stderr := auditedChild(t, dir)
+	r := bufio.NewReader(stdout)
+	io.WriteString(stdin, crashCall(1, "create_group", map[string]any{"context_id": "w", "name": "w"})+"\n")
+	var answer string
+	for range 2 { // the initialize answer, then create_group's
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read answer: %v", err)
+		}
+		answer = line
+	}
+	text, _ := crashToolText(answer)
+	var created struct {
+		GroupID string `json:"group_id"`
+	}
+	json.Unmarshal([]byte(text), &created)
+	io.WriteString(stdin, crashCall(4, "join_group", map[string]any{"group_id": created.GroupID, "context_id": "w", "name": "w"})+"\n")
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatalf("read join_group's answer: %v", err)
+	}
+	io.WriteString(stdin, crashCall(2, "wait_for_messages", map[string]any{"group_id": created.GroupID,
+		"context_id": "w", "name": "w", "timeout_seconds": 50})+"\n")
+	// The wait is running once the answer to a later call arrives first.
+	io.WriteString(stdin, crashCall(3, "list_groups", map[string]any{})+"\n")
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, `"id": 3`) {
+		t.Fatalf("got %q, %v; want list_groups' answer", line, err)
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(r)
+	code, sig := waitExit(t, cmd)
+	if code != 0 || time.Since(start) > 20*time.Second {
+		t.Fatalf("exit got %d (signal %q) after %v; want 0 well before the wait's 50 s; stderr: %s",
+			code, sig, time.Since(start), stderr.String())
+	}
+	if !strings.Contains(string(rest), `"id": 2`) {
+		t.Errorf("output after SIGTERM: got %q; want the wait's answer", rest)
+	}
+	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != 4 {
+		t.Errorf("audit rows: got %d; want 4 (create, join, wait, list)", n)
 	}
 }
