@@ -70,17 +70,17 @@ func watchDirectory(dir string, emit func(name string)) (_ fileWatch, err error)
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
 	k.rescan(false)
-	k.loops.Go(func() {
-		defer k.closeAll()
-		k.loop()
-	})
+	k.loops.Go(k.loop)
 	return k, nil
 }
 
-// stop ends the watch and waits for its goroutine.
+// stop ends the watch, waits for its goroutine and only then closes the
+// descriptors: closed by a loop that failed, a reused number would take
+// stop's wake byte.
 func (k *kqueueWatch) stop() {
 	syscall.Write(k.wake[1], []byte{0})
 	k.loops.Wait()
+	k.closeAll()
 }
 
 // add registers fd with the kqueue.

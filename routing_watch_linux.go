@@ -60,18 +60,18 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
 	iw := &inotifyWatch{fd: fd, dirWd: wd, emit: emit}
-	iw.read.Go(func() {
-		defer syscall.Close(fd)
-		iw.readEvents()
-	})
+	iw.read.Go(iw.readEvents)
 	return iw, nil
 }
 
 // stop removes the directory watch, which wakes the reader with IN_IGNORED,
-// and waits for it to end.
+// waits for it to end and only then closes the instance: closed by a reader
+// that ended first (the directory went away), a reused number would lose
+// another instance's watch.
 func (iw *inotifyWatch) stop() {
 	syscall.InotifyRmWatch(iw.fd, uint32(iw.dirWd))
 	iw.read.Wait()
+	syscall.Close(iw.fd)
 }
 
 // readEvents handles events until the directory watch is removed or

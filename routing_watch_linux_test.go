@@ -120,3 +120,27 @@ func TestInotifyReportsWritesAndNames(t *testing.T) {
 	f.write(t, created, "-wal")
 	f.await(t, filepath.Base(createdWal))
 }
+
+// TestInotifyStopAfterDirectoryGone stops a watch whose directory went
+// away, so that its reader ended first, after another watch started: the
+// second watch must keep reporting, which it did not while the ended
+// reader closed its instance and stop removed watch 1 from whichever
+// instance reused the number.
+func TestInotifyStopAfterDirectoryGone(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first, err := watchDirectory(gone, func(string) {})
+	if err != nil {
+		t.Skipf("no inotify here: %v", err)
+	}
+	os.Remove(gone)
+	time.Sleep(100 * time.Millisecond) // lets the first reader see IN_IGNORED
+	f := newInotifyFixture(t)
+	first.stop()
+	f.write(t, firstGroup, "-wal")
+	if !f.seen(filepath.Base(groupFile(f.dir, firstGroup))+"-wal", 5*time.Second) {
+		t.Error("after the ended watch was stopped, got no event from the other; want one")
+	}
+}
