@@ -255,8 +255,13 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 	}
 	for _, item := range batch {
 		m, _ := splitObject(item)
-		if method, _ := decodeJSONString(m["method"]); method == "initialize" {
+		params, _ := splitObject(m["params"])
+		method, _ := decodeJSONString(m["method"])
+		switch tool, _ := decodeJSONString(params["name"]); {
+		case method == "initialize":
 			return errBatchInit
+		case method == "tools/call" && tool == "wait_for_messages":
+			return errBatchWait // its answer comes later, and a batch's answer is one array
 		}
 		if readRequestMeta(m["params"]).hasVersion {
 			return errInvalidRequest

@@ -59,6 +59,8 @@ func TestLifecycle(t *testing.T) {
 			{`[]`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}`},
 			{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}]`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "initialize must not be sent in a batch"}}`},
 			{`[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","method":"ping"}]`, ``},
+			{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait_for_messages","arguments":{}}}]`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "wait_for_messages must not be sent in a batch; send it alone"}}`},
+			{`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_groups","arguments":{"caller_name":"wait_for_messages"}}}]`, `[{"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "Server is not initialized"}}]`},
 			{`[{"jsonrpc":"2.0","id":1,"method":"ping"},1,{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`, `[{"jsonrpc": "2.0", "id": 1, "result": {}}, {"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}, {"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, "message": "Server is not initialized"}}]`},
 		}},
 	}
