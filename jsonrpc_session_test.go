@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,8 @@ func TestPollInterval(t *testing.T) {
 		{"nan", 500 * time.Millisecond},
 		{"inf", 500 * time.Millisecond},
 		{"abc", 500 * time.Millisecond},
+		{"1e-12", time.Millisecond}, // a zero Duration made the poller's ticker panic
+		{"1e300", math.MaxInt64},
 	} {
 		if got := pollInterval(tt.in); got != tt.want {
 			t.Errorf("pollInterval(%q): got %v; want %v", tt.in, got, tt.want)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -233,17 +232,12 @@ func parseObserveOptions(args []string) (observeOptions, error) {
 		opts.port = port
 		return nil
 	})
-	fs.Func("poll-interval", "", func(v string) error {
-		seconds, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds <= 0 {
-			return errors.New("poll interval must be a finite positive number of seconds")
+	fs.Func("poll-interval", "", func(v string) (err error) {
+		var ok bool
+		if opts.pollInterval, ok = parseSeconds(v); !ok {
+			err = errors.New("poll interval must be a finite positive number of seconds")
 		}
-		// The ticker needs a representable, non-zero duration.
-		opts.pollInterval = time.Duration(math.MaxInt64)
-		if nanos := seconds * float64(time.Second); nanos < math.MaxInt64 {
-			opts.pollInterval = max(time.Duration(nanos), time.Millisecond)
-		}
-		return nil
+		return err
 	})
 	fs.StringVar(&opts.groupsDir, "groups-dir", "", "")
 	fs.BoolVar(&opts.demo, "demo", false, "")

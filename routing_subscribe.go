@@ -15,12 +15,24 @@ const defaultPollInterval = 500 * time.Millisecond
 // pollInterval reads CROSSTALK_POLL_INTERVAL_SECONDS; a missing, invalid,
 // non-positive or non-finite value means the default 0.5 s.
 func pollInterval(value string) time.Duration {
+	if d, ok := parseSeconds(value); ok {
+		return d
+	}
+	return defaultPollInterval
+}
+
+// parseSeconds reads a finite positive number of seconds (the poll
+// intervals) as at least 1 ms, since a ticker panics on zero, and at most
+// the largest Duration.
+func parseSeconds(value string) (time.Duration, bool) {
 	v, err := strconv.ParseFloat(pyStrip(value), 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return defaultPollInterval
+		return 0, false
 	}
-	// Clamp where a time.Duration would overflow (about 292 years).
-	return time.Duration(min(v, float64(math.MaxInt64/int64(time.Second))) * float64(time.Second))
+	if nanos := v * float64(time.Second); nanos < math.MaxInt64 {
+		return max(time.Duration(nanos), time.Millisecond), true
+	}
+	return math.MaxInt64, true
 }
 
 // fileEventsEnabled reads CROSSTALK_FILE_EVENTS: file events are on unless
