@@ -92,10 +92,8 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	if e, ok := p.entries[path]; ok && os.SameFile(e.info, info) {
 		e.lastUsed = time.Now()
 		return e.db, nil
-	} else if ok { // the path names another file now
-		e.db.Close()
-		delete(p.entries, path)
 	}
+	p.retireLocked(path) // the path names another file now, if it was cached
 	p.evictLocked()
 	db, err := sql.Open("sqlite", readOnlyDSN(path)+"&"+readOnlyCacheSize)
 	if err != nil {
@@ -123,22 +121,26 @@ func (p *readOnlyPool) evictLocked() {
 				oldest = path
 			}
 		}
-		e := p.entries[oldest]
-		delete(p.entries, oldest)
+		p.retireLocked(oldest)
+	}
+}
+
+// retireLocked moves the handle for path, if any, to the retired list, not
+// closed at once, since a request may have just been handed it.
+func (p *readOnlyPool) retireLocked(path string) {
+	if e, ok := p.entries[path]; ok {
+		delete(p.entries, path)
 		e.db.SetMaxIdleConns(0)
 		e.lastUsed = time.Now()
 		p.retired = append(p.retired, e)
 	}
 }
 
-// forget closes and drops the handle for path, if any.
+// forget retires the handle for path, if any.
 func (p *readOnlyPool) forget(path string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.entries[path]; ok {
-		e.db.Close()
-		delete(p.entries, path)
-	}
+	p.retireLocked(path)
 }
 
 // closeAll closes every cached and retired handle.

@@ -344,6 +344,22 @@ func TestReadOnlyPoolBound(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(fx.dir, first+".sqlite3")); err != nil {
 		t.Fatal(err)
 	}
+	// So does one whose file was replaced, which was closed under the
+	// request: its next connection opens the path, so it reads the new file.
+	held, err = pool.group(fx.dir, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fx.group("R", "", time.Now(), fixtureMember{"ctx0", "Zero"}, fixtureMember{"ctx1", "One"})
+	if err := os.Rename(groupFile(fx.dir, other), groupFile(fx.dir, first)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.group(fx.dir, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.QueryRow("SELECT COUNT(*) FROM group_members").Scan(&n); err != nil || n != 2 {
+		t.Errorf("handle of a replaced file: got %d members (%v); want 2", n, err)
+	}
 }
 
 // TestGroupCacheConcurrentReads reads one settled group through the cache
