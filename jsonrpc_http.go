@@ -136,9 +136,9 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		srv.subs.followWatch(t.changes)
 	}
 	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
-	if t.audit != nil { // s.remote is set by each handle, before any call
+	if t.audit != nil {
 		srv.audit = func(c toolCall) {
-			c.remote, c.token = *s.remote.Load(), tok.name
+			c.token = tok.name
 			t.audit.observe(c)
 		}
 	}

@@ -18,10 +18,7 @@ type httpSession struct {
 	client string // remote IP, for the per-client bounds
 	// owner is the SHA-256 of the token that opened the session (zero when
 	// the server requires none): only that token's requests reach it.
-	owner [sha256.Size]byte
-	// remote is the address of the request being handled, for the audit
-	// log: each POST may arrive on another connection.
-	remote atomic.Pointer[string]
+	owner  [sha256.Size]byte
 	srv    *server
 	router *httpRouter
 
@@ -43,8 +40,7 @@ func (s *httpSession) handle(r *http.Request, body []byte) any {
 	defer cancel()
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
-	s.remote.Store(&r.RemoteAddr)
-	s.srv.request = ctx
+	s.srv.request, s.srv.remote = ctx, r.RemoteAddr
 	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
 }

@@ -338,17 +338,36 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	}()
 	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint, token: "secret-a"}
 	c.initialize()
-	c.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "audited"}, nil)
+	var created struct {
+		GroupID string `json:"group_id"`
+	}
+	c.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "audited"}, &created)
 	if reply := c.tool("get_group_metadata", map[string]any{"group_id": "grp_00000000000000000000000000000000"}); !reply.isError {
 		t.Fatalf("get_group_metadata of a missing group: got %s; want an error", reply.text)
 	}
+	// A wait is recorded with its own connection's address, not that of a
+	// call made on another connection of the session while it waited.
+	c.ok("join_group", map[string]any{"group_id": created.GroupID, "context_id": "ctx-a", "name": "A"}, nil)
+	waiter := &httpTestClient{tb: t, url: c.url, token: c.token, session: c.session, hc: &http.Client{Transport: &http.Transport{}}}
+	waited := make(chan toolReply, 1)
+	go func() {
+		waited <- waiter.tool("wait_for_messages", map[string]any{"group_id": created.GroupID, "context_id": "ctx-a", "name": "A", "timeout_seconds": 2})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	other := &httpTestClient{tb: t, url: c.url, token: c.token, session: c.session, hc: &http.Client{Transport: &http.Transport{}}}
+	other.ok("list_groups", map[string]any{}, nil)
+	<-waited
 	auditFlush(t, a)
+	if n := observabilityInt(t, dir, `SELECT COUNT(DISTINCT json_extract(details_json, '$.remote_addr')) FROM tool_calls
+		WHERE tool_name IN ('wait_for_messages', 'list_groups')`); n != 2 {
+		t.Errorf("remote addresses of the wait and of the call made meanwhile: got %d; want 2, each its own", n)
+	}
 	for _, tt := range []struct {
 		query string
 		want  int
 	}{
-		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.remote_addr') LIKE '127.0.0.1:%'`, 2},
-		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.token_name') = 'agent-a'`, 2},
+		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.remote_addr') LIKE '127.0.0.1:%'`, 5},
+		{`SELECT COUNT(*) FROM tool_calls WHERE json_extract(details_json, '$.token_name') = 'agent-a'`, 5},
 		{`SELECT COUNT(*) FROM tool_calls WHERE details_json LIKE '%secret-a%'`, 0},
 	} {
 		if got := observabilityInt(t, dir, tt.query); got != tt.want {

@@ -36,6 +36,7 @@ type server struct {
 	// httpSession.handle under handleMu): a send must not outlive it
 	// uncommitted, and its deadline ends the busy window. Background on stdio.
 	request context.Context
+	remote  string // the HTTP request's address, set as request is: audited with its calls
 
 	// serving is held by serve while it handles a line and taken by stop, so
 	// that a signal waits for the request in hand to be answered and audited.
@@ -210,7 +211,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if rerr != nil {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
-	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now()}
+	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now(), remote: s.remote}
 	name, ok := p.str("name")
 	if !ok {
 		name = string(p.values["name"]) // recorded as written
