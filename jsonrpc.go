@@ -2,7 +2,7 @@ package main
 
 // This file is the JSON-RPC 2.0 wire layer: decoding, encoding, line framing
 // and batches. It knows no MCP methods: the session (jsonrpc_session.go)
-// answers each message and says which batches it accepts (batchRefusal).
+// answers each message; batchRefusal (jsonrpc_dispatch.go) the batches.
 
 import (
 	"bufio"
@@ -28,11 +28,6 @@ var (
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}
 )
-
-// errMethodNotFound answers a request for a method the server lacks.
-func errMethodNotFound(method string) *rpcError {
-	return &rpcError{-32601, "Method not found: " + method}
-}
 
 // errInvalidParams answers a request whose params cannot be used.
 func errInvalidParams(msg string) *rpcError {

@@ -56,7 +56,7 @@ func (s *server) dispatchRequest(req request) (any, *rpcError) {
 			return s.resourcesUnsubscribe(req)
 		}
 	}
-	return nil, errMethodNotFound(req.method)
+	return nil, &rpcError{-32601, "Method not found: " + req.method}
 }
 
 // initialize negotiates the protocol version and states the capabilities.
@@ -169,7 +169,7 @@ func (s *server) dispatchNotification(req request) bool {
 // protocolRevision is a revision string; being dates, revisions compare as strings.
 type protocolRevision = string
 
-// The revisions whose behaviour differs; see README "Protocol versions".
+// The revisions whose behaviour differs; see docs/protocol.md "Protocol revisions".
 const (
 	revTyped  protocolRevision = "2025-06-18" // titles, outputSchema, structuredContent; no batches
 	revSEP    protocolRevision = "2025-11-25" // input validation failures as tool results; serverInfo description

@@ -53,11 +53,6 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	return rune(r), err == nil
 }
 
-// errNotUnicode is the validation error for an argument that is not valid Unicode.
-func errNotUnicode(key string) *domainError {
-	return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", key)
-}
-
 // rawJSON is JSON text written as it came, such as a request id.
 type rawJSON json.RawMessage
 

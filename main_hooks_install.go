@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -81,12 +82,9 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 // run edits the settings file the command names with installHooks or
 // uninstallHooks and reports what it did on stdout.
 func (c hooksInstallCommand) run(stdout io.Writer) error {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return err
-	}
+	home, homeErr := os.UserHomeDir()
 	cwd, err := os.Getwd()
-	if err != nil {
+	if err = cmp.Or(homeErr, err); err != nil {
 		return err
 	}
 	path := c.target.settingsPath(c.scope, home, cwd)
@@ -137,10 +135,7 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
-		verb := "removed from"
-		if c.install {
-			verb = "installed in"
-		}
+		verb := map[bool]string{true: "installed in", false: "removed from"}[c.install]
 		fmt.Fprintf(stdout, "Crosstalk hooks %s %s", verb, path)
 		if backup != "" {
 			fmt.Fprintf(stdout, " (previous file kept as %s)", backup)

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -137,7 +138,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 			return waitOptions{}, fmt.Errorf("read %s payload: %w", c.name, err)
 		}
 		var p hookPayload
-		if jsonObject(raw, &p) {
+		if json.Unmarshal(raw, &p) == nil && p != nil {
 			fromPayload = p.str(c.sessionKeys...)
 		}
 	}
@@ -145,7 +146,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	if id == "" {
 		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
 	}
-	return waitOptions{contextID: id, timeout: timeout, safetyPoll: 2 * time.Second, grace: waitGrace}, nil
+	return waitOptions{contextID: id, timeout: timeout, safetyPoll: watchSafetyPoll, grace: waitGrace}, nil
 }
 
 // isTerminal reports whether r is an interactive terminal, from which no
@@ -171,7 +172,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	defer deadline.Stop()
 	poll := opts.safetyPoll
 	if !w.native {
-		poll = min(poll, 500*time.Millisecond)
+		poll = min(poll, defaultPollInterval)
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()

@@ -158,11 +158,6 @@ func (p hookPayload) str(keys ...string) string {
 	return ""
 }
 
-// jsonObject decodes raw into p when it holds a JSON object.
-func jsonObject(raw []byte, p *hookPayload) bool {
-	return json.Unmarshal(raw, p) == nil && *p != nil
-}
-
 // Output bounds: a hook's answer lands in the model's context on every
 // turn, so it stays small; hookPreviewBytes is how much of a message too
 // big for it is shown.

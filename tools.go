@@ -348,7 +348,7 @@ func (t *tool) checkArgs(a toolArgs) *domainError {
 			// Name the first such argument as sent, not in map order.
 			for _, k := range a.keys() {
 				if !unicodeJSON(a.values[k]) {
-					return errNotUnicode(k)
+					return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", k)
 				}
 			}
 		}
