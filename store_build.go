@@ -62,14 +62,14 @@ func buildFile(path string, fill func(tx *sql.Tx) error) error {
 	// synchronous=FULL, SQLite's default here, is set so that no build-time
 	// setting can make the commit less durable than the rename.
 	if err := execAll(db, fmt.Sprintf("PRAGMA page_size=%d", groupPageSize), "PRAGMA journal_mode=DELETE", "PRAGMA synchronous=FULL"); err != nil {
-		return err
+		return fmt.Errorf("set up: %w", err)
 	}
 	if err := inTx(db, fill); err != nil {
-		return err
+		return fmt.Errorf("fill: %w", err)
 	}
 	var mode string
 	if err := db.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
-		return err
+		return fmt.Errorf("switch to WAL: %w", err)
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("switch to WAL: journal mode is %s", mode)

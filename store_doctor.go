@@ -42,8 +42,8 @@ var requiredGroupTables = []string{"messages", "group_metadata", "group_members"
 
 // checkGroupFile reports why the group database at path cannot be used, or
 // nil when it opens and has the group schema. It only reads: the file is
-// opened read-only, and never with os.Open (see SPEC: closing a descriptor
-// would drop this process's SQLite locks on it). The dashboard calls it to
+// opened read-only, and never with os.Open (closing a descriptor would drop
+// this process's POSIX locks on the file, which SQLite's own connections hold). The dashboard calls it to
 // show a group as damaged.
 func checkGroupFile(path string) error {
 	db := openSQLite(readOnlyDSN(path), 1)
@@ -55,7 +55,7 @@ func checkGroupFile(path string) error {
 		if isBusy(err) {
 			return nil // locked by a writer: it is in use, so not damaged
 		}
-		return fmt.Errorf("cannot read: %v", err)
+		return fmt.Errorf("cannot read: %w", err)
 	}
 	var missing []string
 	for _, t := range requiredGroupTables {

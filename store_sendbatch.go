@@ -157,7 +157,7 @@ func (q *queuedSend) ended() bool {
 // not count once the write has the lock: it bounds the wait for the lock,
 // and a message of hundreds of megabytes takes seconds to index.
 func (q *queuedSend) gaveUp() bool {
-	return q.ctx.Err() != nil && context.Cause(q.ctx) != errGroupBusy
+	return q.ctx.Err() != nil && !errors.Is(context.Cause(q.ctx), errGroupBusy)
 }
 
 // errSendEnded rolls back a shared transaction in which a send's ctx ended
@@ -305,7 +305,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	var wakeArgs []any
 	metrics := map[[2]string]int{}
 	var metricOrder [][2]string
-	var revs [4]int // message, member, wakeup, metadata increments
+	var revs [3]int // message, member and wakeup increments
 	for k, p := range chunk {
 		for _, t := range p.route.targets {
 			wakeArgs = append(wakeArgs, first+int64(k), t.contextID, t.relevance, p.msg.priority, p.now)
