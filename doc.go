@@ -20,42 +20,43 @@
 //     a line and offers it to pipelinedSends (jsonrpc_groupcommit.go), which
 //     checks it with prepareCall and parseSend (tools_messages.go) and lets
 //     sends to the same group already buffered join the run (up to 64).
-//  2. storeSends calls store.sendMessages (store_sendbatch.go), which gives
-//     each send its own 3 s busy window and honours its context: withHandle
+//  2. storeSends calls store.sendMessages (store_sendbatch.go) once for the
+//     run, with one 3 s busy window (an HTTP send's, its request's): withHandle
 //     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
 //     queue → storeQueued → writeLocked: the cross-process write queue
 //     (store_writequeue*.go), BEGIN IMMEDIATE, sendBatch.write (membership,
 //     route in routing.go, rows, wake events, revisions), a last look at
 //     each send's context, COMMIT. A line of 16 MiB or more runs alone,
 //     holding nothing of its line (detach).
-//  3. sentObject renders the answer; finishCall hands the call to the audit
-//     log (audit.go, when enabled) and lineWriter writes one pyJSON line.
+//  3. sentObject renders the answer and tool.result (tools.go) wraps it;
+//     finishCall hands the call to the audit log (audit.go, when enabled) and
+//     lineWriter writes one pyJSON (store_python.go) line.
 //  4. In another session's process the commit's -wal write raises an event on
-//     the groups directory's inotify watch (routing_watch_linux.go; kqueue's
-//     watch of the -wal file in routing_watch_bsd.go):
-//     changeWatcher.changed settles the group and publishes it; the poller
-//     (routing_subscriptions.go) checks it: groupSignature
-//     (store_signature.go) skips unchanged files, dueWakeup
-//     (store_messages.go) finds the wake event, notify writes
-//     notifications/resources/updated, markWakeupNotified records it.
+//     the directory's inotify watch (routing_watch_linux.go; kqueue's watch of
+//     the -wal file in routing_watch_bsd.go): changeWatcher.changed settles the
+//     group and publishes it; the poller (routing_subscriptions.go) checks it:
+//     groupSignature (store_signature.go) skips unchanged files, dueWakeup
+//     (store_messages.go) finds the wake event (a delivery, store_delivery.go),
+//     notify writes notifications/resources/updated, markWakeupNotified records it.
 //
 // That path runs through main.go, jsonrpc.go, jsonrpc_session.go,
-// jsonrpc_groupcommit.go, tools_messages.go, store.go, store_sqlite.go,
-// store_sendbatch.go, store_writequeue.go, store_writequeue_unix.go,
-// store_messages.go, store_signature.go, routing.go, routing_watch.go,
-// routing_watch_linux.go and routing_subscriptions.go.
+// jsonrpc_groupcommit.go, tools.go, tools_messages.go, store.go, store_sqlite.go,
+// store_python.go, store_sendbatch.go, store_writequeue.go,
+// store_writequeue_unix.go, store_messages.go, store_delivery.go,
+// store_signature.go, routing.go, routing_watch.go, routing_watch_linux.go and
+// routing_subscriptions.go.
 //
 // # One HTTP request
 //
-// httpGuard (jsonrpc_http_security.go: token, Origin, Host, body limit;
-// per-agent tokens from the tokens file) → httpTransport.ServeHTTP
-// (jsonrpc_http.go) → post → the session's handleLine, the same session code
+// httpGuard (jsonrpc_http_security.go: token, Origin, Host; per-agent tokens
+// from the tokens file) → httpTransport.ServeHTTP (jsonrpc_http.go) → post
+// (body limit) → the session's handleLine, the same session code
 // as stdio without the read-ahead, its context the request's; its sends meet
 // other sessions' sends of this process in the group handle's queue (step 2
 // above) and share their commit. prepareCall refuses a context_id the
-// session's token may not speak for. Answers and notifications leave through
-// the session's router (jsonrpc_http_session.go) on the request's stream or
-// the GET stream.
+// session's token may not speak for. An answer ready at once is the POST's
+// JSON body; later ones and notifications leave through the session's router
+// (jsonrpc_http_session.go) on the request's SSE stream or the GET stream.
 //
 // # Goroutines
 //
@@ -63,12 +64,12 @@
 // or shutdown, except where said.
 //
 //	goroutine                    started by                     stopped and joined by
-//	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read, which nothing can interrupt, and the process exits
+//	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read, which nothing can interrupt, once in-flight requests are joined
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
 //	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns
-//	in-flight request            inflight.start                 the request's context; inflight.wait
-//	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; at most 1 s)
+//	in-flight request            inflight.start                 the request's context; inflight.close (serve's end, or a signal)
+//	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; a helper joins it for at most 1 s, as a blocked stdout write cannot be cancelled)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
 //	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
@@ -76,7 +77,8 @@
 //	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
-//	demo trickle                 observe_demo.go                the demo's context; the child is waited on, killed after 5 s
+//	demo trickle                 observe_demo.go                the demo's context; the child is waited on, killed after 5 s (WaitDelay)
+//	demo stuck timer (AfterFunc) observeDemo.request            stopped by the answer; firing, it ends the demo session
 //
 // # Timing constants, each with its reason
 //
@@ -92,6 +94,8 @@
 //	defaultPollInterval 0.5 s  routing_subscribe.go the original's poll, where there are no file events
 //	signatureSettle 200 ms, 3 s store_signature.go a file's mtime is coarse; recheck until it has settled
 //	wakeupReminderInterval 300 s store_messages.go  an unacknowledged wake event is notified again
+//	acknowledgedWakeupRetention 7 d store_read.go the original's: acknowledged wake events are purged after it
+//	defaultWaitSeconds 25, maxWaitSeconds 50 tools_wait.go the empty answer arrives before clients' 60 s request timeout
 //	defaultWaitKeepalive 10 s  tools_wait.go       wait_for_messages sends progress so clients keep the call open
 //	defaultWaitTimeout 55 min  main_wait.go        a little before the hour hooks install lets Claude Code run it
 //	waitGrace 0.5 s            main_wait.go        fresh mail is left to the session's own tool or hook first
@@ -104,8 +108,12 @@
 //	ReadHeaderTimeout 10 s     main_serve.go, observe.go slowloris clients cannot hold connections
 //	observePollInterval 0.5 s  observe.go          the original dashboard's refresh; idle groups cost two stats
 //	retiredHandleGrace 1 min   observe_readonly.go a replaced read-only handle may still be read
+//	ConnMaxIdleTime 10 s       observe_readonly.go no group file stays open between the dashboard's looks
+//	checkGroupFile 5 s         store_doctor.go     a check of a damaged file never hangs the dashboard or doctor
+//	demoTrickleInterval 4 s    observe_demo.go     the live view visibly moves without flooding the chat
 //	demoTimeout 30 s           observe_demo.go     a demo tool call slower than this means its child is stuck
 //	auditCleanupBatchSize 1000 audit_rollup.go     rows per retention transaction: other writers' 100 ms busy_timeout
+//	audit cleanup 24 h         audit_rollup.go     retention deletes run at most once a day by any process (metadata records it)
 //	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a read costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
 //
