@@ -68,7 +68,7 @@
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
 //	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns
-//	in-flight request            inflight.start                 the request's context; inflight.close (serve's end, or a signal)
+//	in-flight request            inflight.start                 the request's context; inflight.close (serve's end, or a signal: joined for at most 1 s)
 //	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; a helper joins it for at most 1 s, as a blocked stdout write cannot be cancelled)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
 //	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)

@@ -262,7 +262,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	case <-sig:
 		s.stop()
-		s.inflight.close() // waits are answered and audited before the store closes
+		joinWithin(time.Second, s.inflight.close) // waits are answered and audited before the store closes
 	}
 	return 0
 }

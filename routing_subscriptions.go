@@ -71,17 +71,20 @@ func newSubscriptions(st *store, interval time.Duration, notify func(string, obj
 	return m
 }
 
-// close stops the poller and joins it, so no notification is written
-// after the server has finished. The join is bounded to a second, because
-// a context cannot cancel a write to a client that stopped reading stdout,
-// which must not keep the process from exiting.
+// close stops the poller and joins it (joinWithin): nothing is written after the server ends.
 func (m *subscriptions) close() {
 	m.stop()
+	joinWithin(time.Second, m.running.Wait)
+}
+
+// joinWithin waits at most d for join, run aside: no context cancels a write
+// to a client that stopped reading stdout, and it must not block the exit.
+func joinWithin(d time.Duration, join func()) {
 	joined := make(chan struct{})
-	go func() { m.running.Wait(); close(joined) }()
+	go func() { join(); close(joined) }()
 	select {
 	case <-joined:
-	case <-time.After(time.Second):
+	case <-time.After(d):
 	}
 }
 

@@ -230,9 +230,6 @@ func bumpRevisions(tx groupTx, which revision) error {
 			fields = append(fields, field+" = "+field+" + 1")
 		}
 	}
-	if len(fields) == 0 {
-		return nil
-	}
 	_, err := tx.Exec("UPDATE group_state SET " + strings.Join(fields, ", ") + " WHERE id = 1")
 	return err
 }
