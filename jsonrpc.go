@@ -23,7 +23,6 @@ var (
 	errParse          = &rpcError{-32700, "Parse error"}
 	errInvalidRequest = &rpcError{-32600, "Invalid Request"}
 	errBatchInit      = &rpcError{-32600, "initialize must not be sent in a batch"}
-	errBatchWait      = &rpcError{-32600, "wait_for_messages must not be sent in a batch; send it alone"}
 	errInvalidInit    = &rpcError{-32600, "Invalid initialize request"}
 	errNotInitialized = &rpcError{-32002, "Server is not initialized"}
 	errInternal       = &rpcError{-32603, "Internal server error"}

@@ -260,8 +260,9 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 		switch tool, _ := decodeJSONString(params["name"]); {
 		case method == "initialize":
 			return errBatchInit
-		case method == "tools/call" && tool == "wait_for_messages":
-			return errBatchWait // its answer comes later, and a batch's answer is one array
+		case method == "tools/call" && toolsByName[tool] != nil && toolsByName[tool].wait != nil:
+			// A waiting tool is answered later, and a batch's answer is one array.
+			return &rpcError{-32600, tool + " must not be sent in a batch; send it alone"}
 		}
 		if readRequestMeta(m["params"]).hasVersion {
 			return errInvalidRequest
