@@ -274,8 +274,10 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 	return true, nil
 }
 
-// tokenName is what a NAME may be: short, and safe to print in a refusal.
-var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+// tokenName is what a NAME may be, at most 64 bytes long: short, and safe to
+// print in a refusal. The length is checked apart, since a bounded repeat
+// compiles to one copy of the class per byte, at every process start.
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
 
 // parseTokens reads a tokens file, one NAME sha256:HEX PATTERN... a line; an
 // error names the line, never a token. A NAME or a token listed twice is
@@ -310,7 +312,7 @@ func parseTokenLine(fields []string) (*agentToken, error) {
 	digest, ok := strings.CutPrefix(fields[1], "sha256:")
 	sum, err := hex.DecodeString(digest) // decoded whole: a long digest must not overrun tok.sum
 	switch {
-	case !tokenName.MatchString(tok.name):
+	case len(tok.name) > 64 || !tokenName.MatchString(tok.name):
 		return nil, errors.New("NAME must be letters, digits and . _ @ - (at most 64)")
 	case !ok || err != nil || len(sum) != sha256.Size:
 		return nil, fmt.Errorf("%s: the second field must be sha256: and 64 hex digits", tok.name)
