@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -78,10 +79,11 @@ const auditExpiredRows = "occurred_at <= ?"
 const auditLatestLabel = "COALESCE(group_name, group_id)"
 
 // auditRecordRollups counts a batch inserted from the argument's id on;
-// auditExpireRollups takes off the rows of a cleanup batch.
+// auditExpireRollups takes off the rows of a cleanup batch. Both are built on
+// first use, as the audit log is opt-in.
 var (
-	auditRecordRollups = auditRollupStatements("name", auditLatestLabel, "id >= ?", 1)
-	auditExpireRollups = auditRollupStatements("name", auditLatestLabel, auditExpiredRows, -1)
+	auditRecordRollups = sync.OnceValue(func() []string { return auditRollupStatements("name", auditLatestLabel, "id >= ?", 1) })
+	auditExpireRollups = sync.OnceValue(func() []string { return auditRollupStatements("name", auditLatestLabel, auditExpiredRows, -1) })
 )
 
 // auditApplyRollups runs statements, from auditRollupStatements, with args.
@@ -149,7 +151,7 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 		}
 	}
 	// The transaction holds the write lock, so the batch is every row from first on.
-	if err := auditApplyRollups(ctx, tx, auditRecordRollups, first); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditRecordRollups(), first); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -193,7 +195,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	done := expired < auditCleanupBatchSize
-	if err := auditApplyRollups(ctx, tx, auditExpireRollups, end.String); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditExpireRollups(), end.String); err != nil {
 		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+

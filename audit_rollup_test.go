@@ -148,7 +148,7 @@ func TestAuditRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := auditApplyRollups(context.Background(), tx, auditRecordRollups, 0); err != nil {
+		if err := auditApplyRollups(context.Background(), tx, auditRecordRollups(), 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
