@@ -134,7 +134,13 @@ type mcpProcess struct {
 // so that each process sees only what the test sets.
 func startProcess(tb testing.TB, name, dir string, env ...string) *mcpProcess {
 	tb.Helper()
-	cmd := exec.Command(builtBinary(tb))
+	return startProcessOf(tb, builtBinary(tb), name, dir, env...)
+}
+
+// startProcessOf is startProcess with another build of the server, bin.
+func startProcessOf(tb testing.TB, bin, name, dir string, env ...string) *mcpProcess {
+	tb.Helper()
+	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CROSSTALK_") {
 			cmd.Env = append(cmd.Env, kv)
