@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 // auditLog is the opt-in audit writer: one row per completed tools/call in
@@ -107,11 +105,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 		return nil, nil
 	}
 	path := filepath.Join(dir, catalogFileName)
-	db, err := openAuditDB(path)
-	if err != nil {
-		return nil, err
-	}
-	a := &auditLog{path: path, config: config, db: db, warn: warn, now: time.Now,
+	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: time.Now,
 		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
@@ -125,15 +119,10 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 // openAuditDB opens the audit database's handle: busy_timeout(100) bounds
 // how long one audit attempt can wait for a lock; synchronous(NORMAL) is
 // durable in WAL mode against process crashes and saves an fsync per write,
-// which analytics do not need.
-func openAuditDB(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		return nil, fmt.Errorf("open audit database %s: %w", path, err)
-	}
-	// One connection: there is one writer anyway.
-	db.SetMaxOpenConns(1)
-	return db, nil
+// which analytics do not need. It has one connection: there is one writer
+// anyway.
+func openAuditDB(path string) *sql.DB {
+	return openSQLite(sqliteDSN(path, "rwc")+"&_pragma=synchronous(NORMAL)", 1)
 }
 
 // close writes what is queued, stops the writer and releases the database.
@@ -193,10 +182,8 @@ func (a *auditLog) writeRows() {
 // file is writable. Callers hold a.mu.
 func (a *auditLog) report(err error) {
 	if isReadOnly(err) {
-		if db, err := openAuditDB(a.path); err == nil {
-			a.db.Close()
-			a.db, a.ready = db, false
-		}
+		a.db.Close()
+		a.db, a.ready = openAuditDB(a.path), false
 	}
 	if a.warned {
 		return

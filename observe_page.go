@@ -398,11 +398,7 @@ func withAuditForWrite(ctx context.Context, dir string, action func(context.Cont
 	if _, err := checkedFile(dir, path); err != nil {
 		return "No audit database exists yet.", err
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(path, "rw"))
-	if err != nil {
-		return auditBusy, fmt.Errorf("open audit database: %w", err)
-	}
+	db := openSQLite(sqliteDSN(path, "rw"), 1)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 	return action(ctx, db)
 }

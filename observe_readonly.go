@@ -11,8 +11,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 // readOnlyPool keeps one read-only handle per database file the dashboard
@@ -95,13 +93,9 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	}
 	p.retireLocked(path) // the path names another file now, if it was cached
 	p.evictLocked()
-	db, err := sql.Open("sqlite", readOnlyDSN(path)+"&"+readOnlyCacheSize)
-	if err != nil {
-		return nil, fmt.Errorf("open %s read-only: %w", filepath.Base(path), err)
-	}
 	// A few connections serve concurrent requests; idle ones close soon so
 	// that no file stays open between looks.
-	db.SetMaxOpenConns(4)
+	db := openSQLite(readOnlyDSN(path)+"&"+readOnlyCacheSize, 4)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(10 * time.Second)
 	p.entries[path] = &readOnlyEntry{db: db, info: info, lastUsed: time.Now()}
