@@ -258,16 +258,8 @@ func eachRow(ctx context.Context, q queryer, scan func(rowScanner) error, query 
 
 // queryAll runs query and turns every row into a T with scan.
 func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
-	var out []T
-	err := eachRow(ctx, q, func(row rowScanner) error {
-		v, err := scan(row)
-		out = append(out, v)
-		return err
-	}, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	rows, err := q.QueryContext(ctx, query, args...)
+	return collectRows(rows, err, scan)
 }
 
 // groupReadCache keeps what views last read from each group (summary,

@@ -108,8 +108,8 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// collectRows returns scan of each of rows, in order, and closes rows; err
-// is the error of the query that returned them.
+// collectRows returns scan of each of rows, in order, or nothing on any
+// error, and closes rows; err is the error of the query that returned them.
 func collectRows[T any](rows *sql.Rows, err error, scan func(row rowScanner) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
@@ -123,5 +123,8 @@ func collectRows[T any](rows *sql.Rows, err error, scan func(row rowScanner) (T,
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
