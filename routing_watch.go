@@ -327,9 +327,5 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 // readers write to it too and must not wake every other reader.
 func groupOfFile(name string) (string, bool) {
 	db := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(name), "-wal"), "-journal")
-	id, ok := strings.CutSuffix(db, ".sqlite3")
-	if !ok || validateGroupID(id) != nil {
-		return "", false
-	}
-	return id, true
+	return groupIDOfFile(db)
 }
