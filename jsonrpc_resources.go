@@ -244,10 +244,8 @@ func (s *server) memberWakeup(uri string) (groupID, contextID string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	for _, m := range members {
-		if m.contextID == c {
-			return g, c, nil
-		}
+	if slices.ContainsFunc(members, func(m member) bool { return m.contextID == c }) {
+		return g, c, nil
 	}
 	return "", "", authorizationErrorf("Wakeup resource is only available for a current member of the group. Call join_group first.")
 }
