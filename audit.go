@@ -100,9 +100,9 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 // openAuditLog returns the audit writer for dir, or nil when auditing is
 // disabled. If preparing the schema fails now (another process holds the
 // write lock, say) the server still starts and each write retries it.
-func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, error) {
+func openAuditLog(dir string, config auditConfig, warn io.Writer) *auditLog {
 	if !config.enabled {
-		return nil, nil
+		return nil
 	}
 	path := filepath.Join(dir, catalogFileName)
 	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: time.Now,
@@ -113,7 +113,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) (*auditLog, er
 	}
 	a.mu.Unlock()
 	go a.writeRows()
-	return a, nil
+	return a
 }
 
 // openAuditDB opens the audit database's handle: busy_timeout(100) bounds

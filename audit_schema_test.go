@@ -59,10 +59,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := openAuditLog(dir, auditInf, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, io.Discard)
 		defer a.close()
 		if got := auditSchemaShape(t, core); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
@@ -107,10 +104,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
 			t.Fatal(err)
 		}
-		a, err := openAuditLog(dir, auditInf, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, io.Discard)
 		defer a.close()
 		checks := []singleValue{
 			{"SELECT SUM(call_count) || '|' || SUM(error_count) || '|' || SUM(duration_sum_ms) FROM analytics_30d", "1|1|17"},
@@ -139,10 +133,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 			}
 		}
 		upgrade := func() {
-			a, err := openAuditLog(dir, auditInf, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := openAuditLog(dir, auditInf, io.Discard)
 			a.close()
 		}
 		upgrade()
@@ -185,10 +176,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec(auditRollupSchema()); err != nil {
 			t.Fatal(err)
 		}
-		a, err := openAuditLog(dir, auditInf, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, io.Discard)
 		defer a.close()
 		tables, err := tableNames(context.Background(), db)
 		if err != nil {
@@ -218,10 +206,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		release := holdWriteLock(t, path)
 		var stderr bytes.Buffer
-		a, err := openAuditLog(dir, auditInf, &stderr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, &stderr)
 		defer a.close()
 		release()
 		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {

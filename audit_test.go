@@ -47,10 +47,7 @@ func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
 func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
 	t.Helper()
 	dir := t.TempDir()
-	a, err := openAuditLog(dir, config, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openAuditLog(dir, config, io.Discard)
 	t.Cleanup(func() { a.close() })
 	return a, dir
 }
@@ -159,9 +156,9 @@ func auditPtr(s string) *string { return &s }
 
 func TestAuditDisabledOpensNothing(t *testing.T) {
 	dir := t.TempDir()
-	a, err := openAuditLog(dir, auditConfig{}, io.Discard)
-	if a != nil || err != nil {
-		t.Fatalf("got %v, %v; want nil, nil", a, err)
+	a := openAuditLog(dir, auditConfig{}, io.Discard)
+	if a != nil {
+		t.Fatalf("got %v; want nil", a)
 	}
 	a.observe(auditTestCall("list_groups", `{"caller_name":"x"}`, `1`, `{"groups":[]}`, false, ""))
 	entries, _ := os.ReadDir(dir)
@@ -229,10 +226,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 	t.Run("locked", func(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
-		a, err := openAuditLog(dir, auditInf, &stderr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, &stderr)
 		defer a.close()
 		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 		release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
@@ -261,10 +255,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, catalogFileName), garbage, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := openAuditLog(dir, auditInf, &stderr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, &stderr)
 		defer a.close()
 		if call, attempt := observeOne(a); call > 50*time.Millisecond || attempt > 2*time.Second {
 			t.Fatalf("a corrupt audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
@@ -283,10 +274,7 @@ func TestAuditWriterQueue(t *testing.T) {
 	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
 	t.Run("close writes what is queued", func(t *testing.T) {
 		dir := t.TempDir()
-		a, err := openAuditLog(dir, auditInf, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, io.Discard)
 		for range 50 {
 			a.observe(call)
 		}
@@ -305,10 +293,7 @@ func TestAuditWriterQueue(t *testing.T) {
 	t.Run("a stalled writer drops, never blocks", func(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
-		a, err := openAuditLog(dir, auditInf, &stderr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := openAuditLog(dir, auditInf, &stderr)
 		defer a.close()
 		a.mu.Lock() // the writer stalls as if on a slow disk
 		a.observe(call)

@@ -318,10 +318,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := openAuditLog(dir, auditConfig{enabled: true, days: 30, setting: "30"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openAuditLog(dir, auditConfig{enabled: true, days: 30, setting: "30"}, io.Discard)
 	a.readNamesFrom(st)
 	tokens, err := newTokenTable("", writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"agent-a", "secret-a", "ctx-a"}))
 	if err != nil {
