@@ -31,8 +31,8 @@ type auditLog struct {
 
 	// queue carries events to the writer goroutine; it is bounded
 	// (auditQueueSize), and past that new events are dropped.
-	queue   chan auditEvent
-	written chan struct{} // closed when the writer has exited
+	queue  chan auditEvent
+	writer sync.WaitGroup // the writer goroutine, joined by close
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
 	closed  bool
@@ -106,13 +106,13 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer) *auditLog {
 	}
 	path := filepath.Join(dir, catalogFileName)
 	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: time.Now,
-		queue: make(chan auditEvent, auditQueueSize), written: make(chan struct{})}
+		queue: make(chan auditEvent, auditQueueSize)}
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {
 		a.report(err)
 	}
 	a.mu.Unlock()
-	go a.writeRows()
+	a.writer.Go(a.writeRows)
 	return a
 }
 
@@ -136,7 +136,7 @@ func (a *auditLog) close() error {
 		close(a.queue)
 	}
 	a.closing.Unlock()
-	<-a.written
+	a.writer.Wait()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.db.Close()
@@ -149,7 +149,6 @@ func (a *auditLog) close() error {
 // spell the first event is written at once; while calls keep coming, it
 // lingers auditLinger to gather a batch.
 func (a *auditLog) writeRows() {
-	defer close(a.written)
 	var lastWrite time.Time
 	for e := range a.queue {
 		if time.Since(lastWrite) < auditLinger {

@@ -69,9 +69,9 @@ func auditFlush(t testing.TB, a *auditLog) {
 		return
 	}
 	close(a.queue)
-	<-a.written
-	a.queue, a.written = make(chan auditEvent, auditQueueSize), make(chan struct{})
-	go a.writeRows()
+	a.writer.Wait()
+	a.queue = make(chan auditEvent, auditQueueSize)
+	a.writer.Go(a.writeRows)
 }
 
 // auditFixtureEvents reads the original's rows back as events, with their snapshots.

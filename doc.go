@@ -77,7 +77,7 @@
 //	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
 //	tokens-file watcher          httpTransport.followTokens     transport close (context, WaitGroup)
-//	audit writer                 openAuditLog (audit.go)        queue closed; close waits on written
+//	audit writer                 openAuditLog (audit.go)        auditLog.close: the queue closed, it drains it and ends (WaitGroup)
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
 //	demo trickle                 observe_demo.go                the demo's context; the child is waited on, killed after 5 s (WaitDelay)
