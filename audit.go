@@ -27,7 +27,7 @@ type auditLog struct {
 	// groupName and memberName are set by readNamesFrom.
 	groupName  func(groupID string) (string, error)
 	memberName func(groupID, contextID string) string
-	now        func() time.Time // the retention clock; tests move it
+	now        func() time.Time // the retention clock
 
 	// queue carries events to the writer goroutine; it is bounded
 	// (auditQueueSize), and past that new events are dropped.
@@ -100,12 +100,12 @@ func auditConfigFromEnv(lookup func(string) (string, bool)) (auditConfig, error)
 // openAuditLog returns the audit writer for dir, or nil when auditing is
 // disabled. If preparing the schema fails now (another process holds the
 // write lock, say) the server still starts and each write retries it.
-func openAuditLog(dir string, config auditConfig, warn io.Writer) *auditLog {
+func openAuditLog(dir string, config auditConfig, warn io.Writer, now func() time.Time) *auditLog {
 	if !config.enabled {
 		return nil
 	}
 	path := filepath.Join(dir, catalogFileName)
-	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: time.Now,
+	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: now,
 		queue: make(chan auditEvent, auditQueueSize)}
 	a.mu.Lock()
 	if err := a.prepare(); err != nil {

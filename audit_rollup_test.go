@@ -13,7 +13,7 @@ import (
 
 func TestAuditRollupsMatchOriginal(t *testing.T) {
 	original := openTestDB(t, copyAuditFixture(t), "rwc")
-	a, dir := newTestAudit(t, auditInf)
+	a, dir := newTestAudit(t, auditInf, time.Now)
 	for _, e := range auditFixtureEvents(t, original) {
 		if err := a.record(context.Background(), e); err != nil {
 			t.Fatal(err)
@@ -63,8 +63,7 @@ func TestAuditRetention(t *testing.T) {
 		}
 	}
 	setup := func(t *testing.T, config auditConfig, events ...auditEvent) (*auditLog, *sql.DB) {
-		a, dir := newTestAudit(t, config)
-		a.now = func() time.Time { return now }
+		a, dir := newTestAudit(t, config, func() time.Time { return now })
 		for _, e := range events {
 			if err := a.record(context.Background(), e); err != nil {
 				t.Fatal(err)

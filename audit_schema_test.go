@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // auditSchemaShape describes every audit table's columns, keys and indexes.
@@ -32,7 +33,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 	want := auditSchemaShape(t, original)
 
 	t.Run("new file", func(t *testing.T) {
-		_, dir := newTestAudit(t, auditInf)
+		_, dir := newTestAudit(t, auditInf, time.Now)
 		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 		if got := auditSchemaShape(t, db); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
@@ -59,7 +60,7 @@ func TestAuditNewSchemaMatchesOriginal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a := openAuditLog(dir, auditInf, io.Discard)
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
 		defer a.close()
 		if got := auditSchemaShape(t, core); !reflect.DeepEqual(got, want) {
 			t.Fatalf("got schema %v; want %v", got, want)
@@ -104,7 +105,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec("INSERT INTO tool_calls(occurred_at, tool_name, outcome, duration_ms) VALUES ('2026-01-01T00:00:00+00:00', 'list_groups', 'error', 17)"); err != nil {
 			t.Fatal(err)
 		}
-		a := openAuditLog(dir, auditInf, io.Discard)
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
 		defer a.close()
 		checks := []singleValue{
 			{"SELECT SUM(call_count) || '|' || SUM(error_count) || '|' || SUM(duration_sum_ms) FROM analytics_30d", "1|1|17"},
@@ -133,7 +134,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 			}
 		}
 		upgrade := func() {
-			a := openAuditLog(dir, auditInf, io.Discard)
+			a := openAuditLog(dir, auditInf, io.Discard, time.Now)
 			a.close()
 		}
 		upgrade()
@@ -176,7 +177,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		if _, err := db.Exec(auditRollupSchema()); err != nil {
 			t.Fatal(err)
 		}
-		a := openAuditLog(dir, auditInf, io.Discard)
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
 		defer a.close()
 		tables, err := tableNames(context.Background(), db)
 		if err != nil {
@@ -206,7 +207,7 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 		release := holdWriteLock(t, path)
 		var stderr bytes.Buffer
-		a := openAuditLog(dir, auditInf, &stderr)
+		a := openAuditLog(dir, auditInf, &stderr, time.Now)
 		defer a.close()
 		release()
 		if got := queryInt(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'analytics%'"); got != 0 {

@@ -23,7 +23,7 @@ func newAuditServer(t testing.TB, config auditConfig) (*server, string, *auditLo
 	dir := t.TempDir()
 	st := newTestStore(t, dir)
 	s := newServer(st, io.Discard, newServerConfig(version, time.Hour))
-	a := openAuditLog(dir, config, io.Discard)
+	a := openAuditLog(dir, config, io.Discard, time.Now)
 	a.attach(s)
 	// Cleanups run last first: the store closes after these.
 	t.Cleanup(func() {

@@ -44,10 +44,10 @@ func expectSingleValues(t *testing.T, db *sql.DB, checks []singleValue) {
 // newTestAudit opens an audit log in a fresh directory, discarding its
 // warnings, and closes it when the test ends. No server is attached, so it
 // has no name lookups unless the test sets groupName and memberName.
-func newTestAudit(t *testing.T, config auditConfig) (*auditLog, string) {
+func newTestAudit(t *testing.T, config auditConfig, now func() time.Time) (*auditLog, string) {
 	t.Helper()
 	dir := t.TempDir()
-	a := openAuditLog(dir, config, io.Discard)
+	a := openAuditLog(dir, config, io.Discard, now)
 	t.Cleanup(func() { a.close() })
 	return a, dir
 }
@@ -156,7 +156,7 @@ func auditPtr(s string) *string { return &s }
 
 func TestAuditDisabledOpensNothing(t *testing.T) {
 	dir := t.TempDir()
-	a := openAuditLog(dir, auditConfig{}, io.Discard)
+	a := openAuditLog(dir, auditConfig{}, io.Discard, time.Now)
 	if a != nil {
 		t.Fatalf("got %v; want nil", a)
 	}
@@ -170,7 +170,7 @@ func TestAuditDisabledOpensNothing(t *testing.T) {
 func TestAuditObserveLookups(t *testing.T) {
 	names := map[string]string{"grp_a": "Alpha"}
 	members := map[[2]string]string{{"grp_a", "c1"}: "joined-name"}
-	a, dir := newTestAudit(t, auditInf)
+	a, dir := newTestAudit(t, auditInf, time.Now)
 	a.groupName = func(id string) (string, error) {
 		if n, ok := names[id]; ok {
 			return n, nil
@@ -226,7 +226,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 	t.Run("locked", func(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
-		a := openAuditLog(dir, auditInf, &stderr)
+		a := openAuditLog(dir, auditInf, &stderr, time.Now)
 		defer a.close()
 		db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 		release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
@@ -255,7 +255,7 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, catalogFileName), garbage, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a := openAuditLog(dir, auditInf, &stderr)
+		a := openAuditLog(dir, auditInf, &stderr, time.Now)
 		defer a.close()
 		if call, attempt := observeOne(a); call > 50*time.Millisecond || attempt > 2*time.Second {
 			t.Fatalf("a corrupt audit write held the call %v and took %v; want no wait and well under 2s", call, attempt)
@@ -274,7 +274,7 @@ func TestAuditWriterQueue(t *testing.T) {
 	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
 	t.Run("close writes what is queued", func(t *testing.T) {
 		dir := t.TempDir()
-		a := openAuditLog(dir, auditInf, io.Discard)
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
 		for range 50 {
 			a.observe(call)
 		}
@@ -293,7 +293,7 @@ func TestAuditWriterQueue(t *testing.T) {
 	t.Run("a stalled writer drops, never blocks", func(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
-		a := openAuditLog(dir, auditInf, &stderr)
+		a := openAuditLog(dir, auditInf, &stderr, time.Now)
 		defer a.close()
 		a.mu.Lock() // the writer stalls as if on a slow disk
 		a.observe(call)

@@ -318,7 +318,7 @@ func TestHTTPAuditRecordsRemoteAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := openAuditLog(dir, auditConfig{enabled: true, days: 30, setting: "30"}, io.Discard)
+	a := openAuditLog(dir, auditConfig{enabled: true, days: 30, setting: "30"}, io.Discard, time.Now)
 	a.readNamesFrom(st)
 	tokens, err := newTokenTable("", writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"agent-a", "secret-a", "ctx-a"}))
 	if err != nil {

@@ -197,7 +197,7 @@ func openServing(stderr io.Writer) (*serving, int) {
 	if err != nil {
 		return fail(err, 1)
 	}
-	return &serving{dir: dir, store: st, audit: openAuditLog(dir, auditCfg, stderr), cfg: cfg}, 0
+	return &serving{dir: dir, store: st, audit: openAuditLog(dir, auditCfg, stderr, time.Now), cfg: cfg}, 0
 }
 
 // close stops the audit writer, writing what it has queued, then closes

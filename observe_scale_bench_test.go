@@ -102,7 +102,7 @@ func generateScaleFixture(tb testing.TB, dir string) {
 			`UPDATE group_state SET message_revision = message_revision + 1, wakeup_revision = wakeup_revision + 1`,
 		}, scaleMessages, base, g)
 	}
-	audit := openAuditLog(dir, auditConfig{enabled: true, setting: "inf"}, io.Discard)
+	audit := openAuditLog(dir, auditConfig{enabled: true, setting: "inf"}, io.Discard, time.Now)
 	audit.close()
 	// About 3,000 combinations of tool, group and caller, and eight
 	// latencies, so that the rollup tiers have the sizes of a busy

@@ -76,7 +76,7 @@ func TestReadOnlyRecovery(t *testing.T) {
 	if err := first.joinGroup(g, "alice", "Alice"); err != nil {
 		t.Fatal(err)
 	}
-	audit := openAuditLog(dir, auditConfig{enabled: true}, &syncBuffer{})
+	audit := openAuditLog(dir, auditConfig{enabled: true}, &syncBuffer{}, time.Now)
 	audit.close()
 	first.close() // a read-only remount needs every file closed for writing
 	remount(t, dir, "ro")
@@ -89,7 +89,7 @@ func TestReadOnlyRecovery(t *testing.T) {
 		t.Logf("list_groups while read-only: %v", err) // opening the catalog may fail too
 	}
 	warn := &syncBuffer{}
-	audit = openAuditLog(dir, auditConfig{enabled: true}, warn)
+	audit = openAuditLog(dir, auditConfig{enabled: true}, warn, time.Now)
 	defer audit.close()
 	audit.observe(toolCall{name: "list_groups", started: time.Now(), result: toolResult{value: object{{"groups", []any{}}}}})
 	auditFlush(t, audit)
