@@ -191,15 +191,23 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // httpMessage is what the transport reads of a POSTed message to route it.
 type httpMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-		Meta struct {
-			Version string `json:"io.modelcontextprotocol/protocolVersion"` // 2026-07-28's per request, or ""
-		} `json:"_meta"`
-	} `json:"params"`
+	ID                json.RawMessage
+	Method, Name, URI string
+	Version           string // 2026-07-28's per-request protocol version, or ""
+}
+
+// readHTTPMessage reads body as the server will (splitObject's exact keys,
+// not encoding/json's case-folded ones), so that the two agree on whether it
+// is a request: one the transport took for a notification would run unbounded,
+// its stream never counted, its answer dropped.
+func readHTTPMessage(body []byte) httpMessage {
+	m, _ := splitObject(body)
+	p, _ := splitObject(m["params"])
+	msg := httpMessage{ID: m["id"], Version: readRequestMeta(m["params"]).protocolVersion}
+	msg.Method, _ = decodeJSONString(m["method"])
+	msg.Name, _ = decodeJSONString(p["name"])
+	msg.URI, _ = decodeJSONString(p["uri"])
+	return msg
 }
 
 // isRequest reports whether the message expects an answer.
@@ -240,13 +248,10 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(nil, errParse))
 		return
 	}
-	var msg httpMessage
-	if body[0] == '{' {
-		json.Unmarshal(body, &msg)
-	}
+	msg := readHTTPMessage(body)
 	v := r.Header.Get("Mcp-Protocol-Version")
 	switch {
-	case msg.Params.Meta.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
+	case msg.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
 	case v != "" && !slices.Contains(supportedProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
@@ -313,8 +318,8 @@ func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	mismatch := func(header, got, want string) error {
 		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Params.Meta.Version {
-		return mismatch("MCP-Protocol-Version", v, msg.Params.Meta.Version)
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Version {
+		return mismatch("MCP-Protocol-Version", v, msg.Version)
 	}
 	if !msg.isRequest() {
 		return nil
@@ -322,8 +327,7 @@ func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	if method := r.Header.Get("Mcp-Method"); method != msg.Method {
 		return mismatch("Mcp-Method", method, msg.Method)
 	}
-	p := msg.Params
-	want, named := map[string]string{"tools/call": p.Name, "prompts/get": p.Name, "resources/read": p.URI}[msg.Method]
+	want, named := map[string]string{"tools/call": msg.Name, "prompts/get": msg.Name, "resources/read": msg.URI}[msg.Method]
 	// Mcp-Name may carry its value in the =?base64?…?= sentinel encoding.
 	name := r.Header.Get("Mcp-Name")
 	got, ok := name, true

@@ -415,3 +415,35 @@ func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
 		t.Fatalf("wait_for_messages after %v: got %+v; want the one message sent", time.Since(start), got.Messages)
 	}
 }
+
+// TestHTTPRoutesAsTheServerParses shows that the transport tells requests
+// from notifications by the server's exact keys: a key differing only in case
+// neither hides a waiting request (answered 202, its stream never counted)
+// nor invents one (a stream held open for an answer that never comes).
+func TestHTTPRoutesAsTheServerParses(t *testing.T) {
+	_, a, gid := newHTTPMember(t, "exact keys")
+	wait := fmt.Sprintf(`"method":"tools/call","params":{"name":"wait_for_messages","arguments":{"caller_name":"t","group_id":%q,"context_id":"ctx-a","name":"alice","timeout_seconds":0.2}}`, gid)
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"request with a METHOD key", `{"jsonrpc":"2.0","id":1,` + wait + `,"METHOD":""}`, http.StatusOK},
+		{"request with an ID null key", `{"jsonrpc":"2.0","id":2,` + wait + `,"ID":null}`, http.StatusOK},
+		{"notification with an ID key", `{"jsonrpc":"2.0","method":"notifications/initialized","ID":3}`, http.StatusAccepted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			resp := a.do(ctx, http.MethodPost, []byte(tt.body), nil)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.want || err != nil {
+				t.Errorf("got status %d (%s, %v); want %d", resp.StatusCode, b, err, tt.want)
+			}
+			if answered := strings.Contains(string(b), `"result"`); answered != (tt.want == http.StatusOK) {
+				t.Errorf("got body %q; want an answer only to a request", b)
+			}
+		})
+	}
+}
