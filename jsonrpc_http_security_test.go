@@ -344,6 +344,69 @@ func TestTokensTwoAgents(t *testing.T) {
 	}
 }
 
+// TestTokensNarrowedReachResources narrows a token after its session joined
+// a context: that context's wakeup resource is then neither delivered nor
+// read, subscribed or unsubscribed (which would leave the group as it).
+func TestTokensNarrowedReachResources(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice", "bob"}, []string{"carol", "carol-secret", "carol"})
+	tokens, err := newTokenTable("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{keepAlive: 50 * time.Millisecond})
+	alice, carol := s.client(t, "alice-secret"), s.client(t, "carol-secret")
+	alice.initialize()
+	carol.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	alice.ok("create_group", map[string]any{"context_id": "alice"}, &g)
+	for _, id := range []string{"alice", "bob"} {
+		alice.ok("join_group", speakerArgs("join_group", g.GroupID, id), nil)
+	}
+	carol.ok("join_group", speakerArgs("join_group", g.GroupID, "carol"), nil)
+	stream := alice.openStream(t.Context())
+	bobURI, aliceURI := wakeupURI(g.GroupID, "bob"), wakeupURI(g.GroupID, "alice")
+	for _, uri := range []string{bobURI, aliceURI} { // bob's first: the poller checks in this order
+		if msg := alice.call("resources/subscribe", map[string]any{"uri": uri}); msg.Error != nil {
+			t.Fatalf("subscribe %s: %+v", uri, msg.Error)
+		}
+	}
+	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"}, []string{"carol", "carol-secret", "carol"})
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+	}
+	carol.ok("send_message", with(speakerArgs("send_message", g.GroupID, "carol"), "wake_context_ids", []string{"alice", "bob"}), nil)
+	timeout, woken := time.After(30*time.Second), false
+	for done := false; !done; {
+		select {
+		case msg := <-stream:
+			var n notification
+			json.Unmarshal(msg.Params, &n)
+			if n.URI == bobURI {
+				t.Fatalf("got %s for bob's wakeups after the narrowing; want none", msg.Method)
+			}
+			if n.URI == aliceURI && !woken { // gives bob's, were it sent, time to follow
+				timeout, woken = time.After(500*time.Millisecond), true
+			}
+		case <-timeout:
+			if !woken {
+				t.Fatal("got no wakeup notification for alice within 30 s")
+			}
+			done = true
+		}
+	}
+	for _, method := range []string{"resources/read", "resources/subscribe", "resources/unsubscribe"} {
+		if msg := alice.call(method, map[string]any{"uri": bobURI}); msg.Error == nil || !strings.Contains(msg.Error.Message, "Token alice may not act as context_id bob") {
+			t.Errorf("%s of bob's wakeups after the narrowing: got %+v, %s; want the refusal", method, msg.Error, msg.Result)
+		}
+	}
+	if snapshot := storeSnapshot(t, s.t.store, g.GroupID); !strings.Contains(snapshot, "bob") {
+		t.Errorf("after the narrowing: got %s; want bob still a member", snapshot)
+	}
+}
+
 // TestSendRecordsTokenName sends over HTTP with a per-agent token and with
 // the shared one: message_tokens holds the agent token's NAME for its
 // message only, never a token, and a group that only the shared token

@@ -180,6 +180,7 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 		subs := newSubscriptions(s.store, s.subs.interval, func(method string, params object) error {
 			return r.notify(method, append(object{{"_meta", tag}}, params...))
 		})
+		subs.speaksFor = s.cfg.speaksFor
 		subs.followWatch(s.changes)
 		for _, uri := range uris {
 			if isWakeupURI(uri) {

@@ -91,7 +91,7 @@ func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
 func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
-	s.subs.channels = cfg.channels
+	s.subs.channels, s.subs.speaksFor = cfg.channels, cfg.speaksFor
 	s.inflight = newInflight(s.out)
 	return s
 }

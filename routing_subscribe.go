@@ -47,11 +47,16 @@ func fileEventsEnabled(value string) bool {
 }
 
 // authorizedWakeup returns the group and context of a wakeup URI that
-// join_group authorized in this session.
+// join_group authorized in this session and that it may still speak for.
 func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string, err error) {
 	g, c, err := parseWakeupURI(uri)
 	if err != nil {
 		return "", "", err
+	}
+	if m.speaksFor != nil {
+		if refused := m.speaksFor(c); refused != nil {
+			return "", "", refused
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

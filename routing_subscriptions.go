@@ -14,6 +14,9 @@ type subscriptions struct {
 	interval time.Duration
 	notify   func(method string, params object) error
 	channels bool // set before the first subscribe: push channel events too
+	// speaksFor, when set, is serverConfig.speaksFor, asked at each use of
+	// a wakeup URI: a tokens reload may narrow it after join_group.
+	speaksFor func(contextID string) *domainError
 
 	mu         sync.Mutex
 	subs       map[string]*subscription
@@ -209,7 +212,9 @@ func (m *subscriptions) check(uri string, sub subscription) {
 		return // the poller looks again at dueAt
 	}
 	var err error
-	if sub.wakeup {
+	if sub.wakeup && m.speaksFor != nil && m.speaksFor(sub.contextID) != nil {
+		return // held back until the tokens file lets this session speak for it again
+	} else if sub.wakeup {
 		var w *delivery
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
