@@ -37,7 +37,7 @@ type httpTransport struct {
 	mu       sync.Mutex
 	sessions map[string]*httpSession
 
-	done    context.Context // ends the janitor and the tokens watcher
+	done    context.Context // ends the janitor, the tokens watcher and every session
 	stop    context.CancelFunc
 	janitor sync.WaitGroup
 }
@@ -122,9 +122,11 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 }
 
 // newSession makes a session writing to a router, owned by r's token and
-// speaking only for the context ids that token may.
+// speaking only for the context ids that token may. Its context ends with
+// the transport's, so that close ends 2026-07-28 requests too, which are in
+// no table: a listen left running would hold Shutdown for its full timeout.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(t.done)
 	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}
 	cfg, tok := t.cfg, bearer(r)
 	if tok.patterns != nil {

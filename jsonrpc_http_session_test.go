@@ -161,3 +161,32 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 		return s.serving.Load() == 0 && s.t.streamQuota.held() == 0
 	})
 }
+
+// TestHTTPCloseEndsStreams closes the transport under a 2025-era GET stream
+// and a 2026-07-28 listen, as serve does before Shutdown: both handlers
+// return, so Shutdown need not wait out its timeout.
+func TestHTTPCloseEndsStreams(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{keepAlive: 50 * time.Millisecond})
+	a := s.client(t, "")
+	a.initialize()
+	a.openStream(t.Context())
+	l := s.client(t, "")
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := l.request("subscriptions/listen", map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
+	resp := l.do(t.Context(), http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("subscriptions/listen: got status %d; want 200", resp.StatusCode)
+	}
+	waitUntil(t, "two open streams", func() bool { return s.t.streamQuota.held() == 2 })
+	s.t.close()
+	start := time.Now()
+	for s.serving.Load() > 0 && time.Since(start) < 5*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := s.serving.Load(); got != 0 {
+		t.Errorf("requests in progress 5 s after close: got %d; want 0", got)
+	}
+}
