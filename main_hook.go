@@ -82,6 +82,9 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if _, err := io.WriteString(stdout, out); err != nil {
+		for _, p := range items {
+			err = errors.Join(err, retryBusy(func() error { return st.releaseClaim(p.groupID, req.contextID, viaHook, []int64{p.msg.id}) }))
+		}
 		return fail(fmt.Errorf("write answer: %w; the mail stays unread", err))
 	}
 	if err := deliverItems(st, req.contextID, items); err != nil {

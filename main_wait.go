@@ -66,7 +66,7 @@ options:
 
 // runWait is `crosstalk-mcp wait`, which waitHelp describes. A closed
 // stderr does not kill it with SIGPIPE: it still exits 2, and the mail it
-// could not quote stays unread.
+// could not quote stays unread and undelivered, for the next hook or waiter.
 func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
@@ -112,6 +112,8 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return waitTimedOut
 	}
 	if _, err := fmt.Fprintln(stderr, formatWakeNotice(opts.contextID, n)); err != nil {
+		// Nothing reached the agent; with stderr gone, neither can a failed release.
+		_ = retryBusy(func() error { return st.releaseClaim(n.groupID, opts.contextID, viaWait, []int64{n.messageID}) })
 		return waitWoke
 	}
 	read, previewed := []int64{n.messageID}, []int64(nil)

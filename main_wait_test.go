@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -243,5 +244,47 @@ func TestClaimsAreExclusive(t *testing.T) {
 	}
 	if got, err := f.st.claimForHook(f.groupID, "sess-1", []int64{second.messageID}); err != nil || len(got) != 0 {
 		t.Errorf("hook claimed what wait delivered: %v (%v)", got, err)
+	}
+}
+
+// brokenPipe is a stdout or stderr whose reader is gone.
+type brokenPipe struct{}
+
+func (brokenPipe) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// TestUnwrittenMailStaysPending checks that mail a hook or a waiter claimed
+// but could not write out stays unread and undelivered, so that a Stop hook
+// still claims it, while an earlier message keeps its delivery.
+func TestUnwrittenMailStaysPending(t *testing.T) {
+	payload := `{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`
+	for _, tc := range []struct {
+		name string
+		args []string
+		out  func(broken io.Writer) (stdout, stderr io.Writer)
+		code int
+	}{
+		{"hook", []string{"hook", "--client", "claude-code"}, func(b io.Writer) (io.Writer, io.Writer) { return b, io.Discard }, 0},
+		{"wait", []string{"wait", "--context-id", "sess-1", "--timeout", "10s"}, func(b io.Writer) (io.Writer, io.Writer) { return io.Discard, b }, waitWoke},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			f.sendAs(t, "@bob seen")
+			if out, _, _ := runHookCLI(t, []byte(payload), "--client", "claude-code"); !strings.Contains(out, "@bob seen") {
+				t.Fatalf("got %q; want the first message", out)
+			}
+			clockOf(f.st).skewBy(-time.Second) // older than a waiter's grace
+			lost := f.sendAs(t, "@bob lost")
+			stdout, stderr := tc.out(brokenPipe{})
+			if code := run(tc.args, strings.NewReader(payload), stdout, stderr); code != tc.code {
+				t.Errorf("exit %d; want %d", code, tc.code)
+			}
+			ds, err := deliveriesOf(f.st, f.groupID, "sess-1")
+			if err != nil || len(ds) != 2 || ds[0].state() != "read" || ds[0].deliveredVia != viaHook || ds[1].state() != "created" {
+				t.Errorf("deliveries %+v (%v); want the first read by hook, the second only created", ds, err)
+			}
+			if w, err := f.st.claimStopWakeups(f.groupID, "sess-1"); err != nil || len(w) != 1 || w[0].messageID != lost.messageID {
+				t.Errorf("Stop claimed %+v (%v); want message %d", w, err, lost.messageID)
+			}
+		})
 	}
 }

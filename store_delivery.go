@@ -291,6 +291,17 @@ func (s *store) claimForHook(groupID, contextID string, ids []int64) (map[int64]
 	return claimed, err
 }
 
+// releaseClaim removes the delivery rows by via of contextID's ids that a
+// claim recorded, when what it claimed could not be written out: the mail
+// then stays pending for the next hook, waiter or Stop, as before the claim.
+func (s *store) releaseClaim(groupID, contextID, via string, ids []int64) error {
+	in, args := sqlIn("message_id", ids)
+	return s.writeGroup(groupID, func(tx groupTx) error {
+		_, err := tx.Exec("DELETE FROM wakeup_deliveries WHERE context_id = ? AND delivered_via = ? AND "+in, append([]any{contextID, via}, args...)...)
+		return err
+	})
+}
+
 // claimForChannel records the message of contextID's wake event eventID as
 // delivered by channel and returns it, or nil when the event is
 // acknowledged, its message read or already delivered by some path.
