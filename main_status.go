@@ -46,6 +46,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err == nil && opts.contextID == "" {
 		err = errors.New("--context-id is required (or CROSSTALK_CONTEXT_ID)")
 	}
+	if err == nil && opts.events < 1 {
+		err = fmt.Errorf("--events must be at least 1, not %d", opts.events)
+	}
 	if err != nil {
 		return commandExit("status", statusHelp, err, stdout, stderr)
 	}
