@@ -68,6 +68,7 @@
 //
 //	goroutine                    started by                     stopped and joined by
 //	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read, which nothing can interrupt, once in-flight requests are joined
+//	wait payload read            parseWaitOptions (main_wait.go) stdin EOF; past the --timeout it is left in its read, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
 //	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns

@@ -83,6 +83,9 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return waitTimedOut
 	}
 	opts, err := parseWaitOptions(*client, *contextID, *timeout, stdin)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return waitTimedOut
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -127,15 +130,24 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // parseWaitOptions reads the session id from the client's hook payload on
-// stdin when the command line gives no context id.
+// stdin when the command line gives no context id, even when
+// CROSSTALK_CONTEXT_ID is set, which only stands in for it. The read counts
+// against timeout, an os.ErrDeadlineExceeded once over it.
 func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.Reader) (waitOptions, error) {
 	c, err := hookClientNamed(client)
 	if err != nil {
 		return waitOptions{}, err
 	}
-	fromPayload := ""
+	fromPayload, start := "", time.Now()
 	if contextID == "" && !isTerminal(stdin) {
-		raw, err := io.ReadAll(stdin)
+		var raw []byte
+		read := make(chan error, 1)
+		go func() { b, err := io.ReadAll(stdin); raw = b; read <- err }() // left in its read at the timeout, as the process exits
+		select {
+		case <-time.After(timeout):
+			return waitOptions{}, os.ErrDeadlineExceeded
+		case err = <-read:
+		}
 		if err != nil {
 			return waitOptions{}, fmt.Errorf("read %s payload: %w", c.name, err)
 		}
@@ -148,7 +160,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	if id == "" {
 		return waitOptions{}, fmt.Errorf("%w: no session id on stdin, no --context-id and no CROSSTALK_CONTEXT_ID", errNoIdentity)
 	}
-	return waitOptions{contextID: id, timeout: timeout, safetyPoll: watchSafetyPoll, grace: waitGrace}, nil
+	return waitOptions{contextID: id, timeout: timeout - time.Since(start), safetyPoll: watchSafetyPoll, grace: waitGrace}, nil
 }
 
 // isTerminal reports whether r is an interactive terminal, from which no

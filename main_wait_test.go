@@ -288,3 +288,30 @@ func TestUnwrittenMailStaysPending(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitTimeoutBoundsThePayloadRead checks that --timeout covers the read
+// of a payload that never ends, even with CROSSTALK_CONTEXT_ID set: the
+// waiter exits 0 in silence, the mail left for the next one.
+func TestWaitTimeoutBoundsThePayloadRead(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	t.Setenv("CROSSTALK_CONTEXT_ID", "sess-1")
+	f.sendAs(t, "@bob ping")
+	stdin, client := io.Pipe()
+	defer client.Close()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- runWait([]string{"--timeout", "200ms"}, stdin, io.Discard, &stderr) }()
+	select {
+	case code := <-done:
+		if code != waitTimedOut || stderr.Len() != 0 {
+			t.Errorf("exit %d, stderr %q; want %d and silence", code, stderr.String(), waitTimedOut)
+		}
+	case <-time.After(5 * time.Second):
+		client.Close()
+		<-done
+		t.Fatal("wait --timeout 200ms still reading its payload after 5s")
+	}
+	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
+		t.Errorf("unread after wait: %d (%v); want 1", len(msgs), err)
+	}
+}
