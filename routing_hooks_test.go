@@ -453,8 +453,8 @@ func TestHookBigMessage(t *testing.T) {
 			if err != nil || len(groups) != 1 || groups[0].unread != 1 {
 				t.Fatalf("memberships %+v (%v); want one unread", groups, err)
 			}
-			if left, err := f.st.pendingMail(groups[0], "sess-1"); err != nil || len(left) != 1 || left[0].msg.text != huge {
-				t.Fatalf("left unread %d (%v); want only the big one", len(left), err)
+			if left, err := f.st.pendingMail(groups[0], "sess-1"); err != nil || len(left) != 0 {
+				t.Fatalf("left pending %d (%v); want none, the preview delivered", len(left), err)
 			}
 			f.sendAs(t, "@bob newest")
 			out, _, _ = runHookCLI(t, payload, "--client", "claude-code")
@@ -464,6 +464,33 @@ func TestHookBigMessage(t *testing.T) {
 				t.Errorf("second %s printed %.300q; want only the new mail", event, out)
 			}
 		})
+	}
+}
+
+// TestHookShowsNewMailPastPreviews checks that messages a hook already
+// showed cut short, unread but delivered, are not shown again and take
+// none of a later answer's budget or "N more" count from newer mail.
+func TestHookShowsNewMailPastPreviews(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	big := strings.Repeat("x", 10000)
+	for range hookMaxBytes/hookPreviewBytes - 1 {
+		f.sendAs(t, big)
+	}
+	payload := []byte(`{"session_id": "sess-1", "hook_event_name": "PostToolUse"}`)
+	// The first answer fills up with previews and leaves the last ones.
+	if out, _, _ := runHookCLI(t, payload, "--client", "claude-code"); !strings.Contains(out, "- message 1 ") || !strings.Contains(out, "more: call") {
+		t.Fatalf("first hook printed %.300q; want previews and more", out)
+	}
+	// Newer mail that wakes someone else sorts after the previews.
+	if err := f.st.joinGroup(f.groupID, "carol-ctx", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.sendMessage(f.groupID, outgoing{contextID: "alice-ctx", name: "alice", text: "the build is green", priority: "normal", wake: []string{"carol-ctx"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, _ := runHookCLI(t, payload, "--client", "claude-code")
+	if !strings.Contains(out, "the build is green") || strings.Contains(out, "- message 1 ") || strings.Contains(out, "more: call") {
+		t.Errorf("second hook printed %.300q (stderr %q); want the rest and the new message, nothing again", out, stderr)
 	}
 }
 

@@ -279,14 +279,23 @@ type pendingMessage struct {
 	relevance string // the wake event's relevance when wakes
 }
 
-// pendingMail returns a member's unread messages in one group, oldest first.
+// pendingMail returns a member's unread messages in one group, oldest first,
+// but those already delivered to it (cut short, say): get_unread_messages has them.
 func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, error) {
 	var out []pendingMessage
 	err := s.withGroup(g.groupID, func(db *sql.DB) error {
-		rows, err := db.Query("SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, "+
-			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id "+
-			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL "+
-			"WHERE u.context_id = ? ORDER BY m.id ASC", contextID)
+		query := "SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, " +
+			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id " +
+			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL " +
+			"WHERE u.context_id = ?"
+		has, err := hasTable(db, "wakeup_deliveries")
+		if err != nil {
+			return err
+		}
+		if has {
+			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = u.message_id AND d.context_id = u.context_id)"
+		}
+		rows, err := db.Query(query+" ORDER BY m.id ASC", contextID)
 		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
 			var relevance sql.NullString
 			msg, err := scanMessage(row, &relevance)
