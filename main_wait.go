@@ -257,11 +257,16 @@ func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.T
 	}
 }
 
-// claimFirstWakeup claims the first claimable wake event in groups.
+// claimFirstWakeup claims the first claimable wake event in groups, asking
+// opts.alive first: nextCheck asks only every livenessPoll, and a waiter no
+// longer wanted would claim mail no one sees.
 func claimFirstWakeup(st *store, opts waitOptions, groups []membership) (*wakeNotice, error) {
 	for _, g := range groups {
 		if g.wakeups == 0 {
 			continue
+		}
+		if opts.alive != nil && !opts.alive() {
+			return nil, nil
 		}
 		var n *wakeNotice
 		err := retryBusy(func() (err error) {

@@ -212,6 +212,23 @@ func TestWaitEndsWithItsClient(t *testing.T) {
 	}
 }
 
+// TestStaleWaiterClaimsNothing checks that a waiter whose client is gone
+// claims nothing even when mail is there at once, before livenessPoll.
+func TestStaleWaiterClaimsNothing(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	clockOf(f.st).skewBy(-time.Second) // older than the waiter's grace
+	f.sendAs(t, "@bob hello")
+	w := newChangeWatcher(f.st.dir)
+	defer w.close()
+	opts := waitOptions{contextID: "sess-1", timeout: 30 * time.Second, safetyPoll: time.Hour, grace: waitGrace, alive: func() bool { return false }}
+	if n, err := waitForWakeup(f.st, w, opts); err != nil || n != nil {
+		t.Errorf("got %+v (%v); want nothing claimed", n, err)
+	}
+	if ds, err := deliveriesOf(f.st, f.groupID, "sess-1"); err != nil || len(ds) != 1 || ds[0].state() != "created" {
+		t.Errorf("deliveries %+v (%v); want one created", ds, err)
+	}
+}
+
 // TestClaimsAreExclusive checks that a hook, a waiter and a Stop hook never
 // deliver the same message twice, and that a waiter leaves fresh mail to
 // the session for its grace period.
