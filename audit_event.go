@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"math"
@@ -55,11 +56,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	result, _ := c.result.value.(object)
 	if c.result.isError {
 		e.outcome = "error"
-		category := c.result.category
-		if category == "" {
-			category = categoryInternal
-		}
-		e.errorCategory = auditNull(category, true)
+		e.errorCategory = auditNull(cmp.Or(c.result.category, categoryInternal), true)
 	} else if c.name == "create_group" {
 		if s, ok := result.get("group_id").(string); ok {
 			e.groupID = auditNull(s, true)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -83,10 +84,7 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 	fmt.Fprintf(&b, "context_id %s: %s, %s, %s\n", opts.contextID,
 		plural(int64(len(groups)), "group"), plural(unread, "unread message"), plural(wakes, "pending wakeup"))
 	for _, g := range groups {
-		name := g.groupName
-		if name == "" {
-			name = "(unnamed)"
-		}
+		name := cmp.Or(g.groupName, "(unnamed)")
 		fmt.Fprintf(&b, "- %s %q as %q: %s, %s\n", g.groupID, name, g.name, plural(g.unread, "unread"), plural(g.wakeups, "pending wakeup"))
 		var ds []delivery
 		err := st.withHandle(g.groupID, func(h *groupHandle) (err error) {

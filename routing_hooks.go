@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -271,10 +272,7 @@ func formatIdentity(contextID string, groups []membership) string {
 	}
 	b.WriteString(" Your groups:")
 	for _, g := range groups {
-		name := g.groupName
-		if name == "" {
-			name = "(unnamed)"
-		}
+		name := cmp.Or(g.groupName, "(unnamed)")
 		fmt.Fprintf(&b, "\n- %s %s as %q: %d unread", g.groupID, name, g.name, g.unread)
 	}
 	return b.String()
