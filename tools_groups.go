@@ -14,11 +14,7 @@ func toolCreateGroup(s *server, a toolArgs) (any, error) {
 	if (a.has("name") && !nameOK) || (a.has("description") && !descOK) {
 		return nil, validationErrorf("name and description must be strings.")
 	}
-	meta, err := s.store.createGroup(contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
+	return metaResult(s.store.createGroup(contextID, name, desc))
 }
 
 func toolListGroups(s *server, _ toolArgs) (any, error) {
@@ -34,11 +30,7 @@ func toolListGroups(s *server, _ toolArgs) (any, error) {
 }
 
 func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
-	meta, err := s.store.groupMetadata(a.groupID())
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
+	return metaResult(s.store.groupMetadata(a.groupID()))
 }
 
 func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
@@ -63,11 +55,7 @@ func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 		}
 		*f.dst = &v
 	}
-	meta, err := s.store.updateGroupMetadata(a.groupID(), contextID, name, desc)
-	if err != nil {
-		return nil, err
-	}
-	return metaObject(meta), nil
+	return metaResult(s.store.updateGroupMetadata(a.groupID(), contextID, name, desc))
 }
 
 func toolGetUsers(s *server, a toolArgs) (any, error) {
@@ -127,6 +115,14 @@ func toolLeaveGroup(s *server, a toolArgs) (any, error) {
 	}
 	s.subs.revoke(wakeupURI(id, contextID))
 	return object{{"group_id", id}, {"left", true}}, nil
+}
+
+// metaResult answers a tool with a group's metadata, or with err.
+func metaResult(m groupMeta, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return metaObject(m), nil
 }
 
 // metaObject renders a group's metadata with the original's keys; the
