@@ -261,9 +261,7 @@ func newTopList(label, noun string, counts map[string]int64) topList {
 // niceScale returns the smallest round axis maximum at or above maxV and its
 // step, in at most maxTicks steps of 1, 2, 2.5 or 5 × 10ⁿ: 123 gives 125.
 func niceScale(maxV int64, maxTicks int) (top, step int64) {
-	if maxV < 1 {
-		maxV = 1
-	}
+	maxV = max(maxV, 1)
 	for pow := int64(1); ; pow *= 10 {
 		for _, m := range []int64{10, 20, 25, 50} {
 			s := pow * m / 10
