@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -117,12 +118,8 @@ func newContextID() string {
 // startSession runs d.cmd as an audited MCP stdio server on d.dir and
 // completes the initialize handshake.
 func (d *observeDemo) startSession() error {
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CROSSTALK_") {
-			d.cmd.Env = append(d.cmd.Env, kv)
-		}
-	}
-	d.cmd.Env = append(d.cmd.Env, "CROSSTALK_GROUPS_DIR="+d.dir, auditRetentionVar+"=inf")
+	inherited := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CROSSTALK_") })
+	d.cmd.Env = append(inherited, "CROSSTALK_GROUPS_DIR="+d.dir, auditRetentionVar+"=inf")
 	stdin, err := d.cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("demo session: %w", err)
