@@ -36,6 +36,9 @@ type httpTransport struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
+	// requests are the 2026-07-28 requests in progress, each a session of
+	// its own, so that endWhere reaches a revoked token's open listen.
+	requests map[*httpSession]bool
 
 	done    context.Context // ends the janitor, the tokens watcher and every session
 	stop    context.CancelFunc
@@ -55,6 +58,7 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 			"Too many sessions: end one (DELETE) or wait for idle ones to expire."),
 		streamQuota: newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient, "10", "Too many open streams."),
 		sessions:    map[string]*httpSession{},
+		requests:    map[*httpSession]bool{},
 	}
 	t.done, t.stop = context.WithCancel(context.Background())
 	t.every(limits.sessionIdle/4, nil, func(bool) {
@@ -103,20 +107,26 @@ func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	})
 }
 
-// endWhere forgets the 2025-era sessions that match and ends them after the
-// lock is released, since ending one waits for its in-flight work.
+// endWhere forgets the 2025-era sessions that match and ends them, and the
+// 2026-07-28 requests that match, after the lock is released, since ending
+// one waits for its in-flight work.
 func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	t.mu.Lock()
 	var gone []*httpSession
 	for id, s := range t.sessions {
 		if match(s) {
 			delete(t.sessions, id)
+			t.sessionQuota.release(s.client)
+			gone = append(gone, s)
+		}
+	}
+	for s := range t.requests {
+		if match(s) {
 			gone = append(gone, s)
 		}
 	}
 	t.mu.Unlock()
 	for _, s := range gone {
-		t.sessionQuota.release(s.client)
 		s.end()
 	}
 }
@@ -311,7 +321,15 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 		return
 	}
 	s := t.newSession("", r)
-	defer s.end() // before the handler returns: end waits for in-flight work
+	t.mu.Lock()
+	t.requests[s] = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.requests, s)
+		t.mu.Unlock()
+		s.end() // before the handler returns: end waits for in-flight work
+	}()
 	t.exchange(w, r, s, body, msg)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -239,6 +240,36 @@ func TestTokensReload(t *testing.T) {
 	if code, _ := statusOf(alice, "POST", string(alice.request("tools/list", nil)), nil); code != 401 {
 		t.Errorf("alice after the file was deleted: got %d; want 401", code)
 	}
+}
+
+// TestTokensRevokedEndListen removes a token from the file while its
+// 2026-07-28 listen is open: the stream ends, as a 2025-era session of the
+// token does, so that it carries the group's changes no longer.
+func TestTokensRevokedEndListen(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
+		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	tokens, err := newTokenTable("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{keepAlive: 50 * time.Millisecond})
+	bob := s.client(t, "bob-secret")
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := bob.request("subscriptions/listen", map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
+	resp := bob.do(t.Context(), http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("subscriptions/listen: got status %d; want 200", resp.StatusCode)
+	}
+	waitUntil(t, "bob's listen open", func() bool { return s.t.streamQuota.held() == 1 })
+	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+	}
+	s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
+	waitUntil(t, "bob's listen ended", func() bool { return s.serving.Load() == 0 && s.t.streamQuota.held() == 0 })
 }
 
 // TestTokensFollowFile checks the transport's own watcher: a removed line
