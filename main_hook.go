@@ -74,20 +74,17 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer st.close()
-	out, items, err := answerHook(st, req)
+	answer, err := answerHook(st, req)
 	if err != nil {
 		return fail(err)
 	}
-	if out == "" {
+	if answer.text == "" {
 		return 0
 	}
-	if _, err := io.WriteString(stdout, out); err != nil {
-		for _, p := range items {
-			err = errors.Join(err, retryBusy(func() error { return st.releaseClaim(p.groupID, req.contextID, viaHook, []int64{p.msg.id}) }))
-		}
-		return fail(fmt.Errorf("write answer: %w; the mail stays unread", err))
+	if _, err := io.WriteString(stdout, answer.text); err != nil {
+		return fail(fmt.Errorf("write answer: %w; the mail stays unread", errors.Join(err, answer.release(st, req.contextID))))
 	}
-	if err := deliverItems(st, req.contextID, items); err != nil {
+	if err := deliverItems(st, req.contextID, answer.items); err != nil {
 		return fail(fmt.Errorf("mark the printed mail read: %w", err))
 	}
 	return 0
@@ -165,21 +162,29 @@ func resolveContextID(fromPayload, fromFlag string) string {
 	return ""
 }
 
-// answerHook returns one hook run's text and the mail it shows, only mail
-// it claimed (claimForHook), so no message reaches the session twice. A Stop
-// prints only when it acknowledged a pending wake event, so the next Stop
-// lets the agent stop: one continuation per batch, never a loop.
-func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
+// hookAnswer is one hook run's text and what it claimed to print it: the
+// mail it shows, or the wake events a Stop notice tells of.
+type hookAnswer struct {
+	text  string
+	items []hookItem
+	wakes map[string][]int64 // message ids by group
+}
+
+// answerHook answers one hook run, showing only mail it claimed
+// (claimForHook), so no message reaches the session twice. A Stop prints
+// only when it acknowledged a pending wake event, so the next Stop lets the
+// agent stop: one continuation per batch, never a loop.
+func answerHook(st *store, req *hookRequest) (hookAnswer, error) {
 	groups, err := st.memberships(req.contextID)
 	if err != nil {
-		return "", nil, err
+		return hookAnswer{}, err
 	}
 	if req.event.kind == eventStop {
-		text, err := stopNotice(st, req.contextID, groups)
+		text, wakes, err := stopNotice(st, req.contextID, groups)
 		if err != nil || text == "" {
-			return "", nil, err
+			return hookAnswer{}, err
 		}
-		return req.event.render(req.eventName, text), nil, nil
+		return hookAnswer{text: req.event.render(req.eventName, text), wakes: wakes}, nil
 	}
 	var text string
 	if req.event.kind == eventStart {
@@ -187,35 +192,51 @@ func answerHook(st *store, req *hookRequest) (string, []hookItem, error) {
 	}
 	items, rest, err := claimPending(st, req.contextID, groups)
 	if err != nil {
-		return "", nil, err
+		return hookAnswer{}, err
 	}
 	if len(items) > 0 {
 		text = strings.TrimPrefix(text+"\n\n"+formatMail(req.contextID, items, rest), "\n\n")
 	}
 	if text == "" {
-		return "", nil, nil
+		return hookAnswer{}, nil
 	}
-	return req.event.render(req.eventName, text), items, nil
+	return hookAnswer{text: req.event.render(req.eventName, text), items: items}, nil
+}
+
+// release gives back what the answer claimed when it could not be written
+// out, so that the next hook, waiter or Stop tells of it again.
+func (a hookAnswer) release(st *store, contextID string) error {
+	var err error
+	for _, p := range a.items {
+		err = errors.Join(err, retryBusy(func() error { return st.releaseClaim(p.groupID, contextID, viaHook, []int64{p.msg.id}) }))
+	}
+	for id, ids := range a.wakes {
+		err = errors.Join(err, retryBusy(func() error { return st.releaseStopWakeups(id, contextID, ids) }))
+	}
+	return err
 }
 
 // stopNotice acknowledges the member's pending wake events and says who
 // wrote where, without the text: Claude Code shows a Stop block's reason to
-// the model twice, so the text comes once, through get_unread_messages.
-func stopNotice(st *store, contextID string, groups []membership) (string, error) {
+// the model twice, so the text comes once, through get_unread_messages. It
+// returns the acknowledged events' message ids by group.
+func stopNotice(st *store, contextID string, groups []membership) (string, map[string][]int64, error) {
 	var b strings.Builder
+	acked := map[string][]int64{}
 	for _, g := range groups {
 		if g.wakeups == 0 {
 			continue
 		}
 		var wakes []wakeNotice
 		if err := retryBusy(func() (err error) { wakes, err = st.claimStopWakeups(g.groupID, contextID); return err }); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if len(wakes) == 0 {
 			continue
 		}
 		var senders []string
 		for _, w := range wakes {
+			acked[g.groupID] = append(acked[g.groupID], w.messageID)
 			if !slices.Contains(senders, w.sender) {
 				senders = append(senders, w.sender)
 			}
@@ -228,9 +249,9 @@ func stopNotice(st *store, contextID string, groups []membership) (string, error
 			len(wakes), strings.Join(senders, ", "), group, wakes[0].relevance, g.groupID, contextID)
 	}
 	if b.Len() == 0 {
-		return "", nil
+		return "", nil, nil
 	}
-	return "Crosstalk: new mail before you stop. Read it with get_unread_messages, then reply if needed:" + b.String(), nil
+	return "Crosstalk: new mail before you stop. Read it with get_unread_messages, then reply if needed:" + b.String(), acked, nil
 }
 
 // claimPending reads the member's unread mail in every group, picks what a

@@ -269,19 +269,21 @@ type brokenPipe struct{}
 
 func (brokenPipe) Write([]byte) (int, error) { return 0, syscall.EPIPE }
 
-// TestUnwrittenMailStaysPending checks that mail a hook or a waiter claimed
-// but could not write out stays unread and undelivered, so that a Stop hook
-// still claims it, while an earlier message keeps its delivery.
+// TestUnwrittenMailStaysPending checks that mail a hook, a Stop hook or a
+// waiter claimed but could not write out stays unread and undelivered, so
+// that a Stop hook still claims it, while an earlier message keeps its
+// delivery.
 func TestUnwrittenMailStaysPending(t *testing.T) {
 	payload := `{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`
 	for _, tc := range []struct {
-		name string
-		args []string
-		out  func(broken io.Writer) (stdout, stderr io.Writer)
-		code int
+		name, event string
+		args        []string
+		out         func(broken io.Writer) (stdout, stderr io.Writer)
+		code        int
 	}{
-		{"hook", []string{"hook", "--client", "claude-code"}, func(b io.Writer) (io.Writer, io.Writer) { return b, io.Discard }, 0},
-		{"wait", []string{"wait", "--context-id", "sess-1", "--timeout", "10s"}, func(b io.Writer) (io.Writer, io.Writer) { return io.Discard, b }, waitWoke},
+		{"hook", "UserPromptSubmit", []string{"hook", "--client", "claude-code"}, func(b io.Writer) (io.Writer, io.Writer) { return b, io.Discard }, 0},
+		{"stop", "Stop", []string{"hook", "--client", "claude-code"}, func(b io.Writer) (io.Writer, io.Writer) { return b, io.Discard }, 0},
+		{"wait", "UserPromptSubmit", []string{"wait", "--context-id", "sess-1", "--timeout", "10s"}, func(b io.Writer) (io.Writer, io.Writer) { return io.Discard, b }, waitWoke},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newHookFixture(t, "sess-1")
@@ -292,7 +294,8 @@ func TestUnwrittenMailStaysPending(t *testing.T) {
 			clockOf(f.st).skewBy(-time.Second) // older than a waiter's grace
 			lost := f.sendAs(t, "@bob lost")
 			stdout, stderr := tc.out(brokenPipe{})
-			if code := run(tc.args, strings.NewReader(payload), stdout, stderr); code != tc.code {
+			event := `{"session_id": "sess-1", "hook_event_name": "` + tc.event + `"}`
+			if code := run(tc.args, strings.NewReader(event), stdout, stderr); code != tc.code {
 				t.Errorf("exit %d; want %d", code, tc.code)
 			}
 			ds, err := deliveriesOf(f.st, f.groupID, "sess-1")

@@ -355,6 +355,22 @@ func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error
 	return out, err
 }
 
+// releaseStopWakeups re-arms contextID's wake events for ids that
+// claimStopWakeups acknowledged when the Stop notice could not be written
+// out, those whose message is still unread: the next Stop or waiter tells
+// of them again.
+func (s *store) releaseStopWakeups(groupID, contextID string, ids []int64) error {
+	in, args := sqlIn("message_id", ids)
+	return s.writeGroup(groupID, func(tx groupTx) error {
+		_, err := tx.Exec("UPDATE wakeup_events SET acknowledged_at = NULL WHERE context_id = ? AND "+in+" AND message_id IN "+
+			"(SELECT message_id FROM member_unread_messages WHERE context_id = wakeup_events.context_id)", append([]any{contextID}, args...)...)
+		if err != nil {
+			return err
+		}
+		return bumpRevisions(tx, revWakeup)
+	})
+}
+
 // receipt is how far one message got with one of its recipients (every
 // current member but the sender, as joining makes earlier messages unread).
 // Its delivery holds the recipient's wake event, if any; read says the
