@@ -27,9 +27,9 @@ type hooksInstallCommand struct {
 const hooksHelp = `usage: crosstalk-mcp hooks install|uninstall --client NAME [--scope user|project] [--dry-run] [--groups-dir PATH]
 
 Add Crosstalk's hooks to a client's settings file, or remove them, leaving every
-other byte as it was; each write keeps the previous file as FILE.crosstalk-backup.
-When nothing else has changed since install, uninstall puts back the very bytes
-install found (and removes the file install created).
+other byte as it was; the file as it was before Crosstalk's hooks is kept as
+FILE.crosstalk-backup. When nothing else has changed since install, uninstall puts
+back the very bytes install found (and removes the file install created).
 
 options:
   --client NAME    antigravity, claude-code, codex, cursor, vscode, or
@@ -126,13 +126,25 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 	case c.dryRun:
 		fmt.Fprint(stdout, lineDiff(path, string(old), text))
 	case remove:
+		if err := settingsUnchanged(path, old, existed); err != nil {
+			return err
+		}
 		if err := os.Remove(path); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "Crosstalk hooks removed with %s, which install had created\n", path)
 	default:
-		backup, err := writeSettings(path, target, mode, old, existed, text)
-		if err != nil {
+		// The backup keeps the file as it was before Crosstalk's hooks,
+		// which uninstall restores byte for byte: a file that has them
+		// already keeps the backup it has.
+		backup := ""
+		if stripped, _ := removeHooks(c.target, string(old), dropAll, true); existed && (stripped == string(old) || readBackup(path+backupSuffix) == nil) {
+			backup = path + backupSuffix
+			if err := writeBackup(backup, old, mode); err != nil {
+				return fmt.Errorf("write backup of %s: %w", path, err)
+			}
+		}
+		if err := writeSettings(target, mode, old, existed, text); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		verb := map[bool]string{true: "installed in", false: "removed from"}[c.install]

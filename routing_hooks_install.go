@@ -379,35 +379,43 @@ func settingsTarget(path string) (string, fs.FileMode, error) {
 	return target, info.Mode().Perm(), nil
 }
 
-// writeSettings replaces the content of target (settingsTarget's answer
-// for path) atomically with text, after copying the old content to
-// path's backup when there was one; mode is kept.
-func writeSettings(path, target string, mode fs.FileMode, old []byte, existed bool, text string) (backup string, err error) {
+// writeSettings replaces the content of target (settingsTarget's answer),
+// which held old if it existed, atomically with text; mode is kept.
+func writeSettings(target string, mode fs.FileMode, old []byte, existed bool, text string) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return "", err
-	}
-	if existed {
-		backup = path + backupSuffix
-		if err := writeBackup(backup, old, mode); err != nil {
-			return "", fmt.Errorf("write backup: %w", err)
-		}
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(target), ".crosstalk-*.tmp")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.WriteString(text); err != nil {
 		tmp.Close()
-		return "", err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Chmod(tmp.Name(), mode); err != nil {
-		return "", err
+		return err
 	}
-	return backup, os.Rename(tmp.Name(), target)
+	if err := settingsUnchanged(target, old, existed); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), target)
+}
+
+// settingsUnchanged refuses to replace or remove the settings file at path
+// when it no longer holds old (or exists when it did not): the client, an
+// editor or another install wrote it since, and that edit must not be lost
+// under ours. Running the command again starts from the new content.
+func settingsUnchanged(path string, old []byte, existed bool) error {
+	now, err := os.ReadFile(path)
+	if (err == nil) != existed || !bytes.Equal(now, old) {
+		return fmt.Errorf("%s changed while the hooks were being edited; run the command again", path)
+	}
+	return nil
 }
 
 // writeBackup writes data to a new file at name, replacing the old backup.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -243,6 +244,17 @@ func TestHooksUninstallRestoresBytes(t *testing.T) {
 				if code, out := hooksCLI("uninstall", name); code != 0 || readOrMissing(t, path) != tc.original {
 					t.Errorf("uninstall: exit %d (%s); got\n%q\nwant\n%q", code, out, readOrMissing(t, path), tc.original)
 				}
+				// A second install, after the binary moved, rewrites the file;
+				// uninstall still restores the bytes from before the first.
+				hooksCLI("install", name)
+				exe, _ := os.Executable()
+				os.WriteFile(path, []byte(strings.ReplaceAll(readOrMissing(t, path), exe, exe+"-moved")), 0o644)
+				if code, out := hooksCLI("install", name); code != 0 || strings.Contains(readOrMissing(t, path), exe+"-moved") {
+					t.Fatalf("install over a moved binary: exit %d (%s):\n%s", code, out, readOrMissing(t, path))
+				}
+				if code, out := hooksCLI("uninstall", name); code != 0 || readOrMissing(t, path) != tc.original {
+					t.Errorf("uninstall after two installs: exit %d (%s); got\n%q\nwant\n%q", code, out, readOrMissing(t, path), tc.original)
+				}
 				if tc.original == "(missing)" {
 					return
 				}
@@ -263,6 +275,34 @@ func TestHooksUninstallRestoresBytes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHooksKeepAConcurrentEdit writes settings that changed since they
+// were read: the write is refused and the other edit stays.
+func TestHooksKeepAConcurrentEdit(t *testing.T) {
+	for _, tc := range []struct {
+		name, now string // now is "" for a missing file
+		old       string
+		existed   bool
+	}{
+		{"edited", "{\"theme\": \"dark\"}\n", "{}\n", true},
+		{"created", "{\"theme\": \"dark\"}\n", "", false},
+		{"removed", "", "{}\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "settings.json")
+			if tc.now != "" {
+				os.WriteFile(path, []byte(tc.now), 0o644)
+			}
+			err := writeSettings(path, 0o644, []byte(tc.old), tc.existed, "{\"hooks\": {}}\n")
+			if err == nil || !strings.Contains(err.Error(), "changed while") {
+				t.Errorf("got %v; want the edit refused", err)
+			}
+			if got := readOrMissing(t, path); got != cmp.Or(tc.now, "(missing)") {
+				t.Errorf("settings after the refusal: got %q; want %q", got, tc.now)
+			}
+		})
 	}
 }
 
