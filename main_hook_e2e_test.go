@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,6 +135,30 @@ func TestE2EHookAndWait(t *testing.T) {
 	status := finishCLI(t, startCLI(t, dir, "", "status", "--context-id", session))
 	if !strings.Contains(status.stdout, "0 pending wakeups") || strings.Count(status.stdout, "by hook") != 1 || strings.Count(status.stdout, "by wait") != 1 {
 		t.Errorf("status:\n%s\nwant one wake event delivered by wait, one by hook", status.stdout)
+	}
+}
+
+// TestE2EWaitEndsOnSIGTERM stops a waiter with SIGTERM, as a client
+// ending its session may: it exits 0, as at its timeout, and takes its slot
+// file with it.
+func TestE2EWaitEndsOnSIGTERM(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(builtBinary(t), "wait", "--context-id", "sess-term", "--timeout", "60s")
+	cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slot := waiterSlot(dir, "sess-term")
+	waitUntil(t, "the waiter's slot file", func() bool { _, err := os.Stat(slot); return err == nil })
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("wait after SIGTERM: %v; want exit 0", err)
+	}
+	if _, err := os.Stat(slot); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("slot file after SIGTERM: %v; want it removed", err)
 	}
 }
 

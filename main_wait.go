@@ -25,9 +25,10 @@ import (
 type waitOptions struct {
 	contextID  string
 	timeout    time.Duration
-	safetyPoll time.Duration // a full check even without a file event, which misses other machines' writes
-	grace      time.Duration // waitGrace outside tests
-	alive      func() bool   // when set, asked every livenessPoll whether to go on
+	safetyPoll time.Duration    // a full check even without a file event, which misses other machines' writes
+	grace      time.Duration    // waitGrace outside tests
+	alive      func() bool      // when set, asked every livenessPoll whether to go on
+	stop       <-chan os.Signal // SIGINT or SIGTERM: end as at the timeout, giving up the slot
 }
 
 // livenessPoll is how often a waiter checks that its client still runs and
@@ -105,6 +106,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	opts.alive = func() bool { return processAlive(pid) && ownsWaiterSlot(slot) }
+	opts.stop = stopSignals()
 	w := newChangeWatcher(st.dir)
 	defer w.close()
 	n, err := waitForWakeup(st, w, opts)
@@ -229,12 +231,15 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 }
 
 // nextCheck returns the groups to check next (nil: all of them), or false
-// once the timeout passed or opts.alive said to end. After a file event it
-// waits opts.grace, so that the session's own paths get the first chance.
+// once the timeout passed, a stop signal came or opts.alive said to end.
+// After a file event it waits opts.grace, so that the session's own paths
+// get the first chance.
 func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.Timer, opts waitOptions) ([]string, bool) {
 	for {
 		select {
 		case <-deadline.C:
+			return nil, false
+		case <-opts.stop:
 			return nil, false
 		case <-live.C:
 			if opts.alive != nil && !opts.alive() {
