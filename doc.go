@@ -37,15 +37,14 @@
 //     group and publishes it; the poller (routing_subscriptions.go) checks it:
 //     groupSignature (store_signature.go) skips unchanged files, dueWakeup
 //     (store_messages.go) finds the wake event (a delivery, store_delivery.go),
-//     notify writes notifications/resources/updated, markWakeupNotified records it;
-//     pushChannel (routing_channels.go) returns unless channels are on.
+//     notify writes notifications/resources/updated, markWakeupNotified records
+//     it; with channels on, pushChannel (routing_channels.go) pushes the text.
 //
 // That path runs through main.go, jsonrpc.go, jsonrpc_session.go,
 // jsonrpc_groupcommit.go, tools.go, tools_messages.go, store.go, store_sqlite.go,
 // store_python.go, store_sendbatch.go, store_writequeue.go,
-// store_writequeue_unix.go, store_messages.go, store_delivery.go,
-// store_signature.go, routing.go, routing_channels.go, routing_watch.go,
-// routing_watch_linux.go and routing_subscriptions.go. TestSendTrace plays it
+// store_writequeue_unix.go, store_messages.go, store_signature.go, routing.go,
+// routing_watch.go, routing_watch_linux.go and routing_subscriptions.go. TestSendTrace plays it
 // with a coverage build and holds this list to the files whose functions run
 // for the send; the functions that run are about 1,900 of these files' lines.
 //

@@ -28,14 +28,12 @@ const channelInstructions = `Messages sent to you in crosstalk groups arrive as 
 func channelsEnabled(value string) bool { return pyStrip(value) == "1" }
 
 // pushChannel sends wake event eventID of sub's member as a channel event,
-// when this session pushes them and no other path has delivered its message.
+// when no other path has delivered its message; the poller calls it only
+// when this session pushes them (m.channels).
 // The claim comes first, as a hook's does, so a racing hook or waiter stays
 // silent about it; the message stays unread, since the agent reads it
 // through the tools to answer it.
 func (m *subscriptions) pushChannel(sub subscription, eventID int64) {
-	if !m.channels {
-		return
-	}
 	n, err := m.store.claimForChannel(sub.groupID, sub.contextID, eventID)
 	if err != nil {
 		logf("push wakeup %d of %s to channel: %v", eventID, sub.groupID, err)

@@ -225,7 +225,9 @@ func (m *subscriptions) check(uri string, sub subscription) {
 				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
 					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 				}
-				m.pushChannel(sub, w.id)
+				if m.channels {
+					m.pushChannel(sub, w.id)
+				}
 			}
 			if w == nil {
 				m.settleWakeup(uri, sub, sig, sigOK)

@@ -63,34 +63,6 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
     PRIMARY KEY (message_id, context_id)
 )`
 
-// tokensTable records the name (never the token) of the per-agent HTTP
-// token each message was sent through, for the dashboard. The first such
-// send creates it, so a directory used without per-agent tokens keeps
-// exactly the original's schema.
-const tokensTable = `CREATE TABLE IF NOT EXISTS message_tokens (
-    message_id INTEGER PRIMARY KEY,
-    token_name TEXT NOT NULL
-)`
-
-// recordTokenNames records, in the send's transaction, the token name of
-// each message of chunk (whose ids are first, first+1, …) that has one.
-func recordTokenNames(tx groupTx, chunk []routedSend, first int64) error {
-	var args []any
-	for k, p := range chunk {
-		if p.msg.token != "" {
-			args = append(args, first+int64(k), p.msg.token)
-		}
-	}
-	if len(args) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(tokensTable); err != nil {
-		return err
-	}
-	_, err := tx.Exec(valuesSQL("INSERT OR REPLACE INTO message_tokens(message_id, token_name) VALUES ", 2, len(args)/2), args...)
-	return err
-}
-
 // hasTable reports whether a group database has table name yet; the
 // original creates neither wakeup_deliveries nor message_tokens.
 func hasTable(q queryer, name string) (bool, error) {
