@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -52,37 +51,43 @@ var outcomePalette = func() map[string]string {
 // successColor is the green of successful calls.
 const successColor = "#4f8a2a"
 
-// newDonut builds a ring from counts, biggest category first (ties by name).
-// A category's colour is palette's, else toolPalette's by its place in name
-// order, so it survives re-ranking.
+// newDonut builds a ring from counts, ranked by rankCounts. A category's
+// colour is palette's, else toolPalette's by its place in name order, so it
+// survives re-ranking.
 func newDonut(label string, counts map[string]int64, palette map[string]string) donutChart {
-	d := donutChart{Label: label}
-	names := make([]string, 0, len(counts))
-	for name, n := range counts {
-		if n > 0 {
-			names = append(names, name)
-			d.Total += n
-		}
-	}
-	sort.Strings(names)
-	colorOf := make(map[string]string, len(names))
-	for i, name := range names {
-		colorOf[name] = cmp.Or(palette[name], toolPalette[i%len(toolPalette)])
-	}
-	sort.SliceStable(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
+	names, total := rankCounts(counts)
+	d := donutChart{Label: label, Total: total}
+	byName := slices.Sorted(slices.Values(names))
 	circumference := 2 * math.Pi * donutRadius
 	offset := 0.0
 	for _, name := range names {
 		n := counts[name]
+		i, _ := slices.BinarySearch(byName, name)
 		length := circumference * float64(n) / float64(d.Total)
 		d.Segments = append(d.Segments, donutSegment{
-			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)), Color: colorOf[name],
+			Name: name, Value: n, Percent: trimPercent(float64(n) * 100 / float64(d.Total)),
+			Color:  cmp.Or(palette[name], toolPalette[i%len(toolPalette)]),
 			Dash:   fmt.Sprintf("%.3f %.3f", length, circumference-length),
 			Offset: fmt.Sprintf("%.3f", -offset),
 		})
 		offset += length
 	}
 	return d
+}
+
+// rankCounts lists the categories with a positive count, biggest first
+// (ties by name, ignoring case), and sums their counts.
+func rankCounts(counts map[string]int64) (names []string, total int64) {
+	for name, n := range counts {
+		if n > 0 {
+			names = append(names, name)
+			total += n
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), strings.Compare(strings.ToLower(a), strings.ToLower(b)), strings.Compare(a, b))
+	})
+	return names, total
 }
 
 // trimPercent renders 50 as "50%" and 12.34 as "12.3%".
@@ -219,18 +224,13 @@ type topRow struct {
 // maxTopRows bounds a top list, whose tail one "Other" row sums.
 const maxTopRows = 25
 
-// newTopList ranks counts (ties by name) and scales the bars to a nice axis.
+// newTopList ranks counts with rankCounts and scales the bars to a nice axis.
 func newTopList(label, noun string, counts map[string]int64) topList {
-	l := topList{Label: label, Noun: noun}
-	for name, n := range counts {
-		if n > 0 {
-			l.Rows = append(l.Rows, topRow{Name: name, Value: n})
-			l.Total += n
-		}
+	names, total := rankCounts(counts)
+	l := topList{Label: label, Noun: noun, Total: total}
+	for _, name := range names {
+		l.Rows = append(l.Rows, topRow{Name: name, Value: counts[name]})
 	}
-	slices.SortFunc(l.Rows, func(a, b topRow) int {
-		return cmp.Or(cmp.Compare(b.Value, a.Value), strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)))
-	})
 	if len(l.Rows) > maxTopRows {
 		other := topRow{Other: len(l.Rows) - (maxTopRows - 1)}
 		for _, r := range l.Rows[maxTopRows-1:] {
