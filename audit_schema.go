@@ -19,8 +19,12 @@ type auditResolution struct {
 }
 
 // auditResolutions are the rollup resolutions, finest first; every list of
-// rollup tables derives from it.
-var auditResolutions = []auditResolution{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+// rollup tables derives from it. The last, auditCoarsest, sums all history
+// in the fewest rows.
+var (
+	auditResolutions = []auditResolution{{"1m", 60}, {"1h", 3600}, {"1d", 86400}, {"30d", 30 * 86400}}
+	auditCoarsest    = auditResolutions[len(auditResolutions)-1]
+)
 
 // auditSchemaVersion is the schema this program writes, in metadata and
 // PRAGMA user_version.

@@ -79,8 +79,7 @@ func chooseTier(f auditFilter, now, oldest time.Time) (string, int64) {
 			return r.suffix, r.seconds
 		}
 	}
-	last := auditResolutions[len(auditResolutions)-1]
-	return last.suffix, last.seconds
+	return auditCoarsest.suffix, auditCoarsest.seconds
 }
 
 // selectOption is one <option> of a filter.
@@ -117,9 +116,9 @@ func (o *observer) analyticsView(ctx context.Context, q url.Values) analyticsVie
 	// rows and the finer tier gives only the timeline, grouped by its key's
 	// first column and so unsorted: 80 ms at scale, against 420 ms.
 	sumTier, sumSeconds, split := tier, seconds, false
-	if coarsest := auditResolutions[len(auditResolutions)-1]; f.From.IsZero() && f.To.IsZero() && f.Token == "" && tier != coarsest.suffix &&
-		a.tables["analytics_"+coarsest.suffix] && a.tables["analytics_latency_"+coarsest.suffix] && a.tables["analytics_"+tier] {
-		sumTier, sumSeconds, split = coarsest.suffix, coarsest.seconds, true
+	if f.From.IsZero() && f.To.IsZero() && f.Token == "" && tier != auditCoarsest.suffix && a.tables["analytics_"+tier] &&
+		a.tables["analytics_"+auditCoarsest.suffix] && a.tables["analytics_latency_"+auditCoarsest.suffix] {
+		sumTier, sumSeconds, split = auditCoarsest.suffix, auditCoarsest.seconds, true
 	}
 	agg, hist, readTier, err := readAggregates(ctx, a, f, sumTier, sumSeconds)
 	var timeline map[int64]int64

@@ -296,8 +296,7 @@ func (o *observer) reliability(ctx context.Context, a *auditSchema) reliabilityV
 	if a == nil || !a.tables["tool_calls"] {
 		return v
 	}
-	coarsest := auditResolutions[len(auditResolutions)-1]
-	agg, hist, _, err := readAggregates(ctx, a, auditFilter{}, coarsest.suffix, coarsest.seconds)
+	agg, hist, _, err := readAggregates(ctx, a, auditFilter{}, auditCoarsest.suffix, auditCoarsest.seconds)
 	if err != nil {
 		return v
 	}
