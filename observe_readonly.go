@@ -243,17 +243,8 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 
 // eachRow runs query and calls scan on every row.
 func eachRow(ctx context.Context, q queryer, scan func(rowScanner) error, query string, args ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	_, err := queryAll(ctx, q, func(row rowScanner) (struct{}, error) { return struct{}{}, scan(row) }, query, args...)
+	return err
 }
 
 // queryAll runs query and turns every row into a T with scan.
