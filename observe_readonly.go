@@ -109,12 +109,9 @@ func (p *readOnlyPool) evictLocked() {
 		p.retired = p.retired[1:]
 	}
 	for len(p.entries) >= maxReadOnlyHandles {
-		oldest := ""
-		for path, e := range p.entries {
-			if oldest == "" || e.lastUsed.Before(p.entries[oldest].lastUsed) {
-				oldest = path
-			}
-		}
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(p.entries)), func(a, b string) int {
+			return p.entries[a].lastUsed.Compare(p.entries[b].lastUsed)
+		})
 		p.retireLocked(oldest)
 	}
 }
