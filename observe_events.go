@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -145,16 +146,14 @@ func (o *observer) pollLoop(ctx context.Context) {
 // (locked, half-written) is compared again next time.
 func (o *observer) pollOnce() {
 	ids, dirExists := discoverGroups(o.dir)
-	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		seen[id] = true
 		o.pollGroup(id)
 	}
 	// A missing directory can be a remount in progress; only a missing file
 	// in an existing directory means the group was deleted.
 	if dirExists {
 		for id := range o.markers {
-			if !seen[id] {
+			if _, found := slices.BinarySearch(ids, id); !found { // ids are sorted
 				delete(o.markers, id)
 				delete(o.signatures, id)
 				o.reads.forget(id)
