@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -304,7 +303,7 @@ func (o *observer) activity(ctx context.Context, groups []groupSummary, audit *a
 // newestEvents orders events newest first, keeping ties in place, and keeps
 // the overviewEventLimit newest.
 func newestEvents(events []activityEvent) []activityEvent {
-	sort.SliceStable(events, func(i, j int) bool { return events[i].when.After(events[j].when) })
+	slices.SortStableFunc(events, func(a, b activityEvent) int { return b.when.Compare(a.when) })
 	return events[:min(len(events), overviewEventLimit)]
 }
 
