@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -124,8 +123,7 @@ func auditDetailsText(details object) (string, bool) {
 	}
 	// The original writes json.dumps(details, sort_keys=True,
 	// separators=(",", ":"), ensure_ascii=False).
-	sorted := append(object{}, details...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].key < sorted[j].key })
+	sorted := object(slices.SortedStableFunc(slices.Values(details), func(a, b field) int { return cmp.Compare(a.key, b.key) }))
 	text := pyCompact.encode(sorted)
 	if len(text) > auditDetailsMaxBytes {
 		return "", false
