@@ -250,12 +250,10 @@ func filterValuesQuery(a *auditSchema) string {
 // withSelection marks the selected option, and puts it first under the
 // label missing when it is not among opts.
 func withSelection(opts []selectOption, selected, missing string) []selectOption {
-	found := false
 	for i := range opts {
 		opts[i].Selected = opts[i].Value == selected
-		found = found || opts[i].Selected
 	}
-	if selected != "" && !found {
+	if selected != "" && !slices.ContainsFunc(opts, func(o selectOption) bool { return o.Selected }) {
 		opts = append([]selectOption{{Value: selected, Label: missing, Selected: true}}, opts...)
 	}
 	return opts
