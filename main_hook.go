@@ -292,18 +292,15 @@ func claimPending(st *store, contextID string, groups []membership) (items []hoo
 // mail is never marked read unseen; a racing tool call may see it twice.
 func deliverItems(st *store, contextID string, items []hookItem) error {
 	type groupIDs struct{ read, previewed []int64 }
-	byGroup := map[string]*groupIDs{}
+	byGroup := map[string]groupIDs{}
 	for _, p := range items {
 		g := byGroup[p.groupID]
-		if g == nil {
-			g = &groupIDs{}
-			byGroup[p.groupID] = g
-		}
 		if p.preview {
 			g.previewed = append(g.previewed, p.msg.id)
 		} else {
 			g.read = append(g.read, p.msg.id)
 		}
+		byGroup[p.groupID] = g
 	}
 	for id, g := range byGroup {
 		if err := retryBusy(func() error { return st.deliverMessages(id, contextID, g.read, g.previewed) }); err != nil {
