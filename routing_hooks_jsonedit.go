@@ -63,18 +63,13 @@ func (p *jsonParser) skip() {
 		switch {
 		case strings.IndexByte(" \t\r\n", p.text[p.pos]) >= 0:
 			p.pos++
+		// A comment runs past its end, or to the end of the file.
 		case strings.HasPrefix(p.text[p.pos:], "//"):
-			if i := strings.IndexByte(p.text[p.pos:], '\n'); i >= 0 {
-				p.pos += i + 1
-			} else {
-				p.pos = len(p.text)
-			}
+			_, rest, _ := strings.Cut(p.text[p.pos:], "\n")
+			p.pos = len(p.text) - len(rest)
 		case strings.HasPrefix(p.text[p.pos:], "/*"):
-			if i := strings.Index(p.text[p.pos+2:], "*/"); i >= 0 {
-				p.pos += i + 4
-			} else {
-				p.pos = len(p.text)
-			}
+			_, rest, _ := strings.Cut(p.text[p.pos+2:], "*/")
+			p.pos = len(p.text) - len(rest)
 		default:
 			return
 		}
