@@ -384,21 +384,18 @@ func deleteAuditHistory(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // maintainAudit runs a maintenance action once requireCSRF has checked the
-// request, and reports its outcome; a failure is a conflict with the audit
-// writer or a missing database, worth a retry.
+// request, on observability.sqlite3 opened read-write if it exists (mode=rw
+// fails instead of creating a missing file), and reports its outcome; a
+// failure is a conflict with the audit writer or a missing database, worth a
+// retry.
 func (o *observer) maintainAudit(w http.ResponseWriter, r *http.Request, action func(context.Context, *sql.DB) (string, error)) {
-	msg, err := withAuditForWrite(r.Context(), o.dir, action)
-	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
-}
-
-// withAuditForWrite runs action on observability.sqlite3 opened read-write,
-// if it exists; mode=rw fails instead of creating a missing file.
-func withAuditForWrite(ctx context.Context, dir string, action func(context.Context, *sql.DB) (string, error)) (string, error) {
-	path := filepath.Join(dir, catalogFileName)
-	if _, err := checkedFile(dir, path); err != nil {
-		return "No audit database exists yet.", err
+	path := filepath.Join(o.dir, catalogFileName)
+	msg := "No audit database exists yet."
+	_, err := checkedFile(o.dir, path)
+	if err == nil {
+		db := openSQLite(sqliteDSN(path, "rw"), 1)
+		msg, err = action(r.Context(), db)
+		db.Close()
 	}
-	db := openSQLite(sqliteDSN(path, "rw"), 1)
-	defer db.Close()
-	return action(ctx, db)
+	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
 }
