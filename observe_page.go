@@ -103,10 +103,7 @@ func parseStamp(raw string) (time.Time, bool) {
 func (o *observer) stampOf(raw, empty string) stamp {
 	t, ok := parseStamp(raw)
 	if !ok {
-		if strings.TrimSpace(raw) == "" {
-			return stamp{Text: empty}
-		}
-		return stamp{Text: raw}
+		return stamp{Text: firstNonEmpty(raw, empty)}
 	}
 	return stamp{ISO: t.UTC().Format(time.RFC3339Nano), Text: t.In(o.location).Format("2006-01-02 15:04:05 MST (-0700)")}
 }
