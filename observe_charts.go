@@ -130,10 +130,7 @@ func (o *observer) newLineChart(label string, byTime map[int64]int64, seconds in
 		return c
 	}
 	keys := chartBuckets(byTime, seconds, f, now)
-	var maxV int64
-	for _, k := range keys {
-		maxV = max(maxV, byTime[k])
-	}
+	maxV := slices.Max(slices.Collect(maps.Values(byTime))) // the filled buckets are zero
 	top, step := niceScale(maxV, 5)
 	for v := int64(0); v <= top; v += step {
 		c.Ticks = append(c.Ticks, axisTick{Y: f1(plotHeight - plotHeight*float64(v)/float64(top)), Label: fmt.Sprint(v)})
