@@ -115,10 +115,10 @@ func auditWhere(f auditFilter, seconds int64, cols map[string]bool) (where strin
 	return " WHERE " + strings.Join(clauses, " AND "), args, true
 }
 
-// optionalColumn selects col when it exists, else NULL, so version-1 audit
-// databases read with the same query shape.
-func optionalColumn(cols map[string]bool, col string) string {
-	if cols[col] {
+// optionalColumn selects col of tool_calls when it exists, else NULL, so
+// version-1 audit databases read with the same query shape.
+func (a *auditSchema) optionalColumn(col string) string {
+	if a.columns[col] {
 		return "tool_calls." + col
 	}
 	return "NULL"
@@ -174,7 +174,6 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 // toolCallsQuery selects the rows readToolCalls shows, newest first, with
 // NULL for the columns and the name snapshot an older database lacks.
 func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
-	cols := a.columns
 	groupName, join := "NULL", ""
 	if a.tables["tool_call_group_names"] {
 		groupName = "tool_call_group_names.group_name"
@@ -184,8 +183,8 @@ func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 	if !f.From.IsZero() || !f.To.IsZero() || f.Outcome != "" {
 		order = " ORDER BY occurred_at DESC, tool_calls.id DESC"
 	}
-	return "SELECT occurred_at, tool_name, " + optionalColumn(cols, "group_id") + ", " +
-		optionalColumn(cols, "name") + ", outcome, duration_ms, " + optionalColumn(cols, "error_category") + ", " + groupName +
+	return "SELECT occurred_at, tool_name, " + a.optionalColumn("group_id") + ", " +
+		a.optionalColumn("name") + ", outcome, duration_ms, " + a.optionalColumn("error_category") + ", " + groupName +
 		" FROM tool_calls" + join + where + order + " LIMIT ?"
 }
 
@@ -264,8 +263,7 @@ func readTimeline(ctx context.Context, db *sql.DB, f auditFilter, tier string, s
 
 // readRawAggregate derives the aggregates from a pre-rollup database's rows.
 func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, seconds int64) ([]aggregateRow, []latencyCount, error) {
-	cols := a.columns
-	where, args, ok := auditWhere(f, 0, cols)
+	where, args, ok := auditWhere(f, 0, a.columns)
 	if !ok {
 		return nil, nil, nil
 	}
@@ -281,7 +279,7 @@ func readRawAggregate(ctx context.Context, a *auditSchema, f auditFilter, second
 		groups[aggregateRow{Tool: tool.String, Caller: caller.String, Outcome: outcome.String, Category: category.String, Bucket: auditBucketStart(t, seconds)}]++
 		durations[auditLatencyBucket(duration)]++
 		return nil
-	}, "SELECT tool_name, "+optionalColumn(cols, "name")+", outcome, "+optionalColumn(cols, "error_category")+
+	}, "SELECT tool_name, "+a.optionalColumn("name")+", outcome, "+a.optionalColumn("error_category")+
 		", occurred_at, duration_ms FROM tool_calls"+where, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tool calls: %w", err)
