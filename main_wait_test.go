@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"slices"
@@ -51,7 +52,7 @@ func TestWaitReturnsOnSend(t *testing.T) {
 	}
 	// The message itself is still unread: a hook or get_unread_messages
 	// delivers it.
-	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
+	if msgs, err := f.st.unreadMessages(context.Background(), f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
 		t.Errorf("unread after wait: %d (%v); want 1", len(msgs), err)
 	}
 }
@@ -331,7 +332,7 @@ func TestWaitTimeoutBoundsThePayloadRead(t *testing.T) {
 		<-done
 		t.Fatal("wait --timeout 200ms still reading its payload after 5s")
 	}
-	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
+	if msgs, err := f.st.unreadMessages(context.Background(), f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 1 {
 		t.Errorf("unread after wait: %d (%v); want 1", len(msgs), err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -212,7 +213,7 @@ func TestHookMarksReadLikeGetUnread(t *testing.T) {
 	if out, _, _ := runHookCLI(t, payload, "--client", "claude-code"); !strings.Contains(out, "@bob one") {
 		t.Fatalf("got %q; want the message", out)
 	}
-	if msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 0 {
+	if msgs, err := f.st.unreadMessages(context.Background(), f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 0 {
 		t.Errorf("unread after hook: %d (%v); want 0", len(msgs), err)
 	}
 	ws, err := f.st.wakeups(f.groupID, "sess-1")
@@ -250,7 +251,7 @@ func TestHookBounds(t *testing.T) {
 	if !strings.Contains(text, "5 more: call get_unread_messages.") {
 		t.Errorf("text lacks the rest count: %q", text[len(text)-80:])
 	}
-	msgs, err := f.st.unreadMessages(f.groupID, "sess-1", "bob", "")
+	msgs, err := f.st.unreadMessages(context.Background(), f.groupID, "sess-1", "bob", "")
 	if err != nil || len(msgs) != 5 || msgs[0].text != "note 20" {
 		t.Errorf("left unread %d (%v); want notes 20-24", len(msgs), err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -69,14 +70,14 @@ func TestNewGroupPageSize(t *testing.T) {
 		t.Fatalf("python3 (SQLite version, page size, integrity, search index): got %q; want [VERSION 1024 ok ok]", out)
 	}
 	t.Logf("written by SQLite %s", fields[0])
-	unread, err := st.unreadMessages(gid, "alice", "alice", "")
+	unread, err := st.unreadMessages(context.Background(), gid, "alice", "alice", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(unread) != 1 || unread[0].text != text || unread[0].contextID != "bob" {
 		t.Fatalf("alice's unread after Python's send: got %d messages; want bob's one", len(unread))
 	}
-	found, err := st.searchMessages(gid, "bob", "bob", "from Python Überlauf")
+	found, err := st.searchMessages(context.Background(), gid, "bob", "bob", "from Python Überlauf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -19,7 +20,7 @@ func receiptsFixture(t *testing.T) (*store, string, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.unreadMessages(g, "bob", "bob", ""); err != nil {
+	if _, err := st.unreadMessages(context.Background(), g, "bob", "bob", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.claimForHook(g, "carol", []int64{out.messageID}); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"path/filepath"
@@ -50,7 +51,9 @@ type readSelection struct {
 // readMessages returns the selected messages and, when any were returned,
 // marks them read and acknowledges their wake events for contextID, in one
 // transaction so that concurrent senders cannot slip between read and mark.
-func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
+// A request that ended meanwhile (requestEnded) rolls back: its answer
+// would reach no one, so its mail stays unread.
+func (s *store) readMessages(ctx context.Context, id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
 	var out []message
 	err := s.writeGroup(id, func(tx groupTx) error {
 		latest, err := requireMember(tx, contextID, name)
@@ -73,6 +76,9 @@ func (s *store) readMessages(id, contextID, name string, pick func(tx groupTx, l
 			if err := s.recordDeliveries(tx, contextID, sel.via, ids); err != nil {
 				return err
 			}
+		}
+		if requestEnded(ctx) {
+			return context.Cause(ctx)
 		}
 		return s.markRead(tx, contextID, sel.predicate, sel.args, sel.allUnread)
 	})
@@ -133,15 +139,15 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 
 // messagesAfter returns every message with an id above after and marks them
 // read (get_all_messages with after 0, get_messages_after).
-func (s *store) messagesAfter(id, contextID, name string, after int64) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+func (s *store) messagesAfter(ctx context.Context, id, contextID, name string, after int64) ([]message, error) {
+	return s.readMessages(ctx, id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return afterCursor(after), nil
 	})
 }
 
 // latestMessages returns the messages after the member's own latest send.
-func (s *store) latestMessages(id, contextID, name string) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
+func (s *store) latestMessages(ctx context.Context, id, contextID, name string) ([]message, error) {
+	return s.readMessages(ctx, id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
 		return afterCursor(latest), nil
 	})
 }
@@ -157,8 +163,8 @@ func afterCursor(after int64) readSelection {
 
 // unreadMessages returns the member's unread messages and, when via is set
 // (wait_for_messages), records them delivered that way.
-func (s *store) unreadMessages(id, contextID, name, via string) ([]message, error) {
-	return s.readMessages(id, contextID, name, func(groupTx, int64) (readSelection, error) {
+func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via string) ([]message, error) {
+	return s.readMessages(ctx, id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
 				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
@@ -194,9 +200,9 @@ func (s *store) unreadCount(id, contextID string) (n int64, member bool, err err
 // searchMessages returns messages whose text matches the LIKE pattern
 // %query% (ASCII case-insensitive; % and _ in query are wildcards) through
 // the trigram index, or by a scan where a group lacks the index.
-func (s *store) searchMessages(id, contextID, name, query string) ([]message, error) {
+func (s *store) searchMessages(ctx context.Context, id, contextID, name, query string) ([]message, error) {
 	pattern := "%" + query + "%"
-	return s.readMessages(id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
+	return s.readMessages(ctx, id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
 		var indexed bool
 		err := tx.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
 		if err != nil {

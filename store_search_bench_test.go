@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"testing"
@@ -73,7 +74,7 @@ func BenchmarkSearchMessages(b *testing.B) {
 				b.StopTimer()
 				reset()
 				b.StartTimer()
-				got, err := st.searchMessages(gid, "reader", "reader", tc.term)
+				got, err := st.searchMessages(context.Background(), gid, "reader", "reader", tc.term)
 				if err != nil || len(got) != tc.hits {
 					b.Fatalf("search %q: got %d messages (%v); want %d", tc.term, len(got), err, tc.hits)
 				}

@@ -153,11 +153,15 @@ func (q *queuedSend) ended() bool {
 	return true
 }
 
-// gaveUp reports whether q's caller ended it. The busy window ending does
-// not count once the write has the lock: it bounds the wait for the lock,
-// and a message of hundreds of megabytes takes seconds to index.
-func (q *queuedSend) gaveUp() bool {
-	return q.ctx.Err() != nil && !errors.Is(context.Cause(q.ctx), errGroupBusy)
+// gaveUp reports whether q's caller ended it (requestEnded).
+func (q *queuedSend) gaveUp() bool { return requestEnded(q.ctx) }
+
+// requestEnded reports whether the request of a write in progress ended
+// (its client cancelled it or went away). The busy window ending does not
+// count once the write has the lock: it bounds the wait for the lock, and
+// a message of hundreds of megabytes takes seconds to index.
+func requestEnded(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), errGroupBusy)
 }
 
 // errSendEnded rolls back a shared transaction in which a send's ctx ended

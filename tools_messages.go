@@ -27,15 +27,15 @@ func messageReader(read func(s *server, a toolArgs, contextID, name string) ([]m
 }
 
 var toolGetAllMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
-	return s.store.messagesAfter(a.groupID(), contextID, name, 0)
+	return s.store.messagesAfter(s.request, a.groupID(), contextID, name, 0)
 })
 
 var toolGetLatestMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
-	return s.store.latestMessages(a.groupID(), contextID, name)
+	return s.store.latestMessages(s.request, a.groupID(), contextID, name)
 })
 
 var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
-	return s.store.unreadMessages(a.groupID(), contextID, name, "")
+	return s.store.unreadMessages(s.request, a.groupID(), contextID, name, "")
 })
 
 // nonNegativeInteger matches the JSON integers Python reads as an int of at
@@ -48,7 +48,7 @@ var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, 
 	if !nonNegativeInteger.MatchString(raw) || err != nil {
 		return nil, validationErrorf("after_message_id must be a non-negative integer.")
 	}
-	return s.store.messagesAfter(a.groupID(), contextID, name, after)
+	return s.store.messagesAfter(s.request, a.groupID(), contextID, name, after)
 })
 
 var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
@@ -56,7 +56,7 @@ var toolSearchMessages = messageReader(func(s *server, a toolArgs, contextID, na
 	if err != nil {
 		return nil, err
 	}
-	return s.store.searchMessages(a.groupID(), contextID, name, query)
+	return s.store.searchMessages(s.request, a.groupID(), contextID, name, query)
 })
 
 // toolSendMessage is the send_message tool when a send runs alone; sends a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -89,7 +90,7 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 	keep := time.NewTicker(w.s.cfg.waitKeepalive)
 	defer keep.Stop()
 	started := time.Now()
-	msgs, err := w.read()
+	msgs, err := w.read(r.ctx)
 	for n := int64(1); err == nil && len(msgs) == 0; {
 		select {
 		case <-r.ctx.Done():
@@ -109,7 +110,10 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 				continue
 			}
 		}
-		msgs, err = w.check()
+		msgs, err = w.check(r.ctx)
+	}
+	if r.ctx.Err() != nil {
+		return nil, nil // cancelled: the read rolled back, and no answer is sent
 	}
 	return msgs, err
 }
@@ -117,26 +121,27 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 // check reads the member's unread count, which costs no write, and reads
 // and marks the mail only when there is some, or when the member is gone
 // (the read then fails as get_unread_messages would).
-func (w mailWait) check() ([]message, error) {
+func (w mailWait) check(ctx context.Context) ([]message, error) {
 	var n int64
 	var member bool
-	err := retryBusy(func() (err error) {
+	err := retryBusyContext(ctx, func() (err error) {
 		n, member, err = w.s.store.unreadCount(w.groupID, w.contextID)
 		return err
 	})
 	if err != nil || (member && n == 0) {
 		return nil, err
 	}
-	return w.read()
+	return w.read(ctx)
 }
 
 // read is get_unread_messages' read and mark, recording the messages as
 // delivered by wait_for_messages. Busy retries wrap each read, not the whole
-// wait, so a busy group delays one check rather than the answer.
-func (w mailWait) read() ([]message, error) {
+// wait, so a busy group delays one check rather than the answer; they end
+// with the request (ctx), whose read then marks nothing.
+func (w mailWait) read(ctx context.Context) ([]message, error) {
 	var msgs []message
-	err := retryBusy(func() (err error) {
-		msgs, err = w.s.store.unreadMessages(w.groupID, w.contextID, w.name, viaWaitForMessage)
+	err := retryBusyContext(ctx, func() (err error) {
+		msgs, err = w.s.store.unreadMessages(ctx, w.groupID, w.contextID, w.name, viaWaitForMessage)
 		return err
 	})
 	return msgs, err

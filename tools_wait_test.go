@@ -238,6 +238,26 @@ func TestWaitForMessagesCancel(t *testing.T) {
 	}
 }
 
+// TestWaitForMessagesCancelWhileBusy cancels a wait whose read is retrying
+// on a group another process is writing: once the lock is free, the read
+// must not mark the mail read, since no answer will carry it.
+func TestWaitForMessagesCancelWhileBusy(t *testing.T) {
+	w := newWaitSession(t, time.Hour)
+	mustSend(t, w.s, w.gid, "ctx-a", "alice", "@bob important", nil)
+	release := holdWriteLock(t, groupFile(w.dir, w.gid))
+	w.startWait(t, 4, map[string]any{"timeout_seconds": 30}, nil)
+	time.Sleep(300 * time.Millisecond) // the wait's read is retrying busy
+	exchangeLine(t, w.s, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`)
+	release()
+	w.s.inflight.close()
+	if got := w.requestLines(4, ""); len(got) != 0 {
+		t.Fatalf("answered after the cancel: %q", got)
+	}
+	if got := messageTexts(mustCall(t, w.s, "get_unread_messages", map[string]any{"group_id": w.gid, "context_id": "ctx-b", "name": "bob"})); len(got) != 1 {
+		t.Errorf("unread after a cancelled wait: got %v; want the message", got)
+	}
+}
+
 func TestWaitForMessagesProgress(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
