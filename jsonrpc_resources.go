@@ -207,18 +207,17 @@ func (s *server) listenURIs(requested []string) []string {
 		}
 		var ok bool
 		err := retryBusy(func() error {
+			var err error
 			if isWakeupURI(uri) {
-				_, _, err := s.memberWakeup(uri)
-				if ok = err == nil; isBusy(err) {
-					return err
-				}
-				return nil
-			}
-			g, err := parseGroupURI(uri)
-			if err == nil {
+				_, _, err = s.memberWakeup(uri)
+			} else if g, perr := parseGroupURI(uri); perr != nil {
+				err = perr
+			} else {
 				_, err = s.store.messageRevision(g)
 			}
-			ok = err == nil
+			if ok = err == nil; isBusy(err) {
+				return err
+			}
 			return nil
 		})
 		if err == nil && ok {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -168,4 +169,47 @@ func (t *inflight) running() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.reqs)
+}
+
+// TestListenRetriesABusyGroup opens a listen on a group URI and a wakeup
+// URI while another process holds the group's database: both checks wait
+// for it, and the acknowledgement lists both.
+func TestListenRetriesABusyGroup(t *testing.T) {
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	gid := newTestGroup(t, st, "g", "a", "b")
+	rec := newLineRecorder()
+	s := newServerWriting(st, rec, newServerConfig(version, time.Hour))
+	t.Cleanup(func() { s.inflight.close(); s.subs.close() })
+	st.forget(gid)
+	db := openTestDB(t, groupFile(dir, gid), "rw")
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"PRAGMA locking_mode=EXCLUSIVE", "BEGIN EXCLUSIVE", "UPDATE group_state SET message_revision = message_revision"} {
+		if _, err := conn.ExecContext(context.Background(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	time.AfterFunc(300*time.Millisecond, func() {
+		conn.ExecContext(context.Background(), "COMMIT")
+		conn.ExecContext(context.Background(), "PRAGMA locking_mode=NORMAL")
+		conn.ExecContext(context.Background(), "SELECT 1 FROM group_state") // gives up the exclusive lock
+		conn.Close()
+		db.Close()
+	})
+	uris := []string{groupURI(gid), wakeupURI(gid, "a")}
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": uris},
+		"_meta":         map[string]any{metaProtocolVersion: revModern, metaClientCapabilities: map[string]any{}}}})
+	if got := exchangeLine(t, s, string(req)); got != "" {
+		t.Fatalf("listen answered at once: %s", got)
+	}
+	ack := rec.waitLines(t, 1)[0]
+	for _, uri := range uris {
+		if !strings.Contains(ack, uri) {
+			t.Errorf("acknowledgement %s; want %s in it (the group was only busy)", ack, uri)
+		}
+	}
 }
