@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -58,8 +59,9 @@ func (a toolArgs) waitTimeout() (time.Duration, error) {
 		return defaultWaitSeconds * time.Second, nil
 	}
 	raw := a.values["timeout_seconds"]
-	var v float64
-	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') || json.Unmarshal(raw, &v) != nil || v < 0 {
+	// A JSON number too large for a float64 parses as ±Inf with ErrRange.
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') || err != nil && !errors.Is(err, strconv.ErrRange) || v < 0 {
 		return 0, validationErrorf("timeout_seconds must be a number from 0 to %d.", maxWaitSeconds)
 	}
 	return time.Duration(min(v, maxWaitSeconds) * float64(time.Second)), nil
