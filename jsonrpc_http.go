@@ -227,6 +227,14 @@ func (m httpMessage) isRequest() bool {
 	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
 }
 
+// answersOnStream reports whether the message is a request that runs on in
+// the server's in-flight table, answering on a stream: a waiting tool's call
+// or a listen.
+func (m httpMessage) answersOnStream() bool {
+	waiting := toolsByName[m.Name]
+	return m.isRequest() && (m.Method == "subscriptions/listen" || m.Method == "tools/call" && waiting != nil && waiting.wait != nil)
+}
+
 // post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {

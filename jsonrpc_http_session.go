@@ -183,6 +183,18 @@ func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 // notification, a JSON body for an answer ready at once, else an SSE stream.
 func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *httpSession, body []byte, msg httpMessage) {
 	defer s.use()()
+	// A request that answers on a stream takes its place there before it
+	// runs: a wait_for_messages refused after it started may have taken
+	// mail that its answer, never sent, would have carried.
+	held := msg.answersOnStream()
+	if held && !t.streamQuota.acquire(w, s.client) {
+		return
+	}
+	defer func() {
+		if held {
+			t.streamQuota.release(s.client)
+		}
+	}()
 	var ex *httpExchange
 	if msg.isRequest() {
 		ex = s.router.expect(msg.ID)
@@ -210,9 +222,9 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	// The request runs on in the server's in-flight table.
 	delivered := false
-	if t.streamQuota.acquire(w, s.client) {
+	if held || t.streamQuota.acquire(w, s.client) {
+		held = true
 		delivered = t.stream(w, r, ex)
-		t.streamQuota.release(s.client)
 	}
 	if !delivered {
 		// A closed stream cancels the request, as 2026-07-28 defines; the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,36 @@ func TestHTTPCloseEndsStreams(t *testing.T) {
 	}
 	if got := s.serving.Load(); got != 0 {
 		t.Errorf("requests in progress 5 s after close: got %d; want 0", got)
+	}
+}
+
+// TestHTTPRefusedWaitTakesNoMail calls wait_for_messages with its client's
+// streams all open: the 429 comes before the call runs, so the mail it
+// would have taken stays unread.
+func TestHTTPRefusedWaitTakesNoMail(t *testing.T) {
+	s, a, gid := newHTTPMember(t, "quota")
+	b := s.client(t, "")
+	b.initialize()
+	if !b.trySend(gid, "ctx-b", "@alice read me") {
+		t.Fatal("send failed")
+	}
+	for range httpMaxStreamsPerClient {
+		if !s.t.streamQuota.acquire(httptest.NewRecorder(), "127.0.0.1") {
+			t.Fatal("the test's streams exceed the quota")
+		}
+	}
+	req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 5})
+	resp := a.do(t.Context(), http.MethodPost, a.request(req.Method, req.Params), nil)
+	resp.Body.Close()
+	for range httpMaxStreamsPerClient {
+		s.t.streamQuota.release("127.0.0.1")
+	}
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("wait_for_messages at the quota: got status %d; want 429", resp.StatusCode)
+	}
+	var got messagesReply
+	a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, &got)
+	if len(got.Messages) != 1 {
+		t.Errorf("unread after the refused wait: got %v; want the message", got.Messages)
 	}
 }
