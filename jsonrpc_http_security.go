@@ -25,11 +25,14 @@ import (
 // agents, small for an attacker. The body limit is the largest message sent
 // in practice (16 MiB) plus escaping; a slow link still drains a socket
 // buffer within 30 s; 256 queued messages absorb a busy group's wakeups, and
-// more would only delay the cut-off of a client that reads nothing.
+// more would only delay the cut-off of a client that reads nothing. Agents
+// on one machine share its address: each of the sessions one address may
+// hold keeps a GET stream and a waiting call open, so it may hold twice as
+// many streams.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
-	httpMaxStreamsPerClient = 64   // open SSE streams from one remote IP
+	httpMaxStreamsPerClient = 256  // open SSE streams from one remote IP
 )
 
 // httpLimits are the tunables tests shrink; production uses defaultHTTPLimits.
