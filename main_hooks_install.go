@@ -138,7 +138,8 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		// which uninstall restores byte for byte: a file that has them
 		// already keeps the backup it has.
 		backup := ""
-		if stripped, _ := removeHooks(c.target, string(old), dropAll, true); existed && (stripped == string(old) || readBackup(path+backupSuffix) == nil) {
+		stripped, _ := removeHooks(c.target, string(old), dropAll, true)
+		if existed && (stripped == string(old) || readBackup(path+backupSuffix) == nil) {
 			backup = path + backupSuffix
 			if err := writeBackup(backup, old, mode); err != nil {
 				return fmt.Errorf("write backup of %s: %w", path, err)
