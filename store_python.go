@@ -231,7 +231,8 @@ func parseStringList(s string) []string {
 // pyLower lowercases s as Python's str.lower() does: simple mappings plus
 // İ → i̇ and a word-final Σ → ς. Mentions are matched on this form.
 func pyLower(s string) string {
-	if isASCII(s) {
+	// Without either, Go's own lowercasing is Python's.
+	if !strings.ContainsRune(s, 'İ') && !strings.ContainsRune(s, 'Σ') {
 		return strings.ToLower(s)
 	}
 	// Walked in place: a []rune would add four bytes a character to a text
@@ -249,16 +250,6 @@ func pyLower(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// isASCII reports whether s holds only ASCII bytes.
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // finalSigma implements Unicode's Final_Sigma condition for the Σ at s[i]: a
