@@ -75,7 +75,7 @@ func (st jsonStyle) encode(v any) string {
 }
 
 // writeValue appends v as st renders it: one switch over every accepted
-// type, kept whole past 60 lines; any other type is a programming error.
+// type; any other type is a programming error.
 func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
@@ -101,39 +101,33 @@ func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 			st.writeString(b, *v)
 		}
 	case stringList:
-		b.WriteByte('[')
-		for i, s := range v {
-			if i > 0 {
-				b.WriteString(st.itemSep)
-			}
-			st.writeString(b, s)
-		}
-		b.WriteByte(']')
+		st.writeSeq(b, '[', ']', len(v), func(i int) { st.writeString(b, v[i]) })
 	case []any:
-		b.WriteByte('[')
-		for i, item := range v {
-			if i > 0 {
-				b.WriteString(st.itemSep)
-			}
-			st.writeValue(b, item)
-		}
-		b.WriteByte(']')
+		st.writeSeq(b, '[', ']', len(v), func(i int) { st.writeValue(b, v[i]) })
 	case object:
-		b.WriteByte('{')
-		for i, f := range v {
-			if i > 0 {
-				b.WriteString(st.itemSep)
-			}
-			st.writeString(b, f.key)
+		st.writeSeq(b, '{', '}', len(v), func(i int) {
+			st.writeString(b, v[i].key)
 			b.WriteString(st.keySep)
-			st.writeValue(b, f.value)
-		}
-		b.WriteByte('}')
+			st.writeValue(b, v[i].value)
+		})
 	case pyJSONWriter:
 		v.writePyJSON(b, st)
 	default:
 		panic(fmt.Sprintf("pyJSON: unsupported type %T", v))
 	}
+}
+
+// writeSeq writes n items, item(i) each, between open and end, separated
+// by st.itemSep: a JSON array or object.
+func (st jsonStyle) writeSeq(b *strings.Builder, open, end byte, n int, item func(i int)) {
+	b.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(st.itemSep)
+		}
+		item(i)
+	}
+	b.WriteByte(end)
 }
 
 const hexDigits = "0123456789abcdef"
