@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,12 +58,7 @@ func checkGroupFile(path string) error {
 		}
 		return fmt.Errorf("cannot read: %w", err)
 	}
-	var missing []string
-	for _, t := range requiredGroupTables {
-		if !tables[t] {
-			missing = append(missing, t)
-		}
-	}
+	missing := slices.DeleteFunc(slices.Clone(requiredGroupTables), func(t string) bool { return tables[t] })
 	if len(missing) > 0 {
 		return fmt.Errorf("no group schema (missing %s)", strings.Join(missing, ", "))
 	}
