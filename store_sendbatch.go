@@ -182,10 +182,8 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 	var errs []error
 	err := h.writeLocked(func(tx groupTx) (err error) {
 		outs, errs, err = sendBatch{tx: tx, id: id, now: s.timestamp}.write(all)
-		for _, q := range batch {
-			if err == nil && q.gaveUp() {
-				err = errSendEnded // checked right before COMMIT
-			}
+		if err == nil && slices.ContainsFunc(batch, (*queuedSend).gaveUp) {
+			err = errSendEnded // checked right before COMMIT
 		}
 		return err
 	})
