@@ -61,7 +61,10 @@ func (s *store) catalogExec(query string, args ...any) error {
 		cat, err := s.catalog()
 		if err == nil {
 			_, err = cat.Exec(query, args...)
-			s.dropReadOnlyCatalog(err)
+			if isReadOnly(err) {
+				// SQLite opened the handle read-only: the next use opens it afresh.
+				s.closeCatalog()
+			}
 		}
 		return err
 	})

@@ -137,14 +137,6 @@ func (s *store) catalog() (*sql.DB, error) {
 	return db, nil
 }
 
-// dropReadOnlyCatalog closes the cached catalog handle when err says SQLite
-// opened it read-only, so that the next use opens it afresh (isReadOnly).
-func (s *store) dropReadOnlyCatalog(err error) {
-	if isReadOnly(err) {
-		s.closeCatalog()
-	}
-}
-
 // closeCatalog closes the cached catalog handle, if any.
 func (s *store) closeCatalog() {
 	s.catalogMu.Lock()
