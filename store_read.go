@@ -256,8 +256,7 @@ func (s *store) memberships(contextID string) ([]membership, error) {
 				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName))
 			return err
 		})
-		var te *domainError
-		if err != nil && (isBusy(err) || errors.As(err, &te)) {
+		if _, refused := errors.AsType[*domainError](err); refused || isBusy(err) {
 			continue
 		}
 		if err != nil {
