@@ -237,7 +237,8 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 		err = b.fanOut(pending, first)
 	}
 	for k, p := range pending {
-		outs[index[k]] = p.sent(b.id, first+int64(k))
+		outs[index[k]] = sent{groupID: b.id, priority: p.msg.priority, messageID: first + int64(k), mentions: p.route.mentions,
+			routingReason: p.route.reason, wakeupTargets: p.ids}
 	}
 	return outs, errs, err
 }
@@ -255,12 +256,6 @@ func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
 		ids[j] = t.contextID
 	}
 	return routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()}, nil
-}
-
-// sent is p's result, stored as message id.
-func (p routedSend) sent(group string, id int64) sent {
-	return sent{groupID: group, priority: p.msg.priority, messageID: id, mentions: p.route.mentions,
-		routingReason: p.route.reason, wakeupTargets: p.ids}
 }
 
 // insertRows inserts the messages of chunk with one statement and returns
