@@ -213,7 +213,12 @@ func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
 // which sends never change. Routing is decided before the INSERT, where the
 // original updates the row after it; the row ends the same.
 func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error) {
-	members, err := groupMembers(b.tx)
+	// Every member, in the table's natural order, which the original's
+	// routing order follows.
+	rows, err := b.tx.Query("SELECT context_id, name FROM group_members")
+	members, err := collectRows(rows, err, func(row rowScanner) (r recipient, err error) {
+		return r, row.Scan(&r.contextID, &r.name)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -337,15 +342,6 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	_, err := tx.Exec("UPDATE group_state SET message_revision = message_revision + ?, member_revision = member_revision + ?, "+
 		"wakeup_revision = wakeup_revision + ? WHERE id = 1", revs[0], revs[1], revs[2])
 	return err
-}
-
-// groupMembers reads every member in the table's natural order, which the
-// original's routing order follows.
-func groupMembers(tx groupTx) ([]recipient, error) {
-	rows, err := tx.Query("SELECT context_id, name FROM group_members")
-	return collectRows(rows, err, func(row rowScanner) (r recipient, err error) {
-		return r, row.Scan(&r.contextID, &r.name)
-	})
 }
 
 // othersOf checks that contextID has joined as name and returns the other
