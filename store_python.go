@@ -250,28 +250,12 @@ func pyLower(s string) string {
 // cased letter comes before it and none after it, skipping case-ignorable
 // characters both ways.
 func finalSigma(s string, i int) bool {
-	before := s[:i]
-	for {
-		r, size := utf8.DecodeLastRuneInString(before)
-		if size == 0 || !caseIgnorable(r) {
-			if size == 0 || !cased(r) {
-				return false
-			}
-			break
-		}
-		before = before[:len(before)-size]
+	before, _ := utf8.DecodeLastRuneInString(strings.TrimRightFunc(s[:i], caseIgnorable))
+	if !cased(before) {
+		return false
 	}
-	after := s[i+len("Σ"):]
-	for {
-		r, size := utf8.DecodeRuneInString(after)
-		if size == 0 {
-			return true
-		}
-		if !caseIgnorable(r) {
-			return !cased(r)
-		}
-		after = after[size:]
-	}
+	after, _ := utf8.DecodeRuneInString(strings.TrimLeftFunc(s[i+len("Σ"):], caseIgnorable))
+	return !cased(after) // an empty end decodes as U+FFFD, which is not cased
 }
 
 // cased is Unicode's Cased property, which Final_Sigma tests.
