@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,10 +32,8 @@ type field struct {
 
 // get returns the value of key, or nil when o lacks it.
 func (o object) get(key string) any {
-	for _, f := range o {
-		if f.key == key {
-			return f.value
-		}
+	if i := slices.IndexFunc(o, func(f field) bool { return f.key == key }); i >= 0 {
+		return o[i].value
 	}
 	return nil
 }
