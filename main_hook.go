@@ -241,12 +241,8 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 				senders = append(senders, w.sender)
 			}
 		}
-		group := g.groupID
-		if g.groupName != "" {
-			group = fmt.Sprintf("%q (%s)", g.groupName, g.groupID)
-		}
 		fmt.Fprintf(&b, "\n- %d message(s) from %s in group %s (wakes you: %s): call get_unread_messages with group_id %s and context_id %s",
-			len(wakes), strings.Join(senders, ", "), group, wakes[0].relevance, g.groupID, contextID)
+			len(wakes), strings.Join(senders, ", "), describeGroup(g.groupID, g.groupName), wakes[0].relevance, g.groupID, contextID)
 	}
 	if b.Len() == 0 {
 		return "", nil, nil

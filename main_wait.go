@@ -296,13 +296,9 @@ func formatWakeNotice(contextID string, n *wakeNotice) string {
 		text = truncateUTF8(text, waitNoticeMaxBytes) + " [...]"
 		read = "It is cut short here and stays unread: read it whole with get_unread_messages"
 	}
-	group := n.groupID
-	if n.groupName != "" {
-		group = fmt.Sprintf("%q (%s)", n.groupName, n.groupID)
-	}
 	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n%s\n"+
 		"%s (group_id %s, context_id %s). Reply if needed.",
-		n.sender, group, n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
+		n.sender, describeGroup(n.groupID, n.groupName), n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
 }
 
 // waitGrace is how old a wake event must be before a waiter claims it: a

@@ -216,11 +216,7 @@ func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 // with the group and message ids the tools take.
 func formatHookMessage(p hookItem) string {
 	var b strings.Builder
-	group := p.groupID
-	if p.groupName != "" {
-		group = fmt.Sprintf("%q (%s)", p.groupName, p.groupID)
-	}
-	fmt.Fprintf(&b, "- message %d in group %s from %s (context_id %s) at %s", p.msg.id, group, p.msg.name, p.msg.contextID, p.msg.sentAt)
+	fmt.Fprintf(&b, "- message %d in group %s from %s (context_id %s) at %s", p.msg.id, describeGroup(p.groupID, p.groupName), p.msg.name, p.msg.contextID, p.msg.sentAt)
 	if p.msg.priority != "normal" {
 		fmt.Fprintf(&b, ", priority %s", p.msg.priority)
 	}
@@ -239,6 +235,15 @@ func formatHookMessage(p hookItem) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// describeGroup names a group to the agent: its quoted name and its id, or
+// the id alone when it has no name.
+func describeGroup(id, name string) string {
+	if name == "" {
+		return id
+	}
+	return fmt.Sprintf("%q (%s)", name, id)
 }
 
 // formatMail is the text of a batch of delivered messages.
