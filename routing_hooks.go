@@ -229,11 +229,7 @@ func formatHookMessage(p hookItem) string {
 		text = fmt.Sprintf("%s [...]\n[Only the first %d of its %d bytes are shown here, and it stays unread: "+
 			"get_unread_messages with group_id %s returns it whole.]", truncateUTF8(text, hookPreviewBytes), hookPreviewBytes, len(text), p.groupID)
 	}
-	for _, line := range strings.Split(text, "\n") {
-		b.WriteString("  ")
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
+	b.WriteString("  " + strings.ReplaceAll(text, "\n", "\n  ") + "\n")
 	return b.String()
 }
 
