@@ -118,20 +118,15 @@ func (p *jsonParser) members(v *jsonSpan) error {
 	p.pos++
 	for first := true; ; first = false {
 		p.skip()
+		if !first && p.pos < len(p.text) && p.text[p.pos] == ',' { // a trailing one too: the bracket may follow
+			p.pos++
+			p.skip()
+		} else if !first && (p.pos >= len(p.text) || p.text[p.pos] != closing) {
+			return fmt.Errorf("expected , at byte %d", p.pos)
+		}
 		if p.pos < len(p.text) && p.text[p.pos] == closing {
 			p.pos++
 			return nil
-		}
-		if !first {
-			if p.pos >= len(p.text) || p.text[p.pos] != ',' {
-				return fmt.Errorf("expected , at byte %d", p.pos)
-			}
-			p.pos++
-			p.skip()
-			if p.pos < len(p.text) && p.text[p.pos] == closing { // trailing comma
-				p.pos++
-				return nil
-			}
 		}
 		if v.kind == '{' {
 			k, err := p.value(v.depth + 1)
