@@ -191,11 +191,8 @@ func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][
 	missing := map[string][]any{}
 	var order []string
 	for _, e := range h.entries {
-		if hooks != nil {
-			arr := hooks.member(e.event)
-			if arr != nil && arr.kind == '[' && hasCommand(h, arr, l.command(e)) {
-				continue
-			}
+		if arr := hooks.member(e.event); arr != nil && arr.kind == '[' && hasCommand(h, arr, l.command(e)) {
+			continue
 		}
 		if missing[e.event] == nil {
 			order = append(order, e.event)
