@@ -303,10 +303,7 @@ func addToken(path, name string, patterns []string, stdout io.Writer) error {
 		return err
 	}
 	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+	if err = errors.Join(err, f.Close()); err == nil {
 		fmt.Fprintln(stdout, token)
 	}
 	return err

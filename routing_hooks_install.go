@@ -387,11 +387,8 @@ func writeSettings(target string, mode fs.FileMode, old []byte, existed bool, te
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(text); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
+	_, err = tmp.WriteString(text)
+	if err = errors.Join(err, tmp.Close()); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp.Name(), mode); err != nil {
