@@ -250,9 +250,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	if isBusy(err) || m.store.groupExists(sub.groupID) {
 		return
 	}
-	m.mu.Lock()
-	m.removeLocked(uri)
-	m.mu.Unlock()
+	m.unsubscribe(uri)
 	m.notify("notifications/resources/updated", object{{"uri", uri}, {"relevance", "deleted"}})
 }
 
