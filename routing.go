@@ -49,21 +49,19 @@ func route(others []recipient, text, priority string, wakeIDs []string) routing 
 			explicit = append(explicit, m)
 		}
 	}
-	pick := func(list []recipient, reason string) {
-		for _, m := range list {
-			r.targets = append(r.targets, target{m.contextID, reason})
-		}
-		r.reason = reason
-	}
+	var picked []recipient
 	switch {
 	case len(explicit) > 0:
-		pick(explicit, "explicit")
+		picked, r.reason = explicit, "explicit"
 	case priority == "urgent":
-		pick(others, "urgent")
+		picked, r.reason = others, "urgent"
 	case len(mentioned) > 0:
-		pick(mentioned, "mentioned")
+		picked, r.reason = mentioned, "mentioned"
 	default:
-		pick(others, "fallback")
+		picked, r.reason = others, "fallback"
+	}
+	for _, m := range picked {
+		r.targets = append(r.targets, target{m.contextID, r.reason})
 	}
 	return r
 }
