@@ -237,8 +237,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	} else {
 		var rev int64
 		if rev, err = m.store.messageRevision(sub.groupID); err == nil {
-			notified := rev != sub.revision && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil
-			if notified || rev == sub.revision {
+			if rev == sub.revision || m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil {
 				m.update(uri, func(cur *subscription) {
 					cur.revision = rev
 					cur.seen, cur.checked = sig, sigOK
