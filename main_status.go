@@ -53,13 +53,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return commandExit("status", statusHelp, err, stdout, stderr)
 	}
+	var text string
 	st, err := openCommandStore("status", *groupsDir, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp status: %v\n", err)
-		return 1
+	if err == nil {
+		defer st.close()
+		text, err = memberStatus(st, opts)
 	}
-	defer st.close()
-	text, err := memberStatus(st, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp status: %v\n", err)
 		return 1
