@@ -153,12 +153,11 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return commandExit("doctor", doctorHelp, err, stdout, stderr)
 	}
 	if *dir == "" {
-		d, err := groupsDirFromEnv()
-		if err != nil {
+		var err error
+		if *dir, err = groupsDirFromEnv(); err != nil {
 			fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
 			return 1
 		}
-		*dir = d
 	}
 	findings, checked, err := doctorScan(*dir, time.Now())
 	if err != nil {
