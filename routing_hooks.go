@@ -273,8 +273,7 @@ func formatIdentity(contextID string, groups []membership) string {
 	}
 	b.WriteString(" Your groups:")
 	for _, g := range groups {
-		name := cmp.Or(g.groupName, "(unnamed)")
-		fmt.Fprintf(&b, "\n- %s %s as %q: %d unread", g.groupID, name, g.name, g.unread)
+		fmt.Fprintf(&b, "\n- %s %s as %q: %d unread", g.groupID, cmp.Or(g.groupName, "(unnamed)"), g.name, g.unread)
 	}
 	return b.String()
 }
