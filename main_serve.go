@@ -81,13 +81,12 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 			return opts, fmt.Errorf("token file %s is empty", *tokenFile)
 		}
 	}
-	if opts.httpAddr == "" && opts.tokensFile != "" {
+	switch {
+	case opts.httpAddr == "" && opts.tokensFile != "":
 		return opts, errors.New("--tokens-file needs --http: a stdio server has one client")
-	}
-	if opts.httpAddr == "" {
+	case opts.httpAddr == "":
 		return opts, nil
-	}
-	if !isLoopbackAddr(opts.httpAddr) && opts.token == "" && opts.tokensFile == "" {
+	case !isLoopbackAddr(opts.httpAddr) && opts.token == "" && opts.tokensFile == "":
 		return opts, fmt.Errorf("refusing to listen on %s without a token: a non-loopback address lets anyone "+
 			"who can reach it read and write every group. Give --token-file PATH or set CROSSTALK_HTTP_TOKEN "+
 			"(or bind 127.0.0.1)", opts.httpAddr)
