@@ -1,6 +1,9 @@
 package main
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // tool is one MCP tool: its wire definition, the function that runs it and
 // what the audit log records of it. toolList adds the audit-only caller_name.
@@ -273,11 +276,18 @@ func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
 	return a, true
 }
 
-// keys returns the argument names in the order they were sent; only error
-// messages need it, so it is read again rather than kept.
-func (a toolArgs) keys() (keys []string) {
-	eachMember(a.raw, func(key string, _ json.RawMessage) { keys = append(keys, key) })
-	return keys
+// firstSent returns the first argument, in the order sent, for which bad
+// holds. Only error messages need that order, so the map is checked first
+// and the order read again from raw only when some argument is bad.
+func (a toolArgs) firstSent(bad func(key string) bool) (string, bool) {
+	for k := range a.values {
+		if bad(k) {
+			var keys []string
+			eachMember(a.raw, func(key string, _ json.RawMessage) { keys = append(keys, key) })
+			return keys[slices.IndexFunc(keys, bad)], true
+		}
+	}
+	return "", false
 }
 
 func (a toolArgs) has(key string) bool { _, ok := a.values[key]; return ok }
@@ -328,30 +338,16 @@ func (a toolArgs) groupID() string {
 // checkArgs rejects unknown arguments and missing required ones before a
 // tool runs; the original leaks Python's TypeError text here instead.
 func (t *tool) checkArgs(a toolArgs) *domainError {
-	for k := range a.values {
-		if k != "caller_name" && t.properties.get(k) == nil {
-			// Name the first unknown argument as sent, not in map order.
-			for _, k := range a.keys() {
-				if k != "caller_name" && t.properties.get(k) == nil {
-					return validationErrorf("Unknown argument: %s", k)
-				}
-			}
-		}
+	if k, ok := a.firstSent(func(k string) bool { return k != "caller_name" && t.properties.get(k) == nil }); ok {
+		return validationErrorf("Unknown argument: %s", k)
 	}
 	for _, k := range t.required {
 		if !a.has(k) {
 			return validationErrorf("Missing required input: %s", k)
 		}
 	}
-	for _, v := range a.values {
-		if !unicodeJSON(v) {
-			// Name the first such argument as sent, not in map order.
-			for _, k := range a.keys() {
-				if !unicodeJSON(a.values[k]) {
-					return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", k)
-				}
-			}
-		}
+	if k, ok := a.firstSent(func(k string) bool { return !unicodeJSON(a.values[k]) }); ok {
+		return validationErrorf("%s must be valid Unicode text: it contains a lone surrogate or invalid UTF-8.", k)
 	}
 	return nil
 }
