@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,12 +382,10 @@ type contextPatterns []string
 
 // allow reports whether id matches one of the patterns.
 func (p contextPatterns) allow(id string) bool {
-	for _, pattern := range p {
-		if prefix, wild := strings.CutSuffix(pattern, "*"); (wild && strings.HasPrefix(id, prefix)) || pattern == id {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p, func(pattern string) bool {
+		prefix, wild := strings.CutSuffix(pattern, "*")
+		return (wild && strings.HasPrefix(id, prefix)) || pattern == id
+	})
 }
 
 // pinnedSpeaker is speaksFor for a stdio server started with
