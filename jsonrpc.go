@@ -72,9 +72,6 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 // paramsObject decodes request params as an object; absent params are an empty
 // object, anything else that is not an object is an error naming method.
 func (req request) paramsObject() (toolArgs, *rpcError) {
-	if req.params == nil {
-		return toolArgs{values: map[string]json.RawMessage{}}, nil
-	}
 	a, ok := parseArgs(req.params)
 	if !ok {
 		return a, errInvalidParams(req.method + " params must be an object.")

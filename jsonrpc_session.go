@@ -217,11 +217,8 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		name = string(p.values["name"]) // recorded as written
 	}
 	pc.call.name = name
-	args, argsOK := toolArgs{values: map[string]json.RawMessage{}}, true
-	if rawArgs, ok := p.values["arguments"]; ok {
-		args, argsOK = parseArgs(rawArgs)
-	}
-	if !argsOK {
+	args, ok := parseArgs(p.values["arguments"])
+	if !ok {
 		return pc.refuse(errInvalidParams("tools/call arguments must be an object."))
 	}
 	args.stateless = req.version >= revModern

@@ -264,8 +264,12 @@ type toolArgs struct {
 	tokenName       string
 }
 
-// parseArgs decodes a JSON object. ok is false when raw is not an object.
+// parseArgs decodes a JSON object; absent (nil) raw is an empty one. ok is
+// false when raw is anything else.
 func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
+	if raw == nil {
+		return toolArgs{values: map[string]json.RawMessage{}}, true
+	}
 	if json.Valid(raw) {
 		a.values, ok = splitObject(raw) // values stay in raw: see splitObject
 	}
