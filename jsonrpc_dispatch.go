@@ -103,8 +103,7 @@ var staticCache, liveCache = &cacheHint{3_600_000, "public"}, &cacheHint{0, "pri
 // modernResult completes a 2026-07-28 result: resultType, the cache hint of
 // a cacheable result, and serverInfo in _meta.
 func (s *server) modernResult(result object, cache *cacheHint) object {
-	out := append(object{}, result...)
-	out = append(out, field{"resultType", "complete"})
+	out := withProps(result, field{"resultType", "complete"})
 	if cache != nil {
 		out = append(out, field{"ttlMs", cache.ttlMs}, field{"cacheScope", cache.scope})
 	}
