@@ -231,10 +231,9 @@ func readRequestMeta(params json.RawMessage) requestMeta {
 		m.hasVersion = true
 		m.protocolVersion, _ = decodeJSONString(raw)
 	}
-	if raw, ok := meta[metaClientCapabilities]; ok && len(raw) > 0 && raw[0] == '{' {
-		m.hasCapabilities = true
-	}
-	if raw, ok := meta["progressToken"]; ok && len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+	caps := meta[metaClientCapabilities]
+	m.hasCapabilities = len(caps) > 0 && caps[0] == '{'
+	if raw := meta["progressToken"]; len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 		m.progressToken = raw
 	}
 	return m
