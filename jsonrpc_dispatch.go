@@ -89,24 +89,20 @@ func (s *server) initialize(req request) (any, *rpcError) {
 	return result, nil
 }
 
-// cacheHint is 2026-07-28's ttlMs and cacheScope on a cacheable result.
-type cacheHint struct {
-	ttlMs int64
-	scope string
-}
-
-// staticCache covers what only a new binary changes (tools, templates,
-// server/discover); liveCache covers group data, which another process may
-// change at any moment (the Go SDK and TS v2 cache by ttlMs).
-var staticCache, liveCache = &cacheHint{3_600_000, "public"}, &cacheHint{0, "private"}
+// staticCache and liveCache are 2026-07-28's cache hints: staticCache covers
+// what only a new binary changes (tools, templates, server/discover);
+// liveCache covers group data, which another process may change at any
+// moment (the Go SDK and TS v2 cache by ttlMs).
+var (
+	staticCache = object{{"ttlMs", 3_600_000}, {"cacheScope", "public"}}
+	liveCache   = object{{"ttlMs", 0}, {"cacheScope", "private"}}
+)
 
 // modernResult completes a 2026-07-28 result: resultType, the cache hint of
-// a cacheable result, and serverInfo in _meta.
-func (s *server) modernResult(result object, cache *cacheHint) object {
+// a cacheable result (nil for none), and serverInfo in _meta.
+func (s *server) modernResult(result, cache object) object {
 	out := withProps(result, field{"resultType", "complete"})
-	if cache != nil {
-		out = append(out, field{"ttlMs", cache.ttlMs}, field{"cacheScope", cache.scope})
-	}
+	out = append(out, cache...)
 	return append(out, field{"_meta", object{{metaServerInfo, s.serverInfo(revModern)}}})
 }
 
@@ -148,7 +144,7 @@ func (s *server) handleModern(req request, meta requestMeta) any {
 }
 
 // modernCache is each cacheable method's hint; tools/call has none.
-var modernCache = map[string]*cacheHint{"tools/list": staticCache, "resources/templates/list": staticCache,
+var modernCache = map[string]object{"tools/list": staticCache, "resources/templates/list": staticCache,
 	"resources/list": liveCache, "resources/read": liveCache}
 
 // dispatchNotification handles notifications/cancelled and reports whether req was one.
