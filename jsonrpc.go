@@ -59,7 +59,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 		}
 		req.id = id
 	}
-	if json.Unmarshal(m["method"], &req.method) != nil || len(m["method"]) == 0 || m["method"][0] != '"' {
+	if req.method, ok = decodeJSONString(m["method"]); !ok {
 		if req.id == nil {
 			return req, nil, false
 		}

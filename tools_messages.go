@@ -97,8 +97,8 @@ func parseSend(a toolArgs) (outgoing, error) {
 			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 		}
 		for _, raw := range items {
-			var id string
-			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &id) != nil || isBlank(id) {
+			id, ok := decodeJSONString(raw)
+			if !ok || isBlank(id) {
 				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 			}
 			wake = append(wake, id)
