@@ -211,12 +211,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if rerr != nil {
 		return preparedCall{rerr: rerr, unaudited: true}
 	}
-	pc.call = toolCall{requestID: req.id, version: req.version, started: time.Now(), remote: s.remote}
 	name, ok := p.str("name")
 	if !ok {
 		name = string(p.values["name"]) // recorded as written
 	}
-	pc.call.name = name
+	pc.call = toolCall{requestID: req.id, version: req.version, name: name, started: time.Now(), remote: s.remote}
 	args, ok := parseArgs(p.values["arguments"])
 	if !ok {
 		return pc.refuse(errInvalidParams("tools/call arguments must be an object."))
@@ -224,11 +223,11 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	args.stateless = req.version >= revModern
 	args.maxMessageBytes, args.tokenName = s.cfg.maxMessageBytes, s.cfg.tokenName
 	pc.call.args = args
-	t := toolsByName[pc.call.name]
+	t := toolsByName[name]
 	if t == nil && typed(req.version) {
 		// From 2025-06-18 on an unknown tool is a protocol error
 		// (server/tools.mdx "Error Handling"); before, a tool result.
-		return pc.refuse(&rpcError{-32602, "Unknown tool: " + pc.call.name})
+		return pc.refuse(&rpcError{-32602, "Unknown tool: " + name})
 	}
 	if caller, _ := args.str("caller_name"); isBlank(caller) && req.version >= revSEP {
 		// From 2025-11-25 on, input validation failures are tool results.
@@ -238,7 +237,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		return pc.refuse(errInvalidParams("tools/call caller_name must be a non-empty string."))
 	}
 	if t == nil {
-		pc.call.result = failure(validationErrorf("Unknown tool: %s", pc.call.name))
+		pc.call.result = failure(validationErrorf("Unknown tool: %s", name))
 		return pc
 	}
 	if te := t.checkArgs(args); te != nil {

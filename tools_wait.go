@@ -154,8 +154,7 @@ func (w mailWait) read(ctx context.Context) ([]message, error) {
 // after answers to later requests. It fails with errDuplicateID when the
 // request id is already in flight.
 func (s *server) startWaitingCall(req request, pc preparedCall) *rpcError {
-	token := readRequestMeta(req.params).progressToken
-	return s.inflight.start(req.id, token, func(r *inflightRequest) (any, *rpcError) {
+	return s.inflight.start(req.id, readRequestMeta(req.params).progressToken, func(r *inflightRequest) (any, *rpcError) {
 		pc.call.result = pc.tool.result(pc.tool.wait(s, pc.call.args, r))
 		result, rerr := s.finishCall(pc)
 		if rerr == nil && req.version == revModern {
