@@ -81,14 +81,11 @@ func (req request) paramsObject() (toolArgs, *rpcError) {
 
 // response is the answer to req: nil for a notification or a nil result.
 func response(req request, result any, err *rpcError) any {
-	if req.id == nil {
+	if req.id == nil || (result == nil && err == nil) {
 		return nil
 	}
 	if err != nil {
 		return errorResponse(req.id, err)
-	}
-	if result == nil {
-		return nil
 	}
 	return object{{"jsonrpc", "2.0"}, {"id", rawJSON(req.id)}, {"result", result}}
 }
