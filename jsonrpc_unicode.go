@@ -32,11 +32,9 @@ func unicodeJSON(raw []byte) bool {
 			return false
 		}
 		i += 6
-		switch {
-		case 0xdc00 <= r && r <= 0xdfff:
-			return false // a low surrogate without its high half
-		case 0xd800 <= r && r <= 0xdbff:
-			if low, ok := escapedUnit(raw, i); !ok || low < 0xdc00 || low > 0xdfff {
+		if utf16.IsSurrogate(r) {
+			// Only a high half followed by an escaped low half decodes.
+			if low, _ := escapedUnit(raw, i); utf16.DecodeRune(r, low) == utf8.RuneError {
 				return false
 			}
 			i += 6
