@@ -41,21 +41,18 @@ func toolUpdateGroupMetadata(s *server, a toolArgs) (any, error) {
 	if a.isNull("name") && a.isNull("description") {
 		return nil, validationErrorf("Provide name and/or description to update group metadata.")
 	}
-	var name, desc *string
-	for _, f := range []struct {
-		key string
-		dst **string
-	}{{"name", &name}, {"description", &desc}} {
-		if a.isNull(f.key) {
+	var update [2]*string // name and description; nil keeps one as it is
+	for i, key := range []string{"name", "description"} {
+		if a.isNull(key) {
 			continue
 		}
-		v, ok := a.str(f.key)
+		v, ok := a.str(key)
 		if !ok {
-			return nil, validationErrorf("%s must be a string.", f.key)
+			return nil, validationErrorf("%s must be a string.", key)
 		}
-		*f.dst = &v
+		update[i] = &v
 	}
-	return metaResult(s.store.updateGroupMetadata(a.groupID(), contextID, name, desc))
+	return metaResult(s.store.updateGroupMetadata(a.groupID(), contextID, update[0], update[1]))
 }
 
 func toolGetUsers(s *server, a toolArgs) (any, error) {
