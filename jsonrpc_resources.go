@@ -33,11 +33,8 @@ func (req request) resourceURI() (string, *rpcError) {
 	if err != nil {
 		return "", err
 	}
-	if !p.has("uri") {
-		return "", nil
-	}
 	uri, ok := p.str("uri")
-	if !ok {
+	if !ok && p.has("uri") {
 		return "", errInvalidParams("Invalid Crosstalk subscription URI.")
 	}
 	return uri, nil
