@@ -250,12 +250,11 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	// longer than writeTimeout is cut off like a slow reader.
 	var body []byte
 	var err error
-	var tooLarge *http.MaxBytesError
 	if r.ContentLength <= t.limits.maxBody {
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
 	}
-	if r.ContentLength > t.limits.maxBody || errors.As(err, &tooLarge) {
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > t.limits.maxBody {
 		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
 		return
 	}

@@ -43,8 +43,7 @@ func (req request) resourceURI() (string, *rpcError) {
 // resourceError maps a domain or storage error of a resources/* request for
 // rev: a missing resource is errResourceNotFound where rev defines it.
 func resourceError(rev protocolRevision, err error) *rpcError {
-	var de *domainError
-	if errors.As(err, &de) {
+	if de, ok := errors.AsType[*domainError](err); ok {
 		if rev >= revTyped && rev < revModern && de.category == categoryNotFound {
 			return &rpcError{errResourceNotFound, de.msg} // no "Invalid params: " prefix
 		}
