@@ -68,13 +68,10 @@ func toolSendMessage(s *server, a toolArgs) (any, error) {
 		return nil, err
 	}
 	outs, errs, err := s.store.sendMessages(s.request, a.groupID(), []outgoing{m})
-	if err == nil {
-		err = errs[0]
-	}
 	if err != nil {
 		return nil, err
 	}
-	return sentObject(outs[0]), nil
+	return sentObject(outs[0]), errs[0] // as storeSends answers each send of a run
 }
 
 // parseSend checks send_message's arguments beyond their schema.
