@@ -161,14 +161,13 @@ func (o *observer) pollOnce() {
 			}
 		}
 	}
-	latest, ok, err := o.dbs.latestAuditID(o.dir)
-	if err != nil {
-		return
+	// An unreadable audit file is compared again next time, but ends the baseline.
+	if latest, ok, err := o.dbs.latestAuditID(o.dir); err == nil {
+		if o.polled && ok && latest != o.latestAudit {
+			o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
+		}
+		o.latestAudit = latest // 0 when ok is false
 	}
-	if o.polled && ok && latest != o.latestAudit {
-		o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
-	}
-	o.latestAudit = latest // 0 when ok is false
 	o.polled = true
 }
 

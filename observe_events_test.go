@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +156,41 @@ func TestEventsStream(t *testing.T) {
 	name, data = readEvent()
 	if want := `{"group_id":"` + id + `","message_id":3}`; name != "message.created" || data != want {
 		t.Errorf("got %s %s; want message.created %s", name, data, want)
+	}
+}
+
+// TestPollerPastAnUnreadableAuditFile starts the dashboard on a directory
+// whose audit file is not a database: the first poll still ends the
+// baseline, so a group that appears afterwards is announced.
+func TestPollerPastAnUnreadableAuditFile(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	fx.group("First", "", now)
+	second := fx.group("Second", "", now)
+	aside := filepath.Join(t.TempDir(), "second.sqlite3")
+	if err := os.Rename(groupFile(fx.dir, second), aside); err != nil {
+		t.Fatal(err)
+	}
+	catalog := filepath.Join(fx.dir, catalogFileName)
+	os.Remove(catalog + "-wal")
+	os.Remove(catalog + "-shm")
+	if err := os.WriteFile(catalog, bytes.Repeat([]byte("not a database "), 512), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	obs := newTestObserver(t, fx.dir, time.Second)
+	obs.pollOnce() // the baseline
+	sub := obs.hub.subscribe()
+	defer obs.hub.unsubscribe(sub)
+	if err := os.Rename(aside, groupFile(fx.dir, second)); err != nil {
+		t.Fatal(err)
+	}
+	obs.pollOnce()
+	select {
+	case ev := <-sub:
+		if !strings.Contains(string(ev), "group.changed") {
+			t.Errorf("got %q; want group.changed", ev)
+		}
+	default:
+		t.Error("no event for a group that appeared after the baseline")
 	}
 }
