@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -181,8 +182,8 @@ func answerHook(st *store, req *hookRequest) (hookAnswer, error) {
 	}
 	if req.event.kind == eventStop {
 		text, wakes, err := stopNotice(st, req.contextID, groups)
-		if err != nil || text == "" {
-			return hookAnswer{}, err
+		if err != nil || text == "" { // give back what a failure acknowledged
+			return hookAnswer{}, errors.Join(err, hookAnswer{wakes: wakes}.release(st, req.contextID))
 		}
 		return hookAnswer{text: req.event.render(req.eventName, text), wakes: wakes}, nil
 	}
@@ -229,7 +230,7 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 		}
 		var wakes []wakeNotice
 		if err := retryBusy(func() (err error) { wakes, err = st.claimStopWakeups(g.groupID, contextID); return err }); err != nil {
-			return "", nil, err
+			return "", acked, err
 		}
 		if len(wakes) == 0 {
 			continue
@@ -237,8 +238,8 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 		var senders []string
 		for _, w := range wakes {
 			acked[g.groupID] = append(acked[g.groupID], w.messageID)
-			if !slices.Contains(senders, w.sender) {
-				senders = append(senders, w.sender)
+			if name := w.sender; !slices.Contains(senders, name) {
+				senders = append(senders, name)
 			}
 		}
 		fmt.Fprintf(&b, "\n- %d message(s) from %s in group %s (wakes you: %s): call get_unread_messages with group_id %s and context_id %s",
@@ -271,13 +272,15 @@ func claimPending(st *store, contextID string, groups []membership) (items []hoo
 		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)
 	}
 	claimed := map[string]map[int64]bool{}
-	for id, ids := range byGroup {
+	for _, id := range slices.Sorted(maps.Keys(byGroup)) { // in order, as memberships are
 		err := retryBusy(func() (err error) {
-			claimed[id], err = st.claimForHook(id, contextID, ids)
+			claimed[id], err = st.claimForHook(id, contextID, byGroup[id])
 			return err
 		})
-		if err != nil {
-			return nil, 0, err
+		if err != nil { // give back the other groups' claims
+			delete(claimed, id)
+			kept := slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] })
+			return nil, 0, errors.Join(err, hookAnswer{items: kept}.release(st, contextID))
 		}
 	}
 	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), rest, nil

@@ -336,3 +336,43 @@ func TestWaitTimeoutBoundsThePayloadRead(t *testing.T) {
 		t.Errorf("unread after wait: %d (%v); want 1", len(msgs), err)
 	}
 }
+
+// TestHookFailureGivesBackItsClaims runs a Stop hook and a prompt hook for
+// a member of two groups while one group stays locked past the busy
+// window: the hook fails silently, and what it had acknowledged or claimed
+// in the other group is given back, so the next hook or waiter tells of it.
+func TestHookFailureGivesBackItsClaims(t *testing.T) {
+	for _, event := range []string{"Stop", "UserPromptSubmit"} {
+		t.Run(event, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			second, err := f.st.createGroup("alice-ctx", "team2", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range [][2]string{{"alice-ctx", "alice"}, {"sess-1", "bob"}} {
+				if err := f.st.joinGroup(second.groupID, m[0], m[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := []string{f.groupID, second.groupID}
+			slices.Sort(ids) // the order of memberships: lock the later one
+			for _, id := range ids {
+				if _, err := f.st.sendMessage(id, outgoing{contextID: "alice-ctx", name: "alice", text: "@bob answer me", priority: "normal"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release := holdWriteLock(t, groupFile(f.st.dir, ids[1]))
+			out, errOut, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "`+event+`"}`), "--client", "claude-code")
+			release()
+			if out != "" || !strings.Contains(errOut, "crosstalk-mcp hook") {
+				t.Fatalf("hook with a locked group printed %q, %q; want a silent failure", out, errOut)
+			}
+			for _, id := range ids {
+				ds, err := deliveriesOf(f.st, id, "sess-1")
+				if err != nil || len(ds) != 1 || ds[0].state() != "created" {
+					t.Errorf("group %s after the failed hook: %+v (%v); want its wake event pending", id, ds, err)
+				}
+			}
+		})
+	}
+}
