@@ -238,7 +238,7 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 		var senders []string
 		for _, w := range wakes {
 			acked[g.groupID] = append(acked[g.groupID], w.messageID)
-			if name := w.sender; !slices.Contains(senders, name) {
+			if name := shortLabel(w.sender); !slices.Contains(senders, name) {
 				senders = append(senders, name)
 			}
 		}

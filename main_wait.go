@@ -298,7 +298,7 @@ func formatWakeNotice(contextID string, n *wakeNotice) string {
 	}
 	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n%s\n"+
 		"%s (group_id %s, context_id %s). Reply if needed.",
-		n.sender, describeGroup(n.groupID, n.groupName), n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
+		shortLabel(n.sender), describeGroup(n.groupID, n.groupName), n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
 }
 
 // waitGrace is how old a wake event must be before a waiter claims it: a

@@ -216,7 +216,7 @@ func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 // with the group and message ids the tools take.
 func formatHookMessage(p hookItem) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "- message %d in group %s from %s (context_id %s) at %s", p.msg.id, describeGroup(p.groupID, p.groupName), p.msg.name, p.msg.contextID, p.msg.sentAt)
+	fmt.Fprintf(&b, "- message %d in group %s from %s (context_id %s) at %s", p.msg.id, describeGroup(p.groupID, p.groupName), shortLabel(p.msg.name), shortLabel(p.msg.contextID), p.msg.sentAt)
 	if p.msg.priority != "normal" {
 		fmt.Fprintf(&b, ", priority %s", p.msg.priority)
 	}
@@ -239,7 +239,15 @@ func describeGroup(id, name string) string {
 	if name == "" {
 		return id
 	}
-	return fmt.Sprintf("%q (%s)", name, id)
+	return fmt.Sprintf("%q (%s)", shortLabel(name), id)
+}
+
+// shortLabel bounds a name a hook prints, which any member may make huge.
+func shortLabel(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return truncateUTF8(s, 200) + "[...]"
 }
 
 // formatMail is the text of a batch of delivered messages.

@@ -562,3 +562,25 @@ func TestHookCommandsNeedTheGroupsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestHookBoundsLongNames sends from a member whose name is longer than a
+// hook's whole budget: its header is cut short, so neither its message nor
+// the one after it is hidden from the hook.
+func TestHookBoundsLongNames(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	long := strings.Repeat("m", 9000)
+	if err := f.st.joinGroup(f.groupID, "mallory-ctx", long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.sendMessage(f.groupID, outgoing{contextID: "mallory-ctx", name: long, text: "hi all", priority: "normal"}); err != nil {
+		t.Fatal(err)
+	}
+	f.sendAs(t, "@bob the real question")
+	out, errOut, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`), "--client", "claude-code")
+	if out == "" {
+		t.Fatalf("hook printed nothing (stderr %q) with 2 unread messages; want both shown", errOut)
+	}
+	if text := additionalContext(t, out, true); !strings.Contains(text, "hi all") || !strings.Contains(text, "the real question") || len(text) > hookMaxBytes+1024 {
+		t.Errorf("hook printed %d bytes; want both messages within the bound", len(text))
+	}
+}
