@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +21,8 @@ import (
 // The watch never opens the database files, so it cannot disturb SQLite's
 // POSIX locks.
 type inotifyWatch struct {
-	fd    int
+	f     *os.File // the non-blocking instance, read through Go's poller
+	fd    int      // its number, for inotify_rm_watch (f.Fd would make it blocking)
 	dirWd int
 	emit  func(name string)
 	read  sync.WaitGroup // the reader, joined by stop
@@ -50,7 +52,7 @@ func probeWatch(dir string) (release func(), err error) {
 // watchDirectory watches dir with inotify and calls emit with the name of
 // each file that changed, or "" when the kernel dropped events.
 func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
-	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
@@ -59,19 +61,20 @@ func watchDirectory(dir string, emit func(name string)) (fileWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
-	iw := &inotifyWatch{fd: fd, dirWd: wd, emit: emit}
+	iw := &inotifyWatch{f: os.NewFile(uintptr(fd), "inotify"), fd: fd, dirWd: wd, emit: emit}
 	iw.read.Go(iw.readEvents)
 	return iw, nil
 }
 
-// stop removes the directory watch, which wakes the reader with IN_IGNORED,
-// waits for it to end and only then closes the instance: closed by a reader
-// that ended first (the directory went away), a reused number would lose
-// another instance's watch.
+// stop removes the directory watch and closes the instance, which ends a
+// pending read even when a full queue dropped the IN_IGNORED that removing
+// the watch raises, and waits for the reader. The poller closes the number
+// only once the read has returned, so no other instance can reuse it
+// under the reader.
 func (iw *inotifyWatch) stop() {
 	syscall.InotifyRmWatch(iw.fd, uint32(iw.dirWd))
+	iw.f.Close()
 	iw.read.Wait()
-	syscall.Close(iw.fd)
 }
 
 // readEvents handles events until the directory watch is removed or
@@ -81,10 +84,7 @@ func (iw *inotifyWatch) readEvents() {
 	var pacer watchPacer
 	for {
 		start := time.Now()
-		n, err := syscall.Read(iw.fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
+		n, err := iw.f.Read(buf)
 		if err != nil || n <= 0 {
 			return
 		}

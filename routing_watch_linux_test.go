@@ -144,3 +144,40 @@ func TestInotifyStopAfterDirectoryGone(t *testing.T) {
 		t.Error("after the ended watch was stopped, got no event from the other; want one")
 	}
 }
+
+// TestInotifyStopAfterOverflow stops a watch whose reader is held up while
+// the queue overflows, so that the kernel drops the IN_IGNORED that
+// removing the watch raises: stop must still return.
+func TestInotifyStopAfterOverflow(t *testing.T) {
+	dir := t.TempDir()
+	fa, _ := os.Create(groupFile(dir, firstGroup) + "-wal")
+	fb, _ := os.Create(groupFile(dir, otherGroup) + "-wal")
+	defer fa.Close()
+	defer fb.Close()
+	stall := make(chan struct{})
+	first := true
+	w, err := watchDirectory(dir, func(string) {
+		if first {
+			first = false
+			<-stall // a reader held up (CPU starvation, a stopped process)
+		}
+	})
+	if err != nil {
+		t.Skipf("no inotify: %v", err)
+	}
+	fa.Write([]byte("x"))
+	time.Sleep(50 * time.Millisecond) // the reader is now held in emit
+	for range 20000 {                 // two files, so that events do not merge
+		fa.Write([]byte("x"))
+		fb.Write([]byte("x"))
+	}
+	stopped := make(chan struct{})
+	go func() { w.stop(); close(stopped) }()
+	time.Sleep(50 * time.Millisecond)
+	close(stall)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return within 10 s of an overflowed queue")
+	}
+}
