@@ -37,8 +37,9 @@
 //     group and publishes it; the poller (routing_subscriptions.go) checks it:
 //     groupSignature (store_signature.go) skips unchanged files, dueWakeup
 //     (store_messages.go) finds the wake event (a delivery, store_delivery.go),
-//     notify writes notifications/resources/updated, markWakeupNotified records
-//     it; with channels on, pushChannel (routing_channels.go) pushes the text.
+//     notify writes notifications/resources/updated (with channels on,
+//     pushChannel in routing_channels.go pushes the text), markWakeupNotified
+//     records it.
 //
 // That path runs through main.go, jsonrpc.go, jsonrpc_session.go,
 // jsonrpc_groupcommit.go, tools.go, tools_messages.go, store.go, store_sqlite.go,

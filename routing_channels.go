@@ -32,15 +32,18 @@ func channelsEnabled(value string) bool { return pyStrip(value) == "1" }
 // when this session pushes them (m.channels).
 // The claim comes first, as a hook's does, so a racing hook or waiter stays
 // silent about it; the message stays unread, since the agent reads it
-// through the tools to answer it.
-func (m *subscriptions) pushChannel(sub subscription, eventID int64) {
+// through the tools to answer it. A claim that failed (and so rolled back)
+// pushes nothing and returns its error, so that the event is tried again.
+func (m *subscriptions) pushChannel(sub subscription, eventID int64) error {
 	n, err := m.store.claimForChannel(sub.groupID, sub.contextID, eventID)
 	if err != nil {
 		logf("push wakeup %d of %s to channel: %v", eventID, sub.groupID, err)
+		return err
 	}
 	if n != nil {
 		m.notify(channelMethod, channelParams(n))
 	}
+	return nil
 }
 
 // channelParams is the notification's params for notice n.

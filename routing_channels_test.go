@@ -132,3 +132,32 @@ func TestChannelsEnabled(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelClaimFailure makes the channel claim fail in its write (as a
+// full disk would): nothing is pushed, since no delivery was recorded and
+// a waiter would deliver the message again, and once the failure is over
+// the event is pushed at the next check after the renotify gap, not at the
+// 300 s reminder.
+func TestChannelClaimFailure(t *testing.T) {
+	s, out, g := channelServer(t, true)
+	db := openTestDB(t, s.store.groupPath(g), "rw")
+	for _, q := range []string{deliveriesTable,
+		"CREATE TRIGGER failing_claim BEFORE INSERT ON wakeup_deliveries BEGIN SELECT RAISE(ABORT, 'disk full'); END"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
+	s.subs.poll(t.Context(), nil)
+	if got := channelLines(out); len(got) != 0 {
+		t.Fatalf("pushed despite the failed claim: %q", got)
+	}
+	if _, err := db.Exec("DROP TRIGGER failing_claim"); err != nil {
+		t.Fatal(err)
+	}
+	clockOf(s.store).skewBy(10 * wakeupRenotifyGap)
+	s.subs.poll(t.Context(), nil)
+	if got := channelLines(out); len(got) != 1 {
+		t.Fatalf("after the failure, past the renotify gap: got %d channel events; want the message pushed", len(got))
+	}
+}

@@ -222,11 +222,12 @@ func (m *subscriptions) check(uri string, sub subscription) {
 				m.update(uri, func(cur *subscription) {
 					cur.held, cur.dueAt, cur.acks = true, m.store.now().Add(wakeupRenotifyGap), acks
 				})
-				if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
-					logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
-				}
-				if m.channels {
-					m.pushChannel(sub, w.id)
+				// A failed channel push leaves the event due, to be pushed
+				// after the renotify gap rather than at the next reminder.
+				if !m.channels || m.pushChannel(sub, w.id) == nil {
+					if err := m.store.markWakeupNotified(sub.groupID, w.id); err != nil && !isBusy(err) {
+						logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
+					}
 				}
 			}
 			if w == nil {
