@@ -181,10 +181,14 @@ func newHTTPServer(opts serveOptions, t *httpTransport) (*http.Server, string, e
 	}
 	return &http.Server{
 		Handler: newHTTPGuard(isLoopbackAddr(opts.httpAddr), t.tokens, opts.allowedOrigins, t),
-		// A client cannot pin a connection before it has said anything;
-		// bodies and writes have per-request deadlines, as SSE streams
-		// must outlive any whole-response timeout.
+		// A client cannot pin a connection before it has said anything,
+		// nor with a body it never sends, even to a request refused
+		// unread (net/http drains it before the reply). net/http lifts
+		// the read deadline once a body is read, and writes have
+		// per-request deadlines, as SSE streams outlive any whole-response
+		// timeout.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       t.limits.writeTimeout,
 		// An idle connection holds a descriptor; two minutes outlasts an
 		// agent's pause between calls.
 		IdleTimeout: 2 * time.Minute,

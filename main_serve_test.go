@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -11,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -269,5 +271,71 @@ func TestTokensAddList(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
 		t.Errorf("refused adds changed the file:\n%s", after)
+	}
+}
+
+// TestServeHTTPBodyDeadline sends a request whose declared body never
+// comes, to a server that refuses it unread for want of a token: the 401
+// still arrives, after the read deadline, instead of the connection being
+// held for ever. A stream outlives that deadline.
+func TestServeHTTPBodyDeadline(t *testing.T) {
+	tokens, err := newTokenTable("secret", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newTestStore(t, t.TempDir())
+	gid := newTestGroup(t, st, "g", "a")
+	tr := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, withDefaultLimits(httpLimits{writeTimeout: 300 * time.Millisecond}))
+	tr.tokens = tokens
+	defer tr.close()
+	srv, _, err := newHTTPServer(serveOptions{httpAddr: "127.0.0.1:0", tokens: tokens}, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a refused request whose body never comes: got %v, %v; want 401 within 5 s", resp, err)
+	}
+
+	// A wait longer than the read deadline is still answered on its stream.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/mcp", strings.NewReader(body))
+	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Authorization": {"Bearer secret"}}
+	init, err := http.DefaultClient.Do(req)
+	if err != nil || init.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %v, %v", init, err)
+	}
+	init.Body.Close()
+	post := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/mcp", strings.NewReader(body))
+		req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Authorization": {"Bearer secret"},
+			"Mcp-Session-Id": {init.Header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-06-18"}}
+		return http.DefaultClient.Do(req)
+	}
+	if resp, err := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %v, %v", resp, err)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait_for_messages","arguments":{"group_id":"` + gid + `","context_id":"a","name":"a","timeout_seconds":1,"caller_name":"a"}}}`
+	resp, err = post(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(answer), `"id": 2`) || !strings.Contains(string(answer), `{\"messages\": []}`) {
+		t.Errorf("wait_for_messages past the read deadline: got %q, %v; want its answer", answer, err)
 	}
 }
