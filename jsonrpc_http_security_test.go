@@ -526,3 +526,40 @@ func TestMemberWakeupSpeaksFor(t *testing.T) {
 		})
 	}
 }
+
+// TestTokensNarrowedEndWait narrows a token in the tokens file while its
+// wait_for_messages waits for a context the token then loses: the mail
+// that arrives is not read for it, and stays unread.
+func TestTokensNarrowedEndWait(t *testing.T) {
+	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"bot", "bot-secret", "ci-*"})
+	tokens, err := newTokenTable("shared-secret", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	bot, admin := s.client(t, "bot-secret"), s.client(t, "shared-secret")
+	bot.initialize()
+	admin.initialize()
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	admin.ok("create_group", map[string]any{"context_id": "admin", "name": "g"}, &g)
+	admin.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "admin", "name": "admin"}, nil)
+	bot.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ci-2", "name": "ci2"}, nil)
+	got := make(chan toolReply, 1)
+	go func() {
+		got <- bot.tool("wait_for_messages", map[string]any{"group_id": g.GroupID, "context_id": "ci-2", "name": "ci2", "timeout_seconds": 5})
+	}()
+	waitUntil(t, "the wait to start", func() bool { return s.t.streamQuota.held() == 1 })
+	writeTokensFile(t, path, []string{"bot", "bot-secret", "ci-1"})
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+	}
+	admin.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "admin", "name": "admin", "message": "for ci-2 only"}, nil)
+	if r := <-got; strings.Contains(r.text, "for ci-2 only") {
+		t.Fatalf("the narrowed token's wait got ci-2's mail: %s", r.text)
+	}
+	if n, _, err := s.t.store.unreadCount(g.GroupID, "ci-2"); n != 1 || err != nil {
+		t.Errorf("ci-2's unread after the refused wait: %d (%v); want 1", n, err)
+	}
+}
