@@ -227,9 +227,9 @@ func (m httpMessage) isRequest() bool {
 	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
 }
 
-// answersOnStream reports whether the message is a request that runs on in
-// the server's in-flight table, answering on a stream: a waiting tool's call
-// or a listen.
+// answersOnStream reports whether the message is one of the requests the
+// server runs on in its in-flight table, answering on a stream: a waiting
+// tool's call (startWaitingCall) and a listen.
 func (m httpMessage) answersOnStream() bool {
 	waiting := toolsByName[m.Name]
 	return m.isRequest() && (m.Method == "subscriptions/listen" || m.Method == "tools/call" && waiting != nil && waiting.wait != nil)

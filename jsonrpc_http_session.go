@@ -186,15 +186,12 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	// A request that answers on a stream takes its place there before it
 	// runs: a wait_for_messages refused after it started may have taken
 	// mail that its answer, never sent, would have carried.
-	held := msg.answersOnStream()
-	if held && !t.streamQuota.acquire(w, s.client) {
-		return
-	}
-	defer func() {
-		if held {
-			t.streamQuota.release(s.client)
+	if msg.answersOnStream() {
+		if !t.streamQuota.acquire(w, s.client) {
+			return
 		}
-	}()
+		defer t.streamQuota.release(s.client)
+	}
 	var ex *httpExchange
 	if msg.isRequest() {
 		ex = s.router.expect(msg.ID)
@@ -221,12 +218,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		return
 	}
 	// The request runs on in the server's in-flight table.
-	delivered := false
-	if held || t.streamQuota.acquire(w, s.client) {
-		held = true
-		delivered = t.stream(w, r, ex)
-	}
-	if !delivered {
+	if !t.stream(w, r, ex) {
 		// A closed stream cancels the request, as 2026-07-28 defines; the
 		// answer could not reach the client anyway (no resumption).
 		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
