@@ -87,7 +87,7 @@ func TestSpeakerRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	speakers := map[string]func(string) *domainError{"shared": nil, "pinned": pinnedSpeaker("alice")}
+	speakers := map[string]func(string) *domainError{"shared": speaksForAnyone, "pinned": pinnedSpeaker("alice")}
 	for _, name := range []string{"alice", "bob", "shared"} {
 		tok := tokens.authenticate("Bearer " + name + "-secret")
 		if tok == nil {

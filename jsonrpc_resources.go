@@ -231,10 +231,8 @@ func (s *server) memberWakeup(uri string) (groupID, contextID string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	if s.cfg.speaksFor != nil {
-		if refused := s.cfg.speaksFor(c); refused != nil {
-			return "", "", refused
-		}
+	if refused := s.cfg.speaksFor(c); refused != nil {
+		return "", "", refused
 	}
 	members, err := s.store.users(g)
 	if err != nil {

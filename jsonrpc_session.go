@@ -67,8 +67,8 @@ type serverConfig struct {
 	interval        time.Duration // the subscription poller's period
 	waitKeepalive   time.Duration // how often a waiting tool call reports progress
 	maxMessageBytes int           // CROSSTALK_MAX_MESSAGE_BYTES in bytes of UTF-8; 0 means none
-	// speaksFor, when set, refuses a context_id this session may not act
-	// as: prepareCall's one identity check, on every transport.
+	// speaksFor refuses a context_id this session may not act as:
+	// prepareCall's one identity check, on every transport.
 	speaksFor func(contextID string) *domainError
 	tokenName string // the per-agent token's NAME, recorded with sends; "" for none
 	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
@@ -78,7 +78,7 @@ type serverConfig struct {
 
 // newServerConfig is the configuration of release polling every interval.
 func newServerConfig(release string, interval time.Duration) serverConfig {
-	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive}
+	return serverConfig{release: release, interval: interval, waitKeepalive: defaultWaitKeepalive, speaksFor: speaksForAnyone}
 }
 
 // newServer returns a session writing one line per message to stdout; see newServerWriting.
@@ -244,7 +244,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		pc.call.result = failure(te)
 		return pc
 	}
-	if id, ok := args.str("context_id"); ok && s.cfg.speaksFor != nil {
+	if id, ok := args.str("context_id"); ok {
 		if te := s.cfg.speaksFor(id); te != nil {
 			pc.call.result = failure(te)
 			return pc

@@ -53,10 +53,8 @@ func (m *subscriptions) authorizedWakeup(uri string) (groupID, contextID string,
 	if err != nil {
 		return "", "", err
 	}
-	if m.speaksFor != nil {
-		if refused := m.speaksFor(c); refused != nil {
-			return "", "", refused
-		}
+	if refused := m.speaksFor(c); refused != nil {
+		return "", "", refused
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

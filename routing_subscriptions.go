@@ -14,8 +14,8 @@ type subscriptions struct {
 	interval time.Duration
 	notify   func(method string, params object) error
 	channels bool // set before the first subscribe: push channel events too
-	// speaksFor, when set, is serverConfig.speaksFor, asked at each use of
-	// a wakeup URI: a tokens reload may narrow it after join_group.
+	// speaksFor is serverConfig.speaksFor, asked at each use of a wakeup
+	// URI: a tokens reload may narrow it after join_group.
 	speaksFor func(contextID string) *domainError
 
 	mu         sync.Mutex
@@ -62,9 +62,12 @@ type subscription struct {
 // writes marking them notified doubled the sends' p99.
 const wakeupRenotifyGap = time.Second
 
+// speaksForAnyone is the speaksFor of a session without per-agent tokens.
+func speaksForAnyone(string) *domainError { return nil }
+
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
-		store: st, interval: interval, notify: notify,
+		store: st, interval: interval, notify: notify, speaksFor: speaksForAnyone,
 		subs: map[string]*subscription{}, authorized: map[string]bool{},
 		attach: make(chan *changeWatcher, 1), regroup: make(chan struct{}, 1),
 	}
@@ -212,7 +215,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 		return // the poller looks again at dueAt
 	}
 	var err error
-	if sub.wakeup && m.speaksFor != nil && m.speaksFor(sub.contextID) != nil {
+	if sub.wakeup && m.speaksFor(sub.contextID) != nil {
 		return // held back until the tokens file lets this session speak for it again
 	} else if sub.wakeup {
 		var w *delivery

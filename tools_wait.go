@@ -141,10 +141,8 @@ func (w mailWait) check(ctx context.Context) ([]message, error) {
 // wait, so a busy group delays one check rather than the answer; they end
 // with the request (ctx), whose read then marks nothing.
 func (w mailWait) read(ctx context.Context) ([]message, error) {
-	if speaks := w.s.cfg.speaksFor; speaks != nil {
-		if refused := speaks(w.contextID); refused != nil {
-			return nil, refused // the tokens file narrowed the token while this call waited
-		}
+	if refused := w.s.cfg.speaksFor(w.contextID); refused != nil {
+		return nil, refused // the tokens file narrowed the token while this call waited
 	}
 	var msgs []message
 	err := retryBusyContext(ctx, func() (err error) {
