@@ -67,7 +67,7 @@
 // or shutdown, except where said.
 //
 //	goroutine                    started by                     stopped and joined by
-//	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read, which nothing can interrupt, once in-flight requests are joined
+//	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read or in a write nobody reads (after 4 s), neither interruptible, once in-flight requests are joined
 //	wait payload read            parseWaitOptions (main_wait.go) stdin EOF; past the --timeout it is left in its read, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
 //	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -246,5 +247,41 @@ func TestE2ESignalDuringWait(t *testing.T) {
 	}
 	if n := observabilityInt(t, dir, "SELECT COUNT(*) FROM tool_calls"); n != 4 {
 		t.Errorf("audit rows: got %d; want 4 (create, join, wait, list)", n)
+	}
+}
+
+// TestE2ESignalWithStdoutFull stops a server whose client stopped reading
+// stdout, so that the answer in hand is blocked in its write: SIGTERM still
+// ends it, as it ends the original.
+func TestE2ESignalWithStdoutFull(t *testing.T) {
+	cmd := exec.Command(builtBinary(t))
+	cmd.Env = append(os.Environ(), "CROSSTALK_GROUPS_DIR="+t.TempDir(), "CROSSTALK_POLL_INTERVAL_SECONDS=3600")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe() // stdout, never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); r.Close() })
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	for i := 1; i <= 100; i++ { // each answer is several KiB: the 64 KiB pipe fills
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i)
+	}
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(busyRetryWindow + 10*time.Second):
+		t.Fatalf("the server did not exit within %v of SIGTERM with its stdout full", busyRetryWindow+10*time.Second)
 	}
 }

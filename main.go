@@ -256,8 +256,8 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	case <-sig:
-		s.stop()
-		joinWithin(time.Second, s.inflight.close) // waits are answered and audited before the store closes
+		joinWithin(busyRetryWindow+time.Second, s.stop) // a write to a stdout nobody reads never returns
+		joinWithin(time.Second, s.inflight.close)       // waits are answered and audited before the store closes
 	}
 	return 0
 }
