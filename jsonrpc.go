@@ -50,7 +50,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 	if json.Valid(raw) {
 		m, _ = splitObject(raw)
 	}
-	if m == nil || string(m["jsonrpc"]) != `"2.0"` {
+	if v, _ := decodeJSONString(m["jsonrpc"]); v != "2.0" { // the original compares the value
 		return req, errorResponse(nil, errInvalidRequest), false
 	}
 	if id, ok := m["id"]; ok && string(id) != "null" {

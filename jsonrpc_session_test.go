@@ -50,6 +50,8 @@ func TestLifecycle(t *testing.T) {
 			{`{"jsonrpc":"2.0","id":1,"method":`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}`},
 			{``, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}`},
 			{`{"jsonrpc":"1.0","id":1,"method":"ping"}`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}`},
+			{`{"jsonrpc":"2\u002e0","id":1,"method":"ping"}`, `{"jsonrpc": "2.0", "id": 1, "result": {}}`},
+			{`{"jsonrpc":2.0,"id":1,"method":"ping"}`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}`},
 			{`"ping"`, `{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}`},
 			{`{"jsonrpc":"2.0","id":1,"method":5}`, `{"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "Invalid Request"}}`},
 			{`{"jsonrpc":"2.0","method":5}`, ``},
