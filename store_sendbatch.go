@@ -139,7 +139,7 @@ func (h *groupHandle) takeQueued() []*queuedSend {
 			taken, n = append(taken, q), n+len(q.msgs)
 		}
 	}
-	h.sends = h.sends[i:]
+	h.sends = slices.Delete(h.sends, 0, i) // clears the taken entries, whose texts a shared array would keep
 	return taken
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -325,5 +326,47 @@ func TestSendWindowEndingDuringWriteStillCommits(t *testing.T) {
 	db := openTestDB(t, st.groupPath(gid), "ro")
 	if got := queryRows(t, db, "SELECT content FROM messages"); !slices.Equal(got, []string{"window ended"}) {
 		t.Errorf("stored: got %v; want [window ended]", got)
+	}
+}
+
+// TestAnsweredSendsReleased queues three 8 MiB sends behind this process's
+// own write: once answered, the handle's queue keeps none of their texts.
+func TestAnsweredSendsReleased(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "mem", "alice", "bob")
+	if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "warm", priority: "normal"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.acquire(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.inUse.RUnlock()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h.writeTurn <- struct{}{} // another write of this process is under way
+	const n, size = 3, 8 << 20
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			text := strings.Repeat(string(rune('a'+i))+" ", size/2)
+			if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: text, priority: "normal"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for queued := 0; queued < n; time.Sleep(time.Millisecond) {
+		h.sendsMu.Lock()
+		queued = len(h.sends)
+		h.sendsMu.Unlock()
+	}
+	<-h.writeTurn
+	wg.Wait()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > size {
+		t.Errorf("heap grew by %d MiB after %d answered sends of %d MiB; want their texts released", grown>>20, n, size>>20)
 	}
 }
