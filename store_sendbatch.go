@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -31,7 +32,8 @@ type routedSend struct {
 
 // maxWakeInsert bounds the rows of one INSERT of wake events (five
 // parameters each) below SQLite's 32,766 bound parameters; messages, eight
-// each, are bounded by maxSharedSends and maxSendRun.
+// each, are bounded by maxSharedSends and maxSendRun. The rows go a power of
+// two at a time, so that a handle caches 12 such statements, not 2,048.
 const maxWakeInsert = 2048
 
 // valuesSQL returns prefix followed by n tuples of width parameters. The
@@ -327,7 +329,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 		}
 	}
 	for len(wakeArgs) > 0 {
-		n := min(len(wakeArgs), maxWakeInsert*5)
+		n := 5 << (bits.Len(uint(min(len(wakeArgs)/5, maxWakeInsert))) - 1)
 		if _, err := tx.Exec(valuesSQL("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES ", 5, n/5), wakeArgs[:n]...); err != nil {
 			return err
 		}

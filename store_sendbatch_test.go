@@ -370,3 +370,35 @@ func TestAnsweredSendsReleased(t *testing.T) {
 		t.Errorf("heap grew by %d MiB after %d answered sends of %d MiB; want their texts released", grown>>20, n, size>>20)
 	}
 }
+
+// TestWakeInsertStatementsBounded sends batches of every size from 1 to 64
+// to a group of 33, each waking the other 32 members: the handle caches a
+// statement per size of wake-event INSERT, and sizes go in powers of two.
+func TestWakeInsertStatementsBounded(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	members := []string{"alice"}
+	for i := range 32 {
+		members = append(members, fmt.Sprintf("m%02d", i))
+	}
+	g := newTestGroup(t, st, "big", members...)
+	for k := 1; k <= 64; k++ {
+		msgs := slices.Repeat([]outgoing{{contextID: "alice", name: "alice", text: "hello everyone", priority: "normal"}}, k)
+		if _, _, err := st.sendMessages(context.Background(), g, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := st.acquire(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.inUse.RUnlock()
+	wakeInserts := 0
+	for q := range h.stmts {
+		if strings.HasPrefix(q, "INSERT OR IGNORE INTO wakeup_events") {
+			wakeInserts++
+		}
+	}
+	if wakeInserts > 12 {
+		t.Errorf("cached wake-event INSERTs: got %d; want at most 12", wakeInserts)
+	}
+}
