@@ -114,8 +114,8 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 		}
 		msgs, err = w.check(r.ctx)
 	}
-	if r.ctx.Err() != nil {
-		return nil, nil // cancelled: the read rolled back, and no answer is sent
+	if err != nil && r.ctx.Err() != nil {
+		return nil, nil // the request ended and its read rolled back: nothing was taken
 	}
 	return msgs, err
 }
