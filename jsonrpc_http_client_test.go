@@ -115,6 +115,21 @@ func (s *httpTestServer) client(tb testing.TB, token string) *httpTestClient {
 }
 
 // do sends one HTTP request with the client's headers.
+// listen opens a 2026-07-28 subscriptions/listen stream on uris, until ctx
+// ends, and returns its response, checked to be 200 and an SSE stream.
+func (c *httpTestClient) listen(ctx context.Context, uris ...string) *http.Response {
+	c.tb.Helper()
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := c.request("subscriptions/listen", map[string]any{
+		"notifications": map[string]any{"resourceSubscriptions": append([]string{}, uris...)}, "_meta": meta})
+	resp := c.do(ctx, http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		c.tb.Fatalf("subscriptions/listen: got status %d, %s; want 200 and an SSE stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return resp
+}
+
 func (c *httpTestClient) do(ctx context.Context, method string, body []byte, header map[string]string) *http.Response {
 	c.tb.Helper()
 	resp, err := c.tryDo(ctx, method, body, header)

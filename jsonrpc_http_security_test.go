@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -253,16 +252,8 @@ func TestTokensRevokedEndListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newHTTPTokensServer(t, tokens, httpLimits{keepAlive: 50 * time.Millisecond})
-	bob := s.client(t, "bob-secret")
-	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
-	body := bob.request("subscriptions/listen", map[string]any{
-		"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
-	resp := bob.do(t.Context(), http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	resp := s.client(t, "bob-secret").listen(t.Context())
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("subscriptions/listen: got status %d; want 200", resp.StatusCode)
-	}
 	waitUntil(t, "bob's listen open", func() bool { return s.t.streamQuota.held() == 1 })
 	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
 	if changed, err := tokens.reload(false); !changed || err != nil {

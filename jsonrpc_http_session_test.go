@@ -108,17 +108,9 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
 	uri := groupURI(g.GroupID)
 
-	l := s.client(t, "")
-	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
-	body := l.request("subscriptions/listen", map[string]any{
-		"notifications": map[string]any{"resourceSubscriptions": []string{uri}}, "_meta": meta})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	resp := l.do(ctx, http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		t.Fatalf("subscriptions/listen: got status %d, %s; want 200 and an SSE stream", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
+	resp := s.client(t, "").listen(ctx, uri)
 	msgs := make(chan *rpcMessage, 16)
 	go func() {
 		defer close(msgs)
@@ -171,16 +163,8 @@ func TestHTTPCloseEndsStreams(t *testing.T) {
 	a := s.client(t, "")
 	a.initialize()
 	a.openStream(t.Context())
-	l := s.client(t, "")
-	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{}}
-	body := l.request("subscriptions/listen", map[string]any{
-		"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
-	resp := l.do(t.Context(), http.MethodPost, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	resp := s.client(t, "").listen(t.Context())
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("subscriptions/listen: got status %d; want 200", resp.StatusCode)
-	}
 	waitUntil(t, "two open streams", func() bool { return s.t.streamQuota.held() == 2 })
 	s.t.close()
 	start := time.Now()
