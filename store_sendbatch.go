@@ -30,17 +30,34 @@ type routedSend struct {
 	now    string
 }
 
-// maxWakeInsert bounds the rows of one INSERT of wake events (five
-// parameters each) below SQLite's 32,766 bound parameters; messages, eight
-// each, are bounded by maxSharedSends and maxSendRun. The rows go a power of
-// two at a time, so that a handle caches 12 such statements, not 2,048.
-const maxWakeInsert = 2048
+// maxInsertRows bounds the rows of one multi-row INSERT (insertRows), five
+// or eight parameters each, below SQLite's 32,766 bound parameters.
+const maxInsertRows = 2048
 
 // valuesSQL returns prefix followed by n tuples of width parameters. The
 // write connection prepares each text once (groupTx.stmt).
 func valuesSQL(prefix string, width, n int) string {
 	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
 	return prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
+}
+
+// insertRows runs the INSERT head followed by the rows of args, width
+// values each, and returns the rowid of the last row. The rows go a power of
+// two at a time, so that a handle caches at most 12 statements of head
+// (groupTx.stmt), not one per batch size.
+func (t groupTx) insertRows(head string, width int, args []any) (last int64, err error) {
+	for len(args) > 0 {
+		n := width << (bits.Len(uint(min(len(args)/width, maxInsertRows))) - 1)
+		res, err := t.Exec(valuesSQL(head, width, n/width), args[:n]...)
+		if err != nil {
+			return 0, err
+		}
+		if last, err = res.LastInsertId(); err != nil {
+			return 0, err
+		}
+		args = args[n:]
+	}
+	return last, nil
 }
 
 // sendMessages stores msgs, in order, in one transaction that other sends of
@@ -239,7 +256,7 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 	if len(pending) == 0 {
 		return outs, errs, nil
 	}
-	first, err := b.insertRows(pending)
+	first, err := b.insertMessages(pending)
 	if err == nil {
 		err = b.fanOut(pending, first)
 	}
@@ -265,25 +282,18 @@ func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
 	return routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()}, nil
 }
 
-// insertRows inserts the messages of chunk with one statement and returns
-// the id of the first. The ids are consecutive: the transaction holds the
-// write lock and messages.id is AUTOINCREMENT.
-func (b sendBatch) insertRows(chunk []routedSend) (int64, error) {
+// insertMessages inserts the messages of chunk and returns the id of the
+// first. The ids are consecutive: the transaction holds the write lock and
+// messages.id is AUTOINCREMENT.
+func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
 	args := make([]any, 0, 8*len(chunk))
 	for _, p := range chunk {
 		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
-	res, err := b.tx.Exec(valuesSQL("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, "+
-		"mentions, wakeup_targets, routing_reason) VALUES ", 8, len(chunk)), args...)
-	if err != nil {
-		return 0, err
-	}
-	last, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
-	}
-	return last - int64(len(chunk)) + 1, nil
+	last, err := b.tx.insertRows("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, "+
+		"mentions, wakeup_targets, routing_reason) VALUES ", 8, args)
+	return last - int64(len(chunk)) + 1, err
 }
 
 // fanOut makes the rest of the writes of chunk, whose messages have the ids
@@ -328,12 +338,8 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 			revs[2]++
 		}
 	}
-	for len(wakeArgs) > 0 {
-		n := 5 << (bits.Len(uint(min(len(wakeArgs)/5, maxWakeInsert))) - 1)
-		if _, err := tx.Exec(valuesSQL("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES ", 5, n/5), wakeArgs[:n]...); err != nil {
-			return err
-		}
-		wakeArgs = wakeArgs[n:]
+	if _, err := tx.insertRows("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES ", 5, wakeArgs); err != nil {
+		return err
 	}
 	for _, m := range metricOrder {
 		if _, err := tx.Exec("INSERT INTO group_message_metrics(metric, value, count) VALUES (?1, ?2, ?3) "+
@@ -383,6 +389,6 @@ func recordTokenNames(tx groupTx, chunk []routedSend, first int64) error {
 	if _, err := tx.Exec(tokensTable); err != nil {
 		return err
 	}
-	_, err := tx.Exec(valuesSQL("INSERT OR REPLACE INTO message_tokens(message_id, token_name) VALUES ", 2, len(args)/2), args...)
+	_, err := tx.insertRows("INSERT OR REPLACE INTO message_tokens(message_id, token_name) VALUES ", 2, args)
 	return err
 }
