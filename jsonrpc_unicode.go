@@ -55,8 +55,9 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 type rawJSON json.RawMessage
 
 // writePyJSON writes r as it came, but a string literal re-escaped as the
-// original's ensure_ascii json.dumps would, without decoding it: a lone
-// surrogate in an id is echoed as sent, a non-UTF-8 byte as \udcXX.
+// original's ensure_ascii json.dumps would, one character or escaped UTF-16
+// unit at a time: "\u0041" is echoed "A", a lone surrogate in an id as sent,
+// a non-UTF-8 byte as \udcXX.
 func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 	if len(r) < 2 || r[0] != '"' {
 		b.Write(r)
@@ -72,7 +73,7 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 			switch e := body[i+1]; e {
 			case 'u':
 				if r, ok := escapedUnit(body, i); ok {
-					writeU(b, r)
+					writePyRune(b, r)
 					i += 6
 					continue
 				}
@@ -84,23 +85,28 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 				b.WriteByte(e)
 			}
 			i += 2
-		case c < utf8.RuneSelf:
-			if plainASCII[c] {
-				b.WriteByte(c)
-			} else {
-				writeU(b, rune(c))
-			}
-			i++
 		default:
 			r, size := utf8.DecodeRune(body[i:])
 			if r == utf8.RuneError && size == 1 {
 				r = 0xdc00 | rune(c)
 			}
-			writeU(b, r)
+			writePyRune(b, r)
 			i += size
 		}
 	}
 	b.WriteByte('"')
+}
+
+// writePyRune writes r as ensure_ascii json.dumps does inside a string.
+func writePyRune(b *strings.Builder, r rune) {
+	switch short, ok := shortEscapes[r]; {
+	case r < utf8.RuneSelf && plainASCII[r]:
+		b.WriteByte(byte(r))
+	case ok:
+		b.WriteString(short)
+	default:
+		writeU(b, r)
+	}
 }
 
 // splitObject returns the members of the valid JSON raw as slices of raw (not

@@ -43,6 +43,7 @@ func TestRawJSONWritePyJSON(t *testing.T) {
 		{`"a\/b\"\\\n\t"`, `"a/b\"\\\n\t"`},
 		{"\"\x7f\"", `"\u007f"`},
 		{"\"bad \xff\"", `"bad \udcff"`},
+		{`"\u0041\u000a\u0022\u005c\u002f\u007f\u00E9\u0009"`, `"A\n\"\\/\u007f\u00e9\t"`},
 	}
 	for _, tt := range tests {
 		var b strings.Builder
