@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +75,7 @@ func (w *damagedWarnings) warn(path string, problem error) {
 	}
 }
 
-// doctorScan checks every group file and leftover build in dir.
+// doctorScan checks every group file and leftover build in dir, in name order.
 func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -100,7 +99,6 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 			findings = append(findings, doctorFinding{name, "an interrupted create_group", recent})
 		}
 	}
-	sort.Slice(findings, func(i, j int) bool { return findings[i].name < findings[j].name })
 	return findings, checked, nil
 }
 
