@@ -160,22 +160,17 @@ func (s *store) groupMetadata(id string) (groupMeta, error) {
 // updateGroupMetadata changes name and/or description; only the creator may.
 func (s *store) updateGroupMetadata(id, contextID string, name, description *string) (groupMeta, error) {
 	err := s.writeGroup(id, func(tx groupTx) error {
-		var curName, curDesc, creator string
-		err := tx.QueryRow("SELECT name, description, creator_context_id FROM group_metadata WHERE id = 1").Scan(&curName, &curDesc, &creator)
+		var creator string
+		err := tx.QueryRow("SELECT creator_context_id FROM group_metadata WHERE id = 1").Scan(&creator)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && creator != contextID) {
 			return authorizationErrorf("Only the context that created this group can update its metadata.")
 		}
 		if err != nil {
 			return err
 		}
-		if name != nil {
-			curName = *name
-		}
-		if description != nil {
-			curDesc = *description
-		}
-		if _, err := tx.Exec("UPDATE group_metadata SET name = ?, description = ?, updated_at = ? WHERE id = 1",
-			curName, curDesc, s.timestamp()); err != nil {
+		// A nil name or description binds NULL, which keeps the stored value.
+		if _, err := tx.Exec("UPDATE group_metadata SET name = COALESCE(?, name), description = COALESCE(?, description), updated_at = ? WHERE id = 1",
+			name, description, s.timestamp()); err != nil {
 			return err
 		}
 		return bumpRevisions(tx, revMetadata)
