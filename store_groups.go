@@ -42,14 +42,10 @@ func (s *store) catalogGroup(id string) (groupMeta, error) {
 	if err != nil {
 		return groupMeta{}, err
 	}
-	updated := ""
-	if meta.updatedAt != nil {
-		updated = *meta.updatedAt
-	}
-	if err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
+	if err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, COALESCE(?, '')) "+
 		"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
 		"created_at = excluded.created_at, updated_at = excluded.updated_at",
-		meta.groupID, meta.name, meta.description, meta.createdAt, updated); err != nil {
+		meta.groupID, meta.name, meta.description, meta.createdAt, meta.updatedAt); err != nil {
 		logf("update catalog for %s: %v", meta.groupID, err)
 	}
 	return meta, nil
