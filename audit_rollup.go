@@ -100,11 +100,7 @@ func auditApplyRollups(ctx context.Context, tx *sql.Tx, statements []string, arg
 // width containing t starts.
 func auditBucketStart(t time.Time, seconds int64) int64 {
 	unix := t.Unix()
-	start := unix / seconds * seconds
-	if unix < 0 && unix%seconds != 0 {
-		start -= seconds
-	}
-	return start
+	return unix - (unix%seconds+seconds)%seconds
 }
 
 // auditLatencyBucket keeps exact milliseconds up to one second, where the
