@@ -201,22 +201,18 @@ func (s *server) listenURIs(requested []string) []string {
 		if slices.Contains(uris, uri) {
 			continue
 		}
-		var ok bool
 		err := retryBusy(func() error {
-			var err error
 			if isWakeupURI(uri) {
-				_, _, err = s.memberWakeup(uri)
-			} else if g, perr := parseGroupURI(uri); perr != nil {
-				err = perr
-			} else {
-				_, err = s.store.messageRevision(g)
-			}
-			if ok = err == nil; isBusy(err) {
+				_, _, err := s.memberWakeup(uri)
 				return err
 			}
-			return nil
+			g, err := parseGroupURI(uri)
+			if err == nil {
+				_, err = s.store.messageRevision(g)
+			}
+			return err
 		})
-		if err == nil && ok {
+		if err == nil {
 			uris = append(uris, uri)
 		}
 	}
