@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,29 +62,24 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 	}
 	var snapshot object
 	err := retryBusy(func() error {
-		if wuri, ok := receiptsWakeupURI(uri); ok {
-			g, c, err := s.wakeupAccess(req.version, wuri)
-			if err == nil {
-				snapshot, err = s.receiptsSnapshot(g, c)
-			}
-			return err
-		}
-		if isWakeupURI(uri) {
-			g, c, err := s.wakeupAccess(req.version, uri)
+		// A receipts URI is authorized as the wakeup URI of the same member.
+		if wuri, receipts := receiptsWakeupURI(uri); receipts || isWakeupURI(uri) {
+			g, c, err := s.wakeupAccess(req.version, cmp.Or(wuri, uri))
 			if err != nil {
+				return err
+			}
+			if receipts {
+				snapshot, err = s.receiptsSnapshot(g, c)
 				return err
 			}
 			events, err := s.store.wakeups(g, c)
-			if err != nil {
-				return err
-			}
 			list := make([]any, len(events))
 			for i, w := range events {
 				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
 					{"created_at", w.createdAt}, {"acknowledged_at", w.readAt}, {"last_notified_at", w.notifiedAt}}
 			}
 			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", list}}
-			return nil
+			return err
 		}
 		g, err := parseGroupURI(uri)
 		if err != nil {
