@@ -286,16 +286,10 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 // accepts reports whether r's Accept header (missing admits all) admits mediaType.
 func accepts(r *http.Request, mediaType string) bool {
 	header := r.Header.Values("Accept")
-	if len(header) == 0 {
-		return true
-	}
-	for _, part := range strings.Split(strings.Join(header, ","), ",") {
+	return len(header) == 0 || slices.ContainsFunc(strings.Split(strings.Join(header, ","), ","), func(part string) bool {
 		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-		if mt == mediaType || mt == "*/*" || mt == strings.Split(mediaType, "/")[0]+"/*" {
-			return true
-		}
-	}
-	return false
+		return mt == mediaType || mt == "*/*" || mt == strings.Split(mediaType, "/")[0]+"/*"
+	})
 }
 
 // postInitialize starts a 2025-era session, kept only if initialize succeeds.
