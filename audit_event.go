@@ -176,8 +176,5 @@ func auditSentDetails(result object) object {
 			details = append(details, field{key, v})
 		}
 	}
-	if n, ok := auditLen(result.get("wakeup_targets")); ok {
-		details = append(details, field{"wakeup_target_count", n})
-	}
-	return details
+	return append(details, auditCount("wakeup_targets", "wakeup_target_count")(result)...)
 }
