@@ -191,13 +191,12 @@ func (a *auditLog) migrate(ctx context.Context) error {
 // when the newest rollup table is missing, so nothing is counted twice; as in
 // the original, a group is labelled with its greatest recorded name.
 func auditUpgrade(ctx context.Context, tx *sql.Tx, tables map[string]bool) error {
-	backfill := !tables["analytics_30d"]
 	for _, script := range []string{auditRollupSchema(), auditIndexes} {
 		if _, err := tx.ExecContext(ctx, script); err != nil {
 			return fmt.Errorf("create audit rollups and indexes: %w", err)
 		}
 	}
-	if !backfill {
+	if tables["analytics_30d"] {
 		return nil
 	}
 	cols, err := columnNames(ctx, tx, "tool_calls")
