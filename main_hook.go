@@ -122,14 +122,12 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 		return nil, err
 	}
 	raw, err := io.ReadAll(stdin)
+	payload := hookPayload{}
+	if err == nil && len(bytes.TrimSpace(raw)) > 0 {
+		err = json.Unmarshal(raw, &payload)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s payload: %w", c.name, err)
-	}
-	payload := hookPayload{}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, &payload); err != nil {
-			return nil, fmt.Errorf("read %s payload: %w", c.name, err)
-		}
 	}
 	name := cmp.Or(event, payload.str(c.eventKeys...))
 	if name == "" {
