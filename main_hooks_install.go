@@ -240,10 +240,7 @@ func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 // expandWithDefault is os.Expand's lookup for "VAR" and "VAR:-default".
 func expandWithDefault(name string) string {
 	name, def, _ := strings.Cut(name, ":-")
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	return cmp.Or(os.Getenv(name), def)
 }
 
 // readBackup returns the content of a regular file at name, or nil: any
