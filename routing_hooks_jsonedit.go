@@ -24,10 +24,8 @@ func (s *jsonSpan) member(key string) *jsonSpan {
 	if s == nil || s.kind != '{' {
 		return nil
 	}
-	for i, k := range s.keys {
-		if k.str == key {
-			return s.vals[i]
-		}
+	if i := slices.IndexFunc(s.keys, func(k *jsonSpan) bool { return k.str == key }); i >= 0 {
+		return s.vals[i]
 	}
 	return nil
 }
