@@ -271,17 +271,19 @@ func claimPending(st *store, contextID string, groups []membership) (items []hoo
 	}
 	claimed := map[string]map[int64]bool{}
 	for _, id := range slices.Sorted(maps.Keys(byGroup)) { // in order, as memberships are
-		err := retryBusy(func() (err error) {
+		if err = retryBusy(func() (err error) {
 			claimed[id], err = st.claimForHook(id, contextID, byGroup[id])
 			return err
-		})
-		if err != nil { // give back the other groups' claims
-			delete(claimed, id)
-			kept := slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] })
-			return nil, 0, errors.Join(err, hookAnswer{items: kept}.release(st, contextID))
+		}); err != nil {
+			delete(claimed, id) // rolled back
+			break
 		}
 	}
-	return slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] }), rest, nil
+	items = slices.DeleteFunc(items, func(p hookItem) bool { return !claimed[p.groupID][p.msg.id] })
+	if err != nil { // give back the other groups' claims
+		return nil, 0, errors.Join(err, hookAnswer{items: items}.release(st, contextID))
+	}
+	return items, rest, nil
 }
 
 // deliverItems records the printed mail delivered by hook: read when shown
