@@ -132,7 +132,12 @@ func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
-	err := fn(tx)
+	// A group deleted while this waited for the lock takes no write: its
+	// file is gone, so a commit would be acknowledged and lost with it.
+	var err error = groupNotFound(strings.TrimSuffix(filepath.Base(h.queue.db), ".sqlite3"))
+	if info, serr := os.Stat(h.queue.db); serr == nil && os.SameFile(info, h.info) {
+		err = fn(tx)
+	}
 	if err == nil {
 		_, err = tx.Exec("COMMIT")
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestCatalog(t *testing.T) {
@@ -108,5 +110,40 @@ func TestGroupDeletedElsewhere(t *testing.T) {
 	matches, _ := filepath.Glob(filepath.Join(dir, g+"*"))
 	if len(matches) != 0 {
 		t.Errorf("group files reappeared: %v", matches)
+	}
+}
+
+// TestSendWaitingThroughADelete has a send wait for the group's write lock,
+// held by another connection, while another store deletes the group, as
+// another process would: the send must be answered not_found, not
+// acknowledged for a file that is gone.
+func TestSendWaitingThroughADelete(t *testing.T) {
+	dir := t.TempDir()
+	st, other := newTestStore(t, dir), newTestStore(t, dir)
+	g := newTestGroup(t, st, "doomed", "alice")
+	ctx := context.Background()
+	holder, err := openTestDB(t, st.groupPath(g), "rw").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "into the void", priority: "normal"})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the send is waiting for the lock (it waits up to busyRetryWindow)
+	if err := other.deleteGroup(g, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	var de *domainError
+	if err := <-done; !errors.As(err, &de) || de.category != categoryNotFound {
+		t.Errorf("send waiting through a delete: got %v; want not_found", err)
 	}
 }
