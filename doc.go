@@ -24,10 +24,11 @@
 //     run, with one 3 s busy window (an HTTP send's, its request's): withHandle
 //     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
 //     queue → storeQueued → writeLocked: the cross-process write queue
-//     (store_writequeue*.go), BEGIN IMMEDIATE, sendBatch.write (membership,
-//     route in routing.go, rows, wake events, revisions), a last look at
-//     each send's context, COMMIT. A line of 16 MiB or more runs alone,
-//     holding nothing of its line (detach).
+//     (store_writequeue*.go), BEGIN IMMEDIATE, a look that the group's file
+//     is still there, sendBatch.write (membership, route in routing.go,
+//     rows, wake events, revisions), a last look at each send's context,
+//     COMMIT. A line of 16 MiB or more runs alone, holding nothing of its
+//     line (detach).
 //  3. sentObject renders the answer and tool.result (tools.go) wraps it;
 //     finishCall hands the call to the audit log (audit.go, when enabled) and
 //     lineWriter writes one pyJSON (store_python.go) line.
