@@ -260,11 +260,7 @@ func newTopList(label, noun string, counts map[string]int64) topList {
 func niceScale(maxV int64, maxTicks int) (top, step int64) {
 	maxV = max(maxV, 1)
 	for pow := int64(1); ; pow *= 10 {
-		for _, m := range []int64{10, 20, 25, 50} {
-			s := pow * m / 10
-			if s == 0 || pow*m%10 != 0 {
-				continue
-			}
+		for _, s := range []int64{pow, 2 * pow, 5 * pow / 2, 5 * pow} { // 2.5 × 1 truncates to 2: tried twice
 			if n := (maxV + s - 1) / s; n <= int64(maxTicks) {
 				return n * s, s
 			}
