@@ -43,11 +43,6 @@ func (h *eventHub) subscribe() chan []byte {
 func (h *eventHub) unsubscribe(s chan []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dropLocked(s)
-}
-
-// dropLocked is unsubscribe with h.mu held.
-func (h *eventHub) dropLocked(s chan []byte) {
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
 		close(s)
@@ -63,7 +58,8 @@ func (h *eventHub) publish(event string, payload any) {
 		select {
 		case s <- data:
 		default:
-			h.dropLocked(s)
+			delete(h.subs, s)
+			close(s)
 		}
 	}
 }
@@ -73,7 +69,7 @@ func (h *eventHub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		h.dropLocked(s)
+		close(s)
 	}
 	h.subs = nil
 }
