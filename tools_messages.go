@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -87,18 +88,12 @@ func parseSend(a toolArgs) (outgoing, error) {
 	if err != nil {
 		return outgoing{}, err
 	}
+	// A null item decodes as "", which is blank; any other non-string fails.
 	var wake []string
 	if !a.isNull("wake_context_ids") {
-		var items []json.RawMessage
-		if json.Unmarshal(a.values["wake_context_ids"], &items) != nil || items == nil {
+		err := json.Unmarshal(a.values["wake_context_ids"], &wake)
+		if err != nil || wake == nil || slices.ContainsFunc(wake, isBlank) {
 			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
-		}
-		for _, raw := range items {
-			id, ok := decodeJSONString(raw)
-			if !ok || isBlank(id) {
-				return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
-			}
-			wake = append(wake, id)
 		}
 	}
 	priority := "normal"
