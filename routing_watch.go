@@ -132,14 +132,17 @@ func (w *changeWatcher) close() {
 	w.settling.Wait()
 }
 
-// syncWatchLocked starts the watch while a subscription wants a group and
-// stops it when none does; w.run is held. Starting announces every
-// group on the settle schedule, since a commit written just before the
-// watch began raised no event. A watch that fails to start (an inotify
-// limit reached since the probe) is logged and every subscription told
-// once to look at everything.
-func (w *changeWatcher) syncWatchLocked() {
+// resubscribe runs change, which edits w.subs under w.mu, then starts the
+// watch while a subscription wants a group and stops it when none does,
+// all under w.run. Starting announces every group on the settle schedule,
+// since a commit written just before the watch began raised no event. A
+// watch that fails to start (an inotify limit reached since the probe) is
+// logged and every subscription told once to look at everything.
+func (w *changeWatcher) resubscribe(change func()) {
+	w.run.Lock()
+	defer w.run.Unlock()
 	w.mu.Lock()
+	change()
 	wanted := false
 	for s := range w.subs {
 		wanted = wanted || s.want == nil || len(s.want) > 0
@@ -201,23 +204,15 @@ func groupSet(groups []string) map[string]bool {
 // watchGroups replaces the groups the subscription cares about (every
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
-	s.w.run.Lock()
-	defer s.w.run.Unlock()
-	s.w.mu.Lock()
-	s.want = groupSet(groups)
-	s.w.subs[s] = struct{}{}
-	s.w.mu.Unlock()
-	s.w.syncWatchLocked()
+	s.w.resubscribe(func() {
+		s.want = groupSet(groups)
+		s.w.subs[s] = struct{}{}
+	})
 }
 
 // close ends the subscription; the last one to go stops the watch.
 func (s *watchSubscription) close() {
-	s.w.run.Lock()
-	defer s.w.run.Unlock()
-	s.w.mu.Lock()
-	delete(s.w.subs, s)
-	s.w.mu.Unlock()
-	s.w.syncWatchLocked()
+	s.w.resubscribe(func() { delete(s.w.subs, s) })
 }
 
 // take returns and clears what changed since the last take: group ids, or
