@@ -60,10 +60,7 @@ func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
 		req.id = id
 	}
 	if req.method, ok = decodeJSONString(m["method"]); !ok {
-		if req.id == nil {
-			return req, nil, false
-		}
-		return req, errorResponse(req.id, errInvalidRequest), false
+		return req, response(req, nil, errInvalidRequest), false // nil for a notification
 	}
 	req.params = m["params"]
 	return req, nil, true
