@@ -122,23 +122,19 @@ func newChangeWatcher(dir string) *changeWatcher {
 
 // close stops the file-system watch for good; subscriptions go quiet.
 func (w *changeWatcher) close() {
-	w.run.Lock()
-	defer w.run.Unlock()
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.stopLocked()
+	w.reconfigure(func() { w.closed = true })
 	w.probed.Wait()
 	w.settling.Wait()
 }
 
-// resubscribe runs change, which edits w.subs under w.mu, then starts the
-// watch while a subscription wants a group and stops it when none does,
-// all under w.run. Starting announces every group on the settle schedule,
-// since a commit written just before the watch began raised no event. A
-// watch that fails to start (an inotify limit reached since the probe) is
-// logged and every subscription told once to look at everything.
-func (w *changeWatcher) resubscribe(change func()) {
+// reconfigure runs change, which edits w.subs or w.closed under w.mu, then
+// starts the watch while a subscription wants a group and stops it when
+// none does or the watcher is closed, all under w.run. Starting announces
+// every group on the settle schedule, since a commit written just before
+// the watch began raised no event. A watch that fails to start (an inotify
+// limit reached since the probe) is logged and every subscription told once
+// to look at everything.
+func (w *changeWatcher) reconfigure(change func()) {
 	w.run.Lock()
 	defer w.run.Unlock()
 	w.mu.Lock()
@@ -204,7 +200,7 @@ func groupSet(groups []string) map[string]bool {
 // watchGroups replaces the groups the subscription cares about (every
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
-	s.w.resubscribe(func() {
+	s.w.reconfigure(func() {
 		s.want = groupSet(groups)
 		s.w.subs[s] = struct{}{}
 	})
@@ -212,7 +208,7 @@ func (s *watchSubscription) watchGroups(groups []string) {
 
 // close ends the subscription; the last one to go stops the watch.
 func (s *watchSubscription) close() {
-	s.w.resubscribe(func() { delete(s.w.subs, s) })
+	s.w.reconfigure(func() { delete(s.w.subs, s) })
 }
 
 // take returns and clears what changed since the last take: group ids, or
