@@ -281,7 +281,7 @@ func formatIdentity(contextID string, groups []membership) string {
 	}
 	b.WriteString(" Your groups:")
 	for _, g := range groups {
-		fmt.Fprintf(&b, "\n- %s %s as %q: %d unread", g.groupID, cmp.Or(g.groupName, "(unnamed)"), g.name, g.unread)
+		fmt.Fprintf(&b, "\n- %s %s as %q: %d unread", g.groupID, shortLabel(cmp.Or(g.groupName, "(unnamed)")), shortLabel(g.name), g.unread)
 	}
 	return b.String()
 }

@@ -584,3 +584,19 @@ func TestHookBoundsLongNames(t *testing.T) {
 		t.Errorf("hook printed %d bytes; want both messages within the bound", len(text))
 	}
 }
+
+// TestHookSessionStartBoundsGroupNames gives the member's group a name
+// longer than a hook's whole budget, which its creator may set: the session
+// start answer still stays within the bound, with the mail in it.
+func TestHookSessionStartBoundsGroupNames(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	long := strings.Repeat("n", 100000)
+	if _, err := f.st.updateGroupMetadata(f.groupID, "alice-ctx", &long, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.sendAs(t, "@bob the real question")
+	out, errOut, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "SessionStart"}`), "--client", "claude-code")
+	if text := additionalContext(t, out, true); !strings.Contains(text, "the real question") || len(text) > hookMaxBytes+2048 {
+		t.Errorf("session start printed %d bytes (stderr %q); want the mail within the bound", len(text), errOut)
+	}
+}
