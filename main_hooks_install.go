@@ -119,7 +119,8 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	remove = remove && target == path // a link the user made stays, and so does its file
+	_, notLink := os.Readlink(path) // a link the user made stays, and so does its file
+	remove = remove && notLink != nil
 	switch {
 	case c.dryRun && remove:
 		fmt.Fprintf(stdout, "%s: would be removed, as only Crosstalk's hooks are in it\n", path)

@@ -423,3 +423,21 @@ func TestHooksGroupsDir(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksUninstallThroughALinkedDirectory keeps the client's settings
+// directory as a link to elsewhere (dotfiles): uninstall still removes the
+// file install created there, leaving it missing as it was.
+func TestHooksUninstallThroughALinkedDirectory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	dotfiles := t.TempDir()
+	if err := os.Symlink(dotfiles, ".claude"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dotfiles, "settings.json")
+	if code, out := hooksCLI("install", "claude-code"); code != 0 || readOrMissing(t, path) == "(missing)" {
+		t.Fatalf("install: exit %d: %s", code, out)
+	}
+	if code, out := hooksCLI("uninstall", "claude-code"); code != 0 || readOrMissing(t, path) != "(missing)" {
+		t.Errorf("uninstall: exit %d: %s; file %q; want it missing again", code, out, readOrMissing(t, path))
+	}
+}
