@@ -441,3 +441,22 @@ func TestHooksUninstallThroughALinkedDirectory(t *testing.T) {
 		t.Errorf("uninstall: exit %d: %s; file %q; want it missing again", code, out, readOrMissing(t, path))
 	}
 }
+
+// TestHooksUninstallRestoresABlankFile installs into a settings file that
+// holds only whitespace: uninstall puts those bytes back, not removing it.
+func TestHooksUninstallRestoresABlankFile(t *testing.T) {
+	for _, original := range []string{"", "\n", " \r\n"} {
+		t.Run(strings.TrimSpace(jsonLine(original)), func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			path := filepath.Join(".claude", "settings.json")
+			os.MkdirAll(".claude", 0o755)
+			os.WriteFile(path, []byte(original), 0o644)
+			if code, out := hooksCLI("install", "claude-code"); code != 0 {
+				t.Fatalf("install: exit %d: %s", code, out)
+			}
+			if code, out := hooksCLI("uninstall", "claude-code"); code != 0 || readOrMissing(t, path) != original {
+				t.Errorf("uninstall: exit %d: %s; file %q; want %q", code, out, readOrMissing(t, path), original)
+			}
+		})
+	}
+}
