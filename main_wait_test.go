@@ -376,3 +376,40 @@ func TestHookFailureGivesBackItsClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitOutlivesADeletedGroup deletes one of the member's groups while
+// its waiter waits: the waiter goes on waiting, and mail in its other
+// group still wakes it.
+func TestWaitOutlivesADeletedGroup(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	other, err := f.st.createGroup("alice-ctx", "doomed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.joinGroup(other.groupID, "sess-1", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	w := newChangeWatcher(f.st.dir)
+	defer w.close()
+	got := make(chan error, 1)
+	var n *wakeNotice
+	go func() {
+		var err error
+		n, err = waitForWakeup(newTestStore(t, f.st.dir), w, waitOptions{contextID: "sess-1", timeout: 20 * time.Second, safetyPoll: time.Hour})
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the first full check is done
+	if err := f.st.deleteGroup(other.groupID, "alice-ctx"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	out := f.sendAs(t, "@bob still there?")
+	select {
+	case err := <-got:
+		if err != nil || n == nil || n.messageID != out.messageID {
+			t.Errorf("waiter ended with %+v (%v); want woken by message %d", n, err, out.messageID)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("waiter did not return")
+	}
+}
