@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -99,7 +100,7 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("find this binary: %w", err)
 		}
-		l := hookLauncher{exe: exe}
+		l := hookLauncher{exe: linkOnPath(exe)}
 		if l.groupsDir, err = c.hooksGroupsDir(stdout, home, cwd); err != nil {
 			return err
 		}
@@ -119,8 +120,8 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, notLink := os.Readlink(path) // a link the user made stays, and so does its file
-	remove = remove && notLink != nil
+	_, linkErr := os.Readlink(path)
+	remove = remove && linkErr != nil // a link the user made stays, and so does its file
 	switch {
 	case c.dryRun && remove:
 		fmt.Fprintf(stdout, "%s: would be removed, as only Crosstalk's hooks are in it\n", path)
@@ -236,6 +237,20 @@ func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 		}
 	}
 	return "", ""
+}
+
+// linkOnPath returns the name on PATH that runs the file exe, else exe. On
+// Linux os.Executable resolves links, and the hooks would name the versioned
+// file behind a package manager's link (Homebrew, Nix), which an upgrade
+// removes.
+func linkOnPath(exe string) string {
+	p, err := exec.LookPath(filepath.Base(exe))
+	if onPath, serr := os.Stat(p); err == nil && serr == nil && filepath.IsAbs(p) {
+		if self, serr := os.Stat(exe); serr == nil && os.SameFile(onPath, self) {
+			return p
+		}
+	}
+	return exe
 }
 
 // expandWithDefault is os.Expand's lookup for "VAR" and "VAR:-default".

@@ -278,7 +278,7 @@ func claimFirstWakeup(st *store, opts waitOptions, groups []membership) (*wakeNo
 			n, err = st.claimWaitWakeup(g, opts.contextID, st.now().Add(-opts.grace), waitNoticeMaxBytes)
 			return err
 		})
-		if _, gone := errors.AsType[*domainError](err); (err != nil && !gone) || n != nil { // a group deleted meanwhile has nothing
+		if _, gone := errors.AsType[*domainError](err); (err != nil && !gone) || n != nil { // a group deleted or left meanwhile has nothing
 			return n, err
 		}
 	}

@@ -277,8 +277,8 @@ func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, 
 		// Any binary path will do: its hooks are stripped again.
 		installed, err := installHooks(h, *backup, hookLauncher{exe: "crosstalk-mcp"})
 		again, _ := removeHooks(h, installed, dropAll, true)
-		clean, blank := removeHooks(h, *backup, dropAll, true) // installHooks read it: unreadable is blank
-		if err == nil && again == stripped && (clean == *backup || blank != nil) {
+		clean, cleanErr := removeHooks(h, *backup, dropAll, true) // installHooks read it: unreadable here is blank
+		if err == nil && again == stripped && (clean == *backup || cleanErr != nil) {
 			return *backup, false, nil
 		}
 	}

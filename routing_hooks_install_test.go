@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -456,6 +458,44 @@ func TestHooksUninstallRestoresABlankFile(t *testing.T) {
 			}
 			if code, out := hooksCLI("uninstall", "claude-code"); code != 0 || readOrMissing(t, path) != original {
 				t.Errorf("uninstall: exit %d: %s; file %q; want %q", code, out, readOrMissing(t, path), original)
+			}
+		})
+	}
+}
+
+// TestHooksInstallNamesTheLinkOnPath runs hooks install through the link a
+// package manager puts on PATH (Homebrew, Nix): the hooks must name that
+// link, which an upgrade keeps, not the versioned file behind it; a binary
+// run from elsewhere, not on PATH, names itself.
+func TestHooksInstallNamesTheLinkOnPath(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("os.Executable resolves links on Linux; elsewhere it names the link run")
+	}
+	tmp := t.TempDir()
+	versioned := filepath.Join(tmp, "cellar", "1.2.3", "crosstalk-mcp")
+	link := filepath.Join(tmp, "bin", "crosstalk-mcp")
+	os.MkdirAll(filepath.Dir(versioned), 0o755)
+	os.MkdirAll(filepath.Dir(link), 0o755)
+	if err := os.Link(builtBinary(t), versioned); err != nil { // a hard link: the same file, a path of its own
+		t.Fatal(err)
+	}
+	if err := os.Symlink(versioned, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, path, want string }{
+		{"run through the link on PATH", "PATH=" + filepath.Dir(link), link},
+		{"not on PATH", "PATH=" + t.TempDir(), versioned},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			cmd := exec.Command(link, "hooks", "install", "--client", "claude-code", "--groups-dir", filepath.Join(home, "groups"))
+			cmd.Env = append(os.Environ(), "HOME="+home, tt.path)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("hooks install: %v\n%s", err, out)
+			}
+			settings := readOrMissing(t, filepath.Join(home, ".claude", "settings.json"))
+			if !strings.Contains(settings, tt.want+" hook") && !strings.Contains(settings, tt.want+"' hook") {
+				t.Errorf("settings name the binary as:\n%s\nwant %s", settings, tt.want)
 			}
 		})
 	}
