@@ -106,11 +106,7 @@ func (s *store) initGroup(id, contextID, name, description string) error {
 			name, description, contextID, now, now); err != nil {
 			return err
 		}
-		if _, err := tx.Exec("INSERT OR IGNORE INTO group_state(id) VALUES (1)"); err != nil {
-			return err
-		}
-		_, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", groupSchemaVersion))
-		return err
+		return execAll(tx, "INSERT OR IGNORE INTO group_state(id) VALUES (1)", fmt.Sprintf("PRAGMA user_version = %d", groupSchemaVersion))
 	})
 }
 
