@@ -22,10 +22,7 @@ func sqliteDSN(path, mode string) string {
 	if filepath.VolumeName(path) != "" {
 		p = "/" + p
 	}
-	q := url.Values{}
-	q.Set("mode", mode)
-	q.Add("_pragma", "busy_timeout(100)")
-	q.Set("_txlock", "immediate")
+	q := url.Values{"mode": {mode}, "_pragma": {"busy_timeout(100)"}, "_txlock": {"immediate"}}
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
 }
 
