@@ -319,7 +319,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	var wakeArgs []any
 	metrics := map[[2]string]int{}
 	var metricOrder [][2]string
-	var revs [3]int // message, member and wakeup increments
+	var memberRevs, wakeupRevs int // every message bumps the message revision
 	for k, p := range chunk {
 		for _, t := range p.route.targets {
 			wakeArgs = append(wakeArgs, first+int64(k), t.contextID, t.relevance, p.msg.priority, p.now)
@@ -330,12 +330,11 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 			}
 			metrics[m]++
 		}
-		revs[0]++
 		if len(p.others) > 0 {
-			revs[1]++
+			memberRevs++
 		}
 		if len(p.route.targets) > 0 {
-			revs[2]++
+			wakeupRevs++
 		}
 	}
 	if _, err := tx.insertRows("INSERT OR IGNORE INTO wakeup_events(message_id, context_id, relevance, priority, created_at) VALUES ", 5, wakeArgs); err != nil {
@@ -348,7 +347,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 		}
 	}
 	_, err := tx.Exec("UPDATE group_state SET message_revision = message_revision + ?, member_revision = member_revision + ?, "+
-		"wakeup_revision = wakeup_revision + ? WHERE id = 1", revs[0], revs[1], revs[2])
+		"wakeup_revision = wakeup_revision + ? WHERE id = 1", len(chunk), memberRevs, wakeupRevs)
 	return err
 }
 
