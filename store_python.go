@@ -145,10 +145,7 @@ func (st jsonStyle) writeString(b *strings.Builder, s string) {
 			i++
 			continue
 		}
-		r, size := rune(c), 1
-		if c >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(s[i:])
-		}
+		r, size := utf8.DecodeRuneInString(s[i:])
 		if !st.ensureASCII && (c == 0x7f || r >= utf8.RuneSelf && size > 1) {
 			i += size
 			continue
