@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -41,7 +42,7 @@ type auditLog struct {
 	// mu serializes use of the database handle and the retention state.
 	mu          sync.Mutex
 	db          *sql.DB
-	ready       bool
+	file        os.FileInfo // the file prepared, nil until then or after a failure
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      bool
@@ -168,6 +169,7 @@ func (a *auditLog) writeRows() {
 			}
 		}
 		if err != nil {
+			a.file = nil // the next batch opens the file afresh: a read-only handle stays so
 			a.report(err)
 		}
 		a.mu.Unlock()
@@ -176,14 +178,8 @@ func (a *auditLog) writeRows() {
 }
 
 // report writes the first audit failure to stderr; later ones are silent so a
-// broken audit database cannot flood the log. A handle SQLite opened
-// read-only (see isReadOnly) is replaced, so that writes resume once the
-// file is writable. Callers hold a.mu.
+// broken audit database cannot flood the log. Callers hold a.mu.
 func (a *auditLog) report(err error) {
-	if isReadOnly(err) {
-		a.db.Close()
-		a.db, a.ready = openAuditDB(a.path), false
-	}
 	if a.warned {
 		return
 	}

@@ -108,11 +108,15 @@ func auditRollupSchema() string {
 
 // prepare creates the directory, sets the file's modes (incremental
 // auto-vacuum while it is still empty, and WAL) and creates or upgrades the
-// version-2 schema. It is a no-op once done.
+// version-2 schema. It is a no-op while the path names the file it prepared;
+// otherwise it opens the path afresh, as the file was deleted or replaced
+// (rows written to the old one would be lost) or a write failed.
 func (a *auditLog) prepare() error {
-	if a.ready {
+	if info, err := os.Stat(a.path); a.file != nil && err == nil && os.SameFile(info, a.file) {
 		return nil
 	}
+	a.db.Close()
+	a.db = openAuditDB(a.path)
 	ctx := context.Background()
 	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
@@ -144,8 +148,8 @@ func (a *auditLog) prepare() error {
 			return err
 		}
 	}
-	a.ready = true
-	return nil
+	a.file, err = os.Stat(a.path)
+	return err
 }
 
 // migrate creates the version-2 schema, or upgrades an older one, in one

@@ -322,3 +322,34 @@ func TestAuditWriterQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditWritesTheFileItsPathNames deletes observability.sqlite3 under a
+// running writer (a cache cleaner, or a user resetting the history), and
+// another server creates a new one: the writer's rows must go to that file,
+// not to the deleted one it still holds open.
+func TestAuditWritesTheFileItsPathNames(t *testing.T) {
+	a, dir := newTestAudit(t, auditInf, time.Now)
+	path := filepath.Join(dir, catalogFileName)
+	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
+	a.observe(call)
+	auditFlush(t, a)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	a.observe(call)
+	auditFlush(t, a)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("after the file was deleted, a write left no file: %v", err)
+	}
+	other := openAuditLog(dir, auditInf, io.Discard, time.Now) // another server, on the new file
+	other.observe(call)
+	other.close()
+	a.observe(call)
+	auditFlush(t, a)
+	db := openTestDB(t, path, "rw")
+	if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 3 {
+		t.Fatalf("got %d rows in the file the path names; want 3 (2 of this writer's since the delete, 1 of the other's)", got)
+	}
+}
