@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // dashboardView is the full page: the shell plus the one view its address
@@ -145,8 +146,8 @@ func outcomeLabel(outcome, category string) string {
 func toolLabel(name string) string {
 	parts := strings.Split(cmp.Or(name, "tool"), "_")
 	for i, p := range parts {
-		if p != "" {
-			parts[i] = strings.ToUpper(p[:1]) + p[1:]
+		if _, n := utf8.DecodeRuneInString(p); n > 0 { // a whole letter, not its first byte
+			parts[i] = strings.ToUpper(p[:n]) + p[n:]
 		}
 	}
 	return strings.Join(parts, " ")

@@ -275,3 +275,21 @@ func TestStorageCountsTheWAL(t *testing.T) {
 		t.Errorf("storage view lacks %q:\n%s", want, body)
 	}
 }
+
+// TestToolLabelKeepsLettersWhole calls a tool whose name starts with a
+// letter outside ASCII, as an unknown (misspelt or localized) tool call is
+// recorded: the dashboard must capitalize the letter, not split its bytes.
+func TestToolLabelKeepsLettersWhole(t *testing.T) {
+	for name, want := range map[string]string{"send_message": "Send Message", "écrire_message": "Écrire Message", "_x__y": " X  Y", "日本_語": "日本 語"} {
+		if got := toolLabel(name); got != want {
+			t.Errorf("toolLabel(%q) = %q; want %q", name, got, want)
+		}
+	}
+	fx := newObserveFixture(t)
+	fx.enableAudit(time.Now().Add(-time.Hour))
+	fx.calls(fixtureCall{At: time.Now().Add(-time.Minute), Tool: "écrire_message", Caller: "Agent", Outcome: "error", Category: "validation", Duration: 2})
+	_, body, _ := get(t, newTestObserver(t, fx.dir, time.Second), "/fragments/overview")
+	if !strings.Contains(body, "<strong>Écrire Message</strong>") {
+		t.Fatalf("the Overview's failure list does not name the tool Écrire Message: %q", body)
+	}
+}
