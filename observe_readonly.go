@@ -93,13 +93,20 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	}
 	p.retireLocked(path) // the path names another file now, if it was cached
 	p.evictLocked()
-	// A few connections serve concurrent requests; idle ones close soon so
-	// that no file stays open between looks.
-	db := openSQLite(readOnlyDSN(path)+"&"+readOnlyCacheSize, 4)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxIdleTime(10 * time.Second)
-	p.entries[path] = &readOnlyEntry{db: db, info: info, lastUsed: time.Now()}
-	return db, nil
+	// A handle evicted from this same file is taken back, as each holds a
+	// goroutine through the grace. A new one has a few connections for
+	// concurrent requests; idle ones close soon, so no file stays open between looks.
+	i := slices.IndexFunc(p.retired, func(r *readOnlyEntry) bool { return r.info.Name() == info.Name() && os.SameFile(r.info, info) })
+	if i < 0 {
+		db := openSQLite(readOnlyDSN(path)+"&"+readOnlyCacheSize, 4)
+		db.SetConnMaxIdleTime(10 * time.Second)
+		i, p.retired = len(p.retired), append(p.retired, &readOnlyEntry{db: db, info: info})
+	}
+	e := p.retired[i]
+	p.retired = slices.Delete(p.retired, i, i+1)
+	e.db.SetMaxIdleConns(1)
+	e.lastUsed, p.entries[path] = time.Now(), e
+	return e.db, nil
 }
 
 // evictLocked retires least recently used handles to make room for one more.

@@ -415,3 +415,29 @@ func TestGroupCacheConcurrentReads(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyPoolKeepsOneHandlePerFile reads more groups than the pool
+// keeps open, round after round, as the poller and Overview do while more
+// than maxReadOnlyHandles groups are active: an evicted handle must be taken
+// back, not opened anew. Each handle holds a goroutine and lingers for
+// retiredHandleGrace, so at 48 busy groups the dashboard had gained 8,700
+// goroutines and 36 MB in 15 seconds.
+func TestReadOnlyPoolKeepsOneHandlePerFile(t *testing.T) {
+	fx := newObserveFixture(t)
+	pool := &readOnlyPool{entries: map[string]*readOnlyEntry{}}
+	defer pool.closeAll()
+	var ids []string
+	for range maxReadOnlyHandles + 16 {
+		ids = append(ids, fx.group("G", "", time.Now(), fixtureMember{"ctx0", "Zero"}))
+	}
+	for range 5 {
+		for _, id := range ids {
+			if _, err := pool.groupState(fx.dir, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(pool.entries) + len(pool.retired); n > len(ids) {
+		t.Fatalf("the pool holds %d handles (%d retired) for %d files; want at most one a file", n, len(pool.retired), len(ids))
+	}
+}
