@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // chatsView is the Chats workspace: the group picker (values are group ids)
@@ -69,6 +70,11 @@ type messagePage struct {
 
 // messagePageSize is how many messages one chat page holds.
 const messagePageSize = 100
+
+// chatMessageChars bounds the text of a message in the chat: a page of
+// pasted logs of hundreds of MiB would stall the dashboard and the browser,
+// and the agents' tools return the message whole.
+const chatMessageChars = 64 << 10
 
 // chatsView lists every group for the picker, by name, and reads the
 // selected chat, or the first one when selected is not a listed group.
@@ -219,10 +225,14 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 		var sender, senderName, content, created, prio, routing, token sql.NullString
 		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing, &token)
 		m.Sender, m.Content, m.Token = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String, token.String
+		if utf8.RuneCountInString(m.Content) > chatMessageChars { // substr cut it one character past
+			m.Content = string([]rune(m.Content)[:chatMessageChars]) + " … (cut here: get_all_messages returns the whole message)"
+		}
 		m.Created = o.stampOf(created.String, "")
 		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
 		return m, err
-	}, "SELECT id, sender_context_id, sender_name, content, created_at, priority, routing_reason, "+token+" FROM messages "+where, args...)
+	}, "SELECT id, sender_context_id, sender_name, substr(content, 1, ?), created_at, priority, routing_reason, "+token+
+		" FROM messages "+where, append([]any{chatMessageChars + 1}, args...)...)
 	if err != nil || len(out) == 0 {
 		return out, err
 	}

@@ -146,3 +146,27 @@ func TestChatTagsTokenNames(t *testing.T) {
 		t.Errorf("live-appended message lacks its tag: %s", body)
 	}
 }
+
+// TestChatCutsHugeMessages shows that the chat cuts a message after
+// chatMessageChars characters, counted in characters, not bytes, and says
+// so, while one exactly that long is shown whole.
+func TestChatCutsHugeMessages(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now()
+	id := fx.group("Logs", "", now, fixtureMember{"w", "Writer"})
+	whole, huge := strings.Repeat("é", chatMessageChars), strings.Repeat("é", chatMessageChars)+strings.Repeat("x", 1<<20)
+	fx.messages(id, fixtureMessage{Sender: "w", SenderName: "Writer", Content: whole, At: now},
+		fixtureMessage{Sender: "w", SenderName: "Writer", Content: huge, At: now.Add(time.Second)})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	_, body, _ := get(t, obs, "/fragments/messages?group_id="+id)
+	texts := regexp.MustCompile(`<p>([^<]*)</p>`).FindAllStringSubmatch(body, -1)
+	if len(texts) != 2 {
+		t.Fatalf("got %d message texts; want 2", len(texts))
+	}
+	if texts[0][1] != whole {
+		t.Errorf("a message of exactly %d characters: got %d bytes; want it whole", chatMessageChars, len(texts[0][1]))
+	}
+	if got := texts[1][1]; !strings.HasPrefix(got, whole+" … (cut here") || strings.Contains(got, "x") {
+		t.Errorf("a 1 MiB message: got %d bytes ending %q; want %d characters and the cut marked", len(got), got[max(0, len(got)-80):], chatMessageChars)
+	}
+}
