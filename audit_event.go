@@ -39,9 +39,9 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  c.groupName,
-		requestID:  auditNull(auditRequestID(c.requestID)),
-		groupID:    auditNull(c.args.str("group_id")),
-		contextID:  auditNull(c.args.str("context_id")),
+		requestID:  auditIdentity(auditRequestID(c.requestID)),
+		groupID:    auditIdentity(c.args.str("group_id")),
+		contextID:  auditIdentity(c.args.str("context_id")),
 	}
 	t := toolsByName[c.name]
 	name, _ := c.args.str("caller_name")
@@ -50,7 +50,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		name, _ = c.args.str("name")
 	}
 	name = pyStrip(name)
-	e.name = auditNull(name, name != "")
+	e.name = auditIdentity(name, name != "")
 	// Every tool result is an object; anything else has none of the keys.
 	result, _ := c.result.value.(object)
 	if c.result.isError {
@@ -82,6 +82,14 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 // auditNull is s as a column value: NULL unless ok.
 func auditNull(s string, ok bool) sql.NullString {
 	return sql.NullString{String: s, Valid: ok}
+}
+
+// auditIdentity is an identity value (request id, group_id, context_id,
+// caller name) as recorded, cut at 1 KiB: a call refused for a megabyte
+// id would otherwise store it in its row, every rollup and index, and hold it
+// in the queue.
+func auditIdentity(s string, ok bool) sql.NullString {
+	return auditNull(truncateUTF8(s, 1<<10), ok)
 }
 
 // auditLen returns the length of a list in each list type the tools build.

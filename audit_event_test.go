@@ -220,3 +220,22 @@ func auditDetails(tool string, result any) (string, bool) {
 	}
 	return auditDetailsText(details)
 }
+
+// TestAuditIdentityBounded sends every identity of a call a megabyte long,
+// in two-byte characters: each is recorded as its whole characters within
+// the first 1 KiB, and a short one whole.
+func TestAuditIdentityBounded(t *testing.T) {
+	huge := "x" + strings.Repeat("é", 1<<19) // 1,024 bytes end inside a character
+	args, _ := json.Marshal(map[string]string{"group_id": huge, "context_id": huge, "caller_name": huge})
+	id, _ := json.Marshal(huge)
+	e := auditBuildEvent(auditTestCall("get_users", string(args), string(id), `{"error":"x"}`, true, "validation"), 0)
+	for name, got := range map[string]sql.NullString{"request id": e.requestID, "group_id": e.groupID, "context_id": e.contextID, "caller name": e.name} {
+		if !got.Valid || len(got.String) != 1<<10-1 || !strings.HasPrefix(huge, got.String) {
+			t.Errorf("%s: got %d bytes (valid %v); want the first 1,023, the whole characters of 1 KiB", name, len(got.String), got.Valid)
+		}
+	}
+	e = auditBuildEvent(auditTestCall("get_users", `{"group_id":"grp_a","context_id":"c1","caller_name":"ops"}`, `7`, `{"users":[]}`, false, ""), 0)
+	if e.groupID.String != "grp_a" || e.contextID.String != "c1" || e.name.String != "ops" || e.requestID.String != "7" {
+		t.Errorf("short identities: got %+v; want them whole", e)
+	}
+}
