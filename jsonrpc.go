@@ -97,7 +97,7 @@ func errorResponse(id json.RawMessage, e *rpcError) object {
 }
 
 // messageWriter is how a session's messages leave it: write for its own (the
-// poller's), writeFor for an in-flight request id's (answer marks its answer),
+// poller's), writeFor for an in-flight request id's (answer marks its answer, nil a cancel),
 // so that a transport routes them unread. It must be safe for concurrent use.
 type messageWriter interface {
 	write(msg any) error
@@ -121,8 +121,13 @@ func (w *lineWriter) write(v any) error {
 	return w.w.Flush()
 }
 
-// writeFor writes v as write does: stdio has one stream.
-func (w *lineWriter) writeFor(_ json.RawMessage, v any, _ bool) error { return w.write(v) }
+// writeFor writes v as write does (stdio has one stream); nil is no message.
+func (w *lineWriter) writeFor(_ json.RawMessage, v any, _ bool) error {
+	if v == nil {
+		return nil
+	}
+	return w.write(v)
+}
 
 // handleLine answers one line: a request, a notification or a batch. It
 // returns nil when nothing is to be written.

@@ -166,6 +166,8 @@ func (r *httpRouter) writeFor(id json.RawMessage, msg any, answer bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e := r.waiting[string(id)]; {
+	case id != nil && e != nil && msg == nil: // cancelled: end its stream, unanswered
+		e.drop()
 	case id != nil && e != nil:
 		e.offer(ev)
 	case id == nil && r.stream != nil:

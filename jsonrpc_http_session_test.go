@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +206,31 @@ func TestHTTPRefusedWaitTakesNoMail(t *testing.T) {
 	a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, &got)
 	if len(got.Messages) != 1 {
 		t.Errorf("unread after the refused wait: got %v; want the message", got.Messages)
+	}
+}
+
+// TestHTTPCancelledWaitEndsItsStream: a client that cancels a waiting
+// wait_for_messages (notifications/cancelled on another POST) must see the
+// wait's SSE stream end, its slot returned, rather than a stream kept open
+// with keep-alives until the client hangs up.
+func TestHTTPCancelledWaitEndsItsStream(t *testing.T) {
+	s, a, gid := newHTTPMember(t, "cancel")
+	req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 30})
+	body := a.request(req.Method, req.Params)
+	id := a.nextID.Load()
+	resp := a.do(t.Context(), http.MethodPost, body, nil)
+	defer resp.Body.Close()
+	waitUntil(t, "the wait's stream", func() bool { return s.t.streamQuota.held() == 1 })
+	cancel := a.do(t.Context(), http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+strconv.FormatInt(id, 10)+`}}`), nil)
+	cancel.Body.Close()
+	if cancel.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: got status %d; want 202", cancel.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, resp.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatalf("the cancelled wait's stream is still open 3 s after the cancel (streams held: %d)", s.t.streamQuota.held())
 	}
 }

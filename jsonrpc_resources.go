@@ -316,15 +316,17 @@ func (r *inflightRequest) deliver(message any, answer bool) error {
 	return r.out.writeFor(r.id, message, answer)
 }
 
-// cancel ends the running request with raw id after a notifications/cancelled
-// and reports whether there was one; unknown ids are ignored, as allowed.
+// cancel ends the running request with raw id after a notifications/cancelled,
+// before its answer (a nil one ends its HTTP stream), and reports whether
+// there was one; unknown ids are ignored, as allowed.
 func (t *inflight) cancel(id json.RawMessage) bool {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	r, ok := t.reqs[string(id)]
-	t.mu.Unlock()
 	if ok {
 		r.mu.Lock()
 		r.cancelled = true
+		r.out.writeFor(r.id, nil, true)
 		r.mu.Unlock()
 		r.cancel()
 	}

@@ -55,7 +55,12 @@ func (r *lineRecorder) write(v any) error {
 	return nil
 }
 
-func (r *lineRecorder) writeFor(_ json.RawMessage, v any, _ bool) error { return r.write(v) }
+func (r *lineRecorder) writeFor(_ json.RawMessage, v any, _ bool) error {
+	if v == nil { // a cancel: no message
+		return nil
+	}
+	return r.write(v)
+}
 
 func (r *lineRecorder) snapshot() []string {
 	r.mu.Lock()
