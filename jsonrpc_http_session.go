@@ -215,7 +215,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		writeHTTPJSON(w, status, reply)
 		return
 	}
-	if ex == nil {
+	if !msg.answersOnStream() { // a notification, or a request left unanswered
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}

@@ -234,3 +234,23 @@ func TestHTTPCancelledWaitEndsItsStream(t *testing.T) {
 		t.Fatalf("the cancelled wait's stream is still open 3 s after the cancel (streams held: %d)", s.t.streamQuota.held())
 	}
 }
+
+// TestHTTPUnansweredRequestEndsItsResponse: a request the server gives no
+// answer, as the original does to notifications/initialized with an id, ends
+// its response at once rather than holding an SSE stream open, uncounted by
+// the stream bounds, until the client hangs up.
+func TestHTTPUnansweredRequestEndsItsResponse(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	a := s.client(t, "")
+	a.initialize()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	resp, err := a.tryDo(ctx, http.MethodPost, []byte(`{"jsonrpc":"2.0","id":24,"method":"notifications/initialized"}`), nil)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("notifications/initialized with an id: status %d, %s; response still open after 3 s: %v", resp.StatusCode, resp.Header.Get("Content-Type"), err)
+	}
+}
