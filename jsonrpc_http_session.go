@@ -222,8 +222,9 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	// The request runs on in the server's in-flight table.
 	if !t.stream(w, r, ex) {
 		// A closed stream cancels the request, as 2026-07-28 defines; the
-		// answer could not reach the client anyway (no resumption).
-		s.handle(r, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":"HTTP stream closed"}}`, msg.ID))
+		// answer could not reach the client anyway (no resumption). At once,
+		// not after the session's request in hand: a wait must take no mail.
+		s.srv.inflight.cancel(msg.ID)
 	}
 }
 

@@ -254,3 +254,65 @@ func TestHTTPUnansweredRequestEndsItsResponse(t *testing.T) {
 		t.Fatalf("notifications/initialized with an id: status %d, %s; response still open after 3 s: %v", resp.StatusCode, resp.Header.Get("Content-Type"), err)
 	}
 }
+
+// TestHTTPVanishedWaitTakesNoMail: a client that hangs up on a waiting
+// wait_for_messages while another request of its session is still being
+// handled (here a send busy on a locked group) must not lose the mail that
+// arrives meanwhile: the hang-up cancels the wait at once, not once the
+// session's request in hand is done.
+func TestHTTPVanishedWaitTakesNoMail(t *testing.T) {
+	s, a, gid := newHTTPMember(t, "vanish")
+	var other struct {
+		GroupID string `json:"group_id"`
+	}
+	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "locked"}, &other)
+	a.ok("join_group", map[string]any{"group_id": other.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
+	b := s.client(t, "")
+	b.initialize()
+	if !b.trySend(gid, "ctx-b", "hello first") {
+		t.Fatal("send failed")
+	}
+	a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, nil)
+	sess := s.t.sessionByID(a.session)
+
+	ctx, hangUp := context.WithCancel(t.Context())
+	req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 30})
+	resp := a.do(ctx, http.MethodPost, a.request(req.Method, req.Params), nil)
+	waitUntil(t, "the wait's stream", func() bool { return s.t.streamQuota.held() == 1 })
+
+	release := holdWriteLock(t, s.t.store.groupPath(other.GroupID))
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		a.tryCall("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
+			"caller_name": "t", "group_id": other.GroupID, "context_id": "ctx-a", "name": "alice", "message": "busy"}})
+	}()
+	waitUntil(t, "the busy send in hand", func() bool {
+		if sess.handleMu.TryLock() {
+			sess.handleMu.Unlock()
+			return false
+		}
+		return true
+	})
+	hangUp()
+	resp.Body.Close()
+	inflightEmpty := func() bool {
+		sess.srv.inflight.mu.Lock()
+		defer sess.srv.inflight.mu.Unlock()
+		return len(sess.srv.inflight.reqs) == 0
+	}
+	for end := time.Now().Add(time.Second); !inflightEmpty() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !b.trySend(gid, "ctx-b", "@alice after the hang-up") {
+		t.Fatal("send failed")
+	}
+	time.Sleep(300 * time.Millisecond) // the wait, were it still running, takes the mail
+	release()
+	<-busy
+	var got messagesReply
+	a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, &got)
+	if len(got.Messages) != 1 {
+		t.Errorf("unread after the vanished wait: got %v; want the message sent after the hang-up", got.Messages)
+	}
+}
