@@ -274,7 +274,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		t.postStateless(w, r, body, msg)
 	case v != "" && !slices.Contains(supportedProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
-	case id == "" && msg.Method == "initialize":
+	case id == "" && msg.Method == "initialize" && msg.isRequest():
 		t.postInitialize(w, r, body)
 	default:
 		if s := t.session(w, r, id, sessionGone); s != nil {

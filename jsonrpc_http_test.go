@@ -447,3 +447,17 @@ func TestHTTPRoutesAsTheServerParses(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPInitializeNotificationIsAnError: an initialize without an id, and
+// without a session, is refused with a JSON-RPC error, not a body of null.
+func TestHTTPInitializeNotificationIsAnError(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	got, body := statusOf(s.client(t, ""), http.MethodPost, `{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`, nil)
+	var msg rpcMessage
+	if err := json.Unmarshal([]byte(body), &msg); got != http.StatusBadRequest || err != nil || msg.Error == nil {
+		t.Errorf("initialize without an id: got status %d, body %s; want 400 and a JSON-RPC error", got, body)
+	}
+	if held := s.t.sessionQuota.held(); held != 0 {
+		t.Errorf("sessions: got %d; want none", held)
+	}
+}
