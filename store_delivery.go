@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -161,13 +162,11 @@ func (s *store) deliverMessages(groupID, contextID string, read, previewed []int
 	})
 }
 
-// sqlIn returns the condition "col IN (?, ?...)" for ids and its arguments.
+// sqlIn returns the condition that col is one of ids and its argument: one
+// JSON array, as ids may outnumber the parameters SQLite binds (32,766).
 func sqlIn(col string, ids []int64) (string, []any) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	return col + " IN " + valuesSQL("", len(ids), 1), args
+	list, _ := json.Marshal(ids)
+	return col + " IN (SELECT value FROM json_each(?))", []any{string(list)}
 }
 
 // wakeNotice is a claimed wake event: who wrote, where and why. cut says the

@@ -112,3 +112,37 @@ func TestChatShowsReceipts(t *testing.T) {
 		t.Errorf("messages fragment lacks %q: %s", want, body)
 	}
 }
+
+// TestStopWakeupsBeyondSQLiteParameters shows that the Stop hook's claim
+// and its release work for a member with more undelivered wake events than
+// SQLite binds parameters (32,766): a member who never read a busy group
+// was told nothing at all, the claim failing with "too many SQL variables".
+func TestStopWakeupsBeyondSQLiteParameters(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "team", "alice", "bob")
+	msgs := make([]outgoing, 33_000)
+	for i := range msgs {
+		msgs[i] = outgoing{contextID: "alice", name: "alice", text: "hi", priority: "normal"}
+	}
+	if _, _, err := st.sendMessages(context.Background(), g, msgs); err != nil {
+		t.Fatal(err)
+	}
+	wakes, err := st.claimStopWakeups(g, "bob")
+	if err != nil || len(wakes) != len(msgs) {
+		t.Fatalf("claimStopWakeups: got %d events, %v; want %d", len(wakes), err, len(msgs))
+	}
+	db := openTestDB(t, groupFile(st.dir, g), "ro")
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM wakeup_events WHERE acknowledged_at IS NULL"); n != 0 {
+		t.Errorf("unacknowledged wake events after the claim: %d; want 0", n)
+	}
+	ids := make([]int64, len(wakes))
+	for i, w := range wakes {
+		ids[i] = w.messageID
+	}
+	if err := st.releaseStopWakeups(g, "bob", ids); err != nil {
+		t.Fatalf("releaseStopWakeups: %v", err)
+	}
+	if n := queryInt(t, db, "SELECT COUNT(*) FROM wakeup_events WHERE acknowledged_at IS NULL"); n != int64(len(msgs)) {
+		t.Errorf("unacknowledged wake events after the release: %d; want %d", n, len(msgs))
+	}
+}
