@@ -164,6 +164,12 @@ func afterCursor(after int64) readSelection {
 // unreadMessages returns the member's unread messages and, when via is set
 // (wait_for_messages), records them delivered that way.
 func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via string) ([]message, error) {
+	var idle bool // nothing unread needs no write lock, as in the original, which a huge send holds for seconds
+	if s.withGroup(id, func(db *sql.DB) error {
+		return db.QueryRow("SELECT NOT EXISTS (SELECT 1 FROM member_unread_messages WHERE context_id = ?1) FROM group_members WHERE context_id = ?1 AND name = ?2", contextID, name).Scan(&idle)
+	}) == nil && idle {
+		return nil, nil
+	}
 	return s.readMessages(ctx, id, contextID, name, func(groupTx, int64) (readSelection, error) {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +

@@ -153,3 +153,20 @@ func messageIDs(out map[string]any) []int {
 	}
 	return ids
 }
+
+// TestNothingUnreadWhileAnotherWriterHoldsTheLock shows that a member with
+// nothing unread is answered at once while another process holds the
+// group's write lock (a huge message being indexed, an sqlite3 shell), as
+// the original answers, whose read takes the lock only to mark something;
+// it was answered "group is busy" after 3 s.
+func TestNothingUnreadWhileAnotherWriterHoldsTheLock(t *testing.T) {
+	s, _ := newTestServer(t)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	mustJoin(t, s, g, "bob", "Bob")
+	holdWriteLock(t, s.store.groupPath(g))
+	out, isErr := callTool(t, s, "get_unread_messages", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"})
+	if isErr || len(out["messages"].([]any)) != 0 {
+		t.Errorf("get_unread_messages with nothing unread under another's write lock: got %v; want no messages", out)
+	}
+}
