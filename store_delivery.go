@@ -333,8 +333,8 @@ func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error
 func (s *store) releaseStopWakeups(groupID, contextID string, ids []int64) error {
 	in, args := sqlIn("message_id", ids)
 	return s.writeGroup(groupID, func(tx groupTx) error {
-		_, err := tx.Exec("UPDATE wakeup_events SET acknowledged_at = NULL WHERE context_id = ? AND "+in+" AND message_id IN "+
-			"(SELECT message_id FROM member_unread_messages WHERE context_id = wakeup_events.context_id)", append([]any{contextID}, args...)...)
+		_, err := tx.Exec("UPDATE wakeup_events SET acknowledged_at = NULL WHERE context_id = ?1 AND message_id IN "+
+			"(SELECT message_id FROM member_unread_messages WHERE context_id = ?1) AND "+in, append([]any{contextID}, args...)...)
 		if err != nil {
 			return err
 		}
