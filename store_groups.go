@@ -142,12 +142,8 @@ func (s *store) groupsOnDisk() (map[string]bool, error) {
 func (s *store) groupMetadata(id string) (groupMeta, error) {
 	m := groupMeta{groupID: id}
 	err := s.withGroup(id, func(db *sql.DB) error {
-		var created, updated string
-		found, err := rowFound(db.QueryRow("SELECT name, description, created_at, updated_at, creator_context_id FROM group_metadata WHERE id = 1").
-			Scan(&m.name, &m.description, &created, &updated, &m.creator))
-		if found {
-			m.createdAt, m.updatedAt = &created, &updated
-		}
+		_, err := rowFound(db.QueryRow("SELECT name, description, created_at, updated_at, creator_context_id FROM group_metadata WHERE id = 1").
+			Scan(&m.name, &m.description, &m.createdAt, &m.updatedAt, &m.creator))
 		return err
 	})
 	return m, err
