@@ -34,21 +34,15 @@ type routedSend struct {
 // or eight parameters each, below SQLite's 32,766 bound parameters.
 const maxInsertRows = 2048
 
-// valuesSQL returns prefix followed by n tuples of width parameters. The
-// write connection prepares each text once (groupTx.stmt).
-func valuesSQL(prefix string, width, n int) string {
-	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
-	return prefix + strings.TrimSuffix(strings.Repeat(tuple, n), ", ")
-}
-
 // insertRows runs the INSERT head followed by the rows of args, width
 // values each, and returns the rowid of the last row. The rows go a power of
 // two at a time, so that a handle caches at most 12 statements of head
 // (groupTx.stmt), not one per batch size.
 func (t groupTx) insertRows(head string, width int, args []any) (last int64, err error) {
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + "), "
 	for len(args) > 0 {
 		n := width << (bits.Len(uint(min(len(args)/width, maxInsertRows))) - 1)
-		res, err := t.Exec(valuesSQL(head, width, n/width), args[:n]...)
+		res, err := t.Exec(head+strings.TrimSuffix(strings.Repeat(tuple, n/width), ", "), args[:n]...)
 		if err != nil {
 			return 0, err
 		}
