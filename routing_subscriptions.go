@@ -41,11 +41,10 @@ type subscription struct {
 	revision  int64 // last notified message_revision of a group resource
 
 	// seen is the group's file signature when a check last found nothing
-	// left to do (valid when checked is set). Until it changes or dueAt
-	// passes the poller skips the group without opening it, so an idle poll
-	// costs two stat calls a group and stays out of the handle cache.
-	seen    groupSignature
-	checked bool
+	// left to do (zero, which proves nothing, before that). Until it changes
+	// or dueAt passes the poller skips the group without opening it, so an
+	// idle poll costs two stat calls a group and stays out of the handle cache.
+	seen groupSignature
 	// dueAt is when, on the store's clock, the poller looks again without a
 	// write (zero: never): the next wakeup reminder or, while held (set by
 	// a notification, with acks the store's acknowledgement count then),
@@ -211,7 +210,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 	// the check changes it and is looked at by the next poll.
 	sig, sigOK := readGroupSignature(m.store.groupPath(sub.groupID), time.Now())
 	waiting := sub.dueAt.IsZero() || m.store.now().Before(sub.dueAt)
-	if waiting && (sub.held && m.store.acks.Load() == sub.acks || sigOK && sub.checked && sig.unchangedSince(sub.seen)) {
+	if waiting && (sub.held && m.store.acks.Load() == sub.acks || sigOK && sig.unchangedSince(sub.seen)) {
 		return // the poller looks again at dueAt
 	}
 	var err error
@@ -244,7 +243,7 @@ func (m *subscriptions) check(uri string, sub subscription) {
 			if rev == sub.revision || m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", "normal"}, {"relevance", "group_change"}}) == nil {
 				m.update(uri, func(cur *subscription) {
 					cur.revision = rev
-					cur.seen, cur.checked = sig, sigOK
+					cur.seen = sig // zero when !sigOK
 				})
 			}
 			return
@@ -271,7 +270,7 @@ func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSign
 	m.update(uri, func(cur *subscription) {
 		cur.held, cur.dueAt = false, time.Time{}
 		if settled {
-			cur.seen, cur.checked, cur.dueAt = sig, true, remindAt
+			cur.seen, cur.dueAt = sig, remindAt
 		}
 	})
 }
