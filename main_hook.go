@@ -127,11 +127,11 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 		err = json.Unmarshal(raw, &payload)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s payload: %w", c.name, err)
+		return nil, fmt.Errorf("read %s payload: %w", client, err)
 	}
 	name := cmp.Or(event, payload.str(c.eventKeys...))
 	if name == "" {
-		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", c.name)
+		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", client)
 	}
 	ev, ok := c.events[name]
 	if !ok {
@@ -144,7 +144,7 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 	id := resolveContextID(payload.str(c.sessionKeys...), contextID)
 	if id == "" {
 		return nil, fmt.Errorf("%w: no %s in the %s payload, no --context-id and no CROSSTALK_CONTEXT_ID; printing nothing",
-			errNoIdentity, strings.Join(c.sessionKeys, " or "), c.name)
+			errNoIdentity, strings.Join(c.sessionKeys, " or "), client)
 	}
 	return &hookRequest{eventName: name, event: ev, contextID: id}, nil
 }

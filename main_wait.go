@@ -151,7 +151,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 		case err = <-read:
 		}
 		if err != nil {
-			return waitOptions{}, fmt.Errorf("read %s payload: %w", c.name, err)
+			return waitOptions{}, fmt.Errorf("read %s payload: %w", client, err)
 		}
 		var p hookPayload
 		if json.Unmarshal(raw, &p) == nil && p != nil {

@@ -15,7 +15,6 @@ import (
 // where its payloads carry the session id and the event name, and what each
 // of its events may print, as testdata/hooks/ documents per client.
 type hookClient struct {
-	name string
 	// sessionKeys name the payload fields holding the member's context_id.
 	sessionKeys []string
 	eventKeys   []string
@@ -87,7 +86,7 @@ func geminiRetry(_, text string) string {
 // hookClients are the clients `hook --client` accepts.
 var hookClients = map[string]*hookClient{
 	// Claude Code's hooks also run under VS Code, which sends camelCase.
-	"claude-code": {name: "claude-code", sessionKeys: []string{"session_id", "sessionId"}, eventKeys: []string{"hook_event_name", "hookEventName"},
+	"claude-code": {sessionKeys: []string{"session_id", "sessionId"}, eventKeys: []string{"hook_event_name", "hookEventName"},
 		events: map[string]hookEvent{
 			"SessionStart":     {eventStart, claudeContext},
 			"UserPromptSubmit": {eventContext, claudeContext},
@@ -95,14 +94,14 @@ var hookClients = map[string]*hookClient{
 			"Stop":             {eventStop, blockStop},
 			"SubagentStop":     {eventStop, blockStop},
 		}},
-	"codex": {name: "codex", sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
+	"codex": {sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
 		events: map[string]hookEvent{
 			"SessionStart":     {eventStart, plainText},
 			"UserPromptSubmit": {eventContext, plainText},
 			"PostToolUse":      {eventContext, claudeContext},
 			"Stop":             {eventStop, blockStop},
 		}},
-	"gemini": {name: "gemini", sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
+	"gemini": {sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
 		events: map[string]hookEvent{
 			"SessionStart": {eventStart, geminiContext},
 			"BeforeAgent":  {eventContext, geminiContext},
@@ -111,7 +110,7 @@ var hookClients = map[string]*hookClient{
 		}},
 	// VS Code's UserPromptSubmit takes the common output only, which never
 	// reaches the model: mail printed there would be marked read unseen.
-	"vscode": {name: "vscode", sessionKeys: []string{"sessionId", "session_id"}, eventKeys: []string{"hookEventName", "hook_event_name"},
+	"vscode": {sessionKeys: []string{"sessionId", "session_id"}, eventKeys: []string{"hookEventName", "hook_event_name"},
 		events: map[string]hookEvent{
 			"SessionStart": {eventStart, claudeContext},
 			"PostToolUse":  {eventContext, claudeContext},
@@ -119,9 +118,9 @@ var hookClients = map[string]*hookClient{
 		}},
 	// Antigravity CLI sends no event name (hence --event in its hooks) and
 	// no session start: PreInvocation runs before every model call.
-	"antigravity": {name: "antigravity", sessionKeys: []string{"conversationId"}, firstCall: "invocationNum",
+	"antigravity": {sessionKeys: []string{"conversationId"}, firstCall: "invocationNum",
 		events: map[string]hookEvent{"PreInvocation": {eventContext, agyInject}}},
-	"cursor": {name: "cursor", sessionKeys: []string{"conversation_id", "session_id"}, eventKeys: []string{"hook_event_name"},
+	"cursor": {sessionKeys: []string{"conversation_id", "session_id"}, eventKeys: []string{"hook_event_name"},
 		events: map[string]hookEvent{
 			"sessionStart": {eventStart, func(_, text string) string { return jsonLine(map[string]any{"additional_context": text}) }},
 			"stop":         {eventStop, func(_, text string) string { return jsonLine(map[string]any{"followup_message": text}) }},
