@@ -143,10 +143,8 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 		cfg.speaksFor, cfg.tokenName = t.tokens.speaksFor(tok), tok.name
 	}
 	srv := newServerWriting(t.store, router, cfg)
-	if t.changes != nil {
-		srv.changes = t.changes
-		srv.subs.followWatch(t.changes)
-	}
+	srv.changes = t.changes
+	srv.subs.followWatch(t.changes)
 	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
 	if t.audit != nil {
 		srv.audit = func(c toolCall) {
