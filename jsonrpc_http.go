@@ -147,10 +147,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	srv.subs.followWatch(t.changes)
 	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
 	if t.audit != nil {
-		srv.audit = func(c toolCall) {
-			c.token = tok.name
-			t.audit.observe(c)
-		}
+		srv.audit = t.audit.observe
 	}
 	s.lastUsed.Store(time.Now().UnixNano())
 	return s

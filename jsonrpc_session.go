@@ -70,7 +70,7 @@ type serverConfig struct {
 	// speaksFor refuses a context_id this session may not act as:
 	// prepareCall's one identity check, on every transport.
 	speaksFor func(contextID string) *domainError
-	tokenName string // the per-agent token's NAME, recorded with sends; "" for none
+	tokenName string // the per-agent token's NAME, recorded with sends and audited calls; "" for none
 	// channels is CROSSTALK_CHANNELS: declare Claude Code's channel
 	// capability and push wake events through it (routing_channels.go).
 	channels bool
@@ -215,7 +215,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	if !ok {
 		name = string(p.values["name"]) // recorded as written
 	}
-	pc.call = toolCall{requestID: req.id, version: req.version, name: name, started: time.Now(), remote: s.remote}
+	pc.call = toolCall{requestID: req.id, version: req.version, name: name, started: time.Now(), remote: s.remote, token: s.cfg.tokenName}
 	args, ok := parseArgs(p.values["arguments"])
 	if !ok {
 		return pc.refuse(errInvalidParams("tools/call arguments must be an object."))
