@@ -160,8 +160,7 @@ func groupsDirFromEnv() (string, error) {
 
 // serving is what both transports open before they serve.
 type serving struct {
-	dir   string
-	store *store
+	store *store // its dir is the groups directory
 	audit *auditLog
 	cfg   serverConfig // every session's
 }
@@ -197,7 +196,7 @@ func openServing(stderr io.Writer) (*serving, int) {
 	if err != nil {
 		return fail(err, 1)
 	}
-	return &serving{dir: dir, store: st, audit: openAuditLog(dir, auditCfg, stderr, time.Now), cfg: cfg}, 0
+	return &serving{store: st, audit: openAuditLog(dir, auditCfg, stderr, time.Now), cfg: cfg}, 0
 }
 
 // close stops the audit writer, writing what it has queued, then closes
@@ -226,7 +225,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
-	defer endClientWaiters(sv.dir, os.Getppid())
+	defer endClientWaiters(sv.store.dir, os.Getppid())
 	// A pinned member stops a per-agent server speaking for another.
 	if pinned := os.Getenv("CROSSTALK_CONTEXT_ID"); pinned != "" {
 		sv.cfg.speaksFor = pinnedSpeaker(pinned)
@@ -234,7 +233,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 	s := newServer(sv.store, stdout, sv.cfg)
 	defer s.subs.close()
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
-		s.changes = newChangeWatcher(sv.dir)
+		s.changes = newChangeWatcher(sv.store.dir)
 		defer s.changes.close()
 		s.subs.followWatch(s.changes)
 	}

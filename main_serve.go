@@ -126,7 +126,7 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		t.followTokens(hup)
 	}
 	if fileEventsEnabled(os.Getenv("CROSSTALK_FILE_EVENTS")) {
-		t.changes = newChangeWatcher(sv.dir)
+		t.changes = newChangeWatcher(sv.store.dir)
 		defer t.changes.close()
 	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
