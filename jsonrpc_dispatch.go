@@ -248,17 +248,13 @@ func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
 		return errInvalidRequest
 	}
 	for _, item := range batch {
-		m, _ := splitObject(item)
-		params, _ := splitObject(m["params"])
-		method, _ := decodeJSONString(m["method"])
-		switch tool, _ := decodeJSONString(params["name"]); {
-		case method == "initialize":
+		switch msg := readHTTPMessage(item); {
+		case msg.Method == "initialize":
 			return errBatchInit
-		case method == "tools/call" && toolsByName[tool] != nil && toolsByName[tool].wait != nil:
+		case msg.Method == "tools/call" && toolsByName[msg.Name] != nil && toolsByName[msg.Name].wait != nil:
 			// A waiting tool is answered later, and a batch's answer is one array.
-			return &rpcError{-32600, tool + " must not be sent in a batch; send it alone"}
-		}
-		if readRequestMeta(m["params"]).hasVersion {
+			return &rpcError{-32600, msg.Name + " must not be sent in a batch; send it alone"}
+		case msg.Meta.hasVersion:
 			return errInvalidRequest
 		}
 	}

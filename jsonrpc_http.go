@@ -196,11 +196,12 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// httpMessage is what the transport reads of a POSTed message to route it.
+// httpMessage is what the transport reads of a POSTed message to route it,
+// and batchRefusal of each item of a batch.
 type httpMessage struct {
 	ID                json.RawMessage
 	Method, Name, URI string
-	Version           string // 2026-07-28's per-request protocol version, or ""
+	Meta              requestMeta // Meta.protocolVersion is 2026-07-28's per-request version, or ""
 }
 
 // readHTTPMessage reads body as the server will (splitObject's exact keys,
@@ -210,7 +211,7 @@ type httpMessage struct {
 func readHTTPMessage(body []byte) httpMessage {
 	m, _ := splitObject(body)
 	p, _ := splitObject(m["params"])
-	msg := httpMessage{ID: m["id"], Version: readRequestMeta(m["params"]).protocolVersion}
+	msg := httpMessage{ID: m["id"], Meta: readRequestMeta(m["params"])}
 	msg.Method, _ = decodeJSONString(m["method"])
 	msg.Name, _ = decodeJSONString(p["name"])
 	msg.URI, _ = decodeJSONString(p["uri"])
@@ -265,7 +266,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	msg := readHTTPMessage(body)
 	v := r.Header.Get("Mcp-Protocol-Version")
 	switch {
-	case msg.Version != "" || (v != "" && v > supportedProtocolVersions[0]):
+	case msg.Meta.protocolVersion != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
 	case v != "" && !slices.Contains(supportedProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
@@ -334,8 +335,8 @@ func checkMirroredHeaders(r *http.Request, msg httpMessage) error {
 	mismatch := func(header, got, want string) error {
 		return fmt.Errorf("%s header value %q does not match body value %q", header, got, want)
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Version {
-		return mismatch("MCP-Protocol-Version", v, msg.Version)
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != msg.Meta.protocolVersion {
+		return mismatch("MCP-Protocol-Version", v, msg.Meta.protocolVersion)
 	}
 	if !msg.isRequest() {
 		return nil
