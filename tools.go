@@ -267,14 +267,11 @@ type toolArgs struct {
 // parseArgs decodes a JSON object; absent (nil) raw is an empty one. ok is
 // false when raw is anything else.
 func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
-	if raw == nil {
-		return toolArgs{values: map[string]json.RawMessage{}}, true
-	}
 	if json.Valid(raw) {
 		a.values, ok = splitObject(raw) // values stay in raw: see splitObject
 	}
 	if !ok {
-		return toolArgs{values: map[string]json.RawMessage{}}, false
+		return toolArgs{values: map[string]json.RawMessage{}}, raw == nil
 	}
 	a.raw = raw
 	return a, true
