@@ -240,15 +240,13 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 		pc.call.result = failure(validationErrorf("Unknown tool: %s", name))
 		return pc
 	}
-	if te := t.checkArgs(args); te != nil {
+	te := t.checkArgs(args)
+	if id, ok := args.str("context_id"); ok && te == nil {
+		te = s.cfg.speaksFor(id)
+	}
+	if te != nil {
 		pc.call.result = failure(te)
 		return pc
-	}
-	if id, ok := args.str("context_id"); ok {
-		if te := s.cfg.speaksFor(id); te != nil {
-			pc.call.result = failure(te)
-			return pc
-		}
 	}
 	pc.tool = t
 	return pc
