@@ -290,8 +290,7 @@ func accepts(r *http.Request, mediaType string) bool {
 
 // postInitialize starts a 2025-era session, kept only if initialize succeeds.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
-	client := hostOf(r.RemoteAddr)
-	if !t.sessionQuota.acquire(w, client) {
+	if !t.sessionQuota.acquire(w, hostOf(r.RemoteAddr)) {
 		return
 	}
 	var raw [16]byte
@@ -299,7 +298,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	s := t.newSession(hex.EncodeToString(raw[:]), r)
 	reply := s.handle(r, body)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
-		t.sessionQuota.release(client)
+		t.sessionQuota.release(s.client)
 		s.end()
 		writeHTTPJSON(w, http.StatusBadRequest, reply)
 		return
