@@ -133,8 +133,8 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 
 // newSession makes a session writing to a router, owned by r's token and
 // speaking only for the context ids that token may. Its context ends with
-// the transport's, so that close ends 2026-07-28 requests too, which are in
-// no table: a listen left running would hold Shutdown for its full timeout.
+// the transport's, which also ends a 2026-07-28 request arriving after close
+// ran endWhere: a listen left running would hold Shutdown for its timeout.
 func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	ctx, stop := context.WithCancel(t.done)
 	router := &httpRouter{ctx: ctx, queue: t.limits.queue, waiting: map[string]*httpExchange{}}
