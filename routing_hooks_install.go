@@ -164,12 +164,11 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	if hooks != nil && hooks.kind != '{' {
 		return "", fmt.Errorf("settings %q is not an object", h.section)
 	}
-	missing, order := missingHooks(h, hooks, l)
 	if hooks == nil {
-		inner := "\n" + strings.Repeat(unit, root.depth+2)
-		obj := "{" + inner + renderMembers(order, missing, root.depth+2, unit) + "\n" + strings.Repeat(unit, root.depth+1) + "}"
-		return applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: ", h.section)+obj, unit)}), nil
+		// A missing section is added empty, then filled as an existing one.
+		return installHooks(h, applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: {}", h.section), unit)}), l)
 	}
+	missing, order := missingHooks(h, hooks, l)
 	edits, err := addHookEdits(hooks, missing, order, unit)
 	if err != nil {
 		return "", err
@@ -185,8 +184,8 @@ func (h hookSettings) emptySettings() string {
 	return "{}\n"
 }
 
-// missingHooks returns h's entries for l that hooks (nil when there is no
-// section) does not hold yet, by event, and those events in entry order.
+// missingHooks returns h's entries for l that hooks does not hold yet, by
+// event, and those events in entry order.
 func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][]any, []string) {
 	missing := map[string][]any{}
 	var order []string
@@ -206,11 +205,11 @@ func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][
 // appended to an event's existing array, or as new members in one edit.
 func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
 	var edits []jsonEdit
-	var newEvents []string
+	var members []string // the new events' arrays, one member a line
 	for _, ev := range order {
 		arr := hooks.member(ev)
 		if arr == nil {
-			newEvents = append(newEvents, ev)
+			members = append(members, fmt.Sprintf("%q: %s", ev, renderJSON(missing[ev], hooks.depth+1, unit)))
 			continue
 		}
 		if arr.kind != '[' {
@@ -222,21 +221,11 @@ func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, uni
 		}
 		edits = append(edits, appendRaw(arr, strings.Join(items, ",\n"+strings.Repeat(unit, arr.depth+1)), unit))
 	}
-	if len(newEvents) > 0 {
+	if len(members) > 0 {
 		// Members added to one object go in one edit at one position.
-		edits = append(edits, appendRaw(hooks, renderMembers(newEvents, missing, hooks.depth+1, unit), unit))
+		edits = append(edits, appendRaw(hooks, strings.Join(members, ",\n"+strings.Repeat(unit, hooks.depth+1)), unit))
 	}
 	return edits, nil
-}
-
-// renderMembers renders the events' arrays as members of an object at
-// depth-1, one per line, for appendRaw.
-func renderMembers(events []string, missing map[string][]any, depth int, unit string) string {
-	var members []string
-	for _, ev := range events {
-		members = append(members, fmt.Sprintf("%q: %s", ev, renderJSON(missing[ev], depth, unit)))
-	}
-	return strings.Join(members, ",\n"+strings.Repeat(unit, depth))
 }
 
 // hasCommand reports whether an event array already holds command cmd.
