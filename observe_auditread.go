@@ -139,9 +139,6 @@ type toolCallRow struct {
 // readToolCalls reads the newest matching audit rows with their group-name
 // snapshots, marking rows whose group database is gone.
 func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFilter, limit int) ([]toolCallRow, error) {
-	if !a.tables["tool_calls"] {
-		return nil, errNoDatabase
-	}
 	where, args, ok := auditWhere(f, 0, a.columns)
 	if !ok {
 		return nil, nil

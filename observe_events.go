@@ -337,7 +337,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 
 // toolEvents reads the newest audit rows as activity events.
 func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEvent {
-	if a == nil {
+	if a == nil || !a.tables["tool_calls"] {
 		return nil
 	}
 	calls, _ := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit) // none on an error
