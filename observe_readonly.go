@@ -178,14 +178,10 @@ func (p *readOnlyPool) groupState(dir, id string) (snapshotState, error) {
 	if err != nil {
 		return s, err
 	}
-	var latest sql.NullInt64
 	err = db.QueryRow("SELECT message_revision, member_revision, wakeup_revision, metadata_revision, (SELECT MAX(id) FROM messages) FROM group_state WHERE id = 1").
-		Scan(&s.marker.message, &s.marker.member, &s.marker.wakeup, &s.marker.metadata, &latest)
+		Scan(&s.marker.message, &s.marker.member, &s.marker.wakeup, &s.marker.metadata, &s.latest) // NULL leaves it nil
 	if err != nil {
 		return s, fmt.Errorf("read state of %s: %w", id, err)
-	}
-	if latest.Valid {
-		s.latest = &latest.Int64
 	}
 	return s, nil
 }
