@@ -157,17 +157,15 @@ func listenObserver(port int) (net.Listener, bool, error) {
 // are shown before the page's script shows them in the browser's zone.
 func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) (*observer, error) {
 	pageTemplates() // parse now, not during the first request
-	token := make([]byte, 32)
-	if _, err := rand.Read(token); err != nil {
-		return nil, fmt.Errorf("generate csrf token: %w", err)
-	}
+	var token [32]byte
+	rand.Read(token[:]) // never fails: crypto/rand crashes the program instead
 	if pollInterval <= 0 {
 		pollInterval = observePollInterval
 	}
 	o := &observer{
 		dir:          dir,
 		pollInterval: pollInterval,
-		csrfToken:    base64.RawURLEncoding.EncodeToString(token),
+		csrfToken:    base64.RawURLEncoding.EncodeToString(token[:]),
 		hub:          &eventHub{subs: map[chan []byte]struct{}{}},
 		dbs:          &readOnlyPool{entries: map[string]*readOnlyEntry{}},
 		location:     zone,
