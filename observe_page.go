@@ -288,12 +288,10 @@ func (o *observer) storageView(ctx context.Context) storageView {
 	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
 	a, err := o.readAuditSchema(ctx)
 	switch {
-	case errors.Is(err, errNoDatabase):
+	case errors.Is(err, errNoDatabase) || err == nil && !a.tables["tool_calls"]:
 		return missing
 	case err != nil:
 		return unavailable
-	case !a.tables["tool_calls"]:
-		return missing
 	}
 	var rowsCount, pageSize, freePages int64
 	path := filepath.Join(o.dir, catalogFileName)
