@@ -26,7 +26,7 @@ import (
 // Nothing takes s.mu while holding inUse or writeTurn; a handle is closed
 // (inUse for writing) only after it has left s.handles, outside s.mu.
 // A handle's sendsMu is taken alone or inside its writeTurn, never around it.
-// catalogMu guards only catalogDB and is never held with the others.
+// catalogMu guards only the catalog's two fields, never held with the others.
 type store struct {
 	dir string
 	now func() time.Time
@@ -34,8 +34,9 @@ type store struct {
 	mu      sync.Mutex
 	handles map[string]*groupHandle
 
-	catalogMu sync.Mutex
-	catalogDB *sql.DB // nil until first use
+	catalogMu   sync.Mutex
+	catalogDB   *sql.DB     // nil until first use
+	catalogFile os.FileInfo // the file catalogDB opened
 
 	damaged damagedWarnings // unusable group files already reported
 

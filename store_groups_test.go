@@ -147,3 +147,37 @@ func TestSendWaitingThroughADelete(t *testing.T) {
 		t.Errorf("send waiting through a delete: got %v; want not_found", err)
 	}
 }
+
+// TestCatalogFollowsItsFile shows that a server whose observability.sqlite3
+// was deleted (a user resetting the audit history, a cache cleaner) lists
+// what the new file says, as the original does, rather than the rows of
+// the unlinked file it still held open: another server renamed the group.
+func TestCatalogFollowsItsFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newTestStore(t, dir), newTestStore(t, dir)
+	meta, err := a.createGroup("alice", "old name", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeDatabaseFiles(filepath.Join(dir, catalogFileName)); err != nil {
+		t.Fatal(err)
+	}
+	renamed := "new name"
+	if _, err := b.updateGroupMetadata(meta.groupID, "alice", &renamed, nil); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := a.listGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].name != renamed {
+		t.Errorf("listGroups after the catalog file was replaced: got %+v; want the group named %q", groups, renamed)
+	}
+	if _, err := a.createGroup("alice", "second", ""); err != nil {
+		t.Fatal(err)
+	}
+	cat := openTestDB(t, filepath.Join(dir, catalogFileName), "ro")
+	if got := queryRows(t, cat, "SELECT name FROM groups ORDER BY name"); len(got) != 2 {
+		t.Errorf("catalog file rows: got %v; want both groups (the dashboard reads their names there)", got)
+	}
+}

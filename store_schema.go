@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -111,14 +112,20 @@ func (s *store) initGroup(id, contextID, name, description string) error {
 }
 
 // catalog returns the catalog database, creating its file and table on
-// first use. A failure is not remembered: the next call tries again.
+// first use, and afresh once the file is deleted or replaced. A failure is
+// not remembered: the next call tries again.
 func (s *store) catalog() (*sql.DB, error) {
 	s.catalogMu.Lock()
 	defer s.catalogMu.Unlock()
+	path := filepath.Join(s.dir, catalogFileName)
 	if s.catalogDB != nil {
-		return s.catalogDB, nil
+		if info, err := os.Stat(path); err == nil && os.SameFile(info, s.catalogFile) {
+			return s.catalogDB, nil
+		}
+		s.catalogDB.Close() // the file was deleted or replaced: rows written to it are lost
+		s.catalogDB = nil
 	}
-	db := openSQLite(sqliteDSN(filepath.Join(s.dir, catalogFileName), "rwc"), 2)
+	db := openSQLite(sqliteDSN(path, "rwc"), 2)
 	err := retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
 		// settings persist in the file, like the original's catalog.
@@ -130,6 +137,7 @@ func (s *store) catalog() (*sql.DB, error) {
 		return nil, fmt.Errorf("initialize catalog: %w", err)
 	}
 	s.catalogDB = db
+	s.catalogFile, _ = os.Stat(path)
 	return db, nil
 }
 
