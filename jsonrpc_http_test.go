@@ -295,10 +295,7 @@ func TestNetworkFSWarning(t *testing.T) {
 		t.Errorf("with CROSSTALK_ALLOW_NETWORK_FS=1: got warning %q; want none", w)
 	}
 	// The dashboard shows the same warning on its overview.
-	o, err := newObserver(dir, 0, time.Now, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserver(dir, 0, time.Now, time.Local)
 	o.fsWarning = w
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/fragments/overview", nil)

@@ -99,10 +99,7 @@ func (c observeCommand) run(opts observeOptions) int {
 		return fail(err)
 	}
 	defer done()
-	obs, err := newObserver(dir, opts.pollInterval, time.Now, time.Local)
-	if err != nil {
-		return fail(err)
-	}
+	obs := newObserver(dir, opts.pollInterval, time.Now, time.Local)
 	if obs.fsWarning != "" {
 		fmt.Fprintln(c.stderr, "crosstalk-mcp observe: "+obs.fsWarning)
 	}
@@ -155,7 +152,7 @@ func listenObserver(port int) (net.Listener, bool, error) {
 // newObserver prepares a dashboard over dir without touching the directory.
 // now is the clock the Tool analytics ranges end at; zone is where times
 // are shown before the page's script shows them in the browser's zone.
-func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) (*observer, error) {
+func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) *observer {
 	pageTemplates() // parse now, not during the first request
 	var token [32]byte
 	rand.Read(token[:]) // never fails: crypto/rand crashes the program instead
@@ -176,7 +173,7 @@ func newObserver(dir string, pollInterval time.Duration, now func() time.Time, z
 		fsWarning:    networkFSWarning(dir, os.Getenv),
 	}
 	o.Handler = o.routes()
-	return o, nil
+	return o
 }
 
 // serve polls and serves on ln until ctx ends, then shuts down promptly even

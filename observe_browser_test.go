@@ -257,10 +257,7 @@ func TestObserveInBrowser(t *testing.T) {
 	groupID := seedShowcase(fx, time.Now())
 
 	const poll = 500 * time.Millisecond
-	obs, err := newObserver(fx.dir, poll, time.Now, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs := newObserver(fx.dir, poll, time.Now, time.Local)
 	base := "http://" + serveObserver(t, obs) + "/"
 
 	c.call(t, false, "Network.enable", map[string]any{}, nil)

@@ -186,10 +186,7 @@ func TestObserveViewsInBrowser(t *testing.T) {
 	now := time.Now()
 	release := seedShowcase(fx, now)
 	crowded := seedCrowded(fx, now)
-	obs, err := newObserver(fx.dir, 500*time.Millisecond, time.Now, time.Local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs := newObserver(fx.dir, 500*time.Millisecond, time.Now, time.Local)
 	base := "http://" + serveObserver(t, obs) + "/"
 	views := []struct{ name, query string }{
 		{"overview", ""}, {"chats", "?view=chats&group_id=" + crowded}, {"analytics", "?view=analytics"}, {"storage", "?view=storage"},

@@ -26,10 +26,7 @@ func newTestObserver(t testing.TB, dir string, poll time.Duration) *observer {
 // newObserverAt is newTestObserver on the clock now.
 func newObserverAt(t testing.TB, dir string, poll time.Duration, now func() time.Time) *observer {
 	t.Helper()
-	obs, err := newObserver(dir, poll, now, time.UTC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs := newObserver(dir, poll, now, time.UTC)
 	t.Cleanup(obs.dbs.closeAll)
 	return obs
 }
