@@ -33,7 +33,11 @@ platforms=${*:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 w
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-	SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct -- . ':(exclude)server.json')
+	SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct -- . ':(exclude)server.json' 2>/dev/null) || {
+		echo "release: $root is not a git checkout, so there is no commit time to stamp;" \
+			"set SOURCE_DATE_EPOCH (Unix seconds), such as the release's commit time" >&2
+		exit 1
+	}
 fi
 case $SOURCE_DATE_EPOCH in
 '' | *[!0-9]*)
