@@ -164,7 +164,7 @@ func afterCursor(after int64) readSelection {
 // unreadMessages returns the member's unread messages and, when via is set
 // (wait_for_messages), records them delivered that way.
 func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via string) ([]message, error) {
-	var idle bool // nothing unread needs no write lock, as in the original, which a huge send holds for seconds
+	var idle bool // nothing unread takes no write lock (nor does the original): a huge send holds it for seconds
 	if s.withGroup(id, func(db *sql.DB) error {
 		return db.QueryRow("SELECT NOT EXISTS (SELECT 1 FROM member_unread_messages WHERE context_id = ?1) FROM group_members WHERE context_id = ?1 AND name = ?2", contextID, name).Scan(&idle)
 	}) == nil && idle {
