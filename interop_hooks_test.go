@@ -78,10 +78,7 @@ func TestInteropHookOnOriginalDatabase(t *testing.T) {
 // only schema change is message_tokens, which doctor accepts; the other
 // copy's schema is untouched; and every read tool answers the same on both.
 func TestInteropTokenedSendOnOriginalDatabase(t *testing.T) {
-	tokens, err := newTokenTable("shared-secret", writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"bob-laptop", "bob-secret", "ctx-bob"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := newTestTokens(t, "shared-secret", []string{"bob-laptop", "bob-secret", "ctx-bob"})
 	bob := map[string]any{"group_id": interopGroup, "context_id": "ctx-bob", "name": "bob"}
 	carol := map[string]any{"group_id": interopGroup, "context_id": "ctx-carol", "name": "Carol"}
 	alice := map[string]any{"group_id": interopGroup, "context_id": "ctx-alice", "name": "alice"}

@@ -27,6 +27,19 @@ func writeTokensFile(tb testing.TB, path string, agents ...[]string) string {
 	return path
 }
 
+// newTestTokens writes a tokens file of agents in a temporary directory and
+// loads it with the shared token (none when ""); it returns the table and
+// the file's path, for tests that edit the file.
+func newTestTokens(tb testing.TB, shared string, agents ...[]string) (*tokenTable, string) {
+	tb.Helper()
+	path := writeTokensFile(tb, filepath.Join(tb.TempDir(), "tokens"), agents...)
+	tokens, err := newTokenTable(shared, path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tokens, path
+}
+
 func TestParseTokens(t *testing.T) {
 	hash := "sha256:" + strings.Repeat("ab", 32)
 	tests := []struct {
@@ -80,12 +93,7 @@ func TestContextPatterns(t *testing.T) {
 // (the shared token, per-agent tokens, the stdio pin) and checks who is
 // refused, with what, and that a refused call changes nothing.
 func TestSpeakerRules(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice", "ci-*"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("shared-secret", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := newTestTokens(t, "shared-secret", []string{"alice", "alice-secret", "alice", "ci-*"}, []string{"bob", "bob-secret", "bob"})
 	speakers := map[string]func(string) *domainError{"shared": speaksForAnyone, "pinned": pinnedSpeaker("alice")}
 	for _, name := range []string{"alice", "bob", "shared"} {
 		tok := tokens.authenticate("Bearer " + name + "-secret")
@@ -198,12 +206,7 @@ func storeSnapshot(tb testing.TB, st *store, group string) string {
 // session whose token stays listed keeps working (and follows the new
 // patterns), one whose token was removed is ended and refused.
 func TestTokensReload(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
 	alice.initialize()
@@ -245,12 +248,7 @@ func TestTokensReload(t *testing.T) {
 // 2026-07-28 listen is open: the stream ends, as a 2025-era session of the
 // token does, so that it carries the group's changes no longer.
 func TestTokensRevokedEndListen(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{keepAlive: 50 * time.Millisecond})
 	resp := s.client(t, "bob-secret").listen(t.Context())
 	defer resp.Body.Close()
@@ -269,12 +267,7 @@ func TestTokensFollowFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the tokens poll")
 	}
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	hup := make(chan os.Signal, 1)
 	s.t.followTokens(hup)
@@ -289,12 +282,7 @@ func TestTokensFollowFile(t *testing.T) {
 // TestSessionBelongsToItsToken tries another token's session id on every
 // method: each answers 404, as for an unknown id, and the session lives on.
 func TestSessionBelongsToItsToken(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("shared-secret", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := newTestTokens(t, "shared-secret", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	alice := s.client(t, "alice-secret")
 	alice.initialize()
@@ -321,12 +309,7 @@ func TestSessionBelongsToItsToken(t *testing.T) {
 // as itself, and a spoof of the other (a 2025-era session's call or a
 // 2026-07-28 request's) is refused with nothing stored.
 func TestTokensTwoAgents(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	tokens, err := newTokenTable("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
 	alice.initialize()
@@ -370,12 +353,7 @@ func TestTokensTwoAgents(t *testing.T) {
 // a context: that context's wakeup resource is then neither delivered nor
 // read, subscribed or unsubscribed (which would leave the group as it).
 func TestTokensNarrowedReachResources(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"),
-		[]string{"alice", "alice-secret", "alice", "bob"}, []string{"carol", "carol-secret", "carol"})
-	tokens, err := newTokenTable("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice", "bob"}, []string{"carol", "carol-secret", "carol"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{keepAlive: 50 * time.Millisecond})
 	alice, carol := s.client(t, "alice-secret"), s.client(t, "carol-secret")
 	alice.initialize()
@@ -434,11 +412,7 @@ func TestTokensNarrowedReachResources(t *testing.T) {
 // message only, never a token, and a group that only the shared token
 // wrote to has no such table.
 func TestSendRecordsTokenName(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"alice-laptop", "alice-secret", "alice"})
-	tokens, err := newTokenTable("shared-secret", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := newTestTokens(t, "shared-secret", []string{"alice-laptop", "alice-secret", "alice"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	alice, shared := s.client(t, "alice-secret"), s.client(t, "shared-secret")
 	alice.initialize()
@@ -522,11 +496,7 @@ func TestMemberWakeupSpeaksFor(t *testing.T) {
 // wait_for_messages waits for a context the token then loses: the mail
 // that arrives is not read for it, and stays unread.
 func TestTokensNarrowedEndWait(t *testing.T) {
-	path := writeTokensFile(t, filepath.Join(t.TempDir(), "tokens"), []string{"bot", "bot-secret", "ci-*"})
-	tokens, err := newTokenTable("shared-secret", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, path := newTestTokens(t, "shared-secret", []string{"bot", "bot-secret", "ci-*"})
 	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	bot, admin := s.client(t, "bot-secret"), s.client(t, "shared-secret")
 	bot.initialize()
