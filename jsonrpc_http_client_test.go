@@ -90,12 +90,9 @@ func newHTTPMember(tb testing.TB, groupName string) (*httpTestServer, *httpTestC
 	s := newHTTPTestServer(tb, "", httpLimits{})
 	a := s.client(tb, "")
 	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": groupName}, &g)
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
-	return s, a, g.GroupID
+	g := a.createGroup(map[string]any{"context_id": "ctx-a", "name": groupName})
+	a.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}, nil)
+	return s, a, g
 }
 
 // httpTestClient is a minimal Streamable HTTP client: JSON or SSE answers,
@@ -252,6 +249,16 @@ func (c *httpTestClient) tool(name string, args map[string]any) toolReply {
 		c.tb.Fatalf("%s: %v", name, err)
 	}
 	return reply
+}
+
+// createGroup runs create_group with args, as ok does, and returns the
+// new group's id.
+func (c *httpTestClient) createGroup(args map[string]any) string {
+	var g struct {
+		GroupID string `json:"group_id"`
+	}
+	c.ok("create_group", args, &g)
+	return g.GroupID
 }
 
 // ok calls a tool that must succeed and decodes its text into v.

@@ -118,11 +118,8 @@ func TestHTTPKillLosesNothingAcknowledged(t *testing.T) {
 	cmd, url, _ := startHTTPProcess(t, dir)
 	setup := &httpTestClient{tb: t, url: url}
 	setup.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	setup.ok("create_group", map[string]any{"context_id": "ctx-0", "name": "kill"}, &g)
-	setup.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-0", "name": "w0"}, nil)
+	g := setup.createGroup(map[string]any{"context_id": "ctx-0", "name": "kill"})
+	setup.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-0", "name": "w0"}, nil)
 
 	var mu sync.Mutex
 	acked := map[string]bool{}
@@ -137,7 +134,7 @@ func TestHTTPKillLosesNothingAcknowledged(t *testing.T) {
 			}
 			for i := 0; ; i++ {
 				text := fmt.Sprintf("w%d-%d", w, i)
-				if !c.trySend(g.GroupID, fmt.Sprintf("ctx-w%d", w), text) {
+				if !c.trySend(g, fmt.Sprintf("ctx-w%d", w), text) {
 					return // the server is gone
 				}
 				mu.Lock()
@@ -162,7 +159,7 @@ func TestHTTPKillLosesNothingAcknowledged(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"messages"`
 	}
-	after.ok("get_all_messages", map[string]any{"group_id": g.GroupID, "context_id": "ctx-0", "name": "w0"}, &all)
+	after.ok("get_all_messages", map[string]any{"group_id": g, "context_id": "ctx-0", "name": "w0"}, &all)
 	stored := map[string]bool{}
 	for _, m := range all.Messages {
 		stored[m.Message] = true

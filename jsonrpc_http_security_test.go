@@ -314,25 +314,22 @@ func TestTokensTwoAgents(t *testing.T) {
 	alice, bob := s.client(t, "alice-secret"), s.client(t, "bob-secret")
 	alice.initialize()
 	bob.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	alice.ok("create_group", map[string]any{"context_id": "alice"}, &g)
-	alice.ok("join_group", speakerArgs("join_group", g.GroupID, "alice"), nil)
-	bob.ok("join_group", speakerArgs("join_group", g.GroupID, "bob"), nil)
-	bob.ok("send_message", with(speakerArgs("send_message", g.GroupID, "bob"), "wake_context_ids", []string{"alice"}), nil)
+	g := alice.createGroup(map[string]any{"context_id": "alice"})
+	alice.ok("join_group", speakerArgs("join_group", g, "alice"), nil)
+	bob.ok("join_group", speakerArgs("join_group", g, "bob"), nil)
+	bob.ok("send_message", with(speakerArgs("send_message", g, "bob"), "wake_context_ids", []string{"alice"}), nil)
 	for _, spoof := range []struct{ tool, want string }{
 		{"send_message", "Token bob may not act as context_id alice"},
 		{"delete_group", "Token bob may not act as context_id alice"},
 		{"get_unread_messages", "Token bob may not act as context_id alice"},
 	} {
-		if reply := bob.tool(spoof.tool, speakerArgs(spoof.tool, g.GroupID, "alice")); !reply.isError || !strings.Contains(reply.text, spoof.want) {
+		if reply := bob.tool(spoof.tool, speakerArgs(spoof.tool, g, "alice")); !reply.isError || !strings.Contains(reply.text, spoof.want) {
 			t.Errorf("bob's %s as alice: got %s; want an error saying %q", spoof.tool, reply.text, spoof.want)
 		}
 	}
 	modern := s.client(t, "bob-secret")
 	modern.version = "2026-07-28"
-	req := toolRequest("send_message", speakerArgs("send_message", g.GroupID, "alice"))
+	req := toolRequest("send_message", speakerArgs("send_message", g, "alice"))
 	body := modern.request(req.Method, modernParams(req.Params.(map[string]any)))
 	header := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "send_message"}
 	if _, text := statusOf(modern, "POST", string(body), header); !strings.Contains(text, "Token bob may not act as context_id alice") {
@@ -343,7 +340,7 @@ func TestTokensTwoAgents(t *testing.T) {
 			ContextID string `json:"context_id"`
 		} `json:"messages"`
 	}
-	alice.ok("get_unread_messages", speakerArgs("get_unread_messages", g.GroupID, "alice"), &unread)
+	alice.ok("get_unread_messages", speakerArgs("get_unread_messages", g, "alice"), &unread)
 	if len(unread.Messages) != 1 || unread.Messages[0].ContextID != "bob" {
 		t.Errorf("alice's unread: got %+v; want bob's one message", unread.Messages)
 	}
@@ -358,16 +355,13 @@ func TestTokensNarrowedReachResources(t *testing.T) {
 	alice, carol := s.client(t, "alice-secret"), s.client(t, "carol-secret")
 	alice.initialize()
 	carol.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	alice.ok("create_group", map[string]any{"context_id": "alice"}, &g)
+	g := alice.createGroup(map[string]any{"context_id": "alice"})
 	for _, id := range []string{"alice", "bob"} {
-		alice.ok("join_group", speakerArgs("join_group", g.GroupID, id), nil)
+		alice.ok("join_group", speakerArgs("join_group", g, id), nil)
 	}
-	carol.ok("join_group", speakerArgs("join_group", g.GroupID, "carol"), nil)
+	carol.ok("join_group", speakerArgs("join_group", g, "carol"), nil)
 	stream := alice.openStream(t.Context())
-	bobURI, aliceURI := wakeupURI(g.GroupID, "bob"), wakeupURI(g.GroupID, "alice")
+	bobURI, aliceURI := wakeupURI(g, "bob"), wakeupURI(g, "alice")
 	for _, uri := range []string{bobURI, aliceURI} { // bob's first: the poller checks in this order
 		if msg := alice.call("resources/subscribe", map[string]any{"uri": uri}); msg.Error != nil {
 			t.Fatalf("subscribe %s: %+v", uri, msg.Error)
@@ -377,7 +371,7 @@ func TestTokensNarrowedReachResources(t *testing.T) {
 	if changed, err := tokens.reload(false); !changed || err != nil {
 		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
 	}
-	carol.ok("send_message", with(speakerArgs("send_message", g.GroupID, "carol"), "wake_context_ids", []string{"alice", "bob"}), nil)
+	carol.ok("send_message", with(speakerArgs("send_message", g, "carol"), "wake_context_ids", []string{"alice", "bob"}), nil)
 	timeout, woken := time.After(30*time.Second), false
 	for done := false; !done; {
 		select {
@@ -402,7 +396,7 @@ func TestTokensNarrowedReachResources(t *testing.T) {
 			t.Errorf("%s of bob's wakeups after the narrowing: got %+v, %s; want the refusal", method, msg.Error, msg.Result)
 		}
 	}
-	if snapshot := storeSnapshot(t, s.t.store, g.GroupID); !strings.Contains(snapshot, "bob") {
+	if snapshot := storeSnapshot(t, s.t.store, g); !strings.Contains(snapshot, "bob") {
 		t.Errorf("after the narrowing: got %s; want bob still a member", snapshot)
 	}
 }
@@ -501,26 +495,23 @@ func TestTokensNarrowedEndWait(t *testing.T) {
 	bot, admin := s.client(t, "bot-secret"), s.client(t, "shared-secret")
 	bot.initialize()
 	admin.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	admin.ok("create_group", map[string]any{"context_id": "admin", "name": "g"}, &g)
-	admin.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "admin", "name": "admin"}, nil)
-	bot.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ci-2", "name": "ci2"}, nil)
+	g := admin.createGroup(map[string]any{"context_id": "admin", "name": "g"})
+	admin.ok("join_group", map[string]any{"group_id": g, "context_id": "admin", "name": "admin"}, nil)
+	bot.ok("join_group", map[string]any{"group_id": g, "context_id": "ci-2", "name": "ci2"}, nil)
 	got := make(chan toolReply, 1)
 	go func() {
-		got <- bot.tool("wait_for_messages", map[string]any{"group_id": g.GroupID, "context_id": "ci-2", "name": "ci2", "timeout_seconds": 5})
+		got <- bot.tool("wait_for_messages", map[string]any{"group_id": g, "context_id": "ci-2", "name": "ci2", "timeout_seconds": 5})
 	}()
 	waitUntil(t, "the wait to start", func() bool { return s.t.streamQuota.held() == 1 })
 	writeTokensFile(t, path, []string{"bot", "bot-secret", "ci-1"})
 	if changed, err := tokens.reload(false); !changed || err != nil {
 		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
 	}
-	admin.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "admin", "name": "admin", "message": "for ci-2 only"}, nil)
+	admin.ok("send_message", map[string]any{"group_id": g, "context_id": "admin", "name": "admin", "message": "for ci-2 only"}, nil)
 	if r := <-got; strings.Contains(r.text, "for ci-2 only") {
 		t.Fatalf("the narrowed token's wait got ci-2's mail: %s", r.text)
 	}
-	if n, _, err := s.t.store.unreadCount(g.GroupID, "ci-2"); n != 1 || err != nil {
+	if n, _, err := s.t.store.unreadCount(g, "ci-2"); n != 1 || err != nil {
 		t.Errorf("ci-2's unread after the refused wait: %d (%v); want 1", n, err)
 	}
 }

@@ -103,12 +103,9 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 	s := newHTTPTestServer(t, "", httpLimits{writeTimeout: 300 * time.Millisecond, keepAlive: 50 * time.Millisecond})
 	a := s.client(t, "")
 	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "listened"}, &g)
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, nil)
-	uri := groupURI(g.GroupID)
+	g := a.createGroup(map[string]any{"context_id": "ctx-a", "name": "listened"})
+	a.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}, nil)
+	uri := groupURI(g)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -141,7 +138,7 @@ func TestHTTPStatelessListenEndsWithStream(t *testing.T) {
 	if got := s.serving.Load(); got != 1 {
 		t.Fatalf("requests in progress while listening: got %d; want 1", got)
 	}
-	a.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice", "message": "changed"}, nil)
+	a.ok("send_message", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice", "message": "changed"}, nil)
 	msg := next("the change")
 	for msg.Method != "notifications/resources/updated" {
 		msg = next("the change")

@@ -161,15 +161,12 @@ func TestHTTPStreamDeliversNotifications(t *testing.T) {
 	a, b := s.client(t, ""), s.client(t, "")
 	a.initialize()
 	b.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "wakeups"}, &g)
+	g := a.createGroup(map[string]any{"context_id": "ctx-a", "name": "wakeups"})
 	var j struct {
 		URI string `json:"wakeup_resource_uri"`
 	}
-	a.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}, &j)
-	b.ok("join_group", map[string]any{"group_id": g.GroupID, "context_id": "ctx-b", "name": "bob"}, nil)
+	a.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}, &j)
+	b.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	stream := a.openStream(ctx)
 	if msg := a.call("resources/subscribe", map[string]any{"uri": j.URI}); msg.Error != nil {
@@ -179,7 +176,7 @@ func TestHTTPStreamDeliversNotifications(t *testing.T) {
 	if code, _ := statusOf(a, http.MethodGet, "", map[string]string{"Accept": "text/event-stream"}); code != http.StatusConflict {
 		t.Errorf("second GET stream: got status %d; want 409", code)
 	}
-	b.ok("send_message", map[string]any{"group_id": g.GroupID, "context_id": "ctx-b", "name": "bob", "message": "@alice wake up"}, nil)
+	b.ok("send_message", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob", "message": "@alice wake up"}, nil)
 	timeout := time.After(30 * time.Second)
 	for got := false; !got; {
 		select {
@@ -384,18 +381,15 @@ func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
 	}
 	a := s.client(t, "")
 	a.initialize()
-	var g struct {
-		GroupID string `json:"group_id"`
-	}
-	a.ok("create_group", map[string]any{"context_id": "ctx-a", "name": "wait over http"}, &g)
-	alice := map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice"}
+	g := a.createGroup(map[string]any{"context_id": "ctx-a", "name": "wait over http"})
+	alice := map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}
 	a.ok("join_group", alice, nil)
 	b := s.client(t, "")
 	b.initialize()
 	sent := make(chan bool, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		sent <- b.trySend(g.GroupID, "ctx-b", "@alice are you there?")
+		sent <- b.trySend(g, "ctx-b", "@alice are you there?")
 	}()
 	var got struct {
 		Messages []struct {
@@ -403,7 +397,7 @@ func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
 		} `json:"messages"`
 	}
 	start := time.Now()
-	a.ok("wait_for_messages", map[string]any{"group_id": g.GroupID, "context_id": "ctx-a", "name": "alice",
+	a.ok("wait_for_messages", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice",
 		"timeout_seconds": 20}, &got)
 	if !<-sent {
 		t.Fatal("the other session's send was not acknowledged")
