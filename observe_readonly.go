@@ -95,15 +95,16 @@ func (p *readOnlyPool) get(dir, path string) (*sql.DB, error) {
 	p.evictLocked()
 	// A handle evicted from this same file is taken back, as each holds a
 	// goroutine through the grace. A new one has a few connections for
-	// concurrent requests; idle ones close soon, so no file stays open between looks.
-	i := slices.IndexFunc(p.retired, func(r *readOnlyEntry) bool { return r.info.Name() == info.Name() && os.SameFile(r.info, info) })
-	if i < 0 {
-		db := openSQLite(readOnlyDSN(path)+"&"+readOnlyCacheSize, 4)
-		db.SetConnMaxIdleTime(10 * time.Second)
-		i, p.retired = len(p.retired), append(p.retired, &readOnlyEntry{db: db, info: info})
+	// concurrent requests; idle ones close soon, so no file stays open
+	// between looks.
+	e := &readOnlyEntry{info: info}
+	if i := slices.IndexFunc(p.retired, func(r *readOnlyEntry) bool { return r.info.Name() == info.Name() && os.SameFile(r.info, info) }); i >= 0 {
+		e = p.retired[i]
+		p.retired = slices.Delete(p.retired, i, i+1)
+	} else {
+		e.db = openSQLite(readOnlyDSN(path)+"&"+readOnlyCacheSize, 4)
+		e.db.SetConnMaxIdleTime(10 * time.Second)
 	}
-	e := p.retired[i]
-	p.retired = slices.Delete(p.retired, i, i+1)
 	e.db.SetMaxIdleConns(1)
 	e.lastUsed, p.entries[path] = time.Now(), e
 	return e.db, nil
