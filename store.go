@@ -135,8 +135,10 @@ func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	}
 	// A group deleted while this waited for the lock takes no write: its
 	// file is gone, so a commit would be acknowledged and lost with it.
-	var err error = groupNotFound(strings.TrimSuffix(filepath.Base(h.queue.db), ".sqlite3"))
-	if info, serr := os.Stat(h.queue.db); serr == nil && os.SameFile(info, h.info) {
+	info, err := os.Stat(h.queue.db)
+	if err != nil || !os.SameFile(info, h.info) {
+		err = groupNotFound(strings.TrimSuffix(filepath.Base(h.queue.db), ".sqlite3"))
+	} else {
 		err = fn(tx)
 	}
 	if err == nil {
