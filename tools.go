@@ -273,11 +273,7 @@ func (a toolArgs) has(key string) bool { _, ok := a.values[key]; return ok }
 // str returns the argument as a string; ok is false when it is absent or
 // not a JSON string.
 func (a toolArgs) str(key string) (v string, ok bool) {
-	raw, present := a.values[key]
-	if !present || len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	return decodeJSONString(raw)
+	return decodeJSONString(a.values[key])
 }
 
 // isNull reports whether the argument is absent or JSON null, which the
