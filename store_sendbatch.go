@@ -264,10 +264,14 @@ func (b sendBatch) write(msgs []outgoing) (outs []sent, errs []error, err error)
 // routed checks that m's sender is a member under its name and routes m
 // among the others.
 func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
-	others, err := othersOf(members, m.contextID, m.name)
-	if err != nil {
-		return routedSend{}, err
+	i := slices.IndexFunc(members, func(r recipient) bool { return r.contextID == m.contextID })
+	if i < 0 {
+		return routedSend{}, errNotJoined
 	}
+	if members[i].name != m.name {
+		return routedSend{}, errNameMismatch
+	}
+	others := slices.Concat(members[:i], members[i+1:])
 	r := route(others, m.text, m.priority, m.wake)
 	ids := make([]string, len(r.targets))
 	for j, t := range r.targets {
@@ -343,19 +347,6 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	_, err := tx.Exec("UPDATE group_state SET message_revision = message_revision + ?, member_revision = member_revision + ?, "+
 		"wakeup_revision = wakeup_revision + ? WHERE id = 1", len(chunk), memberRevs, wakeupRevs)
 	return err
-}
-
-// othersOf checks that contextID has joined as name and returns the other
-// members, in order.
-func othersOf(all []recipient, contextID, name string) ([]recipient, error) {
-	i := slices.IndexFunc(all, func(r recipient) bool { return r.contextID == contextID })
-	if i < 0 {
-		return nil, errNotJoined
-	}
-	if all[i].name != name {
-		return nil, errNameMismatch
-	}
-	return slices.Concat(all[:i], all[i+1:]), nil
 }
 
 // tokensTable records the name (never the token) of the per-agent HTTP
