@@ -87,11 +87,10 @@ func retryBusyContext(ctx context.Context, op func() error) error {
 		if err == nil || !isBusy(err) || remaining <= 0 {
 			return err
 		}
-		pause := time.NewTimer(min(delay/2+rand.N(delay/2+1), remaining))
+		pause := min(delay/2+rand.N(delay/2+1), remaining)
 		select {
-		case <-pause.C:
+		case <-time.After(pause):
 		case <-ctx.Done():
-			pause.Stop()
 			return context.Cause(ctx)
 		}
 		delay = min(delay*2, 400*time.Millisecond)
