@@ -129,8 +129,6 @@ func (st jsonStyle) writeSeq(b *strings.Builder, open, end byte, n int, item fun
 	b.WriteByte(end)
 }
 
-const hexDigits = "0123456789abcdef"
-
 // writeString writes s as a JSON string escaped as Python does: quotes,
 // backslashes and control characters always, as \uXXXX in lowercase hex
 // where there is no short form; with ensureASCII also DEL and every
@@ -187,7 +185,7 @@ func writeU(b *strings.Builder, r rune) {
 	}
 	b.WriteString(`\u`)
 	for shift := 12; shift >= 0; shift -= 4 {
-		b.WriteByte(hexDigits[r>>shift&0xf])
+		b.WriteByte("0123456789abcdef"[r>>shift&0xf])
 	}
 }
 
