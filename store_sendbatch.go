@@ -280,27 +280,27 @@ func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
 	return routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()}, nil
 }
 
-// insertMessages inserts the messages of chunk and returns the id of the
+// insertMessages inserts the messages of pending and returns the id of the
 // first. The ids are consecutive: the transaction holds the write lock and
 // messages.id is AUTOINCREMENT.
-func (b sendBatch) insertMessages(chunk []routedSend) (int64, error) {
-	args := make([]any, 0, 8*len(chunk))
-	for _, p := range chunk {
+func (b sendBatch) insertMessages(pending []routedSend) (int64, error) {
+	args := make([]any, 0, 8*len(pending))
+	for _, p := range pending {
 		args = append(args, p.msg.contextID, p.msg.name, p.msg.text, p.now, p.msg.priority,
 			pyJSON(stringList(p.route.mentions)), pyJSON(stringList(p.ids)), p.route.reason)
 	}
 	last, err := b.tx.insertRows("INSERT INTO messages(sender_context_id, sender_name, content, created_at, priority, "+
 		"mentions, wakeup_targets, routing_reason) VALUES ", 8, args)
-	return last - int64(len(chunk)) + 1, err
+	return last - int64(len(pending)) + 1, err
 }
 
-// fanOut makes the rest of the writes of chunk, whose messages have the ids
+// fanOut makes the rest of the writes of pending, whose messages have the ids
 // first, first+1, …: unread rows, member counters, wake events, metrics and
 // revisions, one statement each. Rows are inserted in the order one-by-one
 // sends insert them, so they get the same rowids.
-func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
-	tx, last := b.tx, first+int64(len(chunk))-1
-	if err := recordTokenNames(tx, chunk, first); err != nil {
+func (b sendBatch) fanOut(pending []routedSend, first int64) error {
+	tx, last := b.tx, first+int64(len(pending))-1
+	if err := recordTokenNames(tx, pending, first); err != nil {
 		return err
 	}
 	if _, err := tx.Exec("INSERT INTO member_unread_messages(context_id, message_id) SELECT group_members.context_id, messages.id "+
@@ -318,7 +318,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 	metrics := map[[2]string]int{}
 	var metricOrder [][2]string
 	var memberRevs, wakeupRevs int // every message bumps the message revision
-	for k, p := range chunk {
+	for k, p := range pending {
 		for _, t := range p.route.targets {
 			wakeArgs = append(wakeArgs, first+int64(k), t.contextID, t.relevance, p.msg.priority, p.now)
 		}
@@ -345,7 +345,7 @@ func (b sendBatch) fanOut(chunk []routedSend, first int64) error {
 		}
 	}
 	_, err := tx.Exec("UPDATE group_state SET message_revision = message_revision + ?, member_revision = member_revision + ?, "+
-		"wakeup_revision = wakeup_revision + ? WHERE id = 1", len(chunk), memberRevs, wakeupRevs)
+		"wakeup_revision = wakeup_revision + ? WHERE id = 1", len(pending), memberRevs, wakeupRevs)
 	return err
 }
 
@@ -359,10 +359,10 @@ const tokensTable = `CREATE TABLE IF NOT EXISTS message_tokens (
 )`
 
 // recordTokenNames records, in the send's transaction, the token name of
-// each message of chunk (whose ids are first, first+1, …) that has one.
-func recordTokenNames(tx groupTx, chunk []routedSend, first int64) error {
+// each message of pending (whose ids are first, first+1, …) that has one.
+func recordTokenNames(tx groupTx, pending []routedSend, first int64) error {
 	var args []any
-	for k, p := range chunk {
+	for k, p := range pending {
 		if p.msg.token != "" {
 			args = append(args, first+int64(k), p.msg.token)
 		}
