@@ -73,8 +73,7 @@ func (st jsonStyle) encode(v any) string {
 	return b.String()
 }
 
-// writeValue appends v as st renders it: one switch over every accepted
-// type; any other type is a programming error.
+// writeValue appends v as st renders it; a type it has no case for panics.
 func (st jsonStyle) writeValue(b *strings.Builder, v any) {
 	switch v := v.(type) {
 	case nil:
