@@ -156,7 +156,7 @@ func (h *groupHandle) takeQueued() []*queuedSend {
 	return taken
 }
 
-// ended answers q with its ctx's cause when ctx has ended.
+// ended reports whether q's ctx has ended and, if so, answers q with its cause.
 func (q *queuedSend) ended() bool {
 	if q.ctx.Err() == nil {
 		return false
