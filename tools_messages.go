@@ -82,17 +82,17 @@ func parseSend(a toolArgs) (outgoing, error) {
 		return outgoing{}, err
 	}
 	text, err := a.nonEmpty("message")
-	if err == nil && a.maxMessageBytes > 0 && len(text) > a.maxMessageBytes {
-		err = validationErrorf("message is longer than %s (%d bytes).", maxMessageBytesVar, a.maxMessageBytes)
-	}
 	if err != nil {
 		return outgoing{}, err
+	}
+	if a.maxMessageBytes > 0 && len(text) > a.maxMessageBytes {
+		return outgoing{}, validationErrorf("message is longer than %s (%d bytes).", maxMessageBytesVar, a.maxMessageBytes)
 	}
 	// A null item decodes as "", which is blank; any other non-string fails.
 	var wake []string
 	if !a.isNull("wake_context_ids") {
 		err := json.Unmarshal(a.values["wake_context_ids"], &wake)
-		if err != nil || wake == nil || slices.ContainsFunc(wake, isBlank) {
+		if err != nil || slices.ContainsFunc(wake, isBlank) {
 			return outgoing{}, validationErrorf("wake_context_ids must be an array of non-empty context IDs.")
 		}
 	}
@@ -100,9 +100,7 @@ func parseSend(a toolArgs) (outgoing, error) {
 	if a.has("priority") {
 		priority, _ = a.str("priority")
 	}
-	switch priority {
-	case "low", "normal", "high", "urgent":
-	default:
+	if !slices.Contains([]string{"low", "normal", "high", "urgent"}, priority) {
 		return outgoing{}, validationErrorf("priority must be one of: low, normal, high, urgent.")
 	}
 	return outgoing{contextID: contextID, name: name, text: text, priority: priority, wake: wake, token: a.tokenName}, nil
