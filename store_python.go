@@ -10,7 +10,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,37 +318,4 @@ func pyFromISOFormat(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
-}
-
-// pyNumber renders a JSON number literal as Python prints the value it
-// decodes to: integers exactly ("-0" is "0"), other numbers as floats.
-func pyNumber(lit string) string {
-	if digits := strings.TrimPrefix(lit, "-"); digits != "" && strings.Trim(digits, "0123456789") == "" {
-		if strings.TrimLeft(digits, "0") == "" {
-			return "0"
-		}
-		return lit
-	}
-	if f, err := strconv.ParseFloat(lit, 64); err == nil {
-		return pyFloatRepr(f)
-	}
-	return lit
-}
-
-// pyFloatRepr formats f like Python's repr(float): shortest digits, fixed
-// notation with at least one decimal for exponents in [-4, 16).
-func pyFloatRepr(f float64) string {
-	if math.IsInf(f, 0) {
-		return map[bool]string{true: "inf", false: "-inf"}[f > 0]
-	}
-	// Go's shortest 'e' form is Python's (two exponent digits at least);
-	// only the exponents at which Python switches to it differ.
-	s := strconv.FormatFloat(f, 'e', -1, 64)
-	if exp, _ := strconv.Atoi(s[strings.IndexByte(s, 'e')+1:]); exp < -4 || exp >= 16 {
-		return s
-	}
-	if s = strconv.FormatFloat(f, 'f', -1, 64); !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
 }
