@@ -219,3 +219,17 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 	n, _ := deleted.RowsAffected()
 	return int(n), nil
 }
+
+// pyFromISOFormat reads a stored ISO 8601 timestamp as the original's
+// datetime.fromisoformat does; one without a zone is UTC.
+func pyFromISOFormat(s string) (time.Time, error) {
+	for _, layout := range []string{
+		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
+		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
+	} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
+}

@@ -1,14 +1,15 @@
 package main
 
-// This file holds every emulation of the Python original that agents or
+// This file holds the emulations of the Python original that agents or
 // other writers can observe (golden_test.go checks them byte for byte), in
-// the store layer because stored values are written in these forms. Four
-// rules stay beside their one caller: rawJSON.writePyJSON
-// (jsonrpc_unicode.go), sqliteMessage (store_errors.go), nonNegativeInteger
-// (tools_messages.go) and auditRequestID (audit_event.go).
+// the store layer because stored values are written in these forms. Those
+// with one caller stay beside it: rawJSON.writePyJSON (jsonrpc_unicode.go),
+// sqliteMessage (store_errors.go), nonNegativeInteger (tools_messages.go),
+// parseStringList (store_read.go), auditRequestID and pyNumber
+// (audit_event.go), and pyFromISOFormat, which reads the audit log's and
+// the dashboard's timestamps (audit_rollup.go).
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -198,22 +199,6 @@ func formatTimestamp(t time.Time) string {
 	return t.Format("2006-01-02T15:04:05.000000+00:00")
 }
 
-// parseStringList reads a stored JSON list, keeping only its strings, as the
-// original does for the mentions and wakeup_targets columns.
-func parseStringList(s string) []string {
-	var items []any
-	if json.Unmarshal([]byte(s), &items) != nil {
-		return []string{}
-	}
-	out := []string{}
-	for _, it := range items {
-		if v, ok := it.(string); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // pyLower lowercases s as Python's str.lower() does: simple mappings plus
 // İ → i̇ and a word-final Σ → ς. Mentions are matched on this form.
 func pyLower(s string) string {
@@ -304,18 +289,4 @@ func percentDecode(s string) string {
 		b.WriteByte(s[i])
 	}
 	return strings.ToValidUTF8(b.String(), "\uFFFD")
-}
-
-// pyFromISOFormat reads a stored ISO 8601 timestamp as the original's
-// datetime.fromisoformat does; one without a zone is UTC.
-func pyFromISOFormat(s string) (time.Time, error) {
-	for _, layout := range []string{
-		"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999",
-		"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999",
-	} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("parse audit timestamp %q", s)
 }

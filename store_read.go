@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sort"
@@ -315,4 +316,20 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 		return err
 	})
 	return out, err
+}
+
+// parseStringList reads a stored JSON list, keeping only its strings, as the
+// original does for the mentions and wakeup_targets columns.
+func parseStringList(s string) []string {
+	var items []any
+	if json.Unmarshal([]byte(s), &items) != nil {
+		return []string{}
+	}
+	out := []string{}
+	for _, it := range items {
+		if v, ok := it.(string); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
