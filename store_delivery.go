@@ -436,3 +436,12 @@ func describeReceipts(rs []receipt) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// wakeups lists a member's wake events, oldest first.
+func (s *store) wakeups(id, contextID string) (out []delivery, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		out, err = wakeupDeliveries(db, contextID, 0)
+		return err
+	})
+	return out, err
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,4 +127,12 @@ func moveAside(dir, name string) (string, error) {
 	}
 	syncDir(dir)
 	return filepath.Join(damagedDirName, dest), nil
+}
+
+// readOnlyDSN opens path with mode=ro, which never creates a file, and
+// query_only, so no statement can write. The busy timeout stays short: the
+// dashboard skips a locked group until its next poll. _txlock affects only
+// db.Begin, which the dashboard's read-only handles never call.
+func readOnlyDSN(path string) string {
+	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
 }

@@ -10,14 +10,6 @@ import (
 // notified again after it.
 const wakeupReminderInterval = 300 * time.Second
 
-// groupSnapshot is the body of a group resource read.
-func (s *store) groupSnapshot(id string) (count int64, latest *int64, err error) {
-	err = s.withGroup(id, func(db *sql.DB) error {
-		return db.QueryRow("SELECT COUNT(*), MAX(id) FROM messages").Scan(&count, &latest)
-	})
-	return count, latest, err
-}
-
 // messageRevision reads the constant-size marker that subscription polling
 // compares, so polling never scans messages.
 func (s *store) messageRevision(id string) (int64, error) {
@@ -30,15 +22,6 @@ func (s *store) messageRevision(id string) (int64, error) {
 		return err
 	})
 	return rev, err
-}
-
-// wakeups lists a member's wake events, oldest first.
-func (s *store) wakeups(id, contextID string) (out []delivery, err error) {
-	err = s.withGroup(id, func(db *sql.DB) error {
-		out, err = wakeupDeliveries(db, contextID, 0)
-		return err
-	})
-	return out, err
 }
 
 // dueWakeup returns the oldest unacknowledged wake event of contextID that

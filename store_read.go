@@ -333,3 +333,11 @@ func parseStringList(s string) []string {
 	}
 	return out
 }
+
+// groupSnapshot is the body of a group resource read.
+func (s *store) groupSnapshot(id string) (count int64, latest *int64, err error) {
+	err = s.withGroup(id, func(db *sql.DB) error {
+		return db.QueryRow("SELECT COUNT(*), MAX(id) FROM messages").Scan(&count, &latest)
+	})
+	return count, latest, err
+}

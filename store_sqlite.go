@@ -36,14 +36,6 @@ func openSQLite(dsn string, conns int) *sql.DB {
 	return db
 }
 
-// readOnlyDSN opens path with mode=ro, which never creates a file, and
-// query_only, so no statement can write. The busy timeout stays short: the
-// dashboard skips a locked group until its next poll. _txlock affects only
-// db.Begin, which the dashboard's read-only handles never call.
-func readOnlyDSN(path string) string {
-	return sqliteDSN(path, "ro") + "&" + url.Values{"_pragma": {"query_only(1)"}}.Encode()
-}
-
 // busyRetryWindow is how long a whole operation is retried while SQLite
 // reports busy or locked: its busy handler is unfair between processes, so
 // each attempt waits only 100 ms (busy_timeout), with jittered backoff.
