@@ -44,11 +44,9 @@ type request struct {
 // decodeRequest parses one JSON-RPC message. When ok is false the message
 // is malformed and reply, which may be nil, is its whole answer.
 func decodeRequest(raw json.RawMessage) (req request, reply any, ok bool) {
-	// splitObject leaves the values in raw rather than copying them: a
-	// send_message line may be hundreds of megabytes.
 	var m map[string]json.RawMessage
 	if json.Valid(raw) {
-		m, _ = splitObject(raw)
+		m, _ = splitObject(raw) // values stay in raw: see splitObject
 	}
 	if v, _ := decodeJSONString(m["jsonrpc"]); v != "2.0" { // the original compares the value
 		return req, errorResponse(nil, errInvalidRequest), false
