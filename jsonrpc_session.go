@@ -195,12 +195,10 @@ func (s *server) toolsCall(req request) (any, *rpcError) {
 
 // preparedCall is a tools/call that prepareCall has read and checked.
 type preparedCall struct {
-	call toolCall  // the audit record; call.result is set once decided
-	tool *tool     // the tool to run, or nil when the outcome is decided
-	rerr *rpcError // the JSON-RPC error answered instead of a result
-	// unaudited is set when params was not an object: the request names no
-	// tool, so the audit log does not record it.
-	unaudited bool
+	call      toolCall  // the audit record; call.result is set once decided
+	tool      *tool     // the tool to run, or nil when the outcome is decided
+	rerr      *rpcError // the JSON-RPC error answered instead of a result
+	unaudited bool      // params was not an object: no tool is named, so nothing is audited
 }
 
 // prepareCall reads and checks a tools/call (params, name, arguments,
