@@ -206,10 +206,9 @@ func (sv *serving) close() {
 	sv.store.close()
 }
 
-// stopSignals returns a channel that receives SIGINT and SIGTERM until the
-// process exits. It is never stopped, so that a repeated signal during the
-// orderly end, up to main's os.Exit, is absorbed instead of killing the
-// process before its exit status.
+// stopSignals returns a channel that receives SIGINT and SIGTERM. It is never
+// stopped, so that a repeated signal during the orderly end, up to main's
+// os.Exit, is absorbed instead of killing the process before its exit status.
 func stopSignals() <-chan os.Signal {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
