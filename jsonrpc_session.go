@@ -12,9 +12,8 @@ import (
 	"time"
 )
 
-// server is one MCP session: the lifecycle, dispatch and tool calls of one
-// client. A transport hands it one line at a time, in arrival order, and gets
-// its output through out; life guards the lifecycle for in-flight requests.
+// server is one MCP session: one client's lifecycle, dispatch and tool calls.
+// A transport hands it one line at a time, in arrival order; it writes to out.
 type server struct {
 	store *store
 	subs  *subscriptions
