@@ -133,9 +133,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // singleDashFlag finds the flag names in the flag package's error messages.
 var singleDashFlag = regexp.MustCompile(`(: | flag | for )-(\w)`)
 
-// commandExit ends a command whose command line was refused: flag.ErrHelp
-// prints help on stdout, status 0; any other error one line on stderr,
-// status 2.
+// commandExit ends a command whose command line was refused: help on stdout
+// and status 0 for flag.ErrHelp, else the error on stderr and status 2.
 func commandExit(command, help string, err error, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, help)
