@@ -71,16 +71,15 @@ func route(others []recipient, text, priority string, wakeIDs []string) routing 
 // .,!?;: so that "@bob" does not match "@bobby".
 func hasMention(lower, identifier string) bool {
 	needle := "@" + pyLower(identifier)
-	for start := 0; ; start++ {
-		i := strings.Index(lower[start:], needle)
+	for rest := lower; ; {
+		i := strings.Index(rest, needle)
 		if i < 0 {
 			return false
 		}
-		end := start + i + len(needle)
-		if end == len(lower) || strings.IndexByte(" \t\r\n.,!?;:", lower[end]) >= 0 {
+		if end := i + len(needle); end == len(rest) || strings.IndexByte(" \t\r\n.,!?;:", rest[end]) >= 0 {
 			return true
 		}
-		start += i
+		rest = rest[i+1:]
 	}
 }
 
