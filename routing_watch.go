@@ -2,7 +2,6 @@ package main
 
 import (
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -313,10 +312,10 @@ func (w *changeWatcher) settled(id string, s *watchSettle) {
 	w.publish(id)
 }
 
-// groupOfFile maps a file of the groups directory to its group id: the
-// database or its -wal or -journal file. The -shm file is left out, since
-// readers write to it too and must not wake every other reader.
+// groupOfFile maps the name of a file in the groups directory to its group
+// id: the database or its -wal or -journal file. The -shm file is left out,
+// since readers write to it too and must not wake every other reader.
 func groupOfFile(name string) (string, bool) {
-	db := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(name), "-wal"), "-journal")
+	db := strings.TrimSuffix(strings.TrimSuffix(name, "-wal"), "-journal")
 	return groupIDOfFile(db)
 }
