@@ -28,9 +28,7 @@ type inotifyWatch struct {
 	read  sync.WaitGroup // the reader, joined by stop
 }
 
-// inotifyDirMask is what the directory watch (and the probe's) listens for:
-// writes to its files, names appearing, disappearing or renamed, and the
-// directory itself going away.
+// inotifyDirMask is what the directory watch and the probe's listen for.
 const inotifyDirMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE |
 	syscall.IN_MOVED_FROM | syscall.IN_MOVED_TO | syscall.IN_DELETE_SELF
 
