@@ -100,9 +100,8 @@ func (iw *inotifyWatch) readEvents() {
 func (iw *inotifyWatch) events(buf []byte) (ended bool) {
 	for off := 0; off+syscall.SizeofInotifyEvent <= len(buf); {
 		ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
-		nameBytes := buf[off+syscall.SizeofInotifyEvent : off+syscall.SizeofInotifyEvent+int(ev.Len)]
+		name := string(bytes.TrimRight(buf[off+syscall.SizeofInotifyEvent:][:ev.Len], "\x00"))
 		off += syscall.SizeofInotifyEvent + int(ev.Len)
-		name := string(bytes.TrimRight(nameBytes, "\x00"))
 		switch {
 		case ev.Mask&syscall.IN_Q_OVERFLOW != 0:
 			iw.emit("")
