@@ -220,7 +220,9 @@ func (m *subscriptions) check(uri string, sub subscription) {
 		var w *delivery
 		acks := m.store.acks.Load()
 		if w, err = m.store.dueWakeup(sub.groupID, sub.contextID); err == nil {
-			if w != nil && m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
+			if w == nil {
+				m.settleWakeup(uri, sub, sig, sigOK)
+			} else if m.notify("notifications/resources/updated", object{{"uri", uri}, {"priority", w.priority}, {"relevance", w.relevance}}) == nil {
 				m.update(uri, func(cur *subscription) {
 					cur.held, cur.dueAt, cur.acks = true, m.store.now().Add(wakeupRenotifyGap), acks
 				})
@@ -231,9 +233,6 @@ func (m *subscriptions) check(uri string, sub subscription) {
 						logf("mark wakeup %d of %s notified: %v", w.id, sub.groupID, err)
 					}
 				}
-			}
-			if w == nil {
-				m.settleWakeup(uri, sub, sig, sigOK)
 			}
 			return
 		}
