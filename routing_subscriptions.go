@@ -260,15 +260,13 @@ func (m *subscriptions) check(uri string, sub subscription) {
 // its signature sig (when sigOK) changes or the next reminder is due.
 func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSignature, sigOK bool) {
 	var remindAt time.Time
-	settled := false
+	var err error
 	if sigOK {
-		var err error
 		remindAt, err = m.store.nextWakeupReminder(sub.groupID, sub.contextID)
-		settled = err == nil
 	}
 	m.update(uri, func(cur *subscription) {
 		cur.held, cur.dueAt = false, time.Time{}
-		if settled {
+		if sigOK && err == nil {
 			cur.seen, cur.dueAt = sig, remindAt
 		}
 	})
