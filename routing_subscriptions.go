@@ -64,6 +64,7 @@ const wakeupRenotifyGap = time.Second
 // speaksForAnyone is the speaksFor of a session without per-agent tokens.
 func speaksForAnyone(string) *domainError { return nil }
 
+// newSubscriptions starts the poller of one session's subscriptions; close stops it.
 func newSubscriptions(st *store, interval time.Duration, notify func(string, object) error) *subscriptions {
 	m := &subscriptions{
 		store: st, interval: interval, notify: notify, speaksFor: speaksForAnyone,
