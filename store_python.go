@@ -5,9 +5,9 @@ package main
 // the store layer because stored values are written in these forms. Those
 // with one caller stay beside it: rawJSON.writePyJSON (jsonrpc_unicode.go),
 // sqliteMessage (store_errors.go), nonNegativeInteger (tools_messages.go),
-// parseStringList (store_read.go), auditRequestID and pyNumber
-// (audit_event.go), and pyFromISOFormat, which reads the audit log's and
-// the dashboard's timestamps (audit_rollup.go).
+// parseStringList (store_read.go), pyLower and the URI quoting (routing.go),
+// auditRequestID and pyNumber (audit_event.go), and pyFromISOFormat, which
+// reads the audit log's and the dashboard's timestamps (audit_rollup.go).
 
 import (
 	"fmt"
@@ -199,57 +199,6 @@ func formatTimestamp(t time.Time) string {
 	return t.Format("2006-01-02T15:04:05.000000+00:00")
 }
 
-// pyLower lowercases s as Python's str.lower() does: simple mappings plus
-// İ → i̇ and a word-final Σ → ς. Mentions are matched on this form.
-func pyLower(s string) string {
-	// Without either, Go's own lowercasing is Python's.
-	if !strings.ContainsRune(s, 'İ') && !strings.ContainsRune(s, 'Σ') {
-		return strings.ToLower(s)
-	}
-	// Walked in place: a []rune would add four bytes a character to a text
-	// that may be 200 MB.
-	var b strings.Builder
-	b.Grow(len(s))
-	for i, r := range s {
-		switch {
-		case r == 'İ':
-			b.WriteString("i\u0307")
-		case r == 'Σ' && finalSigma(s, i):
-			b.WriteRune('ς')
-		default:
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
-}
-
-// finalSigma implements Unicode's Final_Sigma condition for the Σ at s[i]: a
-// cased letter comes before it and none after it, skipping case-ignorable
-// characters both ways.
-func finalSigma(s string, i int) bool {
-	before, _ := utf8.DecodeLastRuneInString(strings.TrimRightFunc(s[:i], caseIgnorable))
-	if !cased(before) {
-		return false
-	}
-	after, _ := utf8.DecodeRuneInString(strings.TrimLeftFunc(s[i+len("Σ"):], caseIgnorable))
-	return !cased(after) // an empty end decodes as U+FFFD, which is not cased
-}
-
-// cased is Unicode's Cased property, which Final_Sigma tests.
-func cased(r rune) bool {
-	return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) ||
-		unicode.Is(unicode.Other_Lowercase, r) || unicode.Is(unicode.Other_Uppercase, r)
-}
-
-// caseIgnorable is Unicode's Case_Ignorable property, which Final_Sigma skips.
-func caseIgnorable(r rune) bool {
-	switch r {
-	case '\'', '.', ':', '^', '`', '\u00b7', '\u0387', '\u05f4', '\u2018', '\u2019', '\u2024', '\u2027', '\ufe13', '\ufe52', '\ufe55', '\uff07', '\uff0e', '\uff1a':
-		return true
-	}
-	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
-}
-
 // isBlank reports whether s is empty after Python's str.strip().
 func isBlank(s string) bool { return pyStrip(s) == "" }
 
@@ -257,36 +206,4 @@ func isBlank(s string) bool { return pyStrip(s) == "" }
 // the separators U+001C–U+001F.
 func pyStrip(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f })
-}
-
-// percentEncode is Python's quote(s, safe=""): every byte but letters,
-// digits and _.-~ becomes %XX.
-func percentEncode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// percentDecode undoes percent-encoding leniently, like Python's unquote:
-// malformed escapes are kept as they are.
-func percentDecode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
