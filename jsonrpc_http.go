@@ -142,7 +142,7 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	if tok.patterns != nil {
 		cfg.speaksFor, cfg.tokenName = t.tokens.speaksFor(tok), tok.name
 	}
-	srv := newServerWriting(t.store, router, cfg)
+	srv := newServerWriting(ctx, t.store, router, cfg)
 	srv.changes = t.changes
 	srv.subs.followWatch(t.changes)
 	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}

@@ -313,3 +313,39 @@ func TestHTTPVanishedWaitTakesNoMail(t *testing.T) {
 		t.Errorf("unread after the vanished wait: got %v; want the message sent after the hang-up", got.Messages)
 	}
 }
+
+// TestHTTPWaitInEndedSessionTakesNoMail: a wait_for_messages handled in a
+// session already ended (a 2025-era POST that found its session just before
+// a DELETE, a revocation or serve's close ended it, or a 2026-07-28 request
+// arriving after that close) has no stream to answer on, so it must leave
+// the member's mail unread.
+func TestHTTPWaitInEndedSessionTakesNoMail(t *testing.T) {
+	for _, modern := range []bool{false, true} {
+		t.Run(map[bool]string{false: "2025-era session", true: "2026-07-28 request"}[modern], func(t *testing.T) {
+			s, a, gid := newHTTPMember(t, "ended")
+			b := s.client(t, "")
+			b.initialize()
+			if !b.trySend(gid, "ctx-b", "@alice read me") {
+				t.Fatal("send failed")
+			}
+			req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 1})
+			r := httptest.NewRequest(http.MethodPost, httpEndpoint, nil)
+			sess := s.t.sessionByID(a.session)
+			s.t.endWhere(func(other *httpSession) bool { return other == sess })
+			body := a.request(req.Method, req.Params)
+			if modern {
+				s.t.close()
+				sess = s.t.newSession("", r)
+				defer sess.end()
+				body = a.request(req.Method, modernParams(req.Params.(map[string]any)))
+			}
+			if reply := sess.handle(r, body); reply != nil {
+				t.Fatalf("wait_for_messages: got the immediate answer %s; want it in flight", pyJSON(reply))
+			}
+			sess.srv.inflight.wg.Wait()
+			if n, _, err := s.t.store.unreadCount(gid, "ctx-a"); err != nil || n != 1 {
+				t.Errorf("unread after a wait in an ended session: got %d, %v; want 1", n, err)
+			}
+		})
+	}
+}

@@ -250,6 +250,7 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 // 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
 type inflight struct {
 	out messageWriter
+	ctx context.Context // every request's parent: a request started after its session ended ends at once
 
 	mu   sync.Mutex
 	reqs map[string]*inflightRequest // by the request id's raw JSON
@@ -273,8 +274,8 @@ type inflightRequest struct {
 // notifications/cancelled could then no longer tell apart.
 var errDuplicateID = &rpcError{-32600, "Invalid Request: request id is already in use"}
 
-func newInflight(out messageWriter) *inflight {
-	return &inflight{out: out, reqs: map[string]*inflightRequest{}}
+func newInflight(ctx context.Context, out messageWriter) *inflight {
+	return &inflight{out: out, ctx: ctx, reqs: map[string]*inflightRequest{}}
 }
 
 // start runs work for the request id in its own goroutine and writes its
@@ -288,7 +289,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work func(r *infligh
 	if _, dup := t.reqs[key]; dup {
 		return errDuplicateID
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.ctx)
 	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	t.reqs[key] = r
 	t.wg.Add(1)

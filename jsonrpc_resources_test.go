@@ -85,7 +85,7 @@ func (r *lineRecorder) waitLines(t *testing.T, n int) []string {
 
 func TestInflightAnswersOutOfOrder(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec)
+	table := newInflight(context.Background(), rec)
 	release := make(chan struct{})
 	if err := table.start(json.RawMessage(`1`), nil, func(r *inflightRequest) (any, *rpcError) {
 		<-release
@@ -118,7 +118,7 @@ func TestInflightAnswersOutOfOrder(t *testing.T) {
 
 func TestInflightCancelSilencesRequest(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec)
+	table := newInflight(context.Background(), rec)
 	started := make(chan *inflightRequest)
 	if err := table.start(json.RawMessage(`7`), json.RawMessage(`"tok"`), func(r *inflightRequest) (any, *rpcError) {
 		started <- r
@@ -152,7 +152,7 @@ func TestInflightCancelSilencesRequest(t *testing.T) {
 
 func TestInflightCloseStillAnswers(t *testing.T) {
 	rec := newLineRecorder()
-	table := newInflight(rec)
+	table := newInflight(context.Background(), rec)
 	if err := table.start(json.RawMessage(`3`), nil, func(r *inflightRequest) (any, *rpcError) {
 		if err := r.progress(1, 0, ""); err != nil {
 			t.Errorf("progress without a token: %v", err)
@@ -184,7 +184,7 @@ func TestListenRetriesABusyGroup(t *testing.T) {
 	st := newTestStore(t, dir)
 	gid := newTestGroup(t, st, "g", "a", "b")
 	rec := newLineRecorder()
-	s := newServerWriting(st, rec, newServerConfig(version, time.Hour))
+	s := newServerWriting(context.Background(), st, rec, newServerConfig(version, time.Hour))
 	t.Cleanup(func() { s.inflight.close(); s.subs.close() })
 	st.forget(gid)
 	db := openTestDB(t, groupFile(dir, gid), "rw")

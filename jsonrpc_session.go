@@ -82,16 +82,17 @@ func newServerConfig(release string, interval time.Duration) serverConfig {
 
 // newServer returns a session writing one line per message to stdout; see newServerWriting.
 func newServer(st *store, stdout io.Writer, cfg serverConfig) *server {
-	return newServerWriting(st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, cfg)
+	return newServerWriting(context.Background(), st, &lineWriter{w: bufio.NewWriterSize(stdout, 64<<10)}, cfg)
 }
 
 // newServerWriting returns a session whose messages leave through out and
-// starts its subscription poller, which runs until s.subs.close.
-func newServerWriting(st *store, out messageWriter, cfg serverConfig) *server {
+// whose in-flight requests end with ctx, and starts its subscription poller,
+// which runs until s.subs.close.
+func newServerWriting(ctx context.Context, st *store, out messageWriter, cfg serverConfig) *server {
 	s := &server{store: st, out: out, cfg: cfg, request: context.Background()}
 	s.subs = newSubscriptions(st, cfg.interval, s.notify)
 	s.subs.channels, s.subs.speaksFor = cfg.channels, cfg.speaksFor
-	s.inflight = newInflight(s.out)
+	s.inflight = newInflight(ctx, s.out)
 	return s
 }
 

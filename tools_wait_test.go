@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -31,7 +32,7 @@ func newWaitSessionKeepalive(t *testing.T, interval, keepalive time.Duration) *w
 	rec := newLineRecorder()
 	cfg := newServerConfig(version, interval)
 	cfg.waitKeepalive = keepalive
-	s := newServerWriting(newTestStore(t, dir), rec, cfg)
+	s := newServerWriting(context.Background(), newTestStore(t, dir), rec, cfg)
 	t.Cleanup(func() {
 		s.inflight.close()
 		s.subs.close()
