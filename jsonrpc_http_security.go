@@ -231,7 +231,7 @@ type tokenTable struct {
 	shared *agentToken                   // nil without a shared token
 	path   string                        // the tokens file, or ""
 	set    atomic.Pointer[[]*agentToken] // the loaded generation, the shared token first
-	loaded []byte                        // the tokens file's content last loaded; reload's alone
+	loaded []byte                        // the tokens file's content last read; reload's alone
 }
 
 // newTokenTable loads the tokens a server accepts, or is nil when none is required.
@@ -267,12 +267,12 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 		if !force && bytes.Equal(data, tt.loaded) {
 			return false, nil
 		}
+		tt.loaded = data // a malformed file is reported once, not at every poll
 		tokens, err := parseTokens(data)
 		if err != nil {
 			return false, fmt.Errorf("tokens file %s: %w", tt.path, err)
 		}
 		set = append(set, tokens...)
-		tt.loaded = data
 	}
 	tt.set.Store(&set)
 	return true, nil
