@@ -250,7 +250,11 @@ func (s *server) wakeupAccess(rev protocolRevision, uri string) (groupID, contex
 // 2026-07-28 says MUST NOT, older revisions SHOULD NOT.
 type inflight struct {
 	out messageWriter
-	ctx context.Context // every request's parent: a request started after its session ended ends at once
+	// ctx is every request's parent; close cancels it, after which start
+	// refuses, so that no request outlives close or takes mail for an ended
+	// session, and wg is never added to while close waits.
+	ctx context.Context
+	end context.CancelFunc
 
 	mu   sync.Mutex
 	reqs map[string]*inflightRequest // by the request id's raw JSON
@@ -275,7 +279,8 @@ type inflightRequest struct {
 var errDuplicateID = &rpcError{-32600, "Invalid Request: request id is already in use"}
 
 func newInflight(ctx context.Context, out messageWriter) *inflight {
-	return &inflight{out: out, ctx: ctx, reqs: map[string]*inflightRequest{}}
+	ctx, end := context.WithCancel(ctx)
+	return &inflight{out: out, ctx: ctx, end: end, reqs: map[string]*inflightRequest{}}
 }
 
 // start runs work for the request id in its own goroutine and writes its
@@ -288,6 +293,9 @@ func (t *inflight) start(id, progressToken json.RawMessage, work func(r *infligh
 	defer t.mu.Unlock()
 	if _, dup := t.reqs[key]; dup {
 		return errDuplicateID
+	}
+	if t.ctx.Err() != nil {
+		return errInternal // the session has ended: nobody reads the answer
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
@@ -338,9 +346,7 @@ func (t *inflight) cancel(id json.RawMessage) bool {
 // still written (the client did not cancel them), and a failed write only logs.
 func (t *inflight) close() {
 	t.mu.Lock()
-	for _, r := range t.reqs {
-		r.cancel()
-	}
+	t.end()
 	t.mu.Unlock()
 	t.wg.Wait()
 }
