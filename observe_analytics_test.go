@@ -202,3 +202,28 @@ func TestToolAnalyticsTokenFilter(t *testing.T) {
 		})
 	}
 }
+
+// TestPercentileText checks that each latency bucket stands for a duration
+// it holds: log:9 holds 1001–1023 ms, above every exact bucket.
+func TestPercentileText(t *testing.T) {
+	tests := []struct {
+		name string
+		hist []latencyCount
+		p    float64
+		want string
+	}{
+		{"empty", nil, 0.5, "—"},
+		{"exact", []latencyCount{{"exact:5", 1}, {"exact:40", 1}}, 0.95, "40"},
+		{"just over a second", []latencyCount{{"log:9", 3}}, 0.5, "1001"},
+		{"just over a second beats an exact bucket", []latencyCount{{"exact:800", 1}, {"log:9", 1}}, 0.95, "1001"},
+		{"exact below just over a second", []latencyCount{{"log:9", 1}, {"exact:800", 1}}, 0.5, "800"},
+		{"two seconds", []latencyCount{{"log:10", 1}}, 0.5, "1024"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := percentileText(tt.hist, tt.p, "%d"); got != tt.want {
+				t.Errorf("got %s; want %s", got, tt.want)
+			}
+		})
+	}
+}

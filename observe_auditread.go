@@ -303,13 +303,14 @@ type latencyCount struct {
 	Count  int64
 }
 
-// latencyValue is the representative milliseconds of a bucket.
+// latencyValue is the representative milliseconds of a bucket: its least
+// duration, so log:9 (2^9 ms, but above the exact buckets) is 1001.
 func latencyValue(bucket string) int64 {
 	kind, num, _ := strings.Cut(bucket, ":")
 	var n int64
 	fmt.Sscan(num, &n)
 	if kind == "log" {
-		return int64(1) << n
+		return max(int64(1)<<n, 1001)
 	}
 	return n
 }
