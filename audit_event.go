@@ -38,7 +38,7 @@ const auditDetailsMaxBytes = 2048
 func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	e := auditEvent{
 		occurredAt: formatTimestamp(c.started),
-		toolName:   c.name,
+		toolName:   truncateUTF8(c.name, 1<<10), // an unknown tool's name is as unbounded as an id
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  c.groupName,

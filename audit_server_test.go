@@ -274,3 +274,24 @@ func BenchmarkAuditSendMessage(b *testing.B) {
 		})
 	}
 }
+
+// TestAuditToolNameBounded sends calls naming a megabyte-long unknown tool,
+// before and after 2025-06-18: each row keeps the name's first 1 KiB, as it
+// keeps the identities', rather than writing it into every rollup and index.
+func TestAuditToolNameBounded(t *testing.T) {
+	s, dir, a := newAuditServer(t, auditInf)
+	huge := strings.Repeat("x", 1<<20)
+	for i, version := range []string{"2025-03-26", "2025-06-18"} {
+		auditReply(t, s, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`"}}`)
+		auditReply(t, s, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		auditReply(t, s, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"caller_name":"ops"}}}`, i+1, huge))
+	}
+	auditFlush(t, a)
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+	checks := []singleValue{
+		{"SELECT COUNT(*) || '|' || MAX(length(tool_name)) FROM tool_calls", "2|1024"},
+		{"SELECT MAX(length(tool_name)) FROM analytics_1m", "1024"},
+		{"SELECT MAX(length(value)) FROM analytics_filter_values WHERE field = 'tool_name'", "1024"},
+	}
+	expectSingleValues(t, db, checks)
+}
