@@ -392,6 +392,9 @@ func (o *observer) maintainAudit(w http.ResponseWriter, r *http.Request, action 
 		db := openSQLite(sqliteDSN(path, "rw"), 1)
 		msg, err = action(r.Context(), db)
 		db.Close()
+		if err != nil && !isBusy(err) { // retrying cannot help: say why
+			msg = "Audit storage could not be changed: " + err.Error()
+		}
 	}
 	o.renderNotice(w, r, map[bool]int{false: http.StatusOK, true: http.StatusConflict}[err != nil], err != nil, msg)
 }

@@ -293,3 +293,21 @@ func TestToolLabelKeepsLettersWhole(t *testing.T) {
 		t.Fatalf("the Overview's failure list does not name the tool Écrire Message: %q", body)
 	}
 }
+
+// TestStorageActionFailureSaysWhy checks that a maintenance action that
+// fails for a reason other than a busy writer says that reason, rather than
+// asking the user to retry an action that can never succeed.
+func TestStorageActionFailureSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, catalogFileName), bytes.Repeat([]byte("not sqlite "), 400), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	obs := newTestObserver(t, dir, time.Second)
+	req := loopbackRequest(http.MethodPost, "/api/storage/reclaim")
+	req.Header.Set("X-CSRF-Token", obs.csrfToken)
+	rec := httptest.NewRecorder()
+	obs.ServeHTTP(rec, req)
+	if body := rec.Body.String(); rec.Code != http.StatusConflict || strings.Contains(body, "retry") || !strings.Contains(body, "not a database") {
+		t.Errorf("reclaim of a damaged audit file got %d %q; want 409 naming the damage, without retry", rec.Code, body)
+	}
+}
