@@ -115,7 +115,8 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 }
 
 // parseHookRequest reads the payload for the command line's client, event
-// and context id; nil, nil is an event of the client not used here.
+// and context id; nil, nil is an event of the client not used here, or one
+// fired inside a subagent.
 func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRequest, error) {
 	c, err := hookClientNamed(client)
 	if err != nil {
@@ -134,7 +135,9 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", client)
 	}
 	ev, ok := c.events[name]
-	if !ok {
+	// A hook inside a subagent carries its parent's session id and an
+	// agent_id: what it prints reaches the subagent's model, not the member's.
+	if !ok || (ev.kind != eventStop && payload.str("agent_id") != "") {
 		return nil, nil
 	}
 	var calls float64

@@ -600,3 +600,20 @@ func TestHookSessionStartBoundsGroupNames(t *testing.T) {
 		t.Errorf("session start printed %d bytes (stderr %q); want the mail within the bound", len(text), errOut)
 	}
 }
+
+// TestHookSkipsSubagents runs Claude Code's PostToolUse as it fires inside
+// a subagent, with the parent's session id and an agent_id: what it prints
+// reaches only the subagent's model, so the mail must stay unread for the
+// member's own next hook.
+func TestHookSkipsSubagents(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob please review PR 7")
+	sub := []byte(`{"session_id": "sess-1", "agent_id": "a7784052ceb8a4d1a", "agent_type": "Explore", "hook_event_name": "PostToolUse", "tool_name": "Grep"}`)
+	if out, stderr, _ := runHookCLI(t, sub, "--client", "claude-code"); out != "" {
+		t.Errorf("subagent's hook printed %q (stderr %q); want nothing", out, stderr)
+	}
+	main := []byte(`{"session_id": "sess-1", "hook_event_name": "PostToolUse", "tool_name": "Agent"}`)
+	if out, _, _ := runHookCLI(t, main, "--client", "claude-code"); !strings.Contains(out, "please review PR 7") {
+		t.Errorf("member's own hook printed %q; want the mail", out)
+	}
+}
