@@ -166,10 +166,10 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	}
 	if hooks == nil {
 		// A missing section is added empty, then filled as an existing one.
-		return installHooks(h, applyEdits(text, []jsonEdit{appendRaw(root, fmt.Sprintf("%q: {}", h.section), unit)}), l)
+		return installHooks(h, applyEdits(text, []jsonEdit{appendRaw(text, root, fmt.Sprintf("%q: {}", h.section), unit)}), l)
 	}
 	missing, order := missingHooks(h, hooks, l)
-	edits, err := addHookEdits(hooks, missing, order, unit)
+	edits, err := addHookEdits(text, hooks, missing, order, unit)
 	if err != nil {
 		return "", err
 	}
@@ -201,9 +201,9 @@ func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][
 	return missing, order
 }
 
-// addHookEdits returns the edits that add the missing entries to hooks:
-// appended to an event's existing array, or as new members in one edit.
-func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
+// addHookEdits returns the edits that add the missing entries to hooks in
+// text: appended to an event's existing array, or as new members in one edit.
+func addHookEdits(text string, hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
 	var edits []jsonEdit
 	var members []string // the new events' arrays, one member a line
 	for _, ev := range order {
@@ -219,11 +219,11 @@ func addHookEdits(hooks *jsonSpan, missing map[string][]any, order []string, uni
 		for _, v := range missing[ev] {
 			items = append(items, renderJSON(v, arr.depth+1, unit))
 		}
-		edits = append(edits, appendRaw(arr, strings.Join(items, ",\n"+strings.Repeat(unit, arr.depth+1)), unit))
+		edits = append(edits, appendRaw(text, arr, strings.Join(items, ",\n"+strings.Repeat(unit, arr.depth+1)), unit))
 	}
 	if len(members) > 0 {
 		// Members added to one object go in one edit at one position.
-		edits = append(edits, appendRaw(hooks, strings.Join(members, ",\n"+strings.Repeat(unit, hooks.depth+1)), unit))
+		edits = append(edits, appendRaw(text, hooks, strings.Join(members, ",\n"+strings.Repeat(unit, hooks.depth+1)), unit))
 	}
 	return edits, nil
 }

@@ -500,3 +500,27 @@ func TestHooksInstallNamesTheLinkOnPath(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksInstallKeepsCommentsInEmptyContainers installs into a file, a
+// section and an event array that hold only a comment: the comment stays.
+func TestHooksInstallKeepsCommentsInEmptyContainers(t *testing.T) {
+	h := hookInstallTargets["claude-code"]
+	for name, original := range map[string]string{
+		"file":    "{\n  // my settings go here\n}\n",
+		"section": "{\n  \"hooks\": {\n    // add hooks below\n  }\n}\n",
+		"array":   "{\n  \"hooks\": {\n    \"Stop\": [ /* none yet */ ]\n  }\n}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			text, err := installHooks(h, original, hookLauncher{exe: "/opt/bin/crosstalk-mcp"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !isSubsequence(original, text) {
+				t.Errorf("got\n%s\nwant every byte of\n%s", text, original)
+			}
+			if n := len(crosstalkCommands(t, h, text)); n != len(h.entries) {
+				t.Errorf("got %d commands; want %d", n, len(h.entries))
+			}
+		})
+	}
+}

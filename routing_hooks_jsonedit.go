@@ -201,11 +201,12 @@ func indentUnit(text string) string {
 
 // appendRaw adds item, the text of an array item or of an object member
 // already indented for depth container.depth+1, after the container's last
-// item.
-func appendRaw(container *jsonSpan, item, unit string) jsonEdit {
+// item in text, or after any comment in it when it has none.
+func appendRaw(text string, container *jsonSpan, item, unit string) jsonEdit {
 	inner := strings.Repeat(unit, container.depth+1)
 	if len(container.vals) == 0 {
-		return jsonEdit{container.start + 1, container.end - 1, "\n" + inner + item + "\n" + strings.Repeat(unit, container.depth)}
+		from := container.start + 1 + len(strings.TrimRight(text[container.start+1:container.end-1], " \t\r\n"))
+		return jsonEdit{from, container.end - 1, "\n" + inner + item + "\n" + strings.Repeat(unit, container.depth)}
 	}
 	last := container.vals[len(container.vals)-1]
 	return jsonEdit{last.end, last.end, ",\n" + inner + item}
