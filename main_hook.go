@@ -192,7 +192,7 @@ func answerHook(st *store, req *hookRequest) (hookAnswer, error) {
 	if req.event.kind == eventStart {
 		text = formatIdentity(req.contextID, groups)
 	}
-	items, rest, err := claimPending(st, req.contextID, groups)
+	items, rest, err := claimPending(st, req.contextID, groups, hookMaxBytes-len(text))
 	if err != nil {
 		return hookAnswer{}, err
 	}
@@ -253,9 +253,9 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 }
 
 // claimPending reads the member's unread mail in every group, picks what a
-// hook prints (selectForHook) and keeps what claimForHook claims for it;
-// rest counts the messages the pick left out.
-func claimPending(st *store, contextID string, groups []membership) (items []hookItem, rest int, err error) {
+// hook prints in budget bytes (selectForHook) and keeps what claimForHook
+// claims for it; rest counts the messages the pick left out.
+func claimPending(st *store, contextID string, groups []membership, budget int) (items []hookItem, rest int, err error) {
 	var pending []pendingMessage
 	for _, g := range groups {
 		if g.unread == 0 {
@@ -267,7 +267,7 @@ func claimPending(st *store, contextID string, groups []membership) (items []hoo
 		}
 		pending = append(pending, p...)
 	}
-	items, rest = selectForHook(pending)
+	items, rest = selectForHook(pending, budget)
 	byGroup := map[string][]int64{}
 	for _, p := range items {
 		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)

@@ -159,8 +159,10 @@ func (p hookPayload) str(keys ...string) string {
 }
 
 // Output bounds: a hook's answer lands in the model's context on every
-// turn, so it stays small; hookPreviewBytes is how much of a message too
-// big for it is shown.
+// turn, so it stays small, its mail and any identity together within
+// hookMaxBytes, well under the 10,000 characters past which Claude Code
+// shows the model a 2 KB preview; hookPreviewBytes is how much of a message
+// too big for it is shown.
 const (
 	hookMaxMessages  = 20
 	hookMaxBytes     = 8 << 10
@@ -176,7 +178,7 @@ type hookItem struct {
 
 // selectForHook orders pending mail for printing, messages with a pending
 // wake event first, each kind oldest first, and keeps what fits in
-// hookMaxMessages and hookMaxBytes; rest counts the messages left.
+// hookMaxMessages and budget bytes; rest counts the messages left.
 //
 // A message that does not fit in what is left is shown as a preview when
 // it alone is over the budget or nothing has been shown whole yet, and the
@@ -184,7 +186,7 @@ type hookItem struct {
 // otherwise the walk stops there, keeping mail in order. A preview stays
 // unread and only its wake event is acknowledged, so that Stop keeps the
 // agent going once for it, not forever.
-func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
+func selectForHook(pending []pendingMessage, budget int) (picked []hookItem, rest int) {
 	sorted := append([]pendingMessage(nil), pending...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].wakes != sorted[j].wakes {
@@ -196,11 +198,11 @@ func selectForHook(pending []pendingMessage) (picked []hookItem, rest int) {
 	for i, p := range sorted {
 		item := hookItem{pendingMessage: p}
 		n := len(formatHookMessage(item))
-		if size+n > hookMaxBytes && (n > hookMaxBytes || whole == 0) {
+		if size+n > budget && (n > budget || whole == 0) {
 			item.preview = true
 			n = len(formatHookMessage(item))
 		}
-		if len(picked) == hookMaxMessages || size+n > hookMaxBytes {
+		if len(picked) == hookMaxMessages || size+n > budget {
 			return picked, len(sorted) - i
 		}
 		if !item.preview {

@@ -617,3 +617,28 @@ func TestHookSkipsSubagents(t *testing.T) {
 		t.Errorf("member's own hook printed %q; want the mail", out)
 	}
 }
+
+// TestHookSessionStartFitsClaudeCode starts a session of a member of many
+// groups with more mail than a hook shows: identity and mail together stay
+// within the 10,000 characters past which Claude Code hands the model a
+// 2 KB preview of a hook's context instead of the mail marked read.
+func TestHookSessionStartFitsClaudeCode(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	for i := range 20 {
+		meta, err := f.st.createGroup("alice-ctx", fmt.Sprintf("acme-platform-migration-workstream-%02d", i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.st.joinGroup(meta.groupID, "sess-1", "claude-backend-reviewer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		f.sendAs(t, fmt.Sprintf("@bob status %d: ", i)+strings.Repeat("lorem ipsum ", 55))
+	}
+	out, stderr, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "SessionStart"}`), "--client", "claude-code")
+	text := additionalContext(t, out, true)
+	if n := len([]rune(text)); n > 10000 || !strings.Contains(text, "@bob status 0") {
+		t.Errorf("session start printed %d characters (stderr %q); want at most 10000, with mail", n, stderr)
+	}
+}
