@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -122,12 +121,9 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 	if err != nil {
 		return nil, err
 	}
-	raw, err := io.ReadAll(stdin)
+	// One JSON value, read up to its end: a client may leave stdin open.
 	payload := hookPayload{}
-	if err == nil && len(bytes.TrimSpace(raw)) > 0 {
-		err = json.Unmarshal(raw, &payload)
-	}
-	if err != nil {
+	if err := json.NewDecoder(stdin).Decode(&payload); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("read %s payload: %w", client, err)
 	}
 	name := cmp.Or(event, payload.str(c.eventKeys...))

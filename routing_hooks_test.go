@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -640,5 +641,30 @@ func TestHookSessionStartFitsClaudeCode(t *testing.T) {
 	text := additionalContext(t, out, true)
 	if n := len([]rune(text)); n > 10000 || !strings.Contains(text, "@bob status 0") {
 		t.Errorf("session start printed %d characters (stderr %q); want at most 10000, with mail", n, stderr)
+	}
+}
+
+// TestHookAnswersAnUnclosedPayload writes the whole payload but never
+// closes the hook's stdin, as Claude Code has been seen to do: the hook
+// answers once the JSON object is complete, instead of stalling the
+// session until its timeout kills it.
+func TestHookAnswersAnUnclosedPayload(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob please review PR 7")
+	stdin, client := io.Pipe()
+	defer client.Close()
+	go client.Write([]byte(`{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}` + "\n"))
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"hook", "--client", "claude-code"}, stdin, &stdout, &stderr) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		client.Close()
+		<-done
+		t.Fatal("hook still reading its payload 5s after it was written whole")
+	}
+	if !strings.Contains(stdout.String(), "please review PR 7") {
+		t.Errorf("hook printed %q (stderr %q); want the mail", stdout.String(), stderr.String())
 	}
 }
