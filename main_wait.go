@@ -142,21 +142,17 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	}
 	fromPayload, start := "", time.Now()
 	if contextID == "" && !isTerminal(stdin) {
-		var raw []byte
+		var p hookPayload
 		read := make(chan error, 1)
-		go func() { b, err := io.ReadAll(stdin); raw = b; read <- err }() // left in its read at the timeout, as the process exits
+		// One JSON value, read up to its end, as a client may leave stdin
+		// open; left in its read at the timeout, as the process exits.
+		go func() { read <- json.NewDecoder(stdin).Decode(&p) }()
 		select {
 		case <-time.After(timeout):
 			return waitOptions{}, os.ErrDeadlineExceeded
-		case err = <-read:
+		case <-read: // what is no JSON object names no session
 		}
-		if err != nil {
-			return waitOptions{}, fmt.Errorf("read %s payload: %w", client, err)
-		}
-		var p hookPayload
-		if json.Unmarshal(raw, &p) == nil && p != nil {
-			fromPayload = p.str(c.sessionKeys...)
-		}
+		fromPayload = p.str(c.sessionKeys...)
 	}
 	id := resolveContextID(fromPayload, contextID)
 	if id == "" {

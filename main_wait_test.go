@@ -413,3 +413,28 @@ func TestWaitOutlivesADeletedGroup(t *testing.T) {
 		t.Fatal("waiter did not return")
 	}
 }
+
+// TestWaitReadsAnUnclosedPayload writes the whole payload but never closes
+// the waiter's stdin, as Claude Code has been seen to do: the waiter takes
+// the session id from it and wakes the agent, instead of reading until its
+// timeout and waiting for nothing.
+func TestWaitReadsAnUnclosedPayload(t *testing.T) {
+	f := newHookFixture(t, "sess-1")
+	f.sendAs(t, "@bob ping")
+	stdin, client := io.Pipe()
+	defer client.Close()
+	go client.Write([]byte(`{"session_id": "sess-1", "hook_event_name": "Stop"}` + "\n"))
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- runWait([]string{"--timeout", "20s"}, stdin, io.Discard, &stderr) }()
+	select {
+	case code := <-done:
+		if code != waitWoke || !strings.Contains(stderr.String(), "@bob ping") {
+			t.Errorf("exit %d, stderr %q; want %d and the message", code, stderr.String(), waitWoke)
+		}
+	case <-time.After(10 * time.Second):
+		client.Close()
+		<-done
+		t.Fatal("wait still reading its payload 10s after it was written whole")
+	}
+}
