@@ -67,12 +67,10 @@ func (s *store) catalogExec(query string, args ...any) error {
 }
 
 // listGroups returns every group database in dir with its catalog metadata,
-// sorted by id. Stale catalog rows are removed and missing ones added.
+// sorted by id. Stale catalog rows are removed and missing ones added. The
+// catalog is read first, so a group created or deleted meanwhile is at most
+// missing from its rows (and repaired), never dropped or reported damaged.
 func (s *store) listGroups() ([]groupMeta, error) {
-	onDisk, err := s.groupsOnDisk()
-	if err != nil {
-		return nil, err
-	}
 	cat, err := s.catalog()
 	if err != nil {
 		return nil, err
@@ -83,6 +81,10 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	onDisk, err := s.groupsOnDisk()
+	if err != nil {
+		return nil, err
 	}
 	groups := make([]groupMeta, 0, len(onDisk))
 	for _, m := range catalog {

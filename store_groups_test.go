@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -179,5 +181,97 @@ func TestCatalogFollowsItsFile(t *testing.T) {
 	cat := openTestDB(t, filepath.Join(dir, catalogFileName), "ro")
 	if got := queryRows(t, cat, "SELECT name FROM groups ORDER BY name"); len(got) != 2 {
 		t.Errorf("catalog file rows: got %v; want both groups (the dashboard reads their names there)", got)
+	}
+}
+
+// TestListGroupsWhileAnotherProcessChangesThem has another process create
+// or delete a group while list_groups waits for the catalog, held locked
+// here so that the change lands in that window: the new group's catalog
+// row must survive, and the deleted group must not be reported on stderr
+// as a damaged file.
+func TestListGroupsWhileAnotherProcessChangesThem(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		before func(t *testing.T, other *store) string                        // returns the group's id
+		during func(t *testing.T, other *store, catalog *sql.Conn, id string) // the other process's change
+		check  func(t *testing.T, dir, id, logs string)
+	}{
+		{
+			name:   "created",
+			before: func(*testing.T, *store) string { return "grp_" + randomHex(16) },
+			during: func(t *testing.T, other *store, catalog *sql.Conn, id string) {
+				if err := other.initGroup(id, "alice", "fresh", ""); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := catalog.ExecContext(ctx, "INSERT INTO groups(group_id, name, description, updated_at) VALUES (?, 'fresh', '', '')", id); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, dir, id, _ string) {
+				cat := openTestDB(t, filepath.Join(dir, catalogFileName), "ro")
+				if got := queryRows(t, cat, "SELECT name FROM groups WHERE group_id = ?", id); len(got) != 1 {
+					t.Errorf("catalog rows of the group created during list_groups: got %v; want [fresh]", got)
+				}
+			},
+		},
+		{
+			name:   "deleted",
+			before: func(t *testing.T, other *store) string { return newTestGroup(t, other, "doomed", "alice") },
+			during: func(t *testing.T, other *store, catalog *sql.Conn, id string) {
+				other.forget(id)
+				if err := removeDatabaseFiles(other.groupPath(id)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := catalog.ExecContext(ctx, "DELETE FROM groups WHERE group_id = ?", id); err != nil {
+					t.Fatal(err)
+				}
+			},
+			check: func(t *testing.T, _, id, logs string) {
+				if strings.Contains(logs, id) {
+					t.Errorf("stderr after a group was deleted during list_groups: got %q; want no line naming %s", logs, id)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := captureLog(t)
+			dir := t.TempDir()
+			lister, other := newTestStore(t, dir), newTestStore(t, dir)
+			id := tt.before(t, other)
+			if _, err := other.listGroups(); err != nil { // the catalog exists
+				t.Fatal(err)
+			}
+			other.closeCatalog()
+			// Exclusive locking mode keeps every other connection out of
+			// the catalog, readers too, until this one closes.
+			catalogDB := openTestDB(t, filepath.Join(dir, catalogFileName), "rw")
+			catalog, err := catalogDB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{"PRAGMA locking_mode=EXCLUSIVE", "BEGIN IMMEDIATE", "UPDATE groups SET name = name"} {
+				if _, err := catalog.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			listed := make(chan error, 1)
+			go func() {
+				_, err := lister.listGroups()
+				listed <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // list_groups waits for the catalog (for up to busyRetryWindow)
+			tt.during(t, other, catalog, id)
+			if _, err := catalog.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Fatal(err)
+			}
+			catalog.Close()
+			catalogDB.Close()
+			if err := <-listed; err != nil {
+				t.Fatalf("listGroups: %v", err)
+			}
+			tt.check(t, dir, id, logs.String())
+		})
 	}
 }
