@@ -123,7 +123,7 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 	}
 	// One JSON value, read up to its end: a client may leave stdin open.
 	payload := hookPayload{}
-	if err := json.NewDecoder(stdin).Decode(&payload); err != nil && err != io.EOF {
+	if err := json.NewDecoder(stdin).Decode(&payload); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read %s payload: %w", client, err)
 	}
 	name := cmp.Or(event, payload.str(c.eventKeys...))
