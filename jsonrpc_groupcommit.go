@@ -88,7 +88,9 @@ func (s *server) sendCall(line []byte) (pendingSend, bool) {
 	return pendingSend{req: req, preparedCall: pc, groupID: groupID, msg: msg}, true
 }
 
-// answerSends stores a run and writes its answers in order, all after its commit.
+// answerSends stores a run and writes its answers in order, all after its
+// commit and its audit records: every stored send is audited, as one stored
+// alone is, even when the client stops reading answers midway.
 func (s *server) answerSends(run []pendingSend) error {
 	results := s.storeSends(run)
 	var groupName string
@@ -96,10 +98,14 @@ func (s *server) answerSends(run []pendingSend) error {
 	if len(run) > 1 { // one commit: one read of the name serves every audit record
 		groupName, groupNameRead = s.auditGroupName(run[0].groupID)
 	}
+	answers := make([]any, len(run))
 	for i, p := range run {
 		p.call.result, p.call.groupName, p.call.groupNameRead = results[i], groupName, groupNameRead
 		result, _ := s.finishCall(p.preparedCall)
-		if err := s.out.write(response(p.req, result, nil)); err != nil {
+		answers[i] = response(p.req, result, nil)
+	}
+	for _, answer := range answers {
+		if err := s.out.write(answer); err != nil {
 			return err
 		}
 	}

@@ -345,3 +345,37 @@ func TestGroupCommitFailures(t *testing.T) {
 		})
 	}
 }
+
+// failingAfter is an output that takes n writes and fails every later one,
+// as stdout does once the client has closed it.
+type failingAfter struct{ n int }
+
+func (w *failingAfter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, io.ErrClosedPipe
+	}
+	w.n--
+	return len(p), nil
+}
+
+// TestGroupCommitAuditsStoredSendsWhenOutputFails checks a run whose client
+// closes stdout after the first answer: every send the run stored is audited,
+// as a send stored alone is before its answer is written.
+func TestGroupCommitAuditsStoredSendsWhenOutputFails(t *testing.T) {
+	s, _, g := groupCommitServer(t)
+	s.out = &lineWriter{w: bufio.NewWriter(&failingAfter{n: 1})}
+	var audited []string
+	s.audit = func(c toolCall) { audited = append(audited, string(c.requestID)) }
+	in := sendLine(1, g, "a", "A", "one") + "\n" + sendLine(2, g, "a", "A", "two") + "\n" + sendLine(3, g, "a", "A", "three") + "\n"
+	if err := s.serve(strings.NewReader(in)); err == nil {
+		t.Fatal("got nil error writing to a closed output; want an error")
+	}
+	var stored int
+	err := s.store.withGroup(g, func(db *sql.DB) error { return db.QueryRow("SELECT COUNT(*) FROM messages").Scan(&stored) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audited) != stored {
+		t.Errorf("got %d audited sends %v; want the %d stored", len(audited), audited, stored)
+	}
+}
