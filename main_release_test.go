@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -203,5 +204,46 @@ func checkRegistryEntry(t *testing.T, e registryEntry, v string) {
 	h := e.Remotes[0].Headers
 	if len(h) != 1 || h[0].Name != "Authorization" || !h[0].IsSecret || !strings.HasPrefix(h[0].Value, "Bearer {") {
 		t.Errorf("remote headers: got %+v; want a secret Authorization: Bearer {token}", h)
+	}
+}
+
+// TestReleaseScriptKeepsForeignOutdir checks that scripts/release.sh, which
+// empties OUTDIR, refuses one holding anything a release does not write,
+// even beside a bin/ folder: a home directory or an install prefix such as
+// /usr/local has one too.
+func TestReleaseScriptKeepsForeignOutdir(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to run scripts/release.sh")
+	}
+	for _, tc := range []struct {
+		name  string
+		files []string
+	}{
+		{"home directory", []string{"bin/mytool", "notes.txt"}},
+		{"foreign file in bin", []string{"bin/mytool", "SHA256SUMS"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			for _, f := range tc.files {
+				path := filepath.Join(out, f)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte("keep me\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command("sh", filepath.Join("scripts", "release.sh"), "0.0.1", out, "linux/amd64")
+			cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1")
+			stdout, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Errorf("release.sh: got success; want a refusal\n%s", stdout)
+			}
+			for _, f := range tc.files {
+				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+					t.Errorf("%s: got %v; want it left in place", f, err)
+				}
+			}
+		})
 	}
 }

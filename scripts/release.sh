@@ -52,9 +52,11 @@ case $version in
 	;;
 esac
 
-# OUTDIR is emptied, so it must be new, empty or a release this wrote before.
-if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -d "$out/bin" ]; then
-	echo "release: $out holds files but no bin/: not a release directory, not emptying it" >&2
+# OUTDIR is emptied, so it must be new or hold only what a release writes
+# (a home directory or /usr/local has a bin/ too).
+if [ -e "$out" ] && { ls -A "$out" && if [ -d "$out/bin" ]; then ls -A "$out/bin"; fi; } |
+	grep -Eqv '^(bin|SHA256SUMS|server\.json|crosstalk-mcp-.+)$'; then
+	echo "release: $out holds files a release does not write: not a release directory, not emptying it" >&2
 	exit 1
 fi
 rm -rf "$out"
