@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -247,5 +248,41 @@ func TestReadmeListsEveryFile(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "(docs/architecture.md)") {
 		t.Error("README.md does not link docs/architecture.md; want the file map reachable from it")
+	}
+}
+
+// TestReadmeTokenCommandWorks runs the README's command that makes the
+// shared token of serve --http, as written, in a fresh home directory: it
+// must leave a token file only its owner can read, which serve accepts.
+func TestReadmeTokenCommandWorks(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil || runtime.GOOS == "windows" {
+		t.Skip("needs a POSIX sh")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var command string
+	for line := range strings.Lines(string(readme)) {
+		if strings.Contains(line, "head -c 32 /dev/urandom") {
+			command = line
+		}
+	}
+	if command == "" {
+		t.Fatal("README.md has no line making the token with head -c 32 /dev/urandom")
+	}
+	home := t.TempDir()
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sh -c %q in a fresh HOME: got %v %s; want success", command, err, out)
+	}
+	path := filepath.Join(home, ".config", "crosstalk", "token")
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: got %v, %v; want mode 0600", info, err)
+	}
+	if _, err := parseServeOptions([]string{"--token-file", path}, func(string) string { return "" }); err != nil {
+		t.Errorf("serve --token-file: got %v; want the token accepted", err)
 	}
 }
