@@ -169,8 +169,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		var note string
 		switch {
 		case !*repair:
-		case f.recent:
-			note = fmt.Sprintf("; left in place, changed less than %v ago (it may still be being created)", doctorGracePeriod)
+		case f.keep != "":
+			note = "; left in place, " + f.keep
 		default:
 			dest, err := moveAside(*dir, f.name)
 			if err == nil {

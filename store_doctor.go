@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"net/url"
 	"os"
@@ -24,7 +25,7 @@ func logf(format string, args ...any) { log.Printf(format, args...) }
 type doctorFinding struct {
 	name    string // file name in the groups directory
 	problem string
-	recent  bool // modified too recently to be sure no one is still creating it
+	keep    string // why --repair leaves it in place, or ""
 }
 
 // doctorGracePeriod is how old a file must be before doctor --repair moves
@@ -90,14 +91,23 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
-		recent := now.Sub(info.ModTime()) < doctorGracePeriod
+		var keep string
+		if now.Sub(info.ModTime()) < doctorGracePeriod {
+			keep = fmt.Sprintf("changed less than %v ago (it may still be being created)", doctorGracePeriod)
+		}
 		if _, ok := groupIDOfFile(name); ok {
 			checked++
 			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
-				findings = append(findings, doctorFinding{name, problem.Error(), recent})
+				// Another user's group may be healthy; doctor holds no locks to drop by closing.
+				if f, err := os.Open(filepath.Join(dir, name)); errors.Is(err, fs.ErrPermission) {
+					keep = "this user cannot open it (it may be another user's healthy group)"
+				} else if err == nil {
+					f.Close()
+				}
+				findings = append(findings, doctorFinding{name, problem.Error(), keep})
 			}
 		} else if strings.HasPrefix(name, buildingPrefix) && strings.HasSuffix(name, ".sqlite3") {
-			findings = append(findings, doctorFinding{name, "an interrupted create_group", recent})
+			findings = append(findings, doctorFinding{name, "an interrupted create_group", keep})
 		}
 	}
 	return findings, checked, nil

@@ -319,3 +319,31 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("doctor after repair: got exit %d, %q; want 0", code, out)
 	}
 }
+
+// TestDoctorLeavesUnreadableGroup shows that doctor --repair leaves in place
+// a group file the user running it cannot open: in a shared directory it may
+// be another user's healthy group, which its owner's servers still use.
+// Root opens every file, so the test needs another user.
+func TestDoctorLeavesUnreadableGroup(t *testing.T) {
+	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+		t.Skip("needs a user that file modes apply to")
+	}
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	g, err := st.createGroup("alice", "team", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	path := groupFile(dir, g.groupID)
+	old := time.Now().Add(-2 * doctorGracePeriod)
+	if err := errors.Join(os.Chtimes(path, old, old), os.Chmod(path, 0)); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(path, 0o644)
+	var out bytes.Buffer
+	code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
+	if _, err := os.Stat(path); err != nil || code != 1 || !strings.Contains(out.String(), "left in place") {
+		t.Errorf("doctor --repair on a group this user cannot open: got exit %d, %q, stat %v; want it left in place, exit 1", code, out.String(), err)
+	}
+}
