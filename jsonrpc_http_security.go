@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +163,11 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	if !strings.Contains(arg, ":") {
 		arg = "127.0.0.1:" + arg
 	}
-	if _, _, err := net.SplitHostPort(arg); err != nil {
+	_, port, err := net.SplitHostPort(arg)
+	if _, perr := strconv.ParseUint(cmp.Or(port, "0"), 10, 16); err == nil && perr != nil {
+		err = errors.New("want a port number up to 65535")
+	}
+	if err != nil {
 		return "", fmt.Errorf("--http address %q: %w", arg, err)
 	}
 	return arg, nil

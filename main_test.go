@@ -29,6 +29,10 @@ func TestCommandLine(t *testing.T) {
 			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
 			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1); run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
+		{[]string{"serve", "--http", "localhost"}, 2, "", "crosstalk-mcp serve: invalid value \"localhost\" for flag --http: " +
+			"--http address \"127.0.0.1:localhost\": want a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
+		{[]string{"serve", "--http", "127.0.0.1:8808/mcp"}, 2, "", "crosstalk-mcp serve: invalid value \"127.0.0.1:8808/mcp\" for flag --http: " +
+			"--http address \"127.0.0.1:8808/mcp\": want a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"hooks", "install", "--client", "codex", "--scope", "foo"}, 2, "",
 			"crosstalk-mcp hooks install: --scope must be user or project, not \"foo\"; run 'crosstalk-mcp hooks install --help'\n", false},
 		{[]string{"hooks", "uninstall", "--client", "zed"}, 2, "", "crosstalk-mcp hooks uninstall: --client must be one of " +
