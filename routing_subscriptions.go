@@ -278,17 +278,14 @@ func (m *subscriptions) settleWakeup(uri string, sub subscription, sig groupSign
 func (m *subscriptions) nextDue() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.store.now()
 	var next time.Time
 	for _, sub := range m.subs {
-		if at := sub.dueAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := sub.dueAt; at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
-	if next.IsZero() {
-		return 0, false
-	}
-	d := next.Sub(m.store.now())
-	return d, d > 0
+	return next.Sub(now), !next.IsZero()
 }
 
 // update changes the state of subscription uri, if it is still subscribed.

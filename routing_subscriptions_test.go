@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -341,4 +342,40 @@ func bobsPoller(t *testing.T, group bool) (*server, *subscriptions, *recorder, s
 		}
 	}
 	return s, m, rec, g
+}
+
+// TestNextDueSkipsPassedTimes shows that a subscription whose due time has
+// passed without a check clearing it (here a member the tokens file no
+// longer lets this session speak for) does not hide the renotify time of
+// another: the poller's timer must still fire for carol.
+func TestNextDueSkipsPassedTimes(t *testing.T) {
+	s, m, rec, g := bobsPoller(t, false)
+	mustJoin(t, s, g, "carol", "Carol")
+	carol := wakeupURI(g, "carol")
+	m.authorize(carol)
+	if err := m.subscribe(carol); err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Now()
+	clockOf(s.store).fix(clock)
+	var refuseBob atomic.Bool
+	m.speaksFor = func(c string) *domainError {
+		if c == "bob" && refuseBob.Load() {
+			return authorizationErrorf("not bob")
+		}
+		return nil
+	}
+	mustSend(t, s, g, "alice", "Alice", "@bob one", nil)
+	m.poll(t.Context(), nil)
+	refuseBob.Store(true)
+	clock = clock.Add(2 * wakeupRenotifyGap) // bob's renotify time passes unchecked
+	clockOf(s.store).fix(clock)
+	mustSend(t, s, g, "alice", "Alice", "@carol two", nil)
+	m.poll(t.Context(), nil)
+	if got := rec.take(); len(got) != 2 {
+		t.Fatalf("got %d notifications %v; want bob's and carol's", len(got), got)
+	}
+	if d, ok := m.nextDue(); !ok || d <= 0 || d > wakeupRenotifyGap {
+		t.Errorf("next due with bob's time passed: got %v, %v; want carol's renotify within %v", d, ok, wakeupRenotifyGap)
+	}
 }
