@@ -161,3 +161,24 @@ func TestChannelClaimFailure(t *testing.T) {
 		t.Fatalf("after the failure, past the renotify gap: got %d channel events; want the message pushed", len(got))
 	}
 }
+
+// TestChannelPushBeforeReminders shows that a new message is pushed at the
+// first poll even when a reminder of an older one, pushed and left unread
+// as channel messages are, falls due at the same time: the poller notifies
+// one wake event per renotify gap, so serving reminders first delayed the
+// push, without end once more than 300 of them were pending.
+func TestChannelPushBeforeReminders(t *testing.T) {
+	s, out, g := channelServer(t, true)
+	mustSend(t, s, g, "alice", "Alice", "@bob one", nil)
+	s.subs.poll(t.Context(), nil)
+	if got := channelLines(out); len(got) != 1 {
+		t.Fatalf("first message: got %d channel events; want 1", len(got))
+	}
+	clockOf(s.store).skewBy(wakeupReminderInterval + time.Second)
+	mustSend(t, s, g, "alice", "Alice", "@bob two", nil)
+	s.subs.poll(t.Context(), nil)
+	got := channelLines(out)
+	if len(got) != 1 || !strings.Contains(got[0], `"content": "@bob two"`) {
+		t.Errorf("with a reminder due: got channel events %q; want the new message pushed", got)
+	}
+}

@@ -24,15 +24,16 @@ func (s *store) messageRevision(id string) (int64, error) {
 	return rev, err
 }
 
-// dueWakeup returns the oldest unacknowledged wake event of contextID that
-// was never notified or last notified over 300 s ago, without marking it.
+// dueWakeup returns the oldest unacknowledged wake event of contextID never
+// notified, or else the oldest last notified over 300 s ago, without marking
+// it: reminders, one per renotify gap, must not hold back new mail.
 func (s *store) dueWakeup(id, contextID string) (*delivery, error) {
 	cutoff := formatTimestamp(s.now().Add(-wakeupReminderInterval))
 	var w *delivery
 	err := s.withGroup(id, func(db *sql.DB) error {
 		var row delivery
 		found, err := rowFound(db.QueryRow("SELECT id, priority, relevance FROM wakeup_events WHERE context_id = ? AND acknowledged_at IS NULL "+
-			"AND (last_notified_at IS NULL OR last_notified_at <= ?) ORDER BY id ASC LIMIT 1", contextID, cutoff).
+			"AND (last_notified_at IS NULL OR last_notified_at <= ?) ORDER BY last_notified_at IS NOT NULL, id LIMIT 1", contextID, cutoff).
 			Scan(&row.id, &row.priority, &row.relevance))
 		if found {
 			w = &row
