@@ -37,6 +37,9 @@ func buildingPath(dir, id string) string {
 // removes the -wal and -shm files and the rename moves one self-contained
 // file. The directory is synced so that the name survives a power loss.
 func buildGroupFile(dir, id string, fill func(tx *sql.Tx) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil { // removed since start-up, as catalog says
+		return fmt.Errorf("create groups directory: %w", err)
+	}
 	tmp := buildingPath(dir, id)
 	if err := removeDatabaseFiles(tmp); err != nil {
 		return err

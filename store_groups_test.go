@@ -275,3 +275,27 @@ func TestListGroupsWhileAnotherProcessChangesThem(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupsDirectoryRemovedWhileRunning removes the groups directory under
+// a running store, as clearing ~/.cache (the default's parent) does:
+// list_groups and create_group work again at once, without a restart.
+func TestGroupsDirectoryRemovedWhileRunning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "groups")
+	st := newTestStore(t, dir)
+	if _, err := st.createGroup("alice", "before", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if groups, err := st.listGroups(); err != nil || len(groups) != 0 {
+		t.Errorf("list_groups after the directory was removed: got %d groups, %v; want none and no error", len(groups), err)
+	}
+	created, err := st.createGroup("alice", "after", "")
+	if err != nil {
+		t.Fatalf("create_group after the directory was removed: got %v; want success", err)
+	}
+	if groups, err := st.listGroups(); err != nil || len(groups) != 1 || groups[0].groupID != created.groupID {
+		t.Errorf("list_groups: got %+v, %v; want only %s", groups, err, created.groupID)
+	}
+}

@@ -125,6 +125,11 @@ func (s *store) catalog() (*sql.DB, error) {
 		s.catalogDB.Close() // the file was deleted or replaced: rows written to it are lost
 		s.catalogDB = nil
 	}
+	// The directory may have been removed since newStore, as clearing
+	// ~/.cache (the default's parent) does.
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create groups directory: %w", err)
+	}
 	db := openSQLite(sqliteDSN(path, "rwc"), 2)
 	err := retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both
