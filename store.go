@@ -269,6 +269,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 	if h == nil {
 		// One connection is kept for writes; the others serve reads, such
 		// as the subscription poller's, without waiting for a write.
+		unlockSidecars(path)
 		db := openSQLite(sqliteDSN(path, "rw"), 3)
 		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h

@@ -130,6 +130,7 @@ func (s *store) catalog() (*sql.DB, error) {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create groups directory: %w", err)
 	}
+	unlockSidecars(path)
 	db := openSQLite(sqliteDSN(path, "rwc"), 2)
 	err := retryBusy(func() error {
 		// auto_vacuum only takes effect before the file's first table; both

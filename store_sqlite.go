@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -58,6 +59,20 @@ func isBusy(err error) bool {
 func isReadOnly(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
+}
+
+// unlockSidecars gives the read-only -wal and -shm files of the database at
+// path the database's mode once it is writable. SQLite creates them with the
+// database's mode, so a mode-0444 file left them read-only, and a read-only
+// -shm keeps every new connection read-only, in any process, for good.
+func unlockSidecars(path string) {
+	if db, err := os.Stat(path); err == nil && db.Mode().Perm()&0o200 != 0 {
+		for _, p := range []string{path + "-wal", path + "-shm"} {
+			if info, err := os.Stat(p); err == nil && info.Mode().Perm()&0o200 == 0 {
+				os.Chmod(p, db.Mode().Perm())
+			}
+		}
+	}
 }
 
 // retryBusy runs op until it succeeds, fails with anything but busy/locked,

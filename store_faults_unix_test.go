@@ -1,0 +1,106 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// TestReadOnlyFileRecovery makes a group file mode 0444 while no process has
+// it open, lets a server use it, then makes it writable again: the next
+// send succeeds, in that server and in a new one, as README's failure table
+// promises. SQLite gives the -wal and -shm files it creates the database's
+// mode, and a read-only -shm keeps every connection read-only.
+func TestReadOnlyFileRecovery(t *testing.T) {
+	if os.Geteuid() == 0 {
+		runAsNobody(t) // root ignores file modes
+		return
+	}
+	dir := t.TempDir()
+	first := newTestStore(t, dir)
+	g := newTestGroup(t, first, "team", "alice")
+	first.close() // the last connection removes the -wal and -shm files
+	send := func(st *store, text string) error {
+		_, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: text, priority: "normal"})
+		return err
+	}
+	path := groupFile(dir, g)
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	st := newTestStore(t, dir)
+	if err := send(st, "while read-only"); !isReadOnly(err) {
+		t.Fatalf("send to a mode-0444 group file: got %v; want a read-only error", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(st, "after chmod"); err != nil {
+		t.Errorf("send once the file is writable again: got %v; want success", err)
+	}
+	st.close()
+	if err := send(newTestStore(t, dir), "in a new server"); err != nil {
+		t.Errorf("send from a new server: got %v; want success", err)
+	}
+
+	// The catalog, written after each create_group, recovers alike.
+	catalog := filepath.Join(dir, catalogFileName)
+	if err := os.Chmod(catalog, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	captureLog(t) // the catalog row that cannot be written is only logged
+	st = newTestStore(t, dir)
+	if _, err := st.createGroup("alice", "while the catalog is read-only", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(catalog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	created, err := st.createGroup("alice", "after chmod", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, openTestDB(t, catalog, "ro"), "SELECT COUNT(*) FROM groups WHERE group_id = ?", created.groupID); n != 1 {
+		t.Errorf("catalog rows of the group created once the catalog is writable again: got %d; want 1", n)
+	}
+}
+
+// runAsNobody runs the calling test again, in a child process of a copy of
+// the test binary, as user nobody, and fails with its output if it fails.
+func runAsNobody(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("runs as user nobody on Linux only")
+	}
+	tmp, err := os.MkdirTemp("", "crosstalk-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	bin := filepath.Join(tmp, "test")
+	data, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, data, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o777) // the child's TMPDIR
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Dir, cmd.Env = tmp, append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+		t.Skipf("cannot run the test binary as user nobody (a noexec temporary directory?): %v", err)
+	}
+	if err != nil {
+		t.Fatalf("as user nobody: %v\n%s", err, out)
+	}
+}
