@@ -125,9 +125,7 @@ func (s *store) catalog() (*sql.DB, error) {
 		s.catalogDB.Close() // the file was deleted or replaced: rows written to it are lost
 		s.catalogDB = nil
 	}
-	// The directory may have been removed since newStore, as clearing
-	// ~/.cache (the default's parent) does.
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil { // removed since start-up, as clearing ~/.cache does
 		return nil, fmt.Errorf("create groups directory: %w", err)
 	}
 	unlockSidecars(path)

@@ -61,17 +61,13 @@ func isReadOnly(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
 }
 
-// unlockSidecars gives the read-only -wal and -shm files of the database at
-// path the database's mode once it is writable. SQLite creates them with the
-// database's mode, so a mode-0444 file left them read-only, and a read-only
-// -shm keeps every new connection read-only, in any process, for good.
+// unlockSidecars gives the -wal and -shm files of a writable database at
+// path its mode: SQLite creates them with the database's, so a spell at 0444
+// left a read-only -shm that keeps every later connection read-only.
 func unlockSidecars(path string) {
 	if db, err := os.Stat(path); err == nil && db.Mode().Perm()&0o200 != 0 {
-		for _, p := range []string{path + "-wal", path + "-shm"} {
-			if info, err := os.Stat(p); err == nil && info.Mode().Perm()&0o200 == 0 {
-				os.Chmod(p, db.Mode().Perm())
-			}
-		}
+		os.Chmod(path+"-wal", db.Mode().Perm()) // neither may exist; another user's stays as it is
+		os.Chmod(path+"-shm", db.Mode().Perm())
 	}
 }
 
