@@ -98,7 +98,7 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 		if _, ok := groupIDOfFile(name); ok {
 			checked++
 			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
-				// Another user's group may be healthy; doctor holds no locks to drop by closing.
+				// A file this user cannot open may be another user's healthy group.
 				if f, err := os.Open(filepath.Join(dir, name)); errors.Is(err, fs.ErrPermission) {
 					keep = "this user cannot open it (it may be another user's healthy group)"
 				} else if err == nil {
