@@ -38,7 +38,7 @@ const auditDetailsMaxBytes = 2048
 func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	e := auditEvent{
 		occurredAt: formatTimestamp(c.started),
-		toolName:   truncateUTF8(c.name, 1<<10), // an unknown tool's name is as unbounded as an id
+		toolName:   truncateUTF8(c.name, auditValueMaxBytes), // an unknown tool's name is as unbounded as an id
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  c.groupName,
@@ -87,12 +87,14 @@ func auditNull(s string, ok bool) sql.NullString {
 	return sql.NullString{String: s, Valid: ok}
 }
 
+// auditValueMaxBytes bounds an identity value or tool name in the audit log: a
+// megabyte one would otherwise fill its row, every rollup and index, and the queue.
+const auditValueMaxBytes = 1 << 10
+
 // auditIdentity is an identity value (request id, group_id, context_id,
-// caller name) as recorded, cut at 1 KiB: a call refused for a megabyte
-// id would otherwise store it in its row, every rollup and index, and hold it
-// in the queue.
+// caller name) as recorded, cut at auditValueMaxBytes.
 func auditIdentity(s string, ok bool) sql.NullString {
-	return auditNull(truncateUTF8(s, 1<<10), ok)
+	return auditNull(truncateUTF8(s, auditValueMaxBytes), ok)
 }
 
 // auditLen returns the length of a list in each list type the tools build.
