@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // domainError is a refusal the agent reads, as an isError tool result whose
@@ -82,8 +83,13 @@ func classify(toolName string, err error) *domainError {
 var sqliteCodeSuffix = regexp.MustCompile(` \(\d+\)( \(SQLITE_[A-Z_]+\))?$`)
 
 // sqliteMessage is SQLite's own message without the driver's code suffix,
-// as Python's sqlite3 module reports it ("database or disk is full").
+// as Python's sqlite3 module reports it ("database or disk is full"). A
+// -shm file SQLite could not extend, on a disk with no room left for it, is
+// the one "disk I/O error" that says "full" instead.
 func sqliteMessage(se *sqlite.Error) string {
+	if se.Code() == sqlite3.SQLITE_IOERR_SHMSIZE {
+		return "database or disk is full"
+	}
 	msg := sqliteCodeSuffix.ReplaceAllString(se.Error(), "")
 	if _, detail, ok := strings.Cut(msg, ": "); ok {
 		return detail

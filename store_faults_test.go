@@ -157,6 +157,39 @@ func TestDiskFullRecovery(t *testing.T) {
 	}
 }
 
+// TestDiskFullOnFirstOpen fills a file system to its last byte while no
+// process has the group open, so that SQLite cannot size the group's new
+// -shm file and reports "disk I/O error": the agent is still told that the
+// disk is full, as README's failure table promises, and once space is freed
+// the next send succeeds.
+func TestDiskFullOnFirstOpen(t *testing.T) {
+	dir := mountTmpfs(t, 4<<20)
+	first := newTestStore(t, dir)
+	g := newTestGroup(t, first, "team", "alice")
+	first.close() // the last connection removes the -wal and -shm files
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = filler.Write(make([]byte, 4096))
+	}
+	filler.Close()
+	st := newTestStore(t, dir)
+	m := outgoing{contextID: "alice", name: "alice", text: "no room", priority: "normal"}
+	_, err = st.sendMessage(g, m)
+	if te := classify("send_message", err); err == nil || !strings.Contains(te.msg, "disk is full") {
+		t.Errorf("send on a full disk: got %v (%q); want an error saying the disk is full", err, te.msg)
+	}
+	if err := os.Remove(filler.Name()); err != nil {
+		t.Fatal(err)
+	}
+	m.text = "after freeing space"
+	if _, err := st.sendMessage(g, m); err != nil {
+		t.Errorf("send after freeing space: got %v; want success", err)
+	}
+}
+
 // TestBuildGroupFile shows that a group file gets its final name complete,
 // in WAL mode and with no sidecar files, and that a failed build leaves
 // nothing behind.
