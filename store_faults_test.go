@@ -190,6 +190,47 @@ func TestDiskFullOnFirstOpen(t *testing.T) {
 	}
 }
 
+// TestFailedCreateLeavesNoGroup creates groups on a file system with less
+// and less room left: a create_group that fails leaves no group behind,
+// whichever step ran out of room (the build, or opening the new group to
+// read its metadata back), so a client that retries does not end up with
+// two groups.
+func TestFailedCreateLeavesNoGroup(t *testing.T) {
+	dir := mountTmpfs(t, 4<<20)
+	st := newTestStore(t, dir)
+	created := 0
+	for free := 0; free <= 96<<10; free += 4 << 10 {
+		filler, err := os.Create(filepath.Join(dir, "filler"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = filler.Write(make([]byte, 4096))
+		}
+		info, _ := filler.Stat()
+		filler.Truncate(info.Size() - int64(free))
+		filler.Close()
+		_, err = st.createGroup("alice", "team", "")
+		if err := os.Remove(filler.Name()); err != nil {
+			t.Fatal(err)
+		}
+		groups, lerr := st.listGroups()
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		if err == nil {
+			created++
+		}
+		if len(groups) != created {
+			t.Errorf("%d KiB free: create_group answered %v; got %d groups listed; want %d", free>>10, err, len(groups), created)
+			created = len(groups)
+		}
+	}
+	if created == 0 {
+		t.Errorf("no create_group succeeded with up to 96 KiB free; want the range to reach a success")
+	}
+}
+
 // TestBuildGroupFile shows that a group file gets its final name complete,
 // in WAL mode and with no sidecar files, and that a failed build leaves
 // nothing behind.

@@ -26,13 +26,21 @@ type groupMeta struct {
 }
 
 // createGroup makes a new group database owned by contextID. A failure
-// leaves no file behind (initGroup), so a retried call leaves no orphan.
+// leaves no file behind, so a retried call leaves no orphan: initGroup's
+// build removes its own, and a group built but not read back (a disk with
+// no room for its -shm file) is removed here.
 func (s *store) createGroup(contextID, name, description string) (groupMeta, error) {
 	id := "grp_" + randomHex(16)
-	if err := s.initGroup(id, contextID, name, description); err != nil {
-		return groupMeta{}, fmt.Errorf("create group %s: %w", id, err)
+	err := s.initGroup(id, contextID, name, description)
+	if err == nil {
+		var meta groupMeta
+		if meta, err = s.catalogGroup(id); err == nil {
+			return meta, nil
+		}
+		s.forget(id)
+		removeDatabaseFiles(s.groupPath(id))
 	}
-	return s.catalogGroup(id)
+	return groupMeta{}, fmt.Errorf("create group %s: %w", id, err)
 }
 
 // catalogGroup reads group id's metadata and records it in the catalog, an
