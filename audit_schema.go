@@ -116,6 +116,7 @@ func (a *auditLog) prepare() error {
 		return nil
 	}
 	a.db.Close()
+	unlockSidecars(a.path)
 	a.db = openAuditDB(a.path)
 	ctx := context.Background()
 	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {

@@ -3,12 +3,14 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReadOnlyFileRecovery makes a group file mode 0444 while no process has
@@ -67,6 +69,34 @@ func TestReadOnlyFileRecovery(t *testing.T) {
 	}
 	if n := queryInt(t, openTestDB(t, catalog, "ro"), "SELECT COUNT(*) FROM groups WHERE group_id = ?", created.groupID); n != 1 {
 		t.Errorf("catalog rows of the group created once the catalog is writable again: got %d; want 1", n)
+	}
+
+	// The audit log, in the same file, recovers alike in a server that opens
+	// no catalog, after a reader (the dashboard, say) opened the file during
+	// the spell and so made its -wal read-only.
+	dir = t.TempDir()
+	catalog = filepath.Join(dir, catalogFileName)
+	call := auditTestCall("send_message", `{"caller_name":"ops"}`, `1`, `{"message_id":1}`, false, "")
+	audited := func() int64 {
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
+		a.observe(call)
+		a.close()
+		db := openTestDB(t, catalog, "ro")
+		defer db.Close()
+		return queryInt(t, db, "SELECT COUNT(*) FROM tool_calls")
+	}
+	audited()
+	if err := os.Chmod(catalog, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if n := audited(); n != 1 {
+		t.Fatalf("audit rows after a call while the file is read-only: got %d; want 1", n)
+	}
+	if err := os.Chmod(catalog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := audited(); n != 2 {
+		t.Errorf("audit rows after a call once the file is writable again: got %d; want 2", n)
 	}
 }
 

@@ -63,7 +63,7 @@ func isReadOnly(err error) bool {
 
 // unlockSidecars gives the -wal and -shm files of a writable database at
 // path its mode: SQLite creates them with the database's, so a spell at 0444
-// left a read-only -shm that keeps every later connection read-only.
+// left a read-only -wal or -shm that keeps every later connection read-only.
 func unlockSidecars(path string) {
 	if db, err := os.Stat(path); err == nil && db.Mode().Perm()&0o200 != 0 {
 		os.Chmod(path+"-wal", db.Mode().Perm()) // neither may exist; another user's stays as it is
