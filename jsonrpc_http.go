@@ -182,13 +182,15 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The server has no WriteTimeout (SSE streams must outlive one), so each
 	// response gets a deadline of its own, which streams extend per write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
-	id := r.Header.Get("Mcp-Session-Id")
-	switch r.Method {
-	case http.MethodPost:
+	id, v := r.Header.Get("Mcp-Session-Id"), r.Header.Get("Mcp-Protocol-Version")
+	switch stateless := r.Method == http.MethodPost && v > supportedProtocolVersions[0]; { // post checks its version against its body
+	case v != "" && !stateless && !slices.Contains(allProtocolVersions, v):
+		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
+	case r.Method == http.MethodPost:
 		t.post(w, r, id)
-	case http.MethodGet:
+	case r.Method == http.MethodGet:
 		t.get(w, r, id)
-	case http.MethodDelete:
+	case r.Method == http.MethodDelete:
 		t.delete(w, r, id)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
@@ -268,8 +270,6 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	switch {
 	case msg.Meta.protocolVersion != "" || (v != "" && v > supportedProtocolVersions[0]):
 		t.postStateless(w, r, body, msg)
-	case v != "" && !slices.Contains(supportedProtocolVersions, v):
-		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
 	case id == "" && msg.Method == "initialize" && msg.isRequest():
 		t.postInitialize(w, r, body)
 	default:

@@ -452,3 +452,23 @@ func TestHTTPInitializeNotificationIsAnError(t *testing.T) {
 		t.Errorf("sessions: got %d; want none", held)
 	}
 }
+
+// TestHTTPProtocolVersionOnEveryMethod sends an unsupported
+// MCP-Protocol-Version on a live session's GET and DELETE: each is 400, as
+// a POST's is (transports "Protocol Version Header": MUST), and the session
+// lives on.
+func TestHTTPProtocolVersionOnEveryMethod(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	c := s.client(t, "")
+	c.initialize()
+	for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		header := map[string]string{"MCP-Protocol-Version": "1900-01-01", "Accept": "text/event-stream, application/json"}
+		resp := c.do(ctx, method, c.request("tools/list", nil), header) // a GET stream's body is never read
+		if resp.Body.Close(); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s with MCP-Protocol-Version 1900-01-01: got %d; want 400", method, resp.StatusCode)
+		}
+		cancel()
+	}
+	c.ok("list_groups", nil, nil)
+}
