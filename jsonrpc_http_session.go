@@ -200,6 +200,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		defer s.router.forget(ex)
 	}
 	if reply := s.handle(r, body); reply != nil {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout)) // not from the request's start: a slow body's stored send is answered
 		// An answer ready at once: only in-flight requests use the router.
 		// 2026-07-28's protocol errors have HTTP statuses of their own.
 		status := http.StatusOK

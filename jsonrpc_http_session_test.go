@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -345,5 +348,40 @@ func TestHTTPWaitInEndedSessionTakesNoMail(t *testing.T) {
 				t.Errorf("unread after a wait in an ended session: got %d, %v; want 1", n, err)
 			}
 		})
+	}
+}
+
+// TestHTTPSlowBodyIsAnswered sends a body that takes most of writeTimeout
+// to arrive, to a group another process holds for a moment: the send is
+// stored, so its answer must reach the client, whose retry would store it
+// twice. The answer's write deadline starts when the answer is ready.
+func TestHTTPSlowBodyIsAnswered(t *testing.T) {
+	s, a, g := newHTTPMember(t, "slow")
+	s.t.limits.writeTimeout = time.Second
+	args := map[string]any{"caller_name": "t", "group_id": g, "context_id": "ctx-a", "name": "alice", "message": "slow"}
+	body := a.request("tools/call", map[string]any{"name": "send_message", "arguments": args})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	release := holdWriteLock(t, s.t.store.groupPath(g))
+	time.AfterFunc(1300*time.Millisecond, release) // within the send's 3 s busy window
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
+		"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s", a.session, len(body), body[:10])
+	time.Sleep(700 * time.Millisecond)
+	conn.Write(body[10:])
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var answer []byte
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		answer, err = io.ReadAll(resp.Body)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), "message_id") {
+		t.Errorf("the slow body's send: got %q, %v; want 200 and the stored message's id", answer, err)
+	}
+	var all struct{ Messages []any }
+	if a.ok("get_all_messages", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}, &all); len(all.Messages) != 1 {
+		t.Errorf("messages stored: got %d; want 1", len(all.Messages))
 	}
 }
