@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -532,5 +535,38 @@ func TestTokensMalformedReportedOnce(t *testing.T) {
 	}
 	if tokens.authenticate("Bearer alice-secret") == nil {
 		t.Error("alice after the malformed file: refused; want the tokens loaded before")
+	}
+}
+
+// TestTokensRevokedWhileBodyCame removes a token from the file after its
+// 2026-07-28 listen passed the guard but before its body arrived, so the
+// reload's endWhere ran before the request was listed: it must not open a
+// stream that outlives the revocation, carrying the groups' changes.
+func TestTokensRevokedWhileBodyCame(t *testing.T) {
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	body := s.client(t, "bob-secret").request("subscriptions/listen", map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer bob-secret\r\nContent-Type: application/json\r\n"+
+		"Accept: text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n", len(body))
+	waitUntil(t, "bob's request past the guard", func() bool { return s.serving.Load() == 1 })
+	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
+	if changed, err := tokens.reload(false); !changed || err != nil {
+		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+	}
+	s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
+	conn.Write(body)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("bob's listen after bob was removed: got %s; want 401", resp.Status)
 	}
 }
