@@ -347,10 +347,10 @@ func tokenLine(name, token string, patterns []string) string {
 // timing tells neither which token nor how much of one matched.
 func (tt *tokenTable) authenticate(header string) *agentToken {
 	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if token = strings.TrimSpace(token); !ok || token == "" || !strings.EqualFold(scheme, "Bearer") { // "": a digest of nothing must admit nobody
 		return nil
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	sum := sha256.Sum256([]byte(token))
 	var found *agentToken
 	for _, tok := range *tt.set.Load() {
 		if subtle.ConstantTimeCompare(sum[:], tok.sum[:]) == 1 {

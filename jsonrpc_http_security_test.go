@@ -570,3 +570,19 @@ func TestTokensRevokedWhileBodyCame(t *testing.T) {
 		t.Errorf("bob's listen after bob was removed: got %s; want 401", resp.Status)
 	}
 }
+
+// TestTokensEmptyTokenNeverMatches lists the digest of an empty token, as
+// `printf %s "$TOKEN" | sha256sum` makes with TOKEN unset: a header whose
+// token is only blanks (a no-break space survives HTTP's trimming, then
+// strings.TrimSpace took it) must not authenticate as that agent.
+func TestTokensEmptyTokenNeverMatches(t *testing.T) {
+	tokens, _ := newTestTokens(t, "", []string{"unset", "", "*"}, []string{"alice", "alice-secret", "alice"})
+	for _, header := range []string{"Bearer \u00a0", "Bearer \u0085", "Bearer  "} {
+		if tok := tokens.authenticate(header); tok != nil {
+			t.Errorf("authenticate(%q): got token %s; want none", header, tok.name)
+		}
+	}
+	if tok := tokens.authenticate("Bearer alice-secret"); tok == nil || tok.name != "alice" {
+		t.Errorf("authenticate alice: got %v; want alice's token", tok)
+	}
+}
