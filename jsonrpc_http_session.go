@@ -71,7 +71,7 @@ func (s *httpSession) end() {
 // httpRouter is an HTTP session's messageWriter: a request's messages go to
 // the POST that asked, any other to the session's GET stream.
 type httpRouter struct {
-	ctx     context.Context // the session's; every exchange's ends with it
+	ctx     context.Context // the session's; the GET stream ends with it
 	queue   int             // httpLimits.queue: each exchange's bound
 	mu      sync.Mutex
 	waiting map[string]*httpExchange // by the request id's raw JSON
@@ -90,7 +90,7 @@ type httpEvent struct {
 }
 
 // httpExchange is one open response (a POST awaiting its answer, or a GET
-// stream). ctx ends when offer drops it for a full ch or its session ends.
+// stream). ctx ends when offer drops it for a full ch, or with its parent.
 type httpExchange struct {
 	id   string
 	ch   chan httpEvent
@@ -98,9 +98,9 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newExchange makes an exchange that holds up to r.queue messages.
-func (r *httpRouter) newExchange(id string) *httpExchange {
-	ctx, drop := context.WithCancel(r.ctx)
+// newExchange makes an exchange that holds up to r.queue messages and ends with parent.
+func (r *httpRouter) newExchange(parent context.Context, id string) *httpExchange {
+	ctx, drop := context.WithCancel(parent)
 	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
 }
 
@@ -117,7 +117,7 @@ func (e *httpExchange) offer(ev httpEvent) {
 // messages reach the returned exchange. An id already waiting keeps its own:
 // the server refuses the duplicate (errDuplicateID).
 func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
-	e := r.newExchange(string(id))
+	e := r.newExchange(context.Background(), string(id)) // not the session's: its end (SIGTERM) still answers in-flight requests here
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == nil {
@@ -147,7 +147,7 @@ func (r *httpRouter) openStream() *httpExchange {
 	if r.stream != nil || r.ctx.Err() != nil {
 		return nil
 	}
-	r.stream = r.newExchange("")
+	r.stream = r.newExchange(r.ctx, "")
 	for _, ev := range r.backlog {
 		r.stream.offer(ev)
 	}

@@ -385,3 +385,29 @@ func TestHTTPSlowBodyIsAnswered(t *testing.T) {
 		t.Errorf("messages stored: got %d; want 1", len(all.Messages))
 	}
 }
+
+// TestHTTPCloseAnswersWaits closes the transport, as SIGTERM does, while a
+// wait_for_messages and a 2026-07-28 listen are open: as on stdio, the wait
+// is answered (its empty result) and the listen gets its completion
+// result, on their streams, rather than streams cut off unanswered.
+func TestHTTPCloseAnswersWaits(t *testing.T) {
+	s, a, gid := newHTTPMember(t, "closing")
+	req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 30})
+	wait := a.do(t.Context(), http.MethodPost, a.request(req.Method, req.Params), nil)
+	defer wait.Body.Close()
+	listen := s.client(t, "").listen(t.Context())
+	defer listen.Body.Close()
+	waitUntil(t, "two open streams", func() bool { return s.t.streamQuota.held() == 2 })
+	go s.t.close()
+	for name, resp := range map[string]*http.Response{"wait_for_messages": wait, "subscriptions/listen": listen} {
+		var answer *rpcMessage
+		for msg := range sseMessages(resp.Body) {
+			if msg.Method == "" {
+				answer = msg
+			}
+		}
+		if answer == nil || answer.Error != nil || !strings.Contains(string(answer.Result), map[bool]string{true: `messages`, false: `complete`}[name == "wait_for_messages"]) {
+			t.Errorf("%s at close: got %+v; want its answer", name, answer)
+		}
+	}
+}
