@@ -28,14 +28,16 @@ type httpTransport struct {
 	audit   *auditLog // nil when auditing is off
 	limits  httpLimits
 	changes *changeWatcher // when set, shared so that sessions wake on file events, not the poll
-	// tokens, when set, are the bearer tokens the guard accepts (reloaded by followTokens); a session belongs to the token that opened it.
+	// tokens, when set, are the bearer tokens the guard accepts (reloaded
+	// by followTokens); a session belongs to the token that opened it.
 	tokens *tokenTable
 
 	sessionQuota, streamQuota *httpQuota
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
-	// requests are the 2026-07-28 requests in progress, each a session of its own, so that endWhere reaches a revoked token's open listen.
+	// requests are the 2026-07-28 requests in progress, each a session of
+	// its own, so that endWhere reaches a revoked token's open listen.
 	requests map[*httpSession]bool
 
 	done    context.Context // ends the janitor, the tokens watcher and every session
@@ -93,7 +95,8 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 	}()
 }
 
-// followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until close, and ends the sessions whose token is no longer listed.
+// followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until
+// close, and ends the sessions whose token is no longer listed.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	t.every(tokensPoll, hup, func(force bool) {
 		if changed, err := t.tokens.reload(force); err != nil {
@@ -176,7 +179,8 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	// The server has no WriteTimeout (SSE streams must outlive one): each response gets a deadline of its own, which streams extend per write.
+	// The server has no WriteTimeout (SSE streams must outlive one), so each
+	// response gets a deadline of its own, which streams extend per write.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 	id, v := r.Header.Get("Mcp-Session-Id"), r.Header.Get("Mcp-Protocol-Version")
 	switch stateless := r.Method == http.MethodPost && v > supportedProtocolVersions[0]; { // post checks its version against its body
@@ -194,7 +198,8 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// httpMessage is what the transport reads of a POSTed message to route it, and batchRefusal of each item of a batch.
+// httpMessage is what the transport reads of a POSTed message to route it,
+// and batchRefusal of each item of a batch.
 type httpMessage struct {
 	ID                json.RawMessage
 	Method, Name, URI string
@@ -321,7 +326,9 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 		t.mu.Unlock()
 		s.end() // before the handler returns: end waits for in-flight work
 	}()
-	if t.tokens != nil && t.tokens.find(s.owner) == nil { // revoked while its body came, and endWhere ran before s was listed
+	// The token may have been revoked while the body came, and endWhere
+	// ran before s was listed.
+	if t.tokens != nil && t.tokens.find(s.owner) == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
 		httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
 		return

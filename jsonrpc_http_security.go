@@ -347,7 +347,9 @@ func tokenLine(name, token string, patterns []string) string {
 // timing tells neither which token nor how much of one matched.
 func (tt *tokenTable) authenticate(header string) *agentToken {
 	scheme, token, ok := strings.Cut(header, " ")
-	if token = strings.TrimSpace(token); !ok || token == "" || !strings.EqualFold(scheme, "Bearer") { // "": a digest of nothing must admit nobody
+	// An empty token must admit nobody, even a line holding the digest of
+	// nothing (a token made elsewhere from an unset variable).
+	if token = strings.TrimSpace(token); !ok || token == "" || !strings.EqualFold(scheme, "Bearer") {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(token))

@@ -98,7 +98,8 @@ type httpExchange struct {
 	drop context.CancelFunc
 }
 
-// newExchange makes an exchange that holds up to r.queue messages and ends with parent.
+// newExchange makes an exchange that holds up to r.queue messages and ends
+// with parent.
 func (r *httpRouter) newExchange(parent context.Context, id string) *httpExchange {
 	ctx, drop := context.WithCancel(parent)
 	return &httpExchange{id: id, ch: make(chan httpEvent, r.queue), ctx: ctx, drop: drop}
@@ -117,7 +118,9 @@ func (e *httpExchange) offer(ev httpEvent) {
 // messages reach the returned exchange. An id already waiting keeps its own:
 // the server refuses the duplicate (errDuplicateID).
 func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
-	e := r.newExchange(context.Background(), string(id)) // not the session's: its end (SIGTERM) still answers in-flight requests here
+	// Not the session's context: its end (SIGTERM) still answers in-flight
+	// requests here.
+	e := r.newExchange(context.Background(), string(id))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == nil {
@@ -200,7 +203,9 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		defer s.router.forget(ex)
 	}
 	if reply := s.handle(r, body); reply != nil {
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout)) // not from the request's start: a slow body's stored send is answered
+		// The answer's deadline starts now, not at the request's start: a
+		// send stored after a slow body must still be answered.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		// An answer ready at once: only in-flight requests use the router.
 		// 2026-07-28's protocol errors have HTTP statuses of their own.
 		status := http.StatusOK
