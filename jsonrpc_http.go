@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,9 +291,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	if !t.sessionQuota.acquire(w, hostOf(r.RemoteAddr)) {
 		return
 	}
-	var raw [16]byte
-	rand.Read(raw[:])
-	s := t.newSession(hex.EncodeToString(raw[:]), r)
+	s := t.newSession(randomHex(16), r)
 	reply := s.handle(r, body)
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(s.client)
