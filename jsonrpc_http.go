@@ -75,9 +75,7 @@ func (t *httpTransport) close() {
 
 // every runs f(false) each period and f(true) on each hup signal until close.
 func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func(signalled bool)) {
-	t.janitor.Add(1)
-	go func() {
-		defer t.janitor.Done()
+	t.janitor.Go(func() {
 		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
@@ -90,7 +88,7 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 				f(false)
 			}
 		}
-	}()
+	})
 }
 
 // followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until

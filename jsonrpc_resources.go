@@ -300,9 +300,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work func(r *infligh
 	ctx, cancel := context.WithCancel(t.ctx)
 	r := &inflightRequest{id: id, progressToken: progressToken, out: t.out, ctx: ctx, cancel: cancel}
 	t.reqs[key] = r
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		result, err := work(r)
 		t.mu.Lock()
 		delete(t.reqs, key)
@@ -311,7 +309,7 @@ func (t *inflight) start(id, progressToken json.RawMessage, work func(r *infligh
 		if werr := r.deliver(response(request{id: id}, result, err), true); werr != nil {
 			logf("write answer to request %s: %v", id, werr)
 		}
-	}()
+	})
 	return nil
 }
 
