@@ -144,9 +144,6 @@ func (s *store) recordDeliveries(tx groupTx, contextID, via string, messageIDs [
 // rows and unacknowledged wake events are touched, so a concurrent reader's
 // marks stand.
 func (s *store) deliverMessages(groupID, contextID string, read, previewed []int64) error {
-	if len(read)+len(previewed) == 0 {
-		return nil
-	}
 	return s.writeGroup(groupID, func(tx groupTx) error {
 		if len(read) > 0 {
 			in, args := sqlIn("message_id", read)
