@@ -60,8 +60,8 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 	}
 	t.done, t.stop = context.WithCancel(context.Background())
 	t.every(limits.sessionIdle/4, nil, func(bool) {
-		cutoff := time.Now().Add(-t.limits.sessionIdle)
-		t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
+		cutoff := time.Now().Add(-t.limits.sessionIdle).UnixNano()
+		t.endWhere(func(s *httpSession) bool { return s.busy.Load() == 0 && s.lastUsed.Load() < cutoff })
 	})
 	return t
 }

@@ -54,11 +54,6 @@ func (s *httpSession) use() (done func()) {
 	}
 }
 
-// idleSince reports whether the session has been unused since before t.
-func (s *httpSession) idleSince(t time.Time) bool {
-	return s.busy.Load() == 0 && s.lastUsed.Load() < t.UnixNano()
-}
-
 // end stops the session's poller and ends its streams; it is idempotent.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
