@@ -88,13 +88,15 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 	})
 }
 
-// ServeHTTP refuses a foreign Origin and a missing or wrong bearer token, and
-// passes the rest on with headers that keep responses out of caches and sniffing.
+// ServeHTTP refuses an Origin neither loopback nor listed with --allow-origin
+// ("null", of sandboxed and file pages, is foreign) and a missing or wrong
+// bearer token, and passes the rest on with headers that keep responses out
+// of caches and sniffing.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if origin := r.Header.Get("Origin"); origin != "" && !g.allowedOrigin(origin) {
+	if origin := r.Header.Get("Origin"); origin != "" && !g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] && !loopbackOrigin(origin) {
 		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
 		return
 	}
@@ -118,12 +120,6 @@ func bearer(r *http.Request) agentToken {
 		return *tok
 	}
 	return agentToken{}
-}
-
-// allowedOrigin accepts a loopback Origin or one listed with --allow-origin;
-// "null" (sandboxed and file pages) is refused as foreign.
-func (g *httpGuard) allowedOrigin(origin string) bool {
-	return g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] || loopbackOrigin(origin)
 }
 
 // httpRefuse answers with an id-less JSON-RPC error, which the specs allow for any HTTP error.
