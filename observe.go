@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -154,15 +153,13 @@ func listenObserver(port int) (net.Listener, bool, error) {
 // are shown before the page's script shows them in the browser's zone.
 func newObserver(dir string, pollInterval time.Duration, now func() time.Time, zone *time.Location) *observer {
 	pageTemplates() // parse now, not during the first request
-	var token [32]byte
-	rand.Read(token[:]) // never fails: crypto/rand crashes the program instead
 	if pollInterval <= 0 {
 		pollInterval = observePollInterval
 	}
 	o := &observer{
 		dir:          dir,
 		pollInterval: pollInterval,
-		csrfToken:    base64.RawURLEncoding.EncodeToString(token[:]),
+		csrfToken:    rand.Text(), // at least 128 random bits: no guess meets it
 		hub:          &eventHub{subs: map[chan []byte]struct{}{}},
 		dbs:          &readOnlyPool{entries: map[string]*readOnlyEntry{}},
 		location:     zone,
