@@ -215,9 +215,9 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 		return nil, err
 	}
 	token := "NULL" // a group no tokened send reached has no message_tokens
-	if has, err := hasTable(db, "message_tokens"); err != nil {
+	if tables, err := tableNames(ctx, db); err != nil {
 		return nil, err
-	} else if has {
+	} else if tables["message_tokens"] {
 		token = "(SELECT token_name FROM message_tokens WHERE message_id = messages.id)"
 	}
 	out, err := queryAll(ctx, db, func(row rowScanner) (messageRow, error) {

@@ -64,22 +64,14 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
     PRIMARY KEY (message_id, context_id)
 )`
 
-// hasTable reports whether a group database has table name yet; the
-// original creates neither wakeup_deliveries nor message_tokens.
-func hasTable(q queryer, name string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n)
-	return n > 0, err
-}
-
 // deliveryColumns returns the delivered_at, delivered_via columns of the
 // message and member that messageCol and contextCol name, and the join that
 // reads them (none while the group has no wakeup_deliveries). A wake event w
 // acknowledged without a row there was delivered by a read tool.
 func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
 	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', '"+viaTool+"')"
-	has, err := hasTable(q, "wakeup_deliveries")
-	if err != nil || !has {
+	tables, err := tableNames(context.Background(), q)
+	if err != nil || !tables["wakeup_deliveries"] {
 		return at + ", " + via, "", err
 	}
 	return "COALESCE(d.delivered_at, " + at + "), COALESCE(d.delivered_via, " + via + ")",
@@ -209,11 +201,11 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 	}
 	var found *wakeNotice
 	err := s.withGroup(g.groupID, func(db *sql.DB) error {
-		has, err := hasTable(db, "wakeup_deliveries")
+		tables, err := tableNames(context.Background(), db)
 		if err != nil {
 			return err
 		}
-		found, err = find(func(q string, args ...any) rowScanner { return db.QueryRow(q, args...) }, has)
+		found, err = find(func(q string, args ...any) rowScanner { return db.QueryRow(q, args...) }, tables["wakeup_deliveries"])
 		return err
 	})
 	if err != nil || found == nil {

@@ -300,11 +300,11 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id " +
 			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL " +
 			"WHERE u.context_id = ?"
-		has, err := hasTable(db, "wakeup_deliveries")
+		tables, err := tableNames(context.Background(), db)
 		if err != nil {
 			return err
 		}
-		if has {
+		if tables["wakeup_deliveries"] {
 			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = u.message_id AND d.context_id = u.context_id)"
 		}
 		rows, err := db.Query(query+" ORDER BY m.id ASC", contextID)
