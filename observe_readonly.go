@@ -248,12 +248,6 @@ func eachRow(ctx context.Context, q queryer, scan func(rowScanner) error, query 
 	return err
 }
 
-// queryAll runs query and turns every row into a T with scan.
-func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	return collectRows(rows, err, scan)
-}
-
 // groupReadCache keeps what views last read from each group (summary,
 // activity pages, snapshot state) with its file signature, and serves it
 // again while the signature proves nothing was committed since: an idle

@@ -98,11 +98,10 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 		query += " LIMIT ?"
 		args = append(args, limit)
 	}
-	rows, err := q.QueryContext(context.Background(), query, args...)
-	out, err := collectRows(rows, err, func(row rowScanner) (d delivery, err error) {
+	out, err := queryAll(context.Background(), q, func(row rowScanner) (d delivery, err error) {
 		return d, row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
 			&d.notifiedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia)
-	})
+	}, query, args...)
 	// Oldest first reads as a timeline; the query took the newest.
 	slices.Reverse(out)
 	return out, err
@@ -396,10 +395,9 @@ func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]r
 		" LEFT JOIN wakeup_events w ON w.message_id = m.id AND w.context_id = g.context_id" + join +
 		" WHERE " + in +
 		" ORDER BY m.id, g.context_id"
-	rows, err := q.QueryContext(ctx, query, args...)
-	list, err := collectRows(rows, err, func(row rowScanner) (r receipt, err error) {
+	list, err := queryAll(ctx, q, func(row rowScanner) (r receipt, err error) {
 		return r, row.Scan(&r.messageID, &r.contextID, &r.name, &r.read, &r.readAt, &r.notifiedAt, &r.deliveredAt, &r.deliveredVia)
-	})
+	}, query, args...)
 	if err != nil {
 		return nil, err
 	}

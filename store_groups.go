@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	crand "crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -83,10 +84,9 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := cat.Query("SELECT group_id, name, description, created_at, updated_at FROM groups")
-	catalog, err := collectRows(rows, err, func(row rowScanner) (m groupMeta, err error) {
+	catalog, err := queryAll(context.Background(), cat, func(row rowScanner) (m groupMeta, err error) {
 		return m, row.Scan(&m.groupID, &m.name, &m.description, &m.createdAt, &m.updatedAt)
-	})
+	}, "SELECT group_id, name, description, created_at, updated_at FROM groups")
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
@@ -245,11 +245,10 @@ type member struct {
 // users lists a group's members ordered by context id.
 func (s *store) users(id string) ([]member, error) {
 	var members []member
-	err := s.withGroup(id, func(db *sql.DB) error {
-		rows, err := db.Query("SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
-		members, err = collectRows(rows, err, func(row rowScanner) (m member, err error) {
+	err := s.withGroup(id, func(db *sql.DB) (err error) {
+		members, err = queryAll(context.Background(), db, func(row rowScanner) (m member, err error) {
 			return m, row.Scan(&m.contextID, &m.name, &m.joinedAt, &m.latestMessageID)
-		})
+		}, "SELECT context_id, name, joined_at, latest_message_id FROM group_members ORDER BY context_id")
 		return err
 	})
 	return members, err

@@ -307,12 +307,11 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 		if tables["wakeup_deliveries"] {
 			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = u.message_id AND d.context_id = u.context_id)"
 		}
-		rows, err := db.Query(query+" ORDER BY m.id ASC", contextID)
-		out, err = collectRows(rows, err, func(row rowScanner) (pendingMessage, error) {
+		out, err = queryAll(context.Background(), db, func(row rowScanner) (pendingMessage, error) {
 			var relevance sql.NullString
 			msg, err := scanMessage(row, &relevance)
 			return pendingMessage{groupID: g.groupID, groupName: g.groupName, msg: msg, wakes: relevance.Valid, relevance: relevance.String}, err
-		})
+		}, query+" ORDER BY m.id ASC", contextID)
 		return err
 	})
 	return out, err

@@ -161,6 +161,12 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// queryAll runs query and turns every row into a T with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	return collectRows(rows, err, scan)
+}
+
 // tableNames lists the tables of a database.
 func tableNames(ctx context.Context, q queryer) (map[string]bool, error) {
 	return nameSet(ctx, q, "list tables", "SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -173,8 +179,7 @@ func columnNames(ctx context.Context, q queryer, table string) (map[string]bool,
 
 // nameSet returns the names query lists; what says what failed.
 func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	list, err := collectRows(rows, err, func(row rowScanner) (name string, err error) { return name, row.Scan(&name) })
+	list, err := queryAll(ctx, q, func(row rowScanner) (name string, err error) { return name, row.Scan(&name) }, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
