@@ -207,13 +207,12 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 		} else {
 			// A named group's wake count may predate the write that named
 			// it, so each is checked whatever its count.
-			for _, id := range only {
+			for _, id := range slices.Sorted(slices.Values(only)) {
 				if g, ok := member[id]; ok {
 					g.wakeups = max(g.wakeups, 1)
 					groups = append(groups, g)
 				}
 			}
-			slices.SortFunc(groups, func(a, b membership) int { return strings.Compare(a.groupID, b.groupID) })
 		}
 		n, err := claimFirstWakeup(st, opts, groups)
 		if err != nil || n != nil {
