@@ -190,20 +190,18 @@ func (o *observer) wakeupStep(name string, at *string) wakeupStep {
 // messageExcerpts reads the sender and start of each wake event's message.
 func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
 	out := make(map[int64][2]string, len(events))
-	if len(events) == 0 {
-		return out, nil
+	ids := make([]int64, len(events))
+	for i, d := range events {
+		ids[i] = d.messageID
 	}
-	ids := make([]string, 0, len(events))
-	for _, d := range events {
-		ids = append(ids, strconv.FormatInt(d.messageID, 10))
-	}
+	in, args := sqlIn("id", ids)
 	err := eachRow(ctx, q, func(row rowScanner) error {
 		var id int64
 		var sender, excerpt sql.NullString
 		err := row.Scan(&id, &sender, &excerpt)
 		out[id] = [2]string{sender.String, excerpt.String}
 		return err
-	}, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE id IN ("+strings.Join(ids, ",")+")")
+	}, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE "+in, args...)
 	return out, err
 }
 
