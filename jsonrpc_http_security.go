@@ -169,14 +169,6 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	return arg, nil
 }
 
-// hostOf is the host of a host:port, else all of it; per-client bounds count by it.
-func hostOf(hostport string) string {
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		return host
-	}
-	return hostport
-}
-
 // httpQuota counts what each client holds against a per-client and a total bound.
 type httpQuota struct {
 	mu                    sync.Mutex // held only to update the counts

@@ -221,11 +221,16 @@ func loopbackOnly(next http.Handler) http.Handler {
 
 // allowedHost reports whether a Host (or Origin host) names the loopback interface.
 func allowedHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = strings.TrimSuffix(strings.TrimPrefix(hostOf(host), "["), "]")
 	return slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, strings.ToLower(host))
+}
+
+// hostOf is the host of a host:port, else all of it; HTTP's per-client bounds count by it.
+func hostOf(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
+	}
+	return hostport
 }
 
 // contentSecurityPolicy allows only this origin: no inline script or style,
