@@ -130,7 +130,7 @@ func (w *lineWriter) writeFor(_ json.RawMessage, v any, _ bool) error {
 // handleLine answers one line: a request, a notification or a batch. It
 // returns nil when nothing is to be written.
 func (s *server) handleLine(line []byte) any {
-	trimmed := bytes.TrimSpace(line)
+	trimmed := bytes.Trim(line, " \t\r\n") // JSON's whitespace only, as json.loads
 	if !json.Valid(trimmed) {
 		return errorResponse(nil, errParse)
 	}

@@ -66,7 +66,7 @@ func (s *server) pipelinedSends(line []byte, r *bufio.Reader) []pendingSend {
 // prepareCall and parseSend accept and whose group id is well formed; anything
 // else is left to handleLine. The result refers to line, not to be reused.
 func (s *server) sendCall(line []byte) (pendingSend, bool) {
-	line = bytes.TrimSpace(line)
+	line = bytes.Trim(line, " \t\r\n")
 	rev, ready := s.lifecycle()
 	if !ready || len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"send_message"`)) || bytes.Contains(line, []byte(metaProtocolVersion)) {
 		return pendingSend{}, false

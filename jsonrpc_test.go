@@ -113,3 +113,30 @@ func toolText(t *testing.T, line string) map[string]any {
 	text := result["content"].([]any)[0].(map[string]any)["text"].(string)
 	return decodeJSON(t, text)
 }
+
+// TestLineAllowsOnlyJSONWhitespace shows that only JSON's own whitespace (space,
+// tab, CR, LF) may surround a message, as in the original's json.loads: a
+// line with a form feed, a vertical tab or a Unicode space around its JSON
+// is a parse error, on the plain path and the pipelined-send path alike,
+// and nothing it asks for runs.
+func TestLineAllowsOnlyJSONWhitespace(t *testing.T) {
+	s, out := newTestServer(t)
+	initializeSession(t, s)
+	g := mustCreateGroup(t, s, "alice")
+	mustJoin(t, s, g, "alice", "Alice")
+	send := crashCall(2, "send_message", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice", "message": "hi"})
+	in := "\f" + `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n" + "\v" + send + "\n" + send + "\u00a0\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\u2028\n" + " \t" + `{"jsonrpc":"2.0","id":4,"method":"ping"}` + "\r\n"
+	out.Reset()
+	if err := s.serve(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	const parseError = `{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}`
+	want := strings.Repeat(parseError+"\n", 4) + `{"jsonrpc": "2.0", "id": 4, "result": {}}` + "\n"
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+	if msgs := mustCall(t, s, "get_all_messages", map[string]any{"group_id": g, "context_id": "alice", "name": "Alice"})["messages"].([]any); len(msgs) != 0 {
+		t.Errorf("stored %d messages from lines that are not JSON; want none", len(msgs))
+	}
+}
