@@ -26,7 +26,8 @@ func TestResourceURIs(t *testing.T) {
 		{"crosstalk://groups/" + g + "/messages", ""},
 		{"crosstalk://groups/" + g + "/other", "Invalid Crosstalk subscription URI."},
 		{"crosstalk://groups/../" + g[3:] + "/messages", "Invalid group_id."},
-		{"crosstalk://groups/messages", "Invalid Crosstalk subscription URI."},
+		// Prefix and suffix share the slash: the original's uri[19:-9] is "", an invalid group id.
+		{"crosstalk://groups/messages", "Invalid group_id."},
 	} {
 		_, err := parseGroupURI(tt.uri)
 		if got := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && got != tt.wantErr) {

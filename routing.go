@@ -108,10 +108,10 @@ func wakeupURI(groupID, contextID string) string {
 
 // parseGroupURI returns the group id of a group resource URI.
 func parseGroupURI(uri string) (string, error) {
-	if !strings.HasPrefix(uri, uriPrefix) || !strings.HasSuffix(uri, uriSuffix) || len(uri) < len(uriPrefix)+len(uriSuffix) {
+	if !strings.HasPrefix(uri, uriPrefix) || !strings.HasSuffix(uri, uriSuffix) {
 		return "", validationErrorf("Invalid Crosstalk subscription URI.")
 	}
-	id := uri[len(uriPrefix) : len(uri)-len(uriSuffix)]
+	id := uri[len(uriPrefix):max(len(uriPrefix), len(uri)-len(uriSuffix))] // "" where the two share the slash, as Python slices
 	return id, validateGroupID(id)
 }
 
