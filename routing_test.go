@@ -61,6 +61,10 @@ func TestRoute(t *testing.T) {
 			}
 		})
 	}
+	// The original lowercases "@ΑΣ\u055f.Α" with a medial σ, so the name ending "ας\u055f" is not mentioned.
+	if got := route([]recipient{{"s", "ΑΣ\u055f"}}, "@ΑΣ\u055f.Α", "normal", nil); got.reason != "fallback" {
+		t.Errorf("a Σ before U+055F and a letter: got %+v; want no mention, as Python's lower() reads it", got)
+	}
 	if got := route(nil, "@all", "urgent", nil); len(got.targets) != 0 || got.reason != "urgent" {
 		t.Errorf("alone in a group: got %+v; want no targets", got)
 	}

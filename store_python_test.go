@@ -37,6 +37,9 @@ func TestPythonTextRules(t *testing.T) {
 		{"Σ", "σ"},
 		{"ΑΣΑ", "ασα"},
 		{"ΑΣ'", "ας'"},
+		// U+055F is case-ignorable (Word_Break MidLetter), as Python 3.11's Unicode 14 has it.
+		{"ΑΣ\u055fΑ", "ασ\u055fα"},
+		{"Α\u055fΣ", "α\u055fς"},
 	} {
 		if got := pyLower(tt.in); got != tt.want {
 			t.Errorf("pyLower(%q): got %q; want %q", tt.in, got, tt.want)
