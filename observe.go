@@ -81,9 +81,8 @@ func openWithPlatform(ctx context.Context, url string) error {
 	case "windows":
 		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	return cmd.Run()
+	// Output to /dev/null, not pipes: Run would wait for a browser the opener starts, as it inherits them.
+	return exec.CommandContext(ctx, name, args...).Run()
 }
 
 // run serves the dashboard of opts until c.stopOn's context ends, and

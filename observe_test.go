@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -504,4 +505,29 @@ func observeArgs(t testing.TB, args ...string) observeOptions {
 		t.Fatalf("parse %v: %v", args, err)
 	}
 	return opts
+}
+
+// TestBrowserOpenerEndsWithDashboard: xdg-open often leaves the browser it
+// starts running with its stdout; stopping the dashboard must not wait for
+// that browser to exit.
+func TestBrowserOpenerEndsWithDashboard(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "darwin" {
+		t.Skip("fakes xdg-open")
+	}
+	bin := t.TempDir()
+	script := "#!/bin/sh\nsleep 30 &\nexit 0\n" // a browser that outlives its opener
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- openWithPlatform(ctx, "http://127.0.0.1:1/") }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the opener was still running %v after the dashboard stopped", time.Since(start))
+	}
 }
