@@ -142,8 +142,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	if err != nil {
 		return nil, err
 	}
-	// All events, because a waiting one may be older than the newest page.
-	events, err := wakeupDeliveries(db, "", 0)
+	events, err := wakeupDeliveries(db, "", wakeupListLimit, true)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +152,6 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 		}
 		return events[i].id > events[j].id
 	})
-	events = events[:min(len(events), wakeupListLimit)]
 	excerpts, err := messageExcerpts(ctx, db, events)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,37 @@ func TestChatCutsHugeMessages(t *testing.T) {
 	}
 	if got := texts[1][1]; !strings.HasPrefix(got, whole+" … (cut here") || strings.Contains(got, "x") {
 		t.Errorf("a 1 MiB message: got %d bytes ending %q; want %d characters and the cut marked", len(got), got[max(0, len(got)-80):], chatMessageChars)
+	}
+}
+
+// TestChatWakeupsReadOnlyTheListed: a busy group keeps a week of
+// acknowledged wake events, hundreds of thousands; the side panel lists
+// wakeupListLimit of them, so it must not load them all to pick those
+// (at a million, each chat refresh took 7 s and 400 MB).
+func TestChatWakeupsReadOnlyTheListed(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	ann := fixtureMember{"ann", "Ann"}
+	id := fx.group("Busy", "", now.Add(-time.Hour), ann)
+	fx.wakeup(id, 1, ann.ContextID, now.Add(-time.Hour), time.Time{}) // the oldest still waits
+	const events = 20000
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		_, err := tx.Exec(`WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO wakeup_events(message_id, context_id, relevance, priority, created_at, acknowledged_at, last_notified_at)
+			SELECT i, 'ann', 'mention', 'normal', ?2, ?2, ?2 FROM n`, events, formatTimestamp(now))
+		return err
+	})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	obs.chatView(context.Background(), id) // open the handle
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v := obs.chatView(context.Background(), id)
+	runtime.ReadMemStats(&after)
+	if len(v.Wakeups) != wakeupListLimit || !v.Wakeups[0].Pending || v.Wakeups[0].MessageID != 1 || v.Wakeups[1].MessageID != events {
+		t.Fatalf("got %d wakeups starting #%d, #%d; want %d, the waiting #1 first, then the newest", len(v.Wakeups),
+			v.Wakeups[0].MessageID, v.Wakeups[1].MessageID, wakeupListLimit)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("a chat of %d wake events allocated %d MiB; want the listed %d read, not all", events, got>>20, wakeupListLimit)
 	}
 }

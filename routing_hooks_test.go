@@ -230,7 +230,7 @@ func TestHookMarksReadLikeGetUnread(t *testing.T) {
 func deliveriesOf(st *store, groupID, contextID string) ([]delivery, error) {
 	var ds []delivery
 	err := st.withHandle(groupID, func(h *groupHandle) (err error) {
-		ds, err = wakeupDeliveries(h.db, contextID, 0)
+		ds, err = wakeupDeliveries(h.db, contextID, 0, false)
 		return err
 	})
 	return ds, err

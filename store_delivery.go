@@ -80,8 +80,9 @@ func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join strin
 
 // wakeupDeliveries returns the wake events of one group (every member's when
 // contextID is empty), oldest first, with their delivery states; limit caps
-// the newest rows returned (0 means all). q may be a read-only handle.
-func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error) {
+// the newest rows returned (0 means all), counting waiting ones first when
+// waitingFirst. q may be a read-only handle.
+func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool) ([]delivery, error) {
 	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id")
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func wakeupDeliveries(q queryer, contextID string, limit int) ([]delivery, error
 		query += " WHERE w.context_id = ?"
 		args = append(args, contextID)
 	}
-	query += " ORDER BY w.id DESC"
+	query += " ORDER BY " + map[bool]string{true: "w.acknowledged_at IS NULL DESC, "}[waitingFirst] + "w.id DESC"
 	if limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, limit)
@@ -427,7 +428,7 @@ func describeReceipts(rs []receipt) string {
 // wakeups lists a member's wake events, oldest first.
 func (s *store) wakeups(id, contextID string) (out []delivery, err error) {
 	err = s.withGroup(id, func(db *sql.DB) error {
-		out, err = wakeupDeliveries(db, contextID, 0)
+		out, err = wakeupDeliveries(db, contextID, 0, false)
 		return err
 	})
 	return out, err

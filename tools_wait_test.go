@@ -141,7 +141,7 @@ func TestWaitForMessagesReturnsPendingMail(t *testing.T) {
 		t.Errorf("unread after the wait: got %v; want none", got)
 	}
 	db := openGroupDB(t, w.dir, w.gid)
-	ds, err := wakeupDeliveries(db, "ctx-b", 0)
+	ds, err := wakeupDeliveries(db, "ctx-b", 0, false)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("wake events of bob: got %d (%v); want 1", len(ds), err)
 	}
