@@ -173,7 +173,7 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 func toolCallsQuery(a *auditSchema, f auditFilter, where string) string {
 	groupName, join := "NULL", ""
 	if a.tables["tool_call_group_names"] {
-		groupName = "tool_call_group_names.group_name"
+		groupName = shownName("tool_call_group_names.group_name")
 		join = " LEFT JOIN tool_call_group_names ON tool_call_group_names.tool_call_id = tool_calls.id"
 	}
 	order := " ORDER BY tool_calls.id DESC"

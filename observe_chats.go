@@ -104,7 +104,7 @@ func (o *observer) chatsView(ctx context.Context, selected string) chatsView {
 func (o *observer) groupName(ctx context.Context, id string) string {
 	var name sql.NullString
 	if db, err := o.dbs.group(o.dir, id); err == nil {
-		db.QueryRowContext(ctx, "SELECT name FROM group_metadata WHERE id = 1").Scan(&name)
+		db.QueryRowContext(ctx, "SELECT "+shownName("name")+" FROM group_metadata WHERE id = 1").Scan(&name)
 	}
 	return firstNonEmpty(name.String, "Untitled group")
 }
@@ -199,7 +199,7 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 		err := row.Scan(&id, &sender, &excerpt)
 		out[id] = [2]string{sender.String, excerpt.String}
 		return err
-	}, "SELECT id, sender_name, substr(content, 1, 120) FROM messages WHERE "+in, args...)
+	}, "SELECT id, "+shownName("sender_name")+", substr(content, 1, 120) FROM messages WHERE "+in, args...)
 	return out, err
 }
 
@@ -227,7 +227,7 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 		m.Created = o.stampOf(created.String, "")
 		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
 		return m, err
-	}, "SELECT id, sender_context_id, sender_name, substr(content, 1, ?), created_at, priority, routing_reason, "+token+
+	}, "SELECT id, sender_context_id, "+shownName("sender_name")+", substr(content, 1, ?), created_at, priority, routing_reason, "+token+
 		" FROM messages "+where, append([]any{chatMessageChars + 1}, args...)...)
 	if err != nil || len(out) == 0 {
 		return out, err

@@ -166,7 +166,7 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
-	err = db.QueryRowContext(ctx, "SELECT (SELECT name FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
+	err = db.QueryRowContext(ctx, "SELECT (SELECT "+shownName("name")+" FROM group_metadata WHERE id = 1), (SELECT description FROM group_metadata WHERE id = 1), "+
 		"(SELECT updated_at FROM group_metadata WHERE id = 1), (SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), COUNT(*), "+
 		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
@@ -215,9 +215,9 @@ func readMembers(ctx context.Context, q queryer) ([]memberInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	query := "SELECT context_id, name, unread_count FROM group_members ORDER BY joined_at"
+	query := "SELECT context_id, " + shownName("name") + ", unread_count FROM group_members ORDER BY joined_at"
 	if !cols["unread_count"] {
-		query = "SELECT group_members.context_id, name, COUNT(member_unread_messages.message_id) FROM group_members " +
+		query = "SELECT group_members.context_id, " + shownName("name") + ", COUNT(member_unread_messages.message_id) FROM group_members " +
 			"LEFT JOIN member_unread_messages ON member_unread_messages.context_id = group_members.context_id " +
 			"GROUP BY group_members.context_id, name, joined_at ORDER BY joined_at"
 	}

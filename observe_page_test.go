@@ -311,3 +311,34 @@ func TestStorageActionFailureSaysWhy(t *testing.T) {
 		t.Errorf("reclaim of a damaged audit file got %d %q; want 409 naming the damage, without retry", rec.Code, body)
 	}
 }
+
+// TestHugeNamesStayBounded: nothing bounds a group's or member's name, and
+// views repeat names on every row (each event of the live activity, each
+// message, receipt, wakeup and audited call), so one agent's megabyte name
+// made a page of hundreds of megabytes. Names are shown cut instead.
+func TestHugeNamesStayBounded(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	fx.enableAudit(now.Add(-time.Hour))
+	groupName, memberName := strings.Repeat("G", 100_000), strings.Repeat("M", 100_000)
+	id := fx.group(groupName, "", now.Add(-time.Hour), fixtureMember{"big", memberName}, fixtureMember{"bo", "Bo"})
+	var msgs []fixtureMessage
+	var calls []fixtureCall
+	for i := range 40 {
+		at := now.Add(time.Duration(i-60) * time.Second)
+		msgs = append(msgs, fixtureMessage{Sender: "big", SenderName: memberName, Content: "hello", At: at},
+			fixtureMessage{Sender: "bo", SenderName: "Bo", Content: "hi", At: at})
+		calls = append(calls, fixtureCall{At: at, Tool: "send_message", Group: id, GroupName: groupName, Caller: "Bo", Duration: 5})
+	}
+	for _, mid := range fx.messages(id, msgs...) {
+		fx.wakeup(id, mid, "bo", now.Add(-time.Minute), time.Time{})
+	}
+	fx.calls(calls...)
+	obs := newTestObserver(t, fx.dir, time.Second)
+	for _, path := range []string{"/fragments/overview", "/fragments/chats?group_id=" + id, "/fragments/analytics"} {
+		code, body, _ := get(t, obs, path)
+		if code != http.StatusOK || len(body) > 1<<20 || !strings.Contains(body, strings.Repeat("G", 1024)) {
+			t.Errorf("%s: got status %d, %d KiB; want 200, under 1 MiB, the group's name shown cut", path, code, len(body)>>10)
+		}
+	}
+}

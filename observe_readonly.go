@@ -238,7 +238,7 @@ func catalogNames(ctx context.Context, dir string, pool *readOnlyPool) map[strin
 			names[id] = name.String
 		}
 		return nil
-	}, "SELECT group_id, name FROM groups")
+	}, "SELECT group_id, "+shownName("name")+" FROM groups")
 	return names
 }
 
