@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -97,6 +98,28 @@ func TestReadOnlyFileRecovery(t *testing.T) {
 	}
 	if n := audited(); n != 2 {
 		t.Errorf("audit rows after a call once the file is writable again: got %d; want 2", n)
+	}
+}
+
+// TestObserveReadOnlyDirectoryIsNoDamage: SQLite reads a WAL database only
+// with its -wal and -shm files, which a dashboard that cannot write the
+// groups directory cannot create for an idle group. Such a group is
+// unavailable, not a damaged file for doctor --repair to move aside.
+func TestObserveReadOnlyDirectoryIsNoDamage(t *testing.T) {
+	if os.Geteuid() == 0 {
+		runAsNobody(t) // root ignores file modes
+		return
+	}
+	fx := newObserveFixture(t)
+	fx.group("Idle", "", time.Now(), fixtureMember{"ann", "Ann"}) // its writers closed: no sidecars
+	if err := os.Chmod(fx.dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(fx.dir, 0o755) })
+	_, body, _ := get(t, newTestObserver(t, fx.dir, time.Second), "/fragments/overview")
+	if strings.Contains(body, "Damaged") || strings.Contains(body, "doctor") || !strings.Contains(body, "Unavailable") {
+		t.Errorf("an intact group in a directory the dashboard cannot write: want it unavailable, not damaged: %s",
+			body[strings.Index(body, "<tbody>"):])
 	}
 }
 
