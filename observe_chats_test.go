@@ -203,3 +203,16 @@ func TestChatWakeupsReadOnlyTheListed(t *testing.T) {
 		t.Errorf("a chat of %d wake events allocated %d MiB; want the listed %d read, not all", events, got>>20, wakeupListLimit)
 	}
 }
+
+// TestChatCutsHugeDescription: a group's description is as unbounded as a
+// message, and every Overview keeps each group's summary, description
+// included, in its read cache; it is cut like a message.
+func TestChatCutsHugeDescription(t *testing.T) {
+	fx := newObserveFixture(t)
+	id := fx.group("Described", strings.Repeat("d", 4<<20), time.Now(), fixtureMember{"w", "Writer"})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	_, body, _ := get(t, obs, "/fragments/chat?group_id="+id)
+	if n := strings.Count(body, "d"); n > chatMessageChars+1000 || !strings.Contains(body, strings.Repeat("d", chatMessageChars)) {
+		t.Errorf("a 4 MiB description: the chat shows %d KiB of it; want %d characters", n>>10, chatMessageChars)
+	}
+}
