@@ -158,7 +158,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	}
 	out := make([]wakeupRow, 0, len(events))
 	for _, d := range events {
-		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(d.contextID, "—"), Relevance: d.relevance,
+		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(truncateUTF8(d.contextID, auditValueMaxBytes), "—"), Relevance: d.relevance,
 			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.readAt == nil}
 		w.Target = firstNonEmpty(names[d.contextID], w.ContextID)
 		w.Sender, w.Excerpt = excerpts[d.messageID][0], excerpts[d.messageID][1]

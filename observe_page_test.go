@@ -342,3 +342,26 @@ func TestHugeNamesStayBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeContextIDsStayBounded: a context id is any string its agent
+// chooses, and the chat names each wakeup's target by it (for copying), so
+// a megabyte id made the side panel hundreds of megabytes; it is cut too.
+func TestHugeContextIDsStayBounded(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	huge := strings.Repeat("c", 100_000)
+	id := fx.group("Ids", "", now.Add(-time.Hour), fixtureMember{"bo", "Bo"}, fixtureMember{huge, "Cy"})
+	var msgs []fixtureMessage
+	for range 40 {
+		msgs = append(msgs, fixtureMessage{Sender: "bo", SenderName: "Bo", Content: "hi @Cy", At: now.Add(-time.Minute)})
+	}
+	for _, mid := range fx.messages(id, msgs...) {
+		fx.wakeup(id, mid, huge, now.Add(-time.Minute), time.Time{})
+	}
+	obs := newTestObserver(t, fx.dir, time.Second)
+	for _, path := range []string{"/fragments/overview", "/fragments/chats?group_id=" + id} {
+		if code, body, _ := get(t, obs, path); code != http.StatusOK || len(body) > 1<<20 || !strings.Contains(body, ">Cy<") {
+			t.Errorf("%s: got status %d, %d KiB; want 200, under 1 MiB, the member named", path, code, len(body)>>10)
+		}
+	}
+}
