@@ -81,7 +81,8 @@ func openWithPlatform(ctx context.Context, url string) error {
 	case "windows":
 		name, args = "rundll32", []string{"url.dll,FileProtocolHandler", url}
 	}
-	// Output to /dev/null, not pipes: Run would wait for a browser the opener starts, as it inherits them.
+	// Output goes to /dev/null, not to pipes: Run would wait for a browser
+	// the opener starts, as the browser inherits them.
 	return exec.CommandContext(ctx, name, args...).Run()
 }
 

@@ -183,7 +183,8 @@ func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via str
 	})
 }
 
-// shownName selects name column col cut at 1,024 characters: views repeat names on every row, and nothing bounds one.
+// shownName selects name column col cut at 1,024 characters: views repeat
+// names on every row, and nothing bounds one.
 func shownName(col string) string { return "substr(" + col + ", 1, 1024)" }
 
 // rowFound reports whether the QueryRow Scan that returned err found its
