@@ -327,7 +327,7 @@ func (s *store) releaseStopWakeups(groupID, contextID string, ids []int64) error
 		if err != nil {
 			return err
 		}
-		return bumpRevisions(tx, revWakeup)
+		return bumpRevisions(tx, "wakeup_revision")
 	})
 }
 

@@ -175,7 +175,7 @@ func (s *store) updateGroupMetadata(id, contextID string, name, description *str
 			name, description, s.timestamp()); err != nil {
 			return err
 		}
-		return bumpRevisions(tx, revMetadata)
+		return bumpRevisions(tx, "metadata_revision")
 	})
 	if err != nil {
 		return groupMeta{}, err
@@ -211,26 +211,14 @@ func (s *store) deleteGroup(id, contextID string) error {
 	return nil
 }
 
-// revision names a group_state counter that observers poll.
-type revision int
-
-const (
-	revMessage revision = 1 << iota
-	revMember
-	revWakeup
-	revMetadata
-)
-
-// bumpRevisions advances the group_state counters named by which, whose
-// bits follow the columns' order.
-func bumpRevisions(tx groupTx, which revision) error {
-	var fields []string
-	for i, field := range []string{"message_revision", "member_revision", "wakeup_revision", "metadata_revision"} {
-		if which&(1<<i) != 0 {
-			fields = append(fields, field+" = "+field+" + 1")
-		}
+// bumpRevisions advances by one each of the named group_state counters,
+// which observers poll.
+func bumpRevisions(tx groupTx, columns ...string) error {
+	set := make([]string, len(columns))
+	for i, c := range columns {
+		set[i] = c + " = " + c + " + 1"
 	}
-	_, err := tx.Exec("UPDATE group_state SET " + strings.Join(fields, ", ") + " WHERE id = 1")
+	_, err := tx.Exec("UPDATE group_state SET " + strings.Join(set, ", ") + " WHERE id = 1")
 	return err
 }
 
@@ -271,7 +259,7 @@ func (s *store) joinGroup(id, contextID, name string) error {
 				return err
 			}
 		}
-		return bumpRevisions(tx, revMember)
+		return bumpRevisions(tx, "member_revision")
 	})
 }
 
@@ -298,11 +286,11 @@ func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
 		if err != nil {
 			return err
 		}
-		which := revMember
+		revisions := []string{"member_revision"}
 		if n, _ := res.RowsAffected(); n > 0 {
-			which |= revWakeup
+			revisions = append(revisions, "wakeup_revision")
 		}
-		return bumpRevisions(tx, which)
+		return bumpRevisions(tx, revisions...)
 	})
 }
 

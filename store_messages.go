@@ -71,7 +71,7 @@ func (s *store) markWakeupNotified(id string, eventID int64) error {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n > 0 {
-			return bumpRevisions(tx, revWakeup)
+			return bumpRevisions(tx, "wakeup_revision")
 		}
 		return nil
 	})

@@ -111,7 +111,7 @@ func (s *store) markRead(tx groupTx, contextID, predicate string, args []any, al
 	if _, err := tx.Exec("UPDATE group_members SET unread_count = MAX(0, unread_count - ?) WHERE context_id = ?", n, contextID); err != nil {
 		return err
 	}
-	return bumpRevisions(tx, revMember)
+	return bumpRevisions(tx, "member_revision")
 }
 
 // acknowledgeWakeups marks the member's pending wake events for the selected
@@ -135,7 +135,7 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 	if expired, _ := res.RowsAffected(); acked == 0 && expired == 0 {
 		return nil
 	}
-	return bumpRevisions(tx, revWakeup)
+	return bumpRevisions(tx, "wakeup_revision")
 }
 
 // messagesAfter returns every message with an id above after and marks them
