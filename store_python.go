@@ -4,7 +4,7 @@ package main
 // other writers can observe (golden_test.go checks them byte for byte), in
 // the store layer because stored values are written in these forms. Those
 // with one caller stay beside it: rawJSON.writePyJSON (jsonrpc_unicode.go),
-// sqliteMessage (store_errors.go), nonNegativeInteger (tools_messages.go),
+// sqliteMessage (store_errors.go),
 // parseStringList (store_read.go), pyLower and the URI quoting (routing.go),
 // auditRequestID and pyNumber (audit_event.go), and pyFromISOFormat, which
 // reads the audit log's and the dashboard's timestamps (audit_rollup.go).

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 )
@@ -39,14 +38,11 @@ var toolGetUnreadMessages = messageReader(func(s *server, a toolArgs, contextID,
 	return s.store.unreadMessages(s.request, a.groupID(), contextID, name, "")
 })
 
-// nonNegativeInteger matches the JSON integers Python reads as an int of at
-// least zero ("-0" is 0); fractions and exponents make a float there.
-var nonNegativeInteger = regexp.MustCompile(`^(-?0|[1-9][0-9]*)$`)
-
 var toolGetMessagesAfter = messageReader(func(s *server, a toolArgs, contextID, name string) ([]message, error) {
-	raw := string(a.values["after_message_id"])
-	after, err := strconv.ParseInt(raw, 10, 64)
-	if !nonNegativeInteger.MatchString(raw) || err != nil {
+	// Of a valid JSON value ParseInt reads only an integer, which Python
+	// reads as an int ("-0" is 0); fractions and exponents make a float there.
+	after, err := strconv.ParseInt(string(a.values["after_message_id"]), 10, 64)
+	if err != nil || after < 0 {
 		return nil, validationErrorf("after_message_id must be a non-negative integer.")
 	}
 	return s.store.messagesAfter(s.request, a.groupID(), contextID, name, after)

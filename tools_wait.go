@@ -58,10 +58,10 @@ func (a toolArgs) waitTimeout() (time.Duration, error) {
 	if a.isNull("timeout_seconds") {
 		return defaultWaitSeconds * time.Second, nil
 	}
-	raw := a.values["timeout_seconds"]
-	// A JSON number too large for a float64 parses as ±Inf with ErrRange.
-	v, err := strconv.ParseFloat(string(raw), 64)
-	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') || err != nil && !errors.Is(err, strconv.ErrRange) || v < 0 {
+	// Of a valid JSON value ParseFloat reads only a number; one too large
+	// for a float64 parses as ±Inf with ErrRange.
+	v, err := strconv.ParseFloat(string(a.values["timeout_seconds"]), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || v < 0 {
 		return 0, validationErrorf("timeout_seconds must be a number from 0 to %d.", maxWaitSeconds)
 	}
 	return time.Duration(min(v, maxWaitSeconds) * float64(time.Second)), nil
