@@ -115,13 +115,11 @@ func (s *store) recordDeliveries(tx groupTx, contextID, via string, messageIDs [
 	if _, err := tx.Exec(deliveriesTable); err != nil {
 		return err
 	}
-	now := s.timestamp()
-	for _, id := range messageIDs {
-		if _, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) VALUES (?, ?, ?, ?) "+
-			"ON CONFLICT(message_id, context_id) DO UPDATE SET delivered_at = excluded.delivered_at, delivered_via = excluded.delivered_via",
-			id, contextID, now, via); err != nil {
-			return err
-		}
+	in, args := sqlIn("id", messageIDs)
+	if _, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) SELECT id, ?, ?, ? FROM messages WHERE "+in+
+		" ON CONFLICT(message_id, context_id) DO UPDATE SET delivered_at = excluded.delivered_at, delivered_via = excluded.delivered_via",
+		append([]any{contextID, s.timestamp(), via}, args...)...); err != nil {
+		return err
 	}
 	_, err := tx.Exec("DELETE FROM wakeup_deliveries WHERE NOT EXISTS (SELECT 1 FROM wakeup_events w " +
 		"WHERE w.message_id = wakeup_deliveries.message_id AND w.context_id = wakeup_deliveries.context_id) " +
