@@ -57,6 +57,7 @@ type groupHandle struct {
 	// while db is closed, so a handle is never closed under a running query.
 	inUse    sync.RWMutex
 	db       *sql.DB
+	path     string // the database file
 	info     os.FileInfo
 	lastUsed time.Time
 
@@ -68,7 +69,6 @@ type groupHandle struct {
 	writeTurn chan struct{}
 	conn      *sql.Conn
 	stmts     map[string]*sql.Stmt
-	queue     *writeQueue // orders this group's writers across processes
 
 	// sends are this process's sends waiting for writeTurn, which whoever
 	// takes it stores in one transaction (sendQueued).
@@ -129,15 +129,15 @@ func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
 	}
 	tx := groupTx{h}
-	defer h.queue.lock()()
+	defer lockWriteQueue(h.path, h.info)()
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return err
 	}
 	// A group deleted while this waited for the lock takes no write: its
 	// file is gone, so a commit would be acknowledged and lost with it.
-	info, err := os.Stat(h.queue.db)
+	info, err := os.Stat(h.path)
 	if err != nil || !os.SameFile(info, h.info) {
-		err = groupNotFound(strings.TrimSuffix(filepath.Base(h.queue.db), ".sqlite3"))
+		err = groupNotFound(strings.TrimSuffix(filepath.Base(h.path), ".sqlite3"))
 	} else {
 		err = fn(tx)
 	}
@@ -271,7 +271,7 @@ func (s *store) acquire(id string) (*groupHandle, error) {
 		// as the subscription poller's, without waiting for a write.
 		unlockSidecars(path)
 		db := openSQLite(sqliteDSN(path, "rw"), 3)
-		h = &groupHandle{db: db, info: info, queue: newWriteQueue(path, info), writeTurn: make(chan struct{}, 1)}
+		h = &groupHandle{db: db, info: info, path: path, writeTurn: make(chan struct{}, 1)}
 		s.handles[id] = h
 		if len(s.handles) > maxOpenGroups {
 			stale = append(stale, s.evictLocked(id))

@@ -324,7 +324,7 @@ func randomHex(n int) string {
 func removeDatabaseFiles(path string) error {
 	var errs []error
 	// The write queue's side file goes last, after the database: a writer
-	// that finds the database gone never recreates it (writeQueue.lock).
+	// that finds the database gone never recreates it (lockWriteQueue).
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)

@@ -1,13 +1,6 @@
 package main
 
-import (
-	"errors"
-	"io/fs"
-	"os"
-	"time"
-)
-
-// writeQueue is the cross-process queue in front of one group's SQLite
+// A group's write queue is the cross-process queue in front of its SQLite
 // write lock: an exclusive lock on a side file, "<group>.sqlite3-wq", taken
 // before BEGIN IMMEDIATE and released after COMMIT or ROLLBACK. SQLite's
 // busy handler sleeps up to 100 ms between tries, so the lock sits free
@@ -18,11 +11,13 @@ import (
 // The side file never outlives its group: it is created only for an
 // existing group, and deleteGroup and acquire remove it once the database
 // is gone. Its name does not end in ".sqlite3", so no group glob takes it.
-type writeQueue struct {
-	path string      // the side file
-	db   string      // the group's database file
-	info os.FileInfo // identity of the database the handle was opened on
-}
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"time"
+)
 
 // writeQueueSuffix names a group's side file after its database file, like
 // SQLite's -wal and -shm.
@@ -34,23 +29,20 @@ const writeQueueSuffix = "-wq"
 // then relies on SQLite's busy handling, correct without the queue.
 const writeQueueWait = 250 * time.Millisecond
 
-func newWriteQueue(dbPath string, info os.FileInfo) *writeQueue {
-	return &writeQueue{path: dbPath + writeQueueSuffix, db: dbPath, info: info}
-}
-
-// lock waits for this group's turn to write and returns the function that
+// lockWriteQueue waits for the turn to write of the group whose database
+// file db was opened with identity info, and returns the function that
 // gives it up. When the queue cannot be used (no locking on this platform,
 // the side file cannot be created, the group is gone, or the wait is spent)
 // it returns a no-op, and the caller relies on SQLite's lock alone.
-func (q *writeQueue) lock() (unlock func()) {
-	fd, err := openQueueFile(q.path, false)
+func lockWriteQueue(db string, info os.FileInfo) (unlock func()) {
+	fd, err := openQueueFile(db+writeQueueSuffix, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		fd, err = openQueueFile(q.path, true)
+		fd, err = openQueueFile(db+writeQueueSuffix, true)
 		// A group deleted between the caller's check and the creation
 		// must not be left with a side file.
-		if info, serr := os.Stat(q.db); err == nil && (serr != nil || !os.SameFile(info, q.info)) {
+		if now, serr := os.Stat(db); err == nil && (serr != nil || !os.SameFile(now, info)) {
 			closeQueueFile(fd)
-			removeWriteQueue(q.db)
+			removeWriteQueue(db)
 			return func() {}
 		}
 	}

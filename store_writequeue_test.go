@@ -103,7 +103,7 @@ func TestWriteQueueLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Another process's turn, held for 150 ms: the send waits for it.
-		unlock := newWriteQueue(st.groupPath(g), info).lock()
+		unlock := lockWriteQueue(st.groupPath(g), info)
 		time.AfterFunc(150*time.Millisecond, unlock)
 		start := time.Now()
 		if err := send(other, g); err != nil {
@@ -114,7 +114,7 @@ func TestWriteQueueLifecycle(t *testing.T) {
 		}
 		// A turn that is never given up delays a send by writeQueueWait,
 		// after which SQLite's own lock is all that counts.
-		unlock = newWriteQueue(st.groupPath(g), info).lock()
+		unlock = lockWriteQueue(st.groupPath(g), info)
 		defer unlock()
 		start = time.Now()
 		if err := send(other, g); err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// queueFD is an open side file of a writeQueue.
+// queueFD is an open side file of a group's write queue.
 type queueFD int
 
 // openQueueFile opens a write queue's side file, creating it when create is
