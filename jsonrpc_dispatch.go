@@ -33,7 +33,7 @@ func (s *server) dispatch(req request) (any, *rpcError) {
 func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	switch req.method {
 	case "tools/list":
-		if typed(req.version) {
+		if req.version >= revTyped {
 			return typedToolList, nil
 		}
 		return toolList, nil
@@ -42,7 +42,7 @@ func (s *server) dispatchRequest(req request) (any, *rpcError) {
 	case "resources/list":
 		return s.resourcesList(req.version)
 	case "resources/templates/list":
-		if typed(req.version) {
+		if req.version >= revTyped {
 			return resourceTemplates, nil
 		}
 	case "resources/read":
@@ -207,9 +207,6 @@ func (s *server) serverInfo(rev protocolRevision) object {
 	return info
 }
 
-// typed reports whether rev has titles, outputSchema and structuredContent.
-func typed(rev protocolRevision) bool { return rev >= revTyped }
-
 // requestMeta is what a request carries in params._meta.
 type requestMeta struct {
 	protocolVersion string
@@ -244,7 +241,7 @@ const errResourceNotFound = -32002
 // accepts it: MCP never allows initialize in a batch, and 2025-06-18 and
 // later (negotiated, or carried by an item's _meta) have no batches.
 func (s *server) batchRefusal(batch []json.RawMessage) *rpcError {
-	if version, _ := s.lifecycle(); typed(version) {
+	if version, _ := s.lifecycle(); version >= revTyped {
 		return errInvalidRequest
 	}
 	for _, item := range batch {

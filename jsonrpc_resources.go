@@ -19,7 +19,7 @@ func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 	list := make([]any, len(groups))
 	for i, g := range groups {
 		r := object{{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID}}
-		if typed(rev) {
+		if rev >= revTyped {
 			r = append(r, field{"title", "Group " + g.groupID})
 		}
 		list[i] = append(r, field{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},

@@ -222,7 +222,7 @@ func (s *server) prepareCall(req request) (pc preparedCall) {
 	args.maxMessageBytes, args.tokenName = s.cfg.maxMessageBytes, s.cfg.tokenName
 	pc.call.args = args
 	t := toolsByName[name]
-	if t == nil && typed(req.version) {
+	if t == nil && req.version >= revTyped {
 		// From 2025-06-18 on an unknown tool is a protocol error
 		// (server/tools.mdx "Error Handling"); before, a tool result.
 		return pc.refuse(&rpcError{-32602, "Unknown tool: " + name})

@@ -37,7 +37,7 @@ type toolResult struct {
 // as a resource_link.
 func (r toolResult) wire(rev protocolRevision) object {
 	content := []any{object{{"type", "text"}, {"text", pyJSON(r.value)}}}
-	if !typed(rev) {
+	if rev < revTyped {
 		return object{{"content", content}, {"isError", r.isError}}
 	}
 	if o, ok := r.value.(object); ok && !r.isError {
