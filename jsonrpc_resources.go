@@ -72,7 +72,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 				snapshot, err = s.receiptsSnapshot(g, c)
 				return err
 			}
-			events, err := s.store.wakeups(g, c)
+			events, err := s.store.wakeups(g, c, 0)
 			list := make([]any, len(events))
 			for i, w := range events {
 				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},

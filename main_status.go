@@ -85,11 +85,7 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 	for _, g := range groups {
 		name := cmp.Or(g.groupName, "(unnamed)")
 		fmt.Fprintf(&b, "- %s %q as %q: %s, %s\n", g.groupID, name, g.name, plural(g.unread, "unread"), plural(g.wakeups, "pending wakeup"))
-		var ds []delivery
-		err := st.withHandle(g.groupID, func(h *groupHandle) (err error) {
-			ds, err = wakeupDeliveries(h.db, opts.contextID, opts.events, false)
-			return err
-		})
+		ds, err := st.wakeups(g.groupID, opts.contextID, opts.events)
 		if err != nil {
 			return "", err
 		}

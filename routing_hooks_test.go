@@ -217,7 +217,7 @@ func TestHookMarksReadLikeGetUnread(t *testing.T) {
 	if msgs, err := f.st.unreadMessages(context.Background(), f.groupID, "sess-1", "bob", ""); err != nil || len(msgs) != 0 {
 		t.Errorf("unread after hook: %d (%v); want 0", len(msgs), err)
 	}
-	ws, err := f.st.wakeups(f.groupID, "sess-1")
+	ws, err := f.st.wakeups(f.groupID, "sess-1", 0)
 	if err != nil || len(ws) != 1 || ws[0].readAt == nil {
 		t.Fatalf("wake events %+v (%v); want one acknowledged", ws, err)
 	}

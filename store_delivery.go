@@ -423,10 +423,10 @@ func describeReceipts(rs []receipt) string {
 	return strings.Join(parts, ", ")
 }
 
-// wakeups lists a member's wake events, oldest first.
-func (s *store) wakeups(id, contextID string) (out []delivery, err error) {
+// wakeups lists a member's newest limit wake events (0: all), oldest first.
+func (s *store) wakeups(id, contextID string, limit int) (out []delivery, err error) {
 	err = s.withGroup(id, func(db *sql.DB) error {
-		out, err = wakeupDeliveries(db, contextID, 0, false)
+		out, err = wakeupDeliveries(db, contextID, limit, false)
 		return err
 	})
 	return out, err
