@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,9 +101,11 @@ const (
 func groupURI(groupID string) string { return uriPrefix + groupID + uriSuffix }
 
 // wakeupURI is one member's wakeup resource; the context id is
-// percent-encoded like Python's quote(context_id, safe="").
+// percent-encoded like Python's quote(context_id, safe=""): every byte but
+// letters, digits and _.-~ becomes %XX, as QueryEscape makes it, but for the
+// space, which QueryEscape writes as +.
 func wakeupURI(groupID, contextID string) string {
-	return uriPrefix + groupID + wakeupSegment + percentEncode(contextID)
+	return uriPrefix + groupID + wakeupSegment + strings.ReplaceAll(url.QueryEscape(contextID), "+", "%20")
 }
 
 // parseGroupURI returns the group id of a group resource URI.
@@ -183,21 +185,6 @@ func caseIgnorable(r rune) bool {
 		return true
 	}
 	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk)
-}
-
-// percentEncode is Python's quote(s, safe=""): every byte but letters,
-// digits and _.-~ becomes %XX.
-func percentEncode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-~", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
 }
 
 // percentDecode undoes percent-encoding leniently, like Python's unquote:
