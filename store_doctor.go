@@ -38,9 +38,10 @@ const doctorGracePeriod = time.Minute
 const damagedDirName = "damaged"
 
 // requiredGroupTables are the tables every group database has once its
-// schema is committed; a file without them is not a usable group.
+// schema is committed; a file without them is not a usable group. Not
+// message_search: the original leaves it out where SQLite lacks FTS5.
 var requiredGroupTables = []string{"messages", "group_metadata", "group_members",
-	"member_unread_messages", "wakeup_events", "group_state", "message_search"}
+	"member_unread_messages", "wakeup_events", "group_state"}
 
 // checkGroupFile reports why the group database at path cannot be used, or
 // nil when it opens and has the group schema. It only reads: the file is

@@ -421,3 +421,33 @@ func TestDoctorLeavesUnreadableGroup(t *testing.T) {
 		t.Errorf("doctor --repair on a group this user cannot open: got exit %d, %q, stat %v; want it left in place, exit 1", code, out.String(), err)
 	}
 }
+
+// TestDoctorKeepsGroupWithoutSearchIndex shows that doctor --repair leaves
+// a group without message_search where it is: the original writes such
+// groups when its SQLite lacks FTS5 (_create_message_search_index), and
+// both servers search them with a plain LIKE, so it is no damaged file.
+func TestDoctorKeepsGroupWithoutSearchIndex(t *testing.T) {
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	g, err := st.createGroup("alice", "team", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	path := groupFile(dir, g.groupID)
+	db := openSQLite(sqliteDSN(path, "rw"), 1)
+	err = execAll(db, "DROP TRIGGER messages_search_after_insert", "DROP TRIGGER messages_search_after_delete",
+		"DROP TRIGGER messages_search_after_content_update", "DROP TABLE message_search")
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * doctorGracePeriod)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
+	if _, err := os.Stat(path); err != nil || code != 0 {
+		t.Errorf("doctor --repair on a group without the search index: got exit %d, %q, stat %v; want it left alone, exit 0", code, out.String(), err)
+	}
+}
