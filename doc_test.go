@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -268,5 +269,29 @@ func TestLayersCatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMarkdownTablesHaveHeaders checks that every table in the user docs
+// starts with a header and its delimiter row: a blank line inside a table
+// ends it, and Markdown shows the rows after it as plain text.
+func TestMarkdownTablesHaveHeaders(t *testing.T) {
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delimiter := regexp.MustCompile(`^\|( *:?-+:? *\|)+$`)
+	for _, name := range append(files, "README.md", "testdata/golden/README.md") {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		for i, line := range lines {
+			starts := strings.HasPrefix(line, "|") && (i == 0 || !strings.HasPrefix(lines[i-1], "|"))
+			if starts && (i+1 == len(lines) || !delimiter.MatchString(lines[i+1])) {
+				t.Errorf("%s:%d: got a table without a header and delimiter row; want one (a blank line ends a table): %.60s", name, i+1, line)
+			}
+		}
 	}
 }
