@@ -134,4 +134,6 @@
 //	CROSSTALK_ALLOW_NETWORK_FS             1 silences the network-filesystem warning
 //	CROSSTALK_CHANNELS                     1 pushes due wakeups to Claude Code as channel events
 //	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for; pins a stdio server to it
+//	CLAUDE_PID                             set by Claude Code: the client whose exit ends a wait (else the parent)
+//	GOMEMLIMIT                             Go's; observe sets its 40 MiB soft memory limit only when this is unset
 package main

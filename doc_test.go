@@ -295,3 +295,32 @@ func TestMarkdownTablesHaveHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestDocListsEveryEnvironmentVariable checks that doc.go's table of
+// environment variables names every variable the program reads.
+func TestDocListsEveryEnvironmentVariable(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "# Environment variables")
+	read := regexp.MustCompile(`(?:Getenv|LookupEnv|getenv)\("([A-Z0-9_]+)"\)|"(CROSSTALK_[A-Z0-9_]+)"`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+			if v := m[1] + m[2]; !strings.Contains(table, "//\t"+v+" ") {
+				t.Errorf("%s reads %s; want it in doc.go's environment variables", name, v)
+			}
+		}
+	}
+}
