@@ -259,6 +259,11 @@ func TestServeOptions(t *testing.T) {
 		{"token file wins", []string{"--http", "0.0.0.0:8808", "--token-file", tokenFile}, "env-token", "0.0.0.0:8808", "from-file", ""},
 		{"half TLS", []string{"--http", "8808", "--tls-cert", "c.pem"}, "", "", "", "together"},
 		{"unknown option", []string{"--nope", "x"}, "", "", "", "unrecognized"},
+		{"token file without --http", []string{"--token-file", tokenFile}, "", "", "", "need --http"},
+		{"TLS without --http", []string{"--tls-cert", "c.pem", "--tls-key", "k.pem"}, "", "", "", "need --http"},
+		{"origin without --http", []string{"--allow-origin", "https://a.example"}, "", "", "", "need --http"},
+		{"tokens file without --http", []string{"--tokens-file", tokenFile}, "", "", "", "need --http"},
+		{"stdio ignores the environment's token", nil, "env-token", "", "env-token", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -82,8 +82,8 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 		}
 	}
 	switch {
-	case opts.httpAddr == "" && opts.tokensFile != "":
-		return opts, errors.New("--tokens-file needs --http: a stdio server has one client")
+	case opts.httpAddr == "" && (*tokenFile != "" || opts.tokensFile != "" || opts.tlsCert != "" || opts.allowedOrigins != nil):
+		return opts, errors.New("--token-file, --tokens-file, --tls-* and --allow-origin need --http: a stdio server has one client")
 	case opts.httpAddr == "":
 		return opts, nil
 	case !isLoopbackAddr(opts.httpAddr) && opts.token == "" && opts.tokensFile == "":

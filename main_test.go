@@ -286,7 +286,7 @@ func TestReadmeTokenCommandWorks(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: got %v, %v; want mode 0600", info, err)
 	}
-	if _, err := parseServeOptions([]string{"--token-file", path}, func(string) string { return "" }); err != nil {
+	if _, err := parseServeOptions([]string{"--http", "8808", "--token-file", path}, func(string) string { return "" }); err != nil {
 		t.Errorf("serve --token-file: got %v; want the token accepted", err)
 	}
 }
