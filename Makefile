@@ -137,7 +137,7 @@ conformance-http: build conformance/node_modules/.package-lock.json conformance/
 	@cd conformance/go && CROSSTALK_BIN="$(CURDIR)/$(BINARY)" CROSSTALK_TRANSPORT=http go run . \
 		|| $(call fail,conformance-http (CROSSTALK_TRANSPORT=http conformance/go))
 
-# conformance-clients runs the real Claude Code CLI, pinned in
+# conformance-clients runs the real Claude Code and Codex CLIs, pinned in
 # conformance/clients/package.json, against a fake model API on loopback,
 # with the hooks and MCP server configured as a user would: proof that mail
 # reaches the model exactly once. Its own Go module, standard library only;
