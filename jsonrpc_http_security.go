@@ -156,17 +156,18 @@ func normalizeHTTPAddr(arg string) (string, error) {
 	if arg == "" {
 		return "", errors.New("--http needs an address such as 127.0.0.1:8808")
 	}
+	addr := arg
 	if !strings.Contains(arg, ":") {
-		arg = "127.0.0.1:" + arg
+		addr = "127.0.0.1:" + arg
 	}
-	_, port, err := net.SplitHostPort(arg)
+	_, port, err := net.SplitHostPort(addr)
 	if _, perr := strconv.ParseUint(cmp.Or(port, "0"), 10, 16); err == nil && perr != nil {
-		err = errors.New("want a port number up to 65535")
+		err = errors.New("want host:port, or a port number up to 65535")
 	}
 	if err != nil {
 		return "", fmt.Errorf("--http address %q: %w", arg, err)
 	}
-	return arg, nil
+	return addr, nil
 }
 
 // httpQuota counts what each client holds against a per-client and a total bound.

@@ -30,9 +30,9 @@ func TestCommandLine(t *testing.T) {
 			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1); run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
 		{[]string{"serve", "--http", "localhost"}, 2, "", "crosstalk-mcp serve: invalid value \"localhost\" for flag --http: " +
-			"--http address \"127.0.0.1:localhost\": want a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
+			"--http address \"localhost\": want host:port, or a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--http", "127.0.0.1:8808/mcp"}, 2, "", "crosstalk-mcp serve: invalid value \"127.0.0.1:8808/mcp\" for flag --http: " +
-			"--http address \"127.0.0.1:8808/mcp\": want a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
+			"--http address \"127.0.0.1:8808/mcp\": want host:port, or a port number up to 65535; run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"hooks", "install", "--client", "codex", "--scope", "foo"}, 2, "",
 			"crosstalk-mcp hooks install: --scope must be user or project, not \"foo\"; run 'crosstalk-mcp hooks install --help'\n", false},
 		{[]string{"hooks", "uninstall", "--client", "zed"}, 2, "", "crosstalk-mcp hooks uninstall: --client must be one of " +
