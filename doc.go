@@ -72,18 +72,19 @@
 //	stdio read loop              runStdio (main.go)             stdin EOF; on a signal it is left in its read or in a write nobody reads (after 4 s), neither interruptible, once in-flight requests are joined
 //	wait payload read            parseWaitOptions (main_wait.go) stdin EOF; past the --timeout it is left in its read, and the process exits
 //	HTTP server                  runHTTPServer (main_serve.go)  http.Server.Shutdown, 5 s
-//	HTTP idle-session janitor    newHTTPTransport               transport close (context, WaitGroup)
+//	HTTP idle-session janitor    newHTTPTransport (every)       transport close (context, WaitGroup)
 //	SSE cut-off (AfterFunc)      httpTransport.stream           the exchange's end; joined before stream returns
 //	in-flight request            inflight.start                 the request's context; inflight.close (serve's end, or a signal: joined for at most 1 s)
 //	subscription poller          newSubscriptions               subscriptions.close (context, WaitGroup; a helper joins it for at most 1 s, as a blocked stdout write cannot be cancelled)
+//	bounded join                 joinWithin (routing_subscriptions.go) its join's end; past its bound it is left to end on its own (a write nobody reads)
 //	watch probe release          newChangeWatcher               changeWatcher.close (WaitGroup)
 //	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)
-//	inotify or kqueue reader     the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
+//	inotify or kqueue reader     watchDirectory, for the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
 //	tokens-file watcher          httpTransport.followTokens     transport close (context, WaitGroup)
 //	audit writer                 openAuditLog (audit.go)        auditLog.close: the queue closed, it drains it and ends (WaitGroup)
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)
-//	demo trickle                 observe_demo.go                the demo's context; the child is waited on, killed after 5 s (WaitDelay)
+//	demo trickle                 startObserveDemo               the demo's context; the child is waited on, killed after 5 s (WaitDelay)
 //	demo stuck timer (AfterFunc) observeDemo.request            stopped by the answer; firing, it ends the demo session
 //
 // # Timing constants, each with its reason

@@ -324,3 +324,48 @@ func TestDocListsEveryEnvironmentVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestDocListsEveryGoroutine checks that doc.go's goroutine table names the
+// function of every go statement, WaitGroup.Go and AfterFunc in the program.
+func TestDocListsEveryGoroutine(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "# Goroutines")
+	table, _, _ = strings.Cut(table, "# Timing constants")
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				starts := false
+				switch n := n.(type) {
+				case *ast.GoStmt:
+					starts = true
+				case *ast.CallExpr:
+					sel, ok := n.Fun.(*ast.SelectorExpr)
+					starts = ok && (sel.Sel.Name == "Go" || sel.Sel.Name == "AfterFunc")
+				}
+				if starts && !regexp.MustCompile(`\b`+fn.Name.Name+`\b`).MatchString(table) {
+					t.Errorf("%s: %s starts a goroutine; want %s in doc.go's goroutine table", fset.Position(n.Pos()), fn.Name.Name, fn.Name.Name)
+				}
+				return true
+			})
+		}
+	}
+}
