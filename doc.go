@@ -95,11 +95,11 @@
 //	queuePoll 1 ms             store_writequeue_unix.go a blocked flock cannot time out; Go sleeps no shorter on Linux
 //	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
 //	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
-//	watchCoalesce 2–16 ms      routing_watch.go    events of many groups read in one batch under load
+//	watchCoalesce 2 ms, watchCoalesceMax 16 ms routing_watch.go events of many groups read in one batch under load
 //	watchSafetyPoll 2 s        routing_subscriptions.go a missed event (network filesystem, overflow) costs at most this
 //	wakeupRenotifyGap 1 s      routing_subscriptions.go one notification a second per member while it does not read
 //	defaultPollInterval 0.5 s  routing_subscribe.go the original's poll, where there are no file events
-//	signatureSettle 200 ms, 3 s store_signature.go a file's mtime is coarse; recheck until it has settled
+//	signatureSettle 200 ms, signatureSettleCoarse 3 s store_signature.go a file's mtime is coarse; recheck until it has settled
 //	wakeupReminderInterval 300 s store_messages.go  an unacknowledged wake event is notified again
 //	acknowledgedWakeupRetention 7 d store_read.go the original's: acknowledged wake events are purged after it
 //	defaultWaitSeconds 25, maxWaitSeconds 50 tools_wait.go the empty answer arrives before clients' 60 s request timeout

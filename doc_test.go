@@ -369,3 +369,60 @@ func TestDocListsEveryGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestDocListsEveryTimingConstant checks that doc.go's timing table names
+// every package-level duration: a constant or variable built from time's
+// units, or a field of defaultHTTPLimits set from them.
+func TestDocListsEveryTimingConstant(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "# Timing constants")
+	table, _, _ = strings.Cut(table, "# Environment variables")
+	unit := regexp.MustCompile(`\btime\.(Nanosecond|Microsecond|Millisecond|Second|Minute|Hour)\b`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := func(n ast.Node) string {
+			return string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if i >= len(vs.Values) || !unit.MatchString(text(vs.Values[i])) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.CompositeLit); ok {
+						for _, e := range lit.Elts {
+							if kv, ok := e.(*ast.KeyValueExpr); ok && unit.MatchString(text(kv.Value)) && !strings.Contains(table, text(kv.Key)+" ") {
+								t.Errorf("%s: %s.%s is a duration; want it in doc.go's timing table", name, id.Name, text(kv.Key))
+							}
+						}
+					} else if !regexp.MustCompile(`\b` + id.Name + `\b`).MatchString(table) {
+						t.Errorf("%s: %s is a duration; want it in doc.go's timing table", name, id.Name)
+					}
+				}
+			}
+		}
+	}
+}
