@@ -1,5 +1,5 @@
 // Command crosstalk-mcp is a Model Context Protocol server that lets separate
-// AI contexts talk in groups stored as SQLite databases on a shared filesystem.
+// AI contexts talk in groups stored as SQLite databases on one machine's disk.
 //
 // With no arguments it serves MCP over stdio; "crosstalk-mcp observe" serves a
 // local dashboard, read-only for group data; the Storage view's two
