@@ -88,7 +88,7 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 		return opts, nil
 	case !isLoopbackAddr(opts.httpAddr) && opts.token == "" && opts.tokensFile == "":
 		return opts, fmt.Errorf("refusing to listen on %s without a token: a non-loopback address lets anyone "+
-			"who can reach it read and write every group. Give --token-file PATH or set CROSSTALK_HTTP_TOKEN "+
+			"who can reach it read and write every group. Give --token-file PATH, --tokens-file PATH or set CROSSTALK_HTTP_TOKEN "+
 			"(or bind 127.0.0.1)", opts.httpAddr)
 	}
 	tokens, err := newTokenTable(opts.token, opts.tokensFile)

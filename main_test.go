@@ -26,7 +26,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--version"}, 0, version + "\n" + compatibility + "\n", "", true},
 		{[]string{"serve", "--nope", "x"}, 2, "", "crosstalk-mcp serve: unrecognized option: --nope; run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--http", ":0"}, 2, "", "crosstalk-mcp serve: refusing to listen on :0 without a token: " +
-			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH or set " +
+			"a non-loopback address lets anyone who can reach it read and write every group. Give --token-file PATH, --tokens-file PATH or set " +
 			"CROSSTALK_HTTP_TOKEN (or bind 127.0.0.1); run 'crosstalk-mcp serve --help'\n", false},
 		{[]string{"serve", "--help"}, 0, serveHelp, "", false},
 		{[]string{"serve", "--http", "localhost"}, 2, "", "crosstalk-mcp serve: invalid value \"localhost\" for flag --http: " +
