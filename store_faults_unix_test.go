@@ -157,3 +157,45 @@ func runAsNobody(t *testing.T) {
 		t.Fatalf("as user nobody: %v\n%s", err, out)
 	}
 }
+
+// TestListGroupsSkipsNonRegularFiles: a FIFO or directory named like a group
+// file is no group. Opening a FIFO blocks until a writer opens it, so
+// list_groups, asking SQLite whether such a file is damaged, hung for good.
+func TestListGroupsSkipsNonRegularFiles(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		make func(path string) error
+	}{
+		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o644) }},
+		{"directory", func(path string) error { return os.Mkdir(path, 0o755) }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			logs := captureLog(t)
+			dir := t.TempDir()
+			st := newTestStore(t, dir)
+			good := newTestGroup(t, st, "team", "alice")
+			if err := tc.make(groupFile(dir, "grp_"+randomHex(16))); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan []groupMeta, 1)
+			go func() {
+				groups, err := st.listGroups()
+				if err != nil {
+					t.Errorf("listGroups: %v", err)
+				}
+				done <- groups
+			}()
+			select {
+			case groups := <-done:
+				if len(groups) != 1 || groups[0].groupID != good {
+					t.Errorf("listGroups: got %v; want only %s", groups, good)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("listGroups with a %s named like a group: still running after 20 s", tc.kind)
+			}
+			if strings.Contains(logs.String(), "damaged") {
+				t.Errorf("log: got %q; want no damaged-file warning doctor could not act on", logs.String())
+			}
+		})
+	}
+}

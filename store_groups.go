@@ -122,9 +122,9 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	return groups, nil
 }
 
-// groupsOnDisk returns the ids of the group databases in dir, and removes
-// the write-queue side files that a group deleted by the original, which
-// does not know them, leaves behind.
+// groupsOnDisk returns the ids of the group databases in dir, regular files
+// only (opening a FIFO blocks), and removes the write-queue side files that
+// a group deleted by the original, which does not know them, leaves behind.
 func (s *store) groupsOnDisk() (map[string]bool, error) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
 	if err != nil {
@@ -134,7 +134,7 @@ func (s *store) groupsOnDisk() (map[string]bool, error) {
 	var queues []string
 	for _, name := range names {
 		base := filepath.Base(name)
-		if id, ok := groupIDOfFile(base); ok {
+		if id, ok := groupIDOfFile(base); ok && s.groupExists(id) {
 			onDisk[id] = true
 		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
 			queues = append(queues, id)
