@@ -98,7 +98,8 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 		}
 		if _, ok := groupIDOfFile(name); ok {
 			checked++
-			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil {
+			// Read-only is this user's lack of -wal and -shm files, not damage.
+			if problem := checkGroupFile(filepath.Join(dir, name)); problem != nil && !isReadOnly(problem) {
 				// A file this user cannot open may be another user's healthy group.
 				if f, err := os.Open(filepath.Join(dir, name)); errors.Is(err, fs.ErrPermission) {
 					keep = "this user cannot open it (it may be another user's healthy group)"

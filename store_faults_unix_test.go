@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -197,5 +198,28 @@ func TestListGroupsSkipsNonRegularFiles(t *testing.T) {
 				t.Errorf("log: got %q; want no damaged-file warning doctor could not act on", logs.String())
 			}
 		})
+	}
+}
+
+// TestDoctorReadOnlyDirectoryIsNoDamage: SQLite reads an idle WAL group only
+// with -wal and -shm files, which a user who cannot write the groups
+// directory cannot create. doctor run by such a user reported every healthy
+// group as damaged, and exited 1, where the dashboard calls it unavailable.
+func TestDoctorReadOnlyDirectoryIsNoDamage(t *testing.T) {
+	if os.Geteuid() == 0 {
+		runAsNobody(t) // root ignores file modes
+		return
+	}
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	newTestGroup(t, st, "team", "alice")
+	st.close() // no sidecars left
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	var out bytes.Buffer
+	if code := runDoctor([]string{"--groups-dir", dir}, &out, &out); code != 0 || strings.Contains(out.String(), "damaged") {
+		t.Errorf("doctor on a healthy group in a directory it cannot write: got exit %d, %q; want exit 0, nothing damaged", code, out.String())
 	}
 }
