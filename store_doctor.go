@@ -119,6 +119,10 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 // choosing a free name there so that nothing already moved is overwritten.
 func moveAside(dir, name string) (string, error) {
 	target := filepath.Join(dir, damagedDirName)
+	// Through a symlink the files would leave the groups directory.
+	if info, err := os.Lstat(target); err == nil && !info.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", target)
+	}
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return "", err
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -221,5 +222,23 @@ func TestDoctorReadOnlyDirectoryIsNoDamage(t *testing.T) {
 	var out bytes.Buffer
 	if code := runDoctor([]string{"--groups-dir", dir}, &out, &out); code != 0 || strings.Contains(out.String(), "damaged") {
 		t.Errorf("doctor on a healthy group in a directory it cannot write: got exit %d, %q; want exit 0, nothing damaged", code, out.String())
+	}
+}
+
+// TestDoctorRepairKeepsFilesInTheDirectory: doctor --repair moves a damaged
+// file into damaged/ only when that is a real directory inside the groups
+// directory. Through a damaged/ that is a symlink it moved the file, which
+// may be another user's group, out of the directory to wherever that points.
+func TestDoctorRepairKeepsFilesInTheDirectory(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	bad := makeTablelessGroup(t, dir)
+	old := time.Now().Add(-2 * doctorGracePeriod)
+	if err := errors.Join(os.Chtimes(groupFile(dir, bad), old, old), os.Symlink(outside, filepath.Join(dir, damagedDirName))); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
+	if moved, _ := filepath.Glob(filepath.Join(outside, "*")); len(moved) > 0 || code != 1 {
+		t.Errorf("doctor --repair with damaged/ a symlink: got exit %d, %q, files moved out %v; want exit 1, none moved", code, out.String(), moved)
 	}
 }
