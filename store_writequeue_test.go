@@ -322,3 +322,45 @@ func TestSendsBehindStoppedWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteQueueHostileSideFile: whatever sits at a group's "-wq" name, a
+// write neither hangs nor touches a file outside the groups directory. The
+// side file was opened blocking and following symlinks, so a FIFO there
+// hung every write to the group for good, and a dangling symlink made each
+// write create the file it pointed to.
+func TestWriteQueueHostileSideFile(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		make func(path, outside string) error
+	}{
+		{"fifo", func(path, _ string) error { return syscall.Mkfifo(path, 0o644) }},
+		{"dangling symlink", func(path, outside string) error { return os.Symlink(outside, path) }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			dir := t.TempDir()
+			outside := filepath.Join(t.TempDir(), "created")
+			st := newTestStore(t, dir)
+			id := newTestGroup(t, st, "team", "alice")
+			path := groupFile(dir, id) + writeQueueSuffix
+			if err := errors.Join(os.Remove(path), tc.make(path, outside)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- st.joinGroup(id, "bob", "bob") }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("join_group: got %v; want nil", err)
+				}
+			case <-time.After(20 * time.Second):
+				if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+					f.Close() // lets a hung open of the FIFO return, so the store can close
+				}
+				t.Fatalf("join_group with a %s for the write queue: still running after 20 s", tc.kind)
+			}
+			if _, err := os.Lstat(outside); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("file outside the groups directory: got %v; want it never created", err)
+			}
+		})
+	}
+}

@@ -14,9 +14,10 @@ type queueFD int
 // set. Each wait opens its own descriptor, because a flock belongs to the
 // open file description and goes with its close. It is read-only: flock
 // needs no write access, and closing it raises no IN_CLOSE_WRITE event for
-// the change watcher.
+// the change watcher. A FIFO or symlink at path must neither block the open
+// nor lead out of the groups directory, hence O_NONBLOCK and O_NOFOLLOW.
 func openQueueFile(path string, create bool) (queueFD, error) {
-	flags := syscall.O_RDONLY | syscall.O_CLOEXEC
+	flags := syscall.O_RDONLY | syscall.O_CLOEXEC | syscall.O_NONBLOCK | syscall.O_NOFOLLOW
 	if create {
 		flags |= syscall.O_CREAT
 	}
