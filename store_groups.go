@@ -76,7 +76,8 @@ func (s *store) catalogExec(query string, args ...any) error {
 }
 
 // listGroups returns every group database in dir with its catalog metadata,
-// sorted by id. Stale catalog rows are removed and missing ones added. The
+// sorted by id. Stale catalog rows are removed and missing ones added, as
+// far as the catalog can be written: failing that is only logged. The
 // catalog is read first, so a group created or deleted meanwhile is at most
 // missing from its rows (and repaired), never dropped or reported damaged.
 func (s *store) listGroups() ([]groupMeta, error) {
@@ -98,7 +99,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	for _, m := range catalog {
 		if !onDisk[m.groupID] {
 			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", m.groupID); err != nil {
-				return nil, fmt.Errorf("remove stale catalog row %s: %w", m.groupID, err)
+				logf("remove stale catalog row %s: %v", m.groupID, err)
 			}
 			continue
 		}
