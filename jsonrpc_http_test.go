@@ -381,7 +381,7 @@ func TestHTTPWaitForMessagesWakesOnFileEvents(t *testing.T) {
 	s.t.cfg.interval = time.Hour
 	s.t.changes = newChangeWatcher(s.dir)
 	t.Cleanup(s.t.changes.close)
-	if !s.t.changes.native {
+	if !s.t.changes.native.Load() {
 		t.Skip("no native file events on this platform")
 	}
 	a := s.client(t, "")

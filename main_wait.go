@@ -183,7 +183,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	deadline := time.NewTimer(opts.timeout)
 	defer deadline.Stop()
 	poll := opts.safetyPoll
-	if !w.native {
+	if !w.native.Load() {
 		poll = min(poll, defaultPollInterval)
 	}
 	tick := time.NewTicker(poll)

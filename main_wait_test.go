@@ -38,7 +38,7 @@ func TestWaitReturnsOnSend(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("waiter did not return")
 	}
-	t.Logf("send to wait return: %v (native events: %v)", time.Since(sentAt), w.native)
+	t.Logf("send to wait return: %v (native events: %v)", time.Since(sentAt), w.native.Load())
 	if n == nil || n.messageID != out.messageID || n.sender != "alice" || n.text != "@bob are you there?" || n.relevance != "mentioned" {
 		t.Fatalf("got %+v; want message %d from alice", n, out.messageID)
 	}

@@ -102,7 +102,7 @@ const watchSafetyPoll = 2 * time.Second
 // changed, besides its tick, which then slows to at least watchSafetyPoll.
 // Without native events it changes nothing.
 func (m *subscriptions) followWatch(w *changeWatcher) {
-	if w == nil || !w.native {
+	if w == nil || !w.native.Load() {
 		return
 	}
 	select {
@@ -116,7 +116,7 @@ func (m *subscriptions) followWatch(w *changeWatcher) {
 func (m *subscriptions) run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
-	f := &watchFollower{m: m}
+	f := &watchFollower{m: m, tick: t}
 	defer func() {
 		if f.sub != nil {
 			f.sub.close()
@@ -163,6 +163,7 @@ type watchFollower struct {
 	sub    *watchSubscription // nil until followWatch
 	events <-chan struct{}    // sub.C, or nil (never ready) without sub
 	groups map[string]bool    // the groups sub watches
+	tick   *time.Ticker       // the poller's, slowed to watchSafetyPoll while events flow
 }
 
 // regroup points the watcher subscription at the subscribed groups. The
@@ -174,6 +175,9 @@ func (f *watchFollower) regroup() {
 	}
 	groups := f.m.groups()
 	f.sub.watchGroups(groups)
+	if !f.sub.w.native.Load() {
+		f.tick.Reset(f.m.interval) // the watch failed to start: no event will come
+	}
 	for _, g := range groups {
 		if !f.groups[g] {
 			f.sub.w.changed(g)

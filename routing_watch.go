@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,7 @@ import (
 // nothing (most of a busy group's senders) must not watch.
 type changeWatcher struct {
 	dir    string
-	native bool // events are available here; the watch may still be stopped
+	native atomic.Bool // events are available here (the watch may still be stopped), until a watch fails to start
 
 	// run serializes starting and stopping the watch; mu is never held
 	// across them, as stopping waits for the event goroutine, which takes mu.
@@ -113,7 +114,7 @@ func newChangeWatcher(dir string) *changeWatcher {
 		logf("watch %s for changes: %v; polling only", dir, err)
 		return w
 	}
-	w.native = true
+	w.native.Store(true)
 	// The server's first answer must not wait for the probe's release.
 	w.probed.Go(release)
 	return w
@@ -131,8 +132,8 @@ func (w *changeWatcher) close() {
 // none does or the watcher is closed, all under w.run. Starting announces
 // every group on the settle schedule, since a commit written just before
 // the watch began raised no event. A watch that fails to start (an inotify
-// limit reached since the probe) is logged and every subscription told once
-// to look at everything.
+// limit reached since the probe) is logged, every subscription told once to
+// look at everything, and native cleared: consumers poll at their own pace.
 func (w *changeWatcher) reconfigure(change func()) {
 	w.run.Lock()
 	defer w.run.Unlock()
@@ -143,7 +144,7 @@ func (w *changeWatcher) reconfigure(change func()) {
 		wanted = wanted || s.want == nil || len(s.want) > 0
 	}
 	w.mu.Unlock()
-	if !wanted || !w.native || w.closed {
+	if !wanted || !w.native.Load() || w.closed {
 		w.stopLocked()
 		return
 	}
@@ -153,6 +154,7 @@ func (w *changeWatcher) reconfigure(change func()) {
 	watch, err := watchDirectory(w.dir, w.fileEvent)
 	if err != nil {
 		logf("watch %s for changes: %v; polling only", w.dir, err)
+		w.native.Store(false)
 		w.publish("")
 		return
 	}

@@ -125,7 +125,7 @@ func TestWatcherCloseJoinsSettles(t *testing.T) {
 func TestWatcherOnMissingDirectory(t *testing.T) {
 	w := newChangeWatcher(t.TempDir() + string(os.PathSeparator) + "missing")
 	defer w.close()
-	if w.native {
+	if w.native.Load() {
 		t.Fatal("native events on a missing directory")
 	}
 	sub := w.subscribe()
@@ -342,8 +342,67 @@ func nativeWatcher(t *testing.T, dir string) *changeWatcher {
 	t.Helper()
 	w := newChangeWatcher(dir)
 	t.Cleanup(w.close)
-	if !w.native {
+	if !w.native.Load() {
 		t.Skip("no file-system events on this platform")
 	}
 	return w
+}
+
+// TestWatchStartFailureFallsBackToPolling has the watch fail to start after
+// the probe succeeded, as it does once inotify's instance or watch limit is
+// reached: its directory is gone. The log says "polling only", so the
+// consumers must poll at their interval again, not at watchSafetyPoll, and
+// see a send within well under watchSafetyPoll.
+func TestWatchStartFailureFallsBackToPolling(t *testing.T) {
+	for _, consumer := range []string{"wait_for_messages", "subscription poller"} {
+		t.Run(consumer, func(t *testing.T) {
+			gone := t.TempDir() + string(os.PathSeparator) + "gone"
+			if err := os.Mkdir(gone, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			w := nativeWatcher(t, gone)
+			if err := os.Remove(gone); err != nil {
+				t.Fatal(err)
+			}
+			var answered func() bool
+			ws := newWaitSession(t, 50*time.Millisecond)
+			if consumer == "wait_for_messages" {
+				ws.s.changes = w
+				ws.startWait(t, 8, map[string]any{"timeout_seconds": 30}, nil)
+				answered = func() bool { return len(ws.requestLines(8, "")) > 0 }
+			} else {
+				rec := &recorder{}
+				m := newSubscriptions(newTestStore(t, ws.dir), 50*time.Millisecond, rec.notify)
+				t.Cleanup(m.close)
+				m.followWatch(w)
+				uri := wakeupURI(ws.gid, "ctx-b")
+				m.authorize(uri)
+				if err := m.subscribe(uri); err != nil {
+					t.Fatal(err)
+				}
+				answered = func() bool {
+					rec.mu.Lock()
+					defer rec.mu.Unlock()
+					return len(rec.got) > 0
+				}
+			}
+			// The consumer has tried to start the watch, and made the check
+			// that the failure asked for, well before the send.
+			time.Sleep(300 * time.Millisecond)
+			if answered() {
+				t.Fatal("answered before the send")
+			}
+			other := newServer(newTestStore(t, ws.dir), &strings.Builder{}, newServerConfig(version, time.Hour))
+			t.Cleanup(other.subs.close)
+			mustSend(t, other, ws.gid, "ctx-a", "alice", "@bob wake up", nil)
+			sent := time.Now()
+			deadline := time.Now().Add(watchSafetyPoll / 2)
+			for !answered() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !answered() {
+				t.Errorf("nothing after %v; want the send seen at the 50 ms poll, not the %v safety poll", time.Since(sent), watchSafetyPoll)
+			}
+		})
+	}
 }

@@ -81,7 +81,7 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 		sub = c.subscribeTo([]string{w.groupID})
 		defer sub.close()
 		events = sub.C
-		if c.native {
+		if c.native.Load() {
 			poll = max(poll, watchSafetyPoll)
 		}
 	}

@@ -165,7 +165,7 @@ func TestWaitForMessagesReturnsOnSend(t *testing.T) {
 			if tc.events {
 				w.s.changes = newChangeWatcher(w.dir)
 				t.Cleanup(w.s.changes.close)
-				if !w.s.changes.native {
+				if !w.s.changes.native.Load() {
 					t.Skip("no file events on this platform")
 				}
 				w.s.subs.interval = time.Hour
