@@ -32,8 +32,8 @@ func channelsEnabled(value string) bool { return pyStrip(value) == "1" }
 // when this session pushes them (m.channels).
 // The claim comes first, as a hook's does, so a racing hook or waiter stays
 // silent about it; the message stays unread, since the agent reads it
-// through the tools to answer it. A claim that failed (and so rolled back)
-// pushes nothing and returns its error, so that the event is tried again.
+// through the tools to answer it. A failed claim (rolled back) or a push
+// not written (its claim released) returns its error: the event is retried.
 func (m *subscriptions) pushChannel(sub subscription, eventID int64) error {
 	n, err := m.store.claimForChannel(sub.groupID, sub.contextID, eventID)
 	if err != nil {
@@ -41,9 +41,11 @@ func (m *subscriptions) pushChannel(sub subscription, eventID int64) error {
 		return err
 	}
 	if n != nil {
-		m.notify(channelMethod, channelParams(n))
+		if err = m.notify(channelMethod, channelParams(n)); err != nil { // it reached no one: hooks and waiters may deliver it
+			m.store.releaseClaim(sub.groupID, sub.contextID, viaChannel, []int64{n.messageID})
+		}
 	}
-	return nil
+	return err
 }
 
 // channelParams is the notification's params for notice n.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,47 @@ func TestChannelPushBeforeReminders(t *testing.T) {
 	got := channelLines(out)
 	if len(got) != 1 || !strings.Contains(got[0], `"content": "@bob two"`) {
 		t.Errorf("with a reminder due: got channel events %q; want the new message pushed", got)
+	}
+}
+
+// TestChannelWriteFailure has the channel event's write fail after the
+// resources/updated before it was written, as when the client exits between
+// the two: the claim is released, so that a hook or waiter still delivers
+// the message, and the event stays due, so that the push is tried again
+// after the renotify gap.
+func TestChannelWriteFailure(t *testing.T) {
+	s, _, g := channelServer(t, true)
+	broken := true
+	var pushed []object
+	m := newSubscriptions(s.store, time.Hour, func(method string, params object) error {
+		if method != channelMethod {
+			return nil
+		}
+		if broken {
+			return errors.New("broken pipe")
+		}
+		pushed = append(pushed, params)
+		return nil
+	})
+	t.Cleanup(m.close)
+	m.channels = true
+	uri := wakeupURI(g, "bob")
+	m.authorize(uri)
+	if err := m.subscribe(uri); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, s, g, "alice", "Alice", "hey @bob", nil)
+	m.poll(t.Context(), nil)
+	if claimed, err := s.store.claimForHook(g, "bob", []int64{1}); err != nil || !claimed[1] {
+		t.Errorf("hook claim after a failed push: got %v, %v; want the message, which reached no one", claimed, err)
+	}
+	if err := s.store.releaseClaim(g, "bob", viaHook, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	broken = false
+	clockOf(s.store).skewBy(10 * wakeupRenotifyGap)
+	m.poll(t.Context(), nil)
+	if len(pushed) != 1 {
+		t.Errorf("after the failure, past the renotify gap: got %d channel events; want the message pushed", len(pushed))
 	}
 }
