@@ -202,10 +202,13 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// send stored after a slow body must still be answered.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		// An answer ready at once: only in-flight requests use the router.
-		// 2026-07-28's protocol errors have HTTP statuses of their own.
+		// 2026-07-28's protocol errors have HTTP statuses of their own, as has
+		// an error to a response or notification (202 or an error, never 200).
 		status := http.StatusOK
 		o, _ := reply.(object)
-		if e, _ := o.get("error").(object); s.id == "" && ex != nil && e != nil {
+		if e, _ := o.get("error").(object); ex == nil && e != nil {
+			status = http.StatusBadRequest
+		} else if s.id == "" && e != nil {
 			switch e.get("code") {
 			case -32601:
 				status = http.StatusNotFound

@@ -477,3 +477,32 @@ func TestHTTPProtocolVersionOnEveryMethod(t *testing.T) {
 	}
 	c.ok("list_groups", nil, nil)
 }
+
+// TestHTTPRefusedNonRequestIsAnHTTPError posts messages that are not
+// requests to a live session: one the server accepts gets 202, and one it
+// cannot accept (a response to nothing, a malformed notification) an HTTP
+// error status, never 200 (transports "Sending Messages to the Server": a
+// response or notification gets 202 or an HTTP error, both MUSTs).
+func TestHTTPRefusedNonRequestIsAnHTTPError(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	c := s.client(t, "")
+	c.initialize()
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`, http.StatusAccepted},
+		{"response to no request", `{"jsonrpc":"2.0","id":7,"result":{}}`, http.StatusBadRequest},
+		{"notification of JSON-RPC 1.0", `{"jsonrpc":"1.0","method":"notifications/cancelled"}`, http.StatusBadRequest},
+		{"not a message", `{}`, http.StatusBadRequest},
+		{"request of JSON-RPC 1.0, answered", `{"jsonrpc":"1.0","id":8,"method":"ping"}`, http.StatusOK},
+		{"batch, which 2025-11-25 has not", `[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}]`, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, body := statusOf(c, http.MethodPost, tt.body, nil); got != tt.want {
+				t.Errorf("got status %d (%s); want %d", got, body, tt.want)
+			}
+		})
+	}
+}
