@@ -258,7 +258,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	body = bytes.TrimSpace(body)
 	if !json.Valid(body) {
-		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(nil, errParse))
+		writeHTTPJSON(w, http.StatusBadRequest, pyJSON(errorResponse(nil, errParse)))
 		return
 	}
 	msg := readHTTPMessage(body)
@@ -294,20 +294,20 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	if o, ok := reply.(object); !ok || o.get("error") != nil {
 		t.sessionQuota.release(s.client)
 		s.end()
-		writeHTTPJSON(w, http.StatusBadRequest, reply)
+		writeHTTPJSON(w, http.StatusBadRequest, pyJSON(reply))
 		return
 	}
 	t.mu.Lock()
 	t.sessions[s.id] = s
 	t.mu.Unlock()
 	w.Header().Set("Mcp-Session-Id", s.id)
-	writeHTTPJSON(w, http.StatusOK, reply)
+	writeHTTPJSON(w, http.StatusOK, pyJSON(reply))
 }
 
 // postStateless answers a 2026-07-28 request, whose mirrored headers must agree, in a session of its own.
 func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, body []byte, msg httpMessage) {
 	if err := checkMirroredHeaders(r, msg); err != nil {
-		writeHTTPJSON(w, http.StatusBadRequest, errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()}))
+		writeHTTPJSON(w, http.StatusBadRequest, pyJSON(errorResponse(msg.ID, &rpcError{-32020, "Header mismatch: " + err.Error()})))
 		return
 	}
 	s := t.newSession("", r)

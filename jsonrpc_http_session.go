@@ -200,7 +200,8 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	if reply := s.handle(r, body); reply != nil {
 		// The answer's deadline starts now, not at the request's start: a
 		// send stored after a slow body must still be answered.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+		text := pyJSON(reply)
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(len(text)>>16)*time.Second))
 		// An answer ready at once: only in-flight requests use the router.
 		// 2026-07-28's protocol errors have HTTP statuses of their own, as has
 		// an error to a response or notification (202 or an error, never 200).
@@ -216,7 +217,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 				status = http.StatusBadRequest
 			}
 		}
-		writeHTTPJSON(w, status, reply)
+		writeHTTPJSON(w, status, text)
 		return
 	}
 	if !msg.answersOnStream() { // a notification, or a request left unanswered
@@ -246,7 +247,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	// write sets its deadline before it checks ex, and the cut-off moves it
 	// to the past once ex is done, so no write outlives a cut-off.
 	write := func(text string) error {
-		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(len(text)>>16)*time.Second))
 		if err := ex.ctx.Err(); err != nil {
 			return err
 		}

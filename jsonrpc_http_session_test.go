@@ -411,3 +411,61 @@ func TestHTTPCloseAnswersWaits(t *testing.T) {
 		}
 	}
 }
+
+// slowReader reads at most 512 KiB per 50 ms, about 10 MB/s.
+type slowReader struct {
+	r    io.Reader
+	read int
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if s.read >= 512<<10 {
+		time.Sleep(50 * time.Millisecond)
+		s.read = 0
+	}
+	n, err := s.r.Read(p[:min(len(p), 16<<10)])
+	s.read += n
+	return n, err
+}
+
+// TestHTTPLargeAnswerReachesSlowReader reads a large get_unread_messages
+// answer, and a large wait_for_messages answer on its stream, more slowly
+// than the write timeout allows for the whole answer but steadily: each
+// answer arrives whole, as the mail it carries is marked read; a client
+// that keeps reading is not one that "does not read".
+func TestHTTPLargeAnswerReachesSlowReader(t *testing.T) {
+	for _, tool := range []string{"get_unread_messages", "wait_for_messages"} {
+		t.Run(tool, func(t *testing.T) {
+			s, a, g := newHTTPMember(t, "large")
+			s.t.limits.writeTimeout = 300 * time.Millisecond
+			b := s.client(t, "")
+			b.initialize()
+			b.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob"}, nil)
+			text := strings.Repeat("x", 12<<20) // about 1.2 s at slowReader's pace
+			b.ok("send_message", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob", "message": text}, nil)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+			args := map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}
+			if tool == "wait_for_messages" {
+				args["timeout_seconds"] = 5
+			}
+			req := toolRequest(tool, args)
+			body := a.request(req.Method, req.Params)
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+				"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s", a.session, len(body), body)
+			conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+			var answer []byte
+			resp, err := http.ReadResponse(bufio.NewReader(&slowReader{r: conn}), nil)
+			if err == nil {
+				answer, err = io.ReadAll(resp.Body)
+			}
+			if err != nil || !strings.Contains(string(answer), text) {
+				t.Errorf("%s answer read steadily: got %d bytes, %v; want the whole message", tool, len(answer), err)
+			}
+		})
+	}
+}
