@@ -241,11 +241,11 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	// A declared length over the limit is refused before a byte is read, an
 	// undeclared one where it passes the limit; a body that trickles in for
-	// longer than writeTimeout is cut off like a slow reader.
+	// longer than writeTimeout plus 1 s per 64 KiB declared is cut off.
 	var body []byte
 	var err error
 	if r.ContentLength <= t.limits.maxBody {
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout))
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(max(r.ContentLength, 0)>>16)*time.Second))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
 	}
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > t.limits.maxBody {

@@ -27,11 +27,11 @@ import (
 // descriptors and the store's connection cache: generous for a team of agents,
 // small for an attacker. The body limit is the largest message sent in practice
 // (16 MiB) plus escaping; a slow link still drains a socket buffer within 30 s,
-// and 64 KiB of a large answer (its mail marked read) each second more; 256
-// queued messages absorb a busy group's wakeups, and more would only delay the
-// cut-off of a client that reads nothing. Agents on one machine share its
-// address: each of the sessions one address may hold keeps a GET stream and a
-// waiting call open, so it may hold twice as many streams.
+// and 64 KiB of a large body or answer (whose mail is marked read) each second
+// more; 256 queued messages absorb a busy group's wakeups, and more would only
+// delay the cut-off of a client that reads nothing. Agents on one machine share
+// its address: each of the sessions one address may hold keeps a GET stream and
+// a waiting call open, so it may hold twice as many streams.
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
@@ -43,7 +43,7 @@ type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
 	maxSessionsPerClient int           // sessions from one remote IP
 	sessionIdle          time.Duration // a session unused this long is ended
-	writeTimeout         time.Duration // one write to a client, plus 1 s per 64 KiB of it; slower is cut off
+	writeTimeout         time.Duration // one write to a client, or its body, plus 1 s per 64 KiB; slower is cut off
 	queue                int           // messages waiting for one response; more cut it off
 	keepAlive            time.Duration // SSE comment interval on quiet streams
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,5 +468,37 @@ func TestHTTPLargeAnswerReachesSlowReader(t *testing.T) {
 				t.Errorf("%s answer read steadily: got %d bytes, %v; want the whole message", tool, len(answer), err)
 			}
 		})
+	}
+}
+
+// TestHTTPLargeBodyFromSlowSender sends a large message's body more slowly
+// than the write timeout allows for the whole of it but steadily, as an
+// agent on a slow uplink does: the send is stored and answered, not refused
+// as a body that never came.
+func TestHTTPLargeBodyFromSlowSender(t *testing.T) {
+	s, a, g := newHTTPMember(t, "uplink")
+	s.t.limits.writeTimeout = 300 * time.Millisecond
+	text := strings.Repeat("x", 4<<20)
+	body := a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
+		"caller_name": "t", "group_id": g, "context_id": "ctx-a", "name": "alice", "message": text}})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
+		"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n", a.session, len(body))
+	for chunk := range slices.Chunk(body, 256<<10) { // 4 MiB in 16 pieces, 50 ms apart: 0.8 s
+		time.Sleep(50 * time.Millisecond)
+		conn.Write(chunk)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var answer []byte
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		answer, err = io.ReadAll(resp.Body)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), "message_id") {
+		t.Errorf("a large body sent steadily: got %.200q, %v; want 200 and the stored message's id", answer, err)
 	}
 }
