@@ -264,6 +264,8 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	defer func() { // joins a started cut-off: w is not to be used after return
 		if !stopCut() {
 			<-cut
+			// A stream cut while idle still ends whole; a cut write's error is sticky.
+			rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 		}
 	}()
 	if write("") != nil { // flushes the headers

@@ -502,3 +502,39 @@ func TestHTTPLargeBodyFromSlowSender(t *testing.T) {
 		t.Errorf("a large body sent steadily: got %.200q, %v; want 200 and the stored message's id", answer, err)
 	}
 }
+
+// TestHTTPEndedStreamEndsCleanly ends a GET stream by DELETE and a waiting
+// call's stream by notifications/cancelled, each while idle: the client
+// reads a complete response to its end, not a connection cut mid-response
+// (an error to it, as a lost server would be).
+func TestHTTPEndedStreamEndsCleanly(t *testing.T) {
+	tests := []struct {
+		name string
+		open func(c *httpTestClient, gid string) (*http.Response, string)
+	}{
+		{"GET stream, session deleted", func(c *httpTestClient, _ string) (*http.Response, string) {
+			return c.do(t.Context(), http.MethodGet, nil, map[string]string{"Accept": "text/event-stream"}), ""
+		}},
+		{"waiting call, cancelled", func(c *httpTestClient, gid string) (*http.Response, string) {
+			req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 30})
+			resp := c.do(t.Context(), http.MethodPost, c.request(req.Method, req.Params), nil)
+			return resp, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, c.nextID.Load())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, a, gid := newHTTPMember(t, "ending")
+			resp, cancel := tt.open(a, gid)
+			defer resp.Body.Close()
+			waitUntil(t, "the open stream", func() bool { return s.t.streamQuota.held() == 1 })
+			if cancel != "" {
+				statusOf(a, http.MethodPost, cancel, nil)
+			} else {
+				statusOf(a, http.MethodDelete, "", nil)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Errorf("reading the ended stream: got %v; want its end", err)
+			}
+		})
+	}
+}
