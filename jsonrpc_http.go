@@ -241,12 +241,14 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	// A declared length over the limit is refused before a byte is read, an
 	// undeclared one where it passes the limit; a body that trickles in for
-	// longer than writeTimeout plus 1 s per 64 KiB declared is cut off.
+	// longer than writeTimeout plus 1 s per 64 KiB declared is cut off, and
+	// the refusal of a body that came has a write deadline from then.
 	var body []byte
 	var err error
-	if r.ContentLength <= t.limits.maxBody {
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(max(r.ContentLength, 0)>>16)*time.Second))
+	if rc := http.NewResponseController(w); r.ContentLength <= t.limits.maxBody {
+		rc.SetReadDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(max(r.ContentLength, 0)>>16)*time.Second))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
+		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
 	}
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > t.limits.maxBody {
 		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))

@@ -471,35 +471,47 @@ func TestHTTPLargeAnswerReachesSlowReader(t *testing.T) {
 	}
 }
 
-// TestHTTPLargeBodyFromSlowSender sends a large message's body more slowly
-// than the write timeout allows for the whole of it but steadily, as an
-// agent on a slow uplink does: the send is stored and answered, not refused
-// as a body that never came.
+// TestHTTPLargeBodyFromSlowSender sends a large body more slowly than the
+// write timeout allows for the whole of it but steadily, as an agent on a
+// slow uplink does: a send is stored and answered, and a POST to a session
+// that is gone (the server restarted meanwhile) gets its 404, which tells
+// the client to initialize again; neither is a connection cut unanswered.
 func TestHTTPLargeBodyFromSlowSender(t *testing.T) {
 	s, a, g := newHTTPMember(t, "uplink")
 	s.t.limits.writeTimeout = 300 * time.Millisecond
-	text := strings.Repeat("x", 4<<20)
-	body := a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
-		"caller_name": "t", "group_id": g, "context_id": "ctx-a", "name": "alice", "message": text}})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	send := a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
+		"caller_name": "t", "group_id": g, "context_id": "ctx-a", "name": "alice", "message": strings.Repeat("x", 4<<20)}})
+	tests := []struct {
+		name, session string
+		want          int
+		answer        string
+	}{
+		{"send to a live session", a.session, http.StatusOK, "message_id"},
+		{"send to a gone session", "gone", http.StatusNotFound, "Session not found"},
 	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
-		"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n", a.session, len(body))
-	for chunk := range slices.Chunk(body, 256<<10) { // 4 MiB in 16 pieces, 50 ms apart: 0.8 s
-		time.Sleep(50 * time.Millisecond)
-		conn.Write(chunk)
-	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var answer []byte
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err == nil {
-		answer, err = io.ReadAll(resp.Body)
-	}
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), "message_id") {
-		t.Errorf("a large body sent steadily: got %.200q, %v; want 200 and the stored message's id", answer, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
+				"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n", tt.session, len(send))
+			for chunk := range slices.Chunk(send, 256<<10) { // 4 MiB in 16 pieces, 50 ms apart: 0.8 s
+				time.Sleep(50 * time.Millisecond)
+				conn.Write(chunk)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var answer []byte
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err == nil {
+				answer, err = io.ReadAll(resp.Body)
+			}
+			if err != nil || resp.StatusCode != tt.want || !strings.Contains(string(answer), tt.answer) {
+				t.Errorf("a large body sent steadily: got %.200q, %v; want %d and %q", answer, err, tt.want, tt.answer)
+			}
+		})
 	}
 }
 
