@@ -140,7 +140,7 @@ func (c hooksInstallCommand) run(stdout io.Writer) error {
 		// which uninstall restores byte for byte: a file that has them
 		// already keeps the backup it has.
 		backup := ""
-		stripped, _ := removeHooks(c.target, string(old), dropAll, true)
+		stripped, _ := removeHooks(c.target, string(old), dropAll, dropAll)
 		if existed && (stripped == string(old) || readBackup(path+backupSuffix) == nil) {
 			backup = path + backupSuffix
 			if err := writeBackup(backup, old, mode); err != nil {

@@ -148,7 +148,7 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	for _, e := range h.entries {
 		want[l.command(e)] = true
 	}
-	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] }, false)
+	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] }, func(string) bool { return false })
 	if err != nil {
 		return "", err
 	}
@@ -254,19 +254,26 @@ func handlersOf(h hookSettings, item *jsonSpan) []*jsonSpan {
 // uninstallHooks returns text without Crosstalk's hooks for h, and whether
 // the file is to be removed. When backup (nil for none) holds what text
 // holds without our hooks, nothing else has changed since the install and
-// those bytes are returned as they were. Otherwise our hooks go with the
-// groups, arrays and section they leave empty, and a file left as install
-// would start it is to be removed.
+// those bytes are returned as they were. Otherwise our hooks go with what
+// they leave empty, but what a backup free of our hooks had, and a file
+// left as install would start it is to be removed.
 func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, error) {
-	stripped, err := removeHooks(h, text, dropAll, true)
+	prune, clean, cleanErr := dropAll, "", error(nil)
+	if backup != nil {
+		clean, cleanErr = removeHooks(h, *backup, dropAll, dropAll) // installHooks read it: unreadable here is blank
+		if had, _ := parseJSONSpans(*backup); cleanErr == nil && clean == *backup {
+			sec := had.member(h.section) // the user's own section and arrays stay, even left empty
+			prune = func(event string) bool { return sec == nil || event != "" && sec.member(event) == nil }
+		}
+	}
+	stripped, err := removeHooks(h, text, dropAll, prune)
 	if err != nil || stripped == text {
 		return text, false, err
 	}
 	if backup != nil {
 		// Any binary path will do: its hooks are stripped again.
 		installed, err := installHooks(h, *backup, hookLauncher{exe: "crosstalk-mcp"})
-		again, _ := removeHooks(h, installed, dropAll, true)
-		clean, cleanErr := removeHooks(h, *backup, dropAll, true) // installHooks read it: unreadable here is blank
+		again, _ := removeHooks(h, installed, dropAll, prune)
 		if err == nil && again == stripped && (clean == *backup || cleanErr != nil) {
 			return *backup, false, nil
 		}
@@ -274,14 +281,14 @@ func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, 
 	return stripped, stripped == h.emptySettings(), nil
 }
 
-// dropAll is removeHooks' drop for uninstall: every one of our hooks goes.
+// dropAll is removeHooks' drop and prune for uninstall: all of ours goes.
 func dropAll(string) bool { return true }
 
 // removeHooks removes Crosstalk's handlers for h whose command drop
 // accepts, one at a time so that no two edits touch, and the groups left
-// empty; with prune also the emptied event arrays and section, which
-// install keeps to put its new entries in place.
-func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune bool) (string, error) {
+// empty; also the emptied event arrays and section ("") that prune accepts:
+// install keeps them to put its new entries in place.
+func removeHooks(h hookSettings, text string, drop, prune func(string) bool) (string, error) {
 	for {
 		root, err := parseJSONSpans(text)
 		if err != nil {
@@ -297,7 +304,7 @@ func removeHooks(h hookSettings, text string, drop func(cmd string) bool, prune 
 
 // findCrosstalkHandler returns the edit that removes the first matching
 // handler, with what it leaves empty (see removeHooks).
-func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool, prune bool) (jsonEdit, bool) {
+func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop, prune func(string) bool) (jsonEdit, bool) {
 	hooks := root.member(h.section)
 	if hooks == nil || hooks.kind != '{' {
 		return jsonEdit{}, false
@@ -316,9 +323,9 @@ func findCrosstalkHandler(h hookSettings, root *jsonSpan, drop func(string) bool
 				switch {
 				case h.grouped && len(handlers) > 1:
 					return removeItem(item.member("hooks"), j), true
-				case len(arr.vals) > 1 || !prune:
+				case len(arr.vals) > 1 || !prune(hooks.keys[k].str):
 					return removeItem(arr, i), true
-				case len(hooks.vals) > 1:
+				case len(hooks.vals) > 1 || !prune(""):
 					return removeItem(hooks, k), true
 				}
 				return removeItem(root, slices.Index(root.vals, hooks)), true

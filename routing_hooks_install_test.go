@@ -79,7 +79,7 @@ func TestHooksInstallEveryClient(t *testing.T) {
 			if len(got) != len(h.entries) || strings.Contains(moved, "/opt/bin") {
 				t.Errorf("after a move: %v; want %d commands, all at the new path", got, len(h.entries))
 			}
-			removed, err := removeHooks(h, moved, dropAll, true)
+			removed, err := removeHooks(h, moved, dropAll, dropAll)
 			if err != nil || len(crosstalkCommands(t, h, removed)) != 0 {
 				t.Errorf("uninstall left %v (%v)", crosstalkCommands(t, h, removed), err)
 			}
@@ -116,7 +116,7 @@ func TestHooksInstallKeepsUserSettings(t *testing.T) {
 	if n := len(crosstalkCommands(t, h, text)); n != len(h.entries) {
 		t.Errorf("%d commands installed; want %d", n, len(h.entries))
 	}
-	removed, err := removeHooks(h, text, dropAll, true)
+	removed, err := removeHooks(h, text, dropAll, dropAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,5 +522,35 @@ func TestHooksInstallKeepsCommentsInEmptyContainers(t *testing.T) {
 				t.Errorf("got %d commands; want %d", n, len(h.entries))
 			}
 		})
+	}
+}
+
+// TestHooksUninstallKeepsWhatTheUserHad edits the settings between install
+// and uninstall: the section and event arrays the user had before install
+// stay, even empty; only what install added goes.
+func TestHooksUninstallKeepsWhatTheUserHad(t *testing.T) {
+	for _, name := range hookClientNames() {
+		h := hookInstallTargets[name]
+		ev := h.entries[0].event
+		for _, tc := range []struct{ name, original string }{
+			{"empty section", `{"` + h.section + `": {}}`},
+			{"empty event array", `{"` + h.section + `": {"` + ev + `": []}}`},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				t.Chdir(t.TempDir())
+				path := filepath.FromSlash(h.project)
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				os.WriteFile(path, []byte(tc.original), 0o644)
+				if code, out := hooksCLI("install", name); code != 0 {
+					t.Fatalf("install: exit %d (%s)", code, out)
+				}
+				installed := readOrMissing(t, path)
+				os.WriteFile(path, []byte(`{"theme": "dark",`+installed[1:]), 0o644)
+				code, out := hooksCLI("uninstall", name)
+				if got, want := readOrMissing(t, path), `{"theme": "dark",`+tc.original[1:]; code != 0 || got != want {
+					t.Errorf("uninstall: exit %d (%s); got\n%q\nwant\n%q", code, out, got, want)
+				}
+			})
+		}
 	}
 }
