@@ -105,18 +105,17 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 
 // describeDelivery is one wake event's line: each state with its time.
 func describeDelivery(d delivery) string {
-	at := func(ts *string) string {
+	at := func(ts *string, more string) string {
 		if ts == nil {
 			return "-"
 		}
-		return *ts
+		return *ts + more
 	}
-	delivered := at(d.deliveredAt)
-	if d.deliveredAt != nil {
-		delivered += " by " + d.deliveredVia
+	if d.unread { // an acknowledgement by a Stop or a preview is no read
+		d.readAt = nil
 	}
 	return fmt.Sprintf("message %d (%s, %s) %s: created %s, notified %s, delivered %s, read %s",
-		d.messageID, d.relevance, d.priority, d.state(), d.createdAt, at(d.notifiedAt), delivered, at(d.readAt))
+		d.messageID, d.relevance, d.priority, d.state(), d.createdAt, at(d.notifiedAt, ""), at(d.deliveredAt, " by "+d.deliveredVia), at(d.readAt, ""))
 }
 
 // plural renders "1 group" or "2 groups"; "unread" stays as it is.

@@ -438,3 +438,24 @@ func TestWaitReadsAnUnclosedPayload(t *testing.T) {
 		t.Fatal("wait still reading its payload 10s after it was written whole")
 	}
 }
+
+// TestStatusReadMeansRead checks that a wake event a hook only previewed,
+// or a Stop only told of, is not shown read while its message is unread.
+func TestStatusReadMeansRead(t *testing.T) {
+	for _, tc := range []struct{ name, text, event string }{
+		{"preview", "@bob " + strings.Repeat("y", 20000), "UserPromptSubmit"},
+		{"stop", "@bob hi", "Stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHookFixture(t, "sess-1")
+			f.sendAs(t, tc.text)
+			if out, _, _ := runHookCLI(t, []byte(`{"session_id": "sess-1", "hook_event_name": "`+tc.event+`"}`), "--client", "claude-code"); out == "" {
+				t.Fatal("the hook printed nothing")
+			}
+			text, err := memberStatus(f.st, statusOptions{contextID: "sess-1", events: 5})
+			if err != nil || !strings.Contains(text, "1 unread message") || !strings.Contains(text, ", read -") || strings.Contains(text, ") read:") {
+				t.Errorf("got %v:\n%s\nwant the message delivered, not read", err, text)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ type delivery struct {
 	deliveredAt  *string
 	deliveredVia string
 	readAt       *string
+	unread       bool // the message still is, though a Stop or a preview acknowledged the event
 }
 
 // Delivery routes recorded in wakeup_deliveries.delivered_via.
@@ -37,7 +38,7 @@ const (
 )
 
 // state names the furthest state the wake event reached.
-func (d delivery) state() string { return d.furthest(d.readAt != nil, "created") }
+func (d delivery) state() string { return d.furthest(d.readAt != nil && !d.unread, "created") }
 
 // furthest names the furthest of read, delivered and notified that d
 // reached, or none when it reached none of them.
@@ -87,8 +88,8 @@ func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool)
 	if err != nil {
 		return nil, err
 	}
-	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " +
-		delivered + " FROM wakeup_events w" + join
+	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " + delivered +
+		", EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id) FROM wakeup_events w" + join
 	var args []any
 	if contextID != "" {
 		query += " WHERE w.context_id = ?"
@@ -101,7 +102,7 @@ func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool)
 	}
 	out, err := queryAll(context.Background(), q, func(row rowScanner) (d delivery, err error) {
 		return d, row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
-			&d.notifiedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia)
+			&d.notifiedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia, &d.unread)
 	}, query, args...)
 	// Oldest first reads as a timeline; the query took the newest.
 	slices.Reverse(out)
