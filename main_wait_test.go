@@ -440,7 +440,8 @@ func TestWaitReadsAnUnclosedPayload(t *testing.T) {
 }
 
 // TestStatusReadMeansRead checks that a wake event a hook only previewed,
-// or a Stop only told of, is not shown read while its message is unread.
+// or a Stop only told of, is shown delivered by hook, not read (nor
+// delivered by a tool), while its message is unread.
 func TestStatusReadMeansRead(t *testing.T) {
 	for _, tc := range []struct{ name, text, event string }{
 		{"preview", "@bob " + strings.Repeat("y", 20000), "UserPromptSubmit"},
@@ -453,8 +454,11 @@ func TestStatusReadMeansRead(t *testing.T) {
 				t.Fatal("the hook printed nothing")
 			}
 			text, err := memberStatus(f.st, statusOptions{contextID: "sess-1", events: 5})
-			if err != nil || !strings.Contains(text, "1 unread message") || !strings.Contains(text, ", read -") || strings.Contains(text, ") read:") {
-				t.Errorf("got %v:\n%s\nwant the message delivered, not read", err, text)
+			if err != nil || !strings.Contains(text, "1 unread message") || !strings.Contains(text, " by hook, read -") || strings.Contains(text, ") read:") {
+				t.Errorf("got %v:\n%s\nwant the message delivered by hook, not read", err, text)
+			}
+			if text, _ = memberStatus(f.st, statusOptions{contextID: "alice-ctx", events: 5}); !strings.Contains(text, "sent message 1: bob delivered by hook") {
+				t.Errorf("sender's status:\n%s\nwant bob's receipt delivered by hook", text)
 			}
 		})
 	}

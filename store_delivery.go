@@ -68,9 +68,11 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
 // deliveryColumns returns the delivered_at, delivered_via columns of the
 // message and member that messageCol and contextCol name, and the join that
 // reads them (none while the group has no wakeup_deliveries). A wake event w
-// acknowledged without a row there was delivered by a read tool.
+// acknowledged without a row there was delivered by a read tool, or by a
+// Stop hook's notice while its message is unread.
 func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
-	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', '"+viaTool+"')"
+	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', IIF(EXISTS (SELECT 1 FROM member_unread_messages mu WHERE mu.message_id = "+
+		messageCol+" AND mu.context_id = "+contextCol+"), '"+viaHook+"', '"+viaTool+"'))"
 	tables, err := tableNames(context.Background(), q)
 	if err != nil || !tables["wakeup_deliveries"] {
 		return at + ", " + via, "", err
