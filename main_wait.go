@@ -52,7 +52,7 @@ const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--con
 Block until the member has a wake event nothing has delivered yet, then print
 it on stderr, mark it read and exit 2 (Claude Code's asyncRewake hook); exit 0
 silently at the timeout, when the client exits or a newer waiter of the
-session starts, and at once under a headless claude -p. Any failure, a usage
+session starts, and at once in a headless Claude Code run. Any failure, a usage
 error included, exits 0 with one line on stderr, since exit 2 would wake the
 agent.
 
@@ -91,7 +91,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	pid := clientPID()
-	if *client == "claude-code" && foregroundArgs(processArgs(pid)) {
+	if *client == "claude-code" && foregroundArgs(processArgs(pid), os.Getenv("CLAUDE_CODE_SESSION_ATTENDED") == "0") {
 		return waitTimedOut
 	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
@@ -311,11 +311,12 @@ func clientPID() int {
 }
 
 // foregroundArgs reports whether Claude Code's command line args is a
-// headless run (-p or --print) without streaming input, which waits for its
-// asyncRewake hooks in the foreground: a waiter would hang it. Payload and
-// environment are the same either way, so only the command line tells.
-func foregroundArgs(args []string) bool {
-	printMode, streaming := false, false
+// headless run without streaming input, which waits for its asyncRewake
+// hooks in the foreground: a waiter would hang it. Headless is -p, --print
+// or unattended: CLAUDE_CODE_SESSION_ATTENDED=0, which Claude Code sets for
+// any run but an interactive one, as `claude "task" > out` without -p.
+func foregroundArgs(args []string, unattended bool) bool {
+	printMode, streaming := unattended, false
 	for i, a := range args {
 		switch {
 		case a == "-p" || a == "--print":

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -153,18 +154,21 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 // their asyncRewake hooks in the foreground, where a waiter must not wait.
 func TestWaitForegroundArgs(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want bool
+		args       []string
+		unattended bool // CLAUDE_CODE_SESSION_ATTENDED=0: e.g. `claude "hi" > out`, no -p
+		want       bool
 	}{
-		{[]string{"claude", "--session-id", "x", "-p", "Say hello."}, true},
-		{[]string{"node", "cli.js", "--print", "hi"}, true},
-		{[]string{"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"}, false},
-		{[]string{"claude", "-p", "--input-format=stream-json"}, false},
-		{[]string{"claude", "--session-id", "x"}, false},
-		{nil, false},
+		{[]string{"claude", "--session-id", "x", "-p", "Say hello."}, true, true},
+		{[]string{"node", "cli.js", "--print", "hi"}, false, true},
+		{[]string{"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"}, true, false},
+		{[]string{"claude", "-p", "--input-format=stream-json"}, true, false},
+		{[]string{"claude", "--session-id", "x"}, false, false},
+		{[]string{"claude", "--session-id", "x", "Say hello."}, true, true},
+		{[]string{"claude", "--input-format", "stream-json", "--output-format", "stream-json"}, true, false},
+		{nil, false, false},
 	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			if got := foregroundArgs(tc.args); got != tc.want {
+		t.Run(fmt.Sprintf("%s/unattended=%v", strings.Join(tc.args, " "), tc.unattended), func(t *testing.T) {
+			if got := foregroundArgs(tc.args, tc.unattended); got != tc.want {
 				t.Errorf("got %v; want %v", got, tc.want)
 			}
 		})

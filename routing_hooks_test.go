@@ -27,6 +27,7 @@ func newHookFixture(t *testing.T, memberID string) *hookFixture {
 	dir := t.TempDir()
 	t.Setenv("CROSSTALK_GROUPS_DIR", dir)
 	t.Setenv("CROSSTALK_CONTEXT_ID", "")
+	t.Setenv("CLAUDE_CODE_SESSION_ATTENDED", "") // tests run by a headless agent wait all the same
 	st := newTestStore(t, dir)
 	meta, err := st.createGroup("alice-ctx", "team", "")
 	if err != nil {

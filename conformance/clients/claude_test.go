@@ -20,7 +20,8 @@
 // more than 3 s; scenario b also that one waiter runs, however many hook
 // runs armed one.
 //
-// The scenarios: a, `claude -p` with mail pending at start; b, a
+// The scenarios: a, `claude -p` with mail pending at start (a2: no -p, but
+// its output redirected, which is as headless); b, a
 // stream-json session getting mail between turns; c, the model calling
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
 // Codex); d, mail arriving during a turn, so that Stop finds it pending;

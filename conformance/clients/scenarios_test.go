@@ -70,6 +70,21 @@ func TestHeadlessPromptWithPendingMail(t *testing.T) {
 	s.report("a headless -p, mail pending at start", sent, o)
 }
 
+// TestHeadlessWithoutPrintFlag is scenario a without -p: Claude Code runs
+// headless whenever its stdout is no terminal (`claude "task" > out`), and
+// then waits for its asyncRewake hooks too, so the waiter must not wait.
+func TestHeadlessWithoutPrintFlag(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, textOnly)
+	sent := s.group.send(s.marker)
+	o := outcome{result: "passed"}
+	if runBounded(t, s, s.claudeArgs("Say hello."), 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude with its output redirected did not finish within 60 s (%d model requests); its hooks:\n%s", len(s.model.snapshot()), s.hookLines())
+	}
+	s.report("a2 headless, output redirected, no -p", sent, o)
+}
+
 // streamClient is Claude Code in headless stream-json mode: user messages
 // on stdin, events on stdout, running until stdin closes.
 type streamClient struct {
