@@ -164,10 +164,7 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 // isTerminal reports whether r is an interactive terminal, from which no
 // payload would ever arrive.
 func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
+	f, _ := r.(*os.File) // nil for any other reader: its Stat fails with ErrInvalid
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
