@@ -97,7 +97,7 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 			return "", err
 		}
 		for _, id := range ids[max(len(ids)-opts.events, 0):] {
-			fmt.Fprintf(&b, "    sent message %d: %s\n", id, describeReceipts(byMessage[id]))
+			fmt.Fprintf(&b, "    sent message %d: %q\n", id, describeReceipts(byMessage[id])) // quoted, as names are anyone's
 		}
 	}
 	return b.String(), nil

@@ -461,7 +461,7 @@ func TestStatusReadMeansRead(t *testing.T) {
 			if err != nil || !strings.Contains(text, "1 unread message") || !strings.Contains(text, " by hook, read -") || strings.Contains(text, ") read:") {
 				t.Errorf("got %v:\n%s\nwant the message delivered by hook, not read", err, text)
 			}
-			if text, _ = memberStatus(f.st, statusOptions{contextID: "alice-ctx", events: 5}); !strings.Contains(text, "sent message 1: bob delivered by hook") {
+			if text, _ = memberStatus(f.st, statusOptions{contextID: "alice-ctx", events: 5}); !strings.Contains(text, `sent message 1: "bob delivered by hook"`) {
 				t.Errorf("sender's status:\n%s\nwant bob's receipt delivered by hook", text)
 			}
 		})

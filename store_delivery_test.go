@@ -54,7 +54,7 @@ func TestSentReceipts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("sent message %d: bob read, carol delivered by hook, dave notified, erin unread, frank unread", id); !strings.Contains(text, want) {
+	if want := fmt.Sprintf(`sent message %d: "bob read, carol delivered by hook, dave notified, erin unread, frank unread"`, id); !strings.Contains(text, want) {
 		t.Errorf("status lacks %q:\n%s", want, text)
 	}
 }
@@ -144,5 +144,22 @@ func TestStopWakeupsBeyondSQLiteParameters(t *testing.T) {
 	}
 	if n := queryInt(t, db, "SELECT COUNT(*) FROM wakeup_events WHERE acknowledged_at IS NULL"); n != int64(len(msgs)) {
 		t.Errorf("unacknowledged wake events after the release: %d; want %d", n, len(msgs))
+	}
+}
+
+// TestStatusEscapesNames checks that a member's name, which any member
+// chooses, reaches the user's terminal from `status` escaped: no control
+// sequence, and no line of its own posing as another receipt.
+func TestStatusEscapesNames(t *testing.T) {
+	st, g, _ := receiptsFixture(t)
+	if err := st.joinGroup(g, "mallory", "m\x1b]0;owned\x07\n    sent message 99: bob read"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "again", priority: "normal"}); err != nil {
+		t.Fatal(err)
+	}
+	text, err := memberStatus(st, statusOptions{contextID: "alice", events: 5})
+	if err != nil || strings.ContainsAny(text, "\x1b\x07") || strings.Contains(text, "\n    sent message 99") {
+		t.Errorf("got %v:\n%q\nwant the name escaped", err, text)
 	}
 }
