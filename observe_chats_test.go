@@ -76,9 +76,13 @@ func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
 	fx.wakeup(id, ids[0], ann.ContextID, now.Add(-50*time.Minute), now.Add(-45*time.Minute))
 	fx.wakeup(id, ids[1], ann.ContextID, now.Add(-40*time.Minute), time.Time{})
 	fx.wakeup(id, ids[2], "left-the-group", now.Add(-30*time.Minute), now.Add(-20*time.Minute))
-	// A hook delivered the waiting one; the agent has not read it yet.
+	// A hook delivered the waiting one; the agent has not read it yet. It
+	// read the first one, whose wake event is acknowledged.
 	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
 		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		if _, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ? AND message_id = ?", ann.ContextID, ids[0]); err != nil {
 			return err
 		}
 		_, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) VALUES (?, ?, ?, 'hook')",
