@@ -91,7 +91,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	pid := clientPID()
-	if *client == "claude-code" && foregroundArgs(processArgs(pid), os.Getenv("CLAUDE_CODE_SESSION_ATTENDED") == "0") {
+	if *client == "claude-code" && foregroundArgs(processArgs(pid), os.Getenv) {
 		return waitTimedOut
 	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
@@ -307,13 +307,14 @@ func clientPID() int {
 	return os.Getppid()
 }
 
-// foregroundArgs reports whether Claude Code's command line args is a
-// headless run without streaming input, which waits for its asyncRewake
-// hooks in the foreground: a waiter would hang it. Headless is -p, --print
-// or unattended: CLAUDE_CODE_SESSION_ATTENDED=0, which Claude Code sets for
-// any run but an interactive one, as `claude "task" > out` without -p.
-func foregroundArgs(args []string, unattended bool) bool {
-	printMode, streaming := unattended, false
+// foregroundArgs reports whether Claude Code's command line args, with the
+// hook's environment getenv, is a headless run without streaming input,
+// which waits for its asyncRewake hooks in the foreground: a waiter would
+// hang it. Headless is -p, --print or, as `claude "task" > out`, unattended.
+func foregroundArgs(args []string, getenv func(string) string) bool {
+	// Claude Code says unattended for any run but an interactive one, and for its background sessions, which have a terminal.
+	printMode := getenv("CLAUDE_CODE_SESSION_ATTENDED") == "0" && getenv("CLAUDE_CODE_SESSION_KIND") == ""
+	streaming := false
 	for i, a := range args {
 		switch {
 		case a == "-p" || a == "--print":

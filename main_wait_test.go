@@ -153,22 +153,26 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 // TestWaitForegroundArgs checks which Claude Code command lines wait for
 // their asyncRewake hooks in the foreground, where a waiter must not wait.
 func TestWaitForegroundArgs(t *testing.T) {
+	unattended := map[string]string{"CLAUDE_CODE_SESSION_ATTENDED": "0"} // e.g. `claude "hi" > out`, no -p
+	background := map[string]string{"CLAUDE_CODE_SESSION_ATTENDED": "0", "CLAUDE_CODE_SESSION_KIND": "bg"}
 	for _, tc := range []struct {
-		args       []string
-		unattended bool // CLAUDE_CODE_SESSION_ATTENDED=0: e.g. `claude "hi" > out`, no -p
-		want       bool
+		args []string
+		env  map[string]string
+		want bool
 	}{
-		{[]string{"claude", "--session-id", "x", "-p", "Say hello."}, true, true},
-		{[]string{"node", "cli.js", "--print", "hi"}, false, true},
-		{[]string{"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"}, true, false},
-		{[]string{"claude", "-p", "--input-format=stream-json"}, true, false},
-		{[]string{"claude", "--session-id", "x"}, false, false},
-		{[]string{"claude", "--session-id", "x", "Say hello."}, true, true},
-		{[]string{"claude", "--input-format", "stream-json", "--output-format", "stream-json"}, true, false},
-		{nil, false, false},
+		{[]string{"claude", "--session-id", "x", "-p", "Say hello."}, unattended, true},
+		{[]string{"node", "cli.js", "--print", "hi"}, nil, true},
+		{[]string{"claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json"}, unattended, false},
+		{[]string{"claude", "-p", "--input-format=stream-json"}, unattended, false},
+		{[]string{"claude", "--session-id", "x"}, nil, false},
+		{[]string{"claude", "--session-id", "x", "Say hello."}, unattended, true},
+		{[]string{"claude", "--input-format", "stream-json", "--output-format", "stream-json"}, unattended, false},
+		{[]string{"claude", "--session-id", "x"}, background, false},
+		{[]string{"claude", "--session-id", "x"}, map[string]string{"CLAUDE_CODE_SESSION_ATTENDED": "1"}, false},
+		{nil, nil, false},
 	} {
-		t.Run(fmt.Sprintf("%s/unattended=%v", strings.Join(tc.args, " "), tc.unattended), func(t *testing.T) {
-			if got := foregroundArgs(tc.args, tc.unattended); got != tc.want {
+		t.Run(fmt.Sprintf("%s/%v", strings.Join(tc.args, " "), tc.env), func(t *testing.T) {
+			if got := foregroundArgs(tc.args, func(k string) string { return tc.env[k] }); got != tc.want {
 				t.Errorf("got %v; want %v", got, tc.want)
 			}
 		})
