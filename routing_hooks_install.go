@@ -254,9 +254,9 @@ func handlersOf(h hookSettings, item *jsonSpan) []*jsonSpan {
 // uninstallHooks returns text without Crosstalk's hooks for h, and whether
 // the file is to be removed. When backup (nil for none) holds what text
 // holds without our hooks, nothing else has changed since the install and
-// those bytes are returned as they were. Otherwise our hooks go with what
-// they leave empty, but what a backup free of our hooks had, and a file
-// left as install would start it is to be removed.
+// those bytes are returned as they were. Otherwise our hooks go, with the
+// groups, arrays and section they leave empty but a backup free of our
+// hooks has, and a file left as install would start it is to be removed.
 func uninstallHooks(h hookSettings, text string, backup *string) (string, bool, error) {
 	prune, clean, cleanErr := dropAll, "", error(nil)
 	if backup != nil {
