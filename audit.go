@@ -229,7 +229,7 @@ func (a *auditLog) observe(c toolCall) {
 	e := auditBuildEvent(c, time.Since(c.started))
 	if !e.name.Valid && e.groupID.String != "" && e.contextID.String != "" && a.memberName != nil {
 		name := a.memberName(e.groupID.String, e.contextID.String)
-		e.name = auditNull(name, name != "")
+		e.name = auditIdentity(name, name != "")
 	}
 	// A name read ahead of the record (delete_group's, before the group was
 	// destroyed, or a pipelined run's) is kept rather than read again.

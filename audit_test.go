@@ -211,6 +211,32 @@ func TestAuditObserveLookups(t *testing.T) {
 	}
 }
 
+// TestAuditLookedUpNamesBounded gives a member a megabyte-long joined name:
+// a call without a caller name records it, like the names a call sends, as
+// its first 1 KiB, in the row and in every rollup and filter value.
+func TestAuditLookedUpNamesBounded(t *testing.T) {
+	huge := strings.Repeat("n", 1<<20)
+	tests := []struct {
+		name, tool, args, query string
+	}{
+		{"member name in the row", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(name)) FROM tool_calls"},
+		{"member name in the rollups", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(name)) FROM analytics_30d"},
+		{"member name as a filter value", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(label)) FROM analytics_filter_values WHERE field = 'name'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, dir := newTestAudit(t, auditInf, time.Now)
+			a.memberName = func(string, string) string { return huge }
+			a.observe(auditTestCall(tt.tool, tt.args, `1`, `{"users":[]}`, false, ""))
+			auditFlush(t, a)
+			db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+			if got := queryInt(t, db, tt.query); got != auditValueMaxBytes {
+				t.Fatalf("%s: got %d; want %d", tt.query, got, auditValueMaxBytes)
+			}
+		})
+	}
+}
+
 // TestAuditFailedWriteIsBoundedAndSilent is long because its two failures,
 // a locked and a corrupt file, share observeOne and their timing bounds.
 func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
