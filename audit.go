@@ -235,7 +235,7 @@ func (a *auditLog) observe(c toolCall) {
 	// destroyed, or a pipelined run's) is kept rather than read again.
 	if !c.groupNameRead && e.groupID.String != "" && a.groupName != nil {
 		if name, err := a.groupName(e.groupID.String); err == nil {
-			e.groupName = name
+			e.groupName = truncateUTF8(name, auditValueMaxBytes)
 		}
 	}
 	a.closing.RLock()

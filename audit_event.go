@@ -41,7 +41,7 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		toolName:   truncateUTF8(c.name, auditValueMaxBytes), // an unknown tool's name is as unbounded as an id
 		outcome:    "success",
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
-		groupName:  c.groupName,
+		groupName:  truncateUTF8(c.groupName, auditValueMaxBytes), // a name is as unbounded as an id
 		requestID:  auditIdentity(auditRequestID(c.requestID)),
 		groupID:    auditIdentity(c.args.str("group_id")),
 		contextID:  auditIdentity(c.args.str("context_id")),
@@ -87,8 +87,9 @@ func auditNull(s string, ok bool) sql.NullString {
 	return sql.NullString{String: s, Valid: ok}
 }
 
-// auditValueMaxBytes bounds an identity value or tool name in the audit log: a
-// megabyte one would otherwise fill its row, every rollup and index, and the queue.
+// auditValueMaxBytes bounds an identity value, group-name snapshot or tool name
+// in the audit log: a megabyte one would otherwise fill its row, every rollup
+// and index, and the queue.
 const auditValueMaxBytes = 1 << 10
 
 // auditIdentity is an identity value (request id, group_id, context_id,

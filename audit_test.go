@@ -211,9 +211,10 @@ func TestAuditObserveLookups(t *testing.T) {
 	}
 }
 
-// TestAuditLookedUpNamesBounded gives a member a megabyte-long joined name:
-// a call without a caller name records it, like the names a call sends, as
-// its first 1 KiB, in the row and in every rollup and filter value.
+// TestAuditLookedUpNamesBounded gives a group and a member megabyte-long
+// names: a call without a caller name records the member's, and every call
+// its group's snapshot (read ahead, as delete_group's, or at observe), like
+// the names a call sends, as its first 1 KiB, in rows, rollups and filters.
 func TestAuditLookedUpNamesBounded(t *testing.T) {
 	huge := strings.Repeat("n", 1<<20)
 	tests := []struct {
@@ -222,12 +223,20 @@ func TestAuditLookedUpNamesBounded(t *testing.T) {
 		{"member name in the row", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(name)) FROM tool_calls"},
 		{"member name in the rollups", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(name)) FROM analytics_30d"},
 		{"member name as a filter value", "get_users", `{"group_id":"grp_a","context_id":"c1"}`, "SELECT MAX(length(label)) FROM analytics_filter_values WHERE field = 'name'"},
+		{"group name snapshot", "get_users", `{"group_id":"grp_a","caller_name":"ops"}`, "SELECT MAX(length(group_name)) FROM tool_call_group_names"},
+		{"group name read ahead", "delete_group", `{"group_id":"grp_a","context_id":"c1","caller_name":"ops"}`, "SELECT MAX(length(group_name)) FROM tool_call_group_names"},
+		{"group name as a filter label", "get_users", `{"group_id":"grp_a","caller_name":"ops"}`, "SELECT MAX(length(label)) FROM analytics_filter_values WHERE field = 'group_id'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, dir := newTestAudit(t, auditInf, time.Now)
 			a.memberName = func(string, string) string { return huge }
-			a.observe(auditTestCall(tt.tool, tt.args, `1`, `{"users":[]}`, false, ""))
+			a.groupName = func(string) (string, error) { return huge, nil }
+			c := auditTestCall(tt.tool, tt.args, `1`, `{"users":[]}`, false, "")
+			if tt.tool == "delete_group" {
+				c.groupName, c.groupNameRead = huge, true
+			}
+			a.observe(c)
 			auditFlush(t, a)
 			db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
 			if got := queryInt(t, db, tt.query); got != auditValueMaxBytes {
