@@ -43,14 +43,14 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 		durationMS: max(0, int64(math.RoundToEven(float64(elapsed)/float64(time.Millisecond)))),
 		groupName:  truncateUTF8(c.groupName, auditValueMaxBytes), // a name is as unbounded as an id
 		requestID:  auditIdentity(auditRequestID(c.requestID)),
-		groupID:    auditIdentity(c.args.str("group_id")),
-		contextID:  auditIdentity(c.args.str("context_id")),
+		groupID:    auditIdentity(auditArg(c.args, "group_id")),
+		contextID:  auditIdentity(auditArg(c.args, "context_id")),
 	}
 	t := toolsByName[c.name]
-	name, _ := c.args.str("caller_name")
+	name, _ := auditArg(c.args, "caller_name")
 	// A tool that requires "name" takes the caller's own label there.
 	if pyStrip(name) == "" && t != nil && slices.Contains(t.required, "name") {
-		name, _ = c.args.str("name")
+		name, _ = auditArg(c.args, "name")
 	}
 	name = pyStrip(name)
 	e.name = auditIdentity(name, name != "")
@@ -82,14 +82,21 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	return e
 }
 
+// auditArg is a string argument as recorded: absent, not stored altered (U+FFFD), unless it is valid Unicode.
+func auditArg(args toolArgs, key string) (string, bool) {
+	if s, ok := args.str(key); ok && unicodeJSON(args.values[key]) {
+		return s, true
+	}
+	return "", false
+}
+
 // auditNull is s as a column value: NULL unless ok.
 func auditNull(s string, ok bool) sql.NullString {
 	return sql.NullString{String: s, Valid: ok}
 }
 
-// auditValueMaxBytes bounds an identity value, group-name snapshot or tool name
-// in the audit log: a megabyte one would otherwise fill its row, every rollup
-// and index, and the queue.
+// auditValueMaxBytes bounds an identity value, group name or tool name in the audit log: a
+// megabyte one would otherwise fill its row, every rollup and index, and the queue.
 const auditValueMaxBytes = 1 << 10
 
 // auditIdentity is an identity value (request id, group_id, context_id,
@@ -118,7 +125,7 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	}
 	var s string
 	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return s, true
+		return s, unicodeJSON(raw) // else NULL, not the id altered
 	}
 	switch string(raw) {
 	case "true":

@@ -160,6 +160,11 @@ func TestAuditBuildEvent(t *testing.T) {
 			isError: true, category: "", payload: `{"error":"x"}`, want: `1000.0|list_groups|NULL|NULL|NULL|error|internal|NULL|NULL`},
 		{name: "non-string identity ignored", tool: "get_users", args: `{"group_id":5,"context_id":null,"caller_name":7}`, id: `5`,
 			isError: true, category: "validation", payload: `{"error":"x"}`, want: `5|get_users|NULL|NULL|NULL|error|validation|NULL|NULL`},
+		// encoding/json reads a lone surrogate as U+FFFD: recorded, it would be stored altered.
+		{name: "invalid Unicode identity not recorded", tool: "get_users", args: `{"group_id":"g\ud800","context_id":"c\udfff","caller_name":"op\ud800"}`, id: `"r\udc00"`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `NULL|get_users|NULL|NULL|NULL|error|validation|NULL|NULL`},
+		{name: "invalid Unicode caller name gives way to the member name", tool: "send_message", args: `{"group_id":"g","context_id":"c","name":"dev","caller_name":"\udfffop","message":"m"}`, id: `6`,
+			isError: true, category: "validation", payload: `{"error":"x"}`, want: `6|send_message|g|c|dev|error|validation|NULL|NULL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
