@@ -82,7 +82,8 @@ func auditBuildEvent(c toolCall, elapsed time.Duration) auditEvent {
 	return e
 }
 
-// auditArg is a string argument as recorded: absent, not stored altered (U+FFFD), unless it is valid Unicode.
+// auditArg returns a string argument for an audit row; ok is false when it is
+// absent or not valid Unicode, which is recorded as NULL, never altered.
 func auditArg(args toolArgs, key string) (string, bool) {
 	if s, ok := args.str(key); ok && unicodeJSON(args.values[key]) {
 		return s, true
@@ -95,8 +96,9 @@ func auditNull(s string, ok bool) sql.NullString {
 	return sql.NullString{String: s, Valid: ok}
 }
 
-// auditValueMaxBytes bounds an identity value, group name or tool name in the audit log: a
-// megabyte one would otherwise fill its row, every rollup and index, and the queue.
+// auditValueMaxBytes bounds an identity value, group name or tool name in the
+// audit log: a megabyte one would otherwise fill its row, every rollup and
+// index, and the queue.
 const auditValueMaxBytes = 1 << 10
 
 // auditIdentity is an identity value (request id, group_id, context_id,
