@@ -59,23 +59,25 @@ var defaultHTTPLimits = httpLimits{
 }
 
 // httpGuard is the HTTP transport's outer layer: every request passes its
-// Origin, bearer-token and (on a loopback bind) Host checks before any MCP
-// code or storage sees it, so a refused request touches nothing.
+// Origin, bearer-token and (on a loopback bind without a token) Host checks
+// before any MCP code or storage sees it, so a refused request touches nothing.
 type httpGuard struct {
 	tokens  *tokenTable     // nil when none is required (loopback only)
 	origins map[string]bool // browser origins allowed besides loopback ones
 	next    http.Handler
 }
 
-// newHTTPGuard wraps next in the access checks; on a loopback bind the Host
-// check runs first, widened to 127.0.0.0/8 (a rebinding page's Host is a
-// domain name, never a loopback literal).
+// newHTTPGuard wraps next in the access checks; on a loopback bind without
+// a token the Host check runs first, widened to 127.0.0.0/8 (a rebinding
+// page's Host is a domain name, never a loopback literal). A token is the
+// defence where one is required: a rebinding page does not have it, and a
+// reverse proxy on the same machine passes its own public Host.
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
 	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
 	for _, o := range origins {
 		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
-	if !loopback {
+	if !loopback || tokens != nil {
 		return g
 	}
 	hostCheck := loopbackOnly(g)

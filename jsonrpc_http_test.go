@@ -82,6 +82,29 @@ func TestHTTPRefusesDeclaredOversizedBody(t *testing.T) {
 	}
 }
 
+// TestHTTPHostCheckWithoutToken shows the DNS-rebinding defence of a
+// loopback bind that requires no token: a foreign Host is refused before
+// anything runs, and loopback ones pass.
+func TestHTTPHostCheckWithoutToken(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"evil.example:80", http.StatusForbidden},
+		{"crosstalk.example:443", http.StatusForbidden},
+		{"localhost:80", http.StatusBadRequest}, // past the check, stopped for want of a session
+		{"127.0.0.2:80", http.StatusBadRequest},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			if got, body := statusOf(s.client(t, ""), http.MethodPost, ping, map[string]string{"Host": tt.host}); got != tt.want {
+				t.Errorf("got status %d (%s); want %d", got, body, tt.want)
+			}
+		})
+	}
+}
+
 func TestHTTPRefusals(t *testing.T) {
 	const token = "s3cret-token"
 	s := newHTTPTestServer(t, token, httpLimits{maxBody: 1024})
@@ -100,7 +123,9 @@ func TestHTTPRefusals(t *testing.T) {
 		{"wrong scheme", "", http.MethodPost, create, map[string]string{"Authorization": "Basic " + token}, http.StatusUnauthorized},
 		{"foreign origin", token, http.MethodPost, create, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
 		{"null origin", token, http.MethodPost, create, map[string]string{"Origin": "null"}, http.StatusForbidden},
-		{"rebound host", token, http.MethodPost, create, map[string]string{"Host": "evil.example:80"}, http.StatusForbidden},
+		// With a token required, the token is the defence, so that a reverse
+		// proxy passing its public Host works; stopped for want of a session.
+		{"proxied host", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Host": "crosstalk.example:443"}, http.StatusBadRequest},
 		// Past the Host check (127/8 is loopback), stopped for want of a session.
 		{"other loopback host", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Host": "127.0.0.2:80"}, http.StatusBadRequest},
 		{"oversized body", token, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 2000) + `"}}`, nil, http.StatusRequestEntityTooLarge},
