@@ -70,6 +70,20 @@ func TestListGroupsWithLockedCatalog(t *testing.T) {
 	}
 }
 
+// TestCatalogOpensUnderWriteLock shows that a server's first use of an
+// existing catalog needs no write lock: while another process holds
+// observability.sqlite3's (an audit clean-up, "Delete audit history"), a
+// newly started server still lists the groups.
+func TestCatalogOpensUnderWriteLock(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestGroup(t, newTestStore(t, dir), "A", "alice")
+	holdWriteLock(t, filepath.Join(dir, catalogFileName))
+	groups, err := newTestStore(t, dir).listGroups()
+	if err != nil || len(groups) != 1 || groups[0].groupID != a {
+		t.Errorf("listGroups of a new store with the catalog locked: got %+v, %v; want %s", groups, err, a)
+	}
+}
+
 func TestDeleteGroupRemovesFiles(t *testing.T) {
 	s, _ := newTestServer(t)
 	keep := mustCreateGroup(t, s, "alice")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 const (
@@ -131,10 +132,20 @@ func (s *store) catalog() (*sql.DB, error) {
 	unlockSidecars(path)
 	db := openSQLite(sqliteDSN(path, "rwc"), 2)
 	err := retryBusy(func() error {
-		// auto_vacuum only takes effect before the file's first table; both
-		// settings persist in the file, like the original's catalog.
-		return execAll(db, "PRAGMA auto_vacuum=INCREMENTAL", "PRAGMA journal_mode=WAL",
-			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)")
+		// auto_vacuum only takes effect before the file's first table, and
+		// setting it takes the write lock, which an audit clean-up may hold
+		// for seconds: it is set in a new file only. Both settings persist
+		// in the file, like the original's catalog.
+		tables, err := tableNames(context.Background(), db)
+		if err != nil {
+			return err
+		}
+		stmts := []string{"PRAGMA journal_mode=WAL",
+			"CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT NOT NULL, created_at TEXT, updated_at TEXT NOT NULL)"}
+		if len(tables) == 0 {
+			stmts = slices.Insert(stmts, 0, "PRAGMA auto_vacuum=INCREMENTAL")
+		}
+		return execAll(db, stmts...)
 	})
 	if err != nil {
 		db.Close()
