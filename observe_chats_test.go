@@ -116,6 +116,45 @@ func TestChatWakeupsNamePendingFirstWithDeliveryStates(t *testing.T) {
 	}
 }
 
+// TestChatWakeupReadOnlyWhenItsMessageIs shows that an acknowledged wake
+// event counts as read, and is no longer waiting, only once its message is
+// read: a Stop hook's notice or a preview acknowledges it and leaves the
+// message unread, as crosstalk-mcp status also says.
+func TestChatWakeupReadOnlyWhenItsMessageIs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		messageRead bool
+		want        string
+	}{
+		{"read by a read tool", true, "delivered · tool:true,read:true pending=false"},
+		{"acknowledged by a Stop notice, still unread", false, "delivered · hook:true,read:false pending=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newObserveFixture(t)
+			now := time.Now().UTC().Truncate(time.Second)
+			ann, bo := fixtureMember{"a", "Ann"}, fixtureMember{"b", "Bo"}
+			id := fx.group("Wakeful", "", now.Add(-time.Hour), ann, bo)
+			ids := fx.messages(id, fixtureMessage{Sender: bo.ContextID, SenderName: "Bo", Content: "hi", At: now.Add(-50 * time.Minute)})
+			fx.wakeup(id, ids[0], ann.ContextID, now.Add(-50*time.Minute), now.Add(-45*time.Minute))
+			if tc.messageRead {
+				fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+					_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = ?", ann.ContextID)
+					return err
+				})
+			}
+			v := newTestObserver(t, fx.dir, time.Second).chatView(context.Background(), id)
+			if len(v.Wakeups) != 1 {
+				t.Fatalf("got %d wakeups; want 1", len(v.Wakeups))
+			}
+			w := v.Wakeups[0]
+			got := fmt.Sprintf("%s:%v,%s:%v pending=%v", w.Steps[2].Name, w.Steps[2].Done, w.Steps[3].Name, w.Steps[3].Done, w.Pending)
+			if got != tc.want {
+				t.Errorf("got %s; want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestChatTagsTokenNames shows the per-agent token's name, as text and
 // HTML-escaped, on the messages message_tokens lists, and on no other.
 func TestChatTagsTokenNames(t *testing.T) {
