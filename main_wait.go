@@ -179,11 +179,7 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 	defer sub.close()
 	deadline := time.NewTimer(opts.timeout)
 	defer deadline.Stop()
-	poll := opts.safetyPoll
-	if !w.native.Load() {
-		poll = min(poll, defaultPollInterval)
-	}
-	tick := time.NewTicker(poll)
+	tick := time.NewTicker(opts.safetyPoll)
 	defer tick.Stop()
 	live := time.NewTicker(livenessPoll)
 	defer live.Stop()
@@ -201,6 +197,9 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 				member[g.groupID] = g
 			}
 			sub.watchGroups(slices.Collect(maps.Keys(member)))
+			if !w.native.Load() { // no events here, or the watch just failed to start
+				tick.Reset(min(opts.safetyPoll, defaultPollInterval))
+			}
 		} else {
 			// A named group's wake count may predate the write that named
 			// it, so each is checked whatever its count.

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -354,7 +355,7 @@ func nativeWatcher(t *testing.T, dir string) *changeWatcher {
 // consumers must poll at their interval again, not at watchSafetyPoll, and
 // see a send within well under watchSafetyPoll.
 func TestWatchStartFailureFallsBackToPolling(t *testing.T) {
-	for _, consumer := range []string{"wait_for_messages", "subscription poller"} {
+	for _, consumer := range []string{"wait_for_messages", "subscription poller", "wait"} {
 		t.Run(consumer, func(t *testing.T) {
 			gone := t.TempDir() + string(os.PathSeparator) + "gone"
 			if err := os.Mkdir(gone, 0o755); err != nil {
@@ -370,6 +371,16 @@ func TestWatchStartFailureFallsBackToPolling(t *testing.T) {
 				ws.s.changes = w
 				ws.startWait(t, 8, map[string]any{"timeout_seconds": 30}, nil)
 				answered = func() bool { return len(ws.requestLines(8, "")) > 0 }
+			} else if consumer == "wait" {
+				st, stop, done := newTestStore(t, ws.dir), make(chan os.Signal), make(chan struct{})
+				var woken atomic.Bool
+				go func() {
+					defer close(done)
+					n, err := waitForWakeup(st, w, waitOptions{contextID: "ctx-b", timeout: 30 * time.Second, safetyPoll: watchSafetyPoll, stop: stop})
+					woken.Store(err == nil && n != nil)
+				}()
+				t.Cleanup(func() { close(stop); <-done })
+				answered = woken.Load
 			} else {
 				rec := &recorder{}
 				m := newSubscriptions(newTestStore(t, ws.dir), 50*time.Millisecond, rec.notify)
@@ -401,7 +412,7 @@ func TestWatchStartFailureFallsBackToPolling(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			if !answered() {
-				t.Errorf("nothing after %v; want the send seen at the 50 ms poll, not the %v safety poll", time.Since(sent), watchSafetyPoll)
+				t.Errorf("nothing after %v; want the send seen at the consumer's poll interval, not the %v safety poll", time.Since(sent), watchSafetyPoll)
 			}
 		})
 	}
