@@ -93,7 +93,8 @@ func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http
 // ServeHTTP refuses an Origin neither loopback nor listed with --allow-origin
 // ("null", of sandboxed and file pages, is foreign) and a missing or wrong
 // bearer token, and passes the rest on with headers that keep responses out
-// of caches and sniffing.
+// of caches and sniffing. An accepted origin gets CORS headers, and its
+// preflight is answered here: browsers send it without the token.
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -101,6 +102,17 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] && !loopbackOrigin(origin) {
 		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
 		return
+	} else if origin != "" {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name")
+			h.Set("Access-Control-Max-Age", "7200") // Chromium's cap: a page preflights a request shape once in two hours
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 	}
 	if g.tokens != nil {
 		tok := g.tokens.authenticate(r.Header.Get("Authorization"))
