@@ -109,6 +109,7 @@
 //	livenessPoll 1 s           main_wait.go        a waiter ends within a second of its client or a newer waiter
 //	auditLinger 10 ms          audit.go            audit rows are written in batches, off the call's path
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
+//	sessionReclaim 1 min       jsonrpc_http_security.go at a bound, spares sessions just opened, which a burst of new clients would end unused
 //	writeTimeout 30 s          jsonrpc_http_security.go a client that stops reading is cut off, not waited on
 //	keepAlive 15 s             jsonrpc_http_security.go, observe_events.go a comment on quiet event streams keeps proxies from closing them
 //	IdleTimeout 2 min          main_serve.go       an idle keep-alive connection holds a descriptor

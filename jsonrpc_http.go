@@ -127,6 +127,24 @@ func (t *httpTransport) endWhere(match func(*httpSession) bool) {
 	}
 }
 
+// admitSession takes a session unit for client, or answers 429; at a bound it first ends client's
+// least recently used session idle for limits.sessionReclaim, as most clients never DELETE theirs.
+func (t *httpTransport) admitSession(w http.ResponseWriter, client string) bool {
+	if t.sessionQuota.acquire(nil, client) {
+		return true
+	}
+	cutoff, lru := time.Now().Add(-t.limits.sessionReclaim).UnixNano(), (*httpSession)(nil)
+	t.mu.Lock()
+	for _, s := range t.sessions {
+		if s.client == client && s.busy.Load() == 0 && s.lastUsed.Load() < cutoff && (lru == nil || s.lastUsed.Load() < lru.lastUsed.Load()) {
+			lru = s
+		}
+	}
+	t.mu.Unlock()
+	t.endWhere(func(s *httpSession) bool { return s == lru && s.busy.Load() == 0 })
+	return t.sessionQuota.acquire(w, client)
+}
+
 // newSession makes a session writing to a router, owned by r's token and
 // speaking only for the context ids that token may. Its context ends with
 // the transport's, which also ends a 2026-07-28 request arriving after close
@@ -288,7 +306,7 @@ func accepts(r *http.Request, mediaType string) bool {
 
 // postInitialize starts a 2025-era session, kept only if initialize succeeds.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
-	if !t.sessionQuota.acquire(w, hostOf(r.RemoteAddr)) {
+	if !t.admitSession(w, hostOf(r.RemoteAddr)) {
 		return
 	}
 	s := t.newSession(randomHex(16), r)

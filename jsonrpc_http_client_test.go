@@ -31,8 +31,9 @@ func withDefaultLimits(l httpLimits) httpLimits {
 	d := defaultHTTPLimits
 	return httpLimits{
 		maxBody: positiveOr(l.maxBody, d.maxBody), maxSessionsPerClient: positiveOr(l.maxSessionsPerClient, d.maxSessionsPerClient),
-		sessionIdle: positiveOr(l.sessionIdle, d.sessionIdle), writeTimeout: positiveOr(l.writeTimeout, d.writeTimeout),
-		queue: positiveOr(l.queue, d.queue), keepAlive: positiveOr(l.keepAlive, d.keepAlive),
+		sessionIdle: positiveOr(l.sessionIdle, d.sessionIdle), sessionReclaim: positiveOr(l.sessionReclaim, d.sessionReclaim),
+		writeTimeout: positiveOr(l.writeTimeout, d.writeTimeout),
+		queue:        positiveOr(l.queue, d.queue), keepAlive: positiveOr(l.keepAlive, d.keepAlive),
 	}
 }
 

@@ -43,6 +43,7 @@ type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
 	maxSessionsPerClient int           // sessions from one remote IP
 	sessionIdle          time.Duration // a session unused this long is ended
+	sessionReclaim       time.Duration // at a bound, a new session ends one of its client's idle this long
 	writeTimeout         time.Duration // one write to a client, or its body, plus 1 s per 64 KiB; slower is cut off
 	queue                int           // messages waiting for one response; more cut it off
 	keepAlive            time.Duration // SSE comment interval on quiet streams
@@ -53,6 +54,7 @@ var defaultHTTPLimits = httpLimits{
 	maxBody:              20 << 20,
 	maxSessionsPerClient: 128,
 	sessionIdle:          30 * time.Minute,
+	sessionReclaim:       time.Minute,
 	writeTimeout:         30 * time.Second,
 	queue:                256,
 	keepAlive:            15 * time.Second,
@@ -196,7 +198,7 @@ func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
 	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
 }
 
-// acquire takes one unit for client, or answers 429 and reports false at either bound.
+// acquire takes one unit for client, or reports false at either bound (answering 429 on w unless it is nil).
 func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
 	ok := q.sum < q.total && q.byClient[client] < q.perClient
@@ -205,7 +207,7 @@ func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 		q.byClient[client]++
 	}
 	q.mu.Unlock()
-	if !ok {
+	if !ok && w != nil {
 		w.Header().Set("Retry-After", q.retryAfter)
 		httpRefuse(w, http.StatusTooManyRequests, q.refusal)
 	}
