@@ -168,8 +168,7 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 		// A missing section is added empty, then filled as an existing one.
 		return installHooks(h, applyEdits(text, []jsonEdit{appendRaw(text, root, fmt.Sprintf("%q: {}", h.section), unit)}), l)
 	}
-	missing, order := missingHooks(h, hooks, l)
-	edits, err := addHookEdits(text, hooks, missing, order, unit)
+	edits, err := addHookEdits(h, text, hooks, l, unit)
 	if err != nil {
 		return "", err
 	}
@@ -184,10 +183,11 @@ func (h hookSettings) emptySettings() string {
 	return "{}\n"
 }
 
-// missingHooks returns h's entries for l that hooks does not hold yet, by
-// event, and those events in entry order.
-func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][]any, []string) {
-	missing := map[string][]any{}
+// addHookEdits returns the edits that add h's entries for l that hooks in
+// text does not hold yet: appended to an event's existing array, or as new
+// members in one edit.
+func addHookEdits(h hookSettings, text string, hooks *jsonSpan, l hookLauncher, unit string) ([]jsonEdit, error) {
+	missing := map[string][]any{} // by event; order lists the events in entry order
 	var order []string
 	for _, e := range h.entries {
 		if arr := hooks.member(e.event); arr != nil && arr.kind == '[' && hasCommand(h, arr, l.command(e)) {
@@ -198,12 +198,6 @@ func missingHooks(h hookSettings, hooks *jsonSpan, l hookLauncher) (map[string][
 		}
 		missing[e.event] = append(missing[e.event], h.entry(e, l))
 	}
-	return missing, order
-}
-
-// addHookEdits returns the edits that add the missing entries to hooks in
-// text: appended to an event's existing array, or as new members in one edit.
-func addHookEdits(text string, hooks *jsonSpan, missing map[string][]any, order []string, unit string) ([]jsonEdit, error) {
 	var edits []jsonEdit
 	var members []string // the new events' arrays, one member a line
 	for _, ev := range order {
