@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -121,11 +122,8 @@ func (d *observeDemo) startSession() error {
 	inherited := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CROSSTALK_") })
 	d.cmd.Env = append(inherited, "CROSSTALK_GROUPS_DIR="+d.dir, auditRetentionVar+"=inf")
 	stdin, err := d.cmd.StdinPipe()
-	if err != nil {
-		return fmt.Errorf("demo session: %w", err)
-	}
-	stdout, err := d.cmd.StdoutPipe()
-	if err != nil {
+	stdout, outErr := d.cmd.StdoutPipe()
+	if err = cmp.Or(err, outErr); err != nil {
 		return fmt.Errorf("demo session: %w", err)
 	}
 	d.cmd.Cancel, d.cmd.WaitDelay = stdin.Close, 5*time.Second
