@@ -85,8 +85,8 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 			poll = max(poll, watchSafetyPoll)
 		}
 	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(r.ctx, timeout)
+	defer cancel()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	keep := time.NewTicker(w.s.cfg.waitKeepalive)
@@ -95,9 +95,7 @@ func (w mailWait) wait(r *inflightRequest, timeout time.Duration) ([]message, er
 	msgs, err := w.read(r.ctx)
 	for n := int64(1); err == nil && len(msgs) == 0; {
 		select {
-		case <-r.ctx.Done():
-			return nil, nil
-		case <-deadline.C:
+		case <-ctx.Done(): // the timeout, or r ended
 			return nil, nil
 		case <-keep.C:
 			left := max(0, timeout-time.Since(started)).Round(time.Second)
