@@ -76,7 +76,7 @@ func (s *server) resourcesRead(req request) (any, *rpcError) {
 			list := make([]any, len(events))
 			for i, w := range events {
 				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
-					{"created_at", w.createdAt}, {"acknowledged_at", w.readAt}, {"last_notified_at", w.notifiedAt}}
+					{"created_at", w.createdAt}, {"acknowledged_at", w.acknowledgedAt}, {"last_notified_at", w.notifiedAt}}
 			}
 			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", list}}
 			return err

@@ -111,9 +111,6 @@ func describeDelivery(d delivery) string {
 		}
 		return *ts + more
 	}
-	if d.unread { // an acknowledgement by a Stop or a preview is no read
-		d.readAt = nil
-	}
 	return fmt.Sprintf("message %d (%s, %s) %s: created %s, notified %s, delivered %s, read %s",
 		d.messageID, d.relevance, d.priority, d.state(), d.createdAt, at(d.notifiedAt, ""), at(d.deliveredAt, " by "+d.deliveredVia), at(d.readAt, ""))
 }

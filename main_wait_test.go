@@ -468,6 +468,10 @@ func TestStatusReadMeansRead(t *testing.T) {
 			if text, _ = memberStatus(f.st, statusOptions{contextID: "alice-ctx", events: 5}); !strings.Contains(text, `sent message 1: "bob delivered by hook"`) {
 				t.Errorf("sender's status:\n%s\nwant bob's receipt delivered by hook", text)
 			}
+			// The wakeup resource shows the acknowledgement as the original's does.
+			if events, err := f.st.wakeups(f.groupID, "sess-1", 0); err != nil || len(events) != 1 || events[0].acknowledgedAt == nil || events[0].readAt != nil {
+				t.Errorf("wake events: got %+v, %v; want one acknowledged and not read", events, err)
+			}
 		})
 	}
 }

@@ -146,11 +146,6 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	if err != nil {
 		return nil, err
 	}
-	for i := range events {
-		if events[i].unread { // an acknowledgement by a Stop or a preview is no read
-			events[i].readAt = nil
-		}
-	}
 	sort.SliceStable(events, func(i, j int) bool {
 		if wi, wj := events[i].readAt == nil, events[j].readAt == nil; wi != wj {
 			return wi

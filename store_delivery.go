@@ -24,8 +24,10 @@ type delivery struct {
 	// acknowledgement when a read tool delivered it (deliveryColumns).
 	deliveredAt  *string
 	deliveredVia string
-	readAt       *string
-	unread       bool // the message still is, though a Stop or a preview acknowledged the event
+	// acknowledgedAt is wakeup_events.acknowledged_at, as the wakeup resource
+	// shows it; readAt is that time only once the message is read, since a
+	// Stop notice or a preview acknowledges an event whose message stays unread.
+	acknowledgedAt, readAt *string
 }
 
 // Delivery routes recorded in wakeup_deliveries.delivered_via.
@@ -38,7 +40,7 @@ const (
 )
 
 // state names the furthest state the wake event reached.
-func (d delivery) state() string { return d.furthest(d.readAt != nil && !d.unread, "created") }
+func (d delivery) state() string { return d.furthest(d.readAt != nil, "created") }
 
 // furthest names the furthest of read, delivered and notified that d
 // reached, or none when it reached none of them.
@@ -90,21 +92,22 @@ func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool)
 	if err != nil {
 		return nil, err
 	}
-	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " + delivered +
-		", EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id) FROM wakeup_events w" + join
+	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " +
+		"IIF(EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id), NULL, w.acknowledged_at) AS read_at, " +
+		delivered + " FROM wakeup_events w" + join
 	var args []any
 	if contextID != "" {
 		query += " WHERE w.context_id = ?"
 		args = append(args, contextID)
 	}
-	query += " ORDER BY " + map[bool]string{true: "w.acknowledged_at IS NULL DESC, "}[waitingFirst] + "w.id DESC"
+	query += " ORDER BY " + map[bool]string{true: "read_at IS NULL DESC, "}[waitingFirst] + "w.id DESC"
 	if limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, limit)
 	}
 	out, err := queryAll(context.Background(), q, func(row rowScanner) (d delivery, err error) {
 		return d, row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
-			&d.notifiedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia, &d.unread)
+			&d.notifiedAt, &d.acknowledgedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia)
 	}, query, args...)
 	// Oldest first reads as a timeline; the query took the newest.
 	slices.Reverse(out)
