@@ -30,16 +30,15 @@ var version = "1.2.0"
 // whose wire and disk behaviour this port mirrors, whatever its own version.
 const compatibility = "compatible with crosstalk-mcp-server 1.1.10 (Python)"
 
-// usage is printed by --help. Its wording follows the original's, so that
-// scripts that grep it keep working.
+// usage is printed by --help. Its wording and the observer's options follow
+// the original's, so that scripts that grep it keep working; this port's
+// commands get one line each, their options being in their own --help.
 const usage = `Usage: crosstalk-mcp [COMMAND]
 
 Run without a command to start the stdio MCP server.
 
 Commands:
-  serve [--http ADDR] [OPTIONS]
-                               Serve MCP over stdio (the default) or, with --http,
-                               over Streamable HTTP for agents on other machines.
+  serve [--http ADDR]          Serve MCP over stdio (the default) or over HTTP.
   observe [OPTIONS]            Start the local observer dashboard: read-only for
                                group data; the Storage view's two maintenance
                                actions write the audit database.
@@ -48,23 +47,12 @@ Commands:
     --poll-interval SECONDS    Set the observer refresh interval (default: 0.5).
     --groups-dir PATH          Read group databases from this directory.
     --demo [--keep]            Show demo agents' data in a temporary directory.
-  hook --client NAME [--event EVENT] [--context-id ID]
-                               Answer a client's hook (antigravity, claude-code,
-                               codex, cursor, vscode, gemini) with its new mail.
-  wait [--client NAME] [--timeout D] [--context-id ID]
-                               Block until the member has a wakeup; print it on
-                               stderr and exit 2 (Claude Code asyncRewake).
-  hooks install|uninstall --client NAME [--scope user|project] [--dry-run]
-                               Add Crosstalk's hooks to (or remove them from) a
-                               client's settings file, keeping everything else.
-  status [--context-id ID] [--events N]
-                               Summarize a member's groups, unread mail and
-                               wakeup delivery states.
-  tokens add|list --tokens-file PATH
-                               Make or list the per-agent tokens of serve --http.
-  doctor [--repair] [--groups-dir PATH]
-                               List group files no server can use; --repair
-                               moves them into the damaged/ folder.
+  hook --client NAME           Answer a client's hook with the member's mail.
+  wait                         Wake an idle Claude Code session when mail comes.
+  hooks install|uninstall      Add or remove Crosstalk's hooks in a client.
+  status                       Show a member's groups, mail and wakeup states.
+  tokens add|list              Make or list per-agent tokens for serve --http.
+  doctor [--repair]            List (or move aside) unusable group files.
 
 Options:
   -h, --help                   Show this help message.
