@@ -146,12 +146,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(events, func(i, j int) bool {
-		if wi, wj := events[i].readAt == nil, events[j].readAt == nil; wi != wj {
-			return wi
-		}
-		return events[i].id > events[j].id
-	})
+	slices.Reverse(events) // the query's order again: waiting first, then newest
 	excerpts, err := messageExcerpts(ctx, db, events)
 	if err != nil {
 		return nil, err
