@@ -144,19 +144,15 @@ func (o *observer) readToolCalls(ctx context.Context, a *auditSchema, f auditFil
 		return nil, nil
 	}
 	out, err := queryAll(ctx, a.db, func(row rowScanner) (toolCallRow, error) {
-		var r toolCallRow
 		var at, tool, group, caller, outcome, category, gname sql.NullString
 		var duration sql.NullInt64
 		if err := row.Scan(&at, &tool, &group, &caller, &outcome, &duration, &category, &gname); err != nil {
-			return r, err
+			return toolCallRow{}, err
 		}
-		r.At = o.stampOf(at.String, "")
+		r := toolCallRow{At: o.stampOf(at.String, ""), Tool: toolLabel(tool.String), ToolName: tool.String,
+			Caller: firstNonEmpty(caller.String, "—"), Outcome: outcome.String, Label: outcomeLabel(outcome.String, category.String),
+			Category: category.String, GroupID: group.String, GroupLabel: "—", Duration: duration.Int64}
 		r.when, _ = parseStamp(at.String)
-		r.ToolName, r.Tool = tool.String, toolLabel(tool.String)
-		r.Caller = firstNonEmpty(caller.String, "—")
-		r.Outcome, r.Category, r.Duration = outcome.String, category.String, duration.Int64
-		r.Label = outcomeLabel(r.Outcome, r.Category)
-		r.GroupID, r.GroupLabel = group.String, "—"
 		if r.GroupID != "" {
 			r.GroupLabel, r.Deleted = o.groupLabel(ctx, r.GroupID, gname.String)
 		}
