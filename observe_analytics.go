@@ -223,12 +223,10 @@ func (o *observer) filterOptions(ctx context.Context, v *analyticsView, f auditF
 	v.Tools = withSelection(tools, f.Tool, toolLabel(f.Tool))
 	v.Callers = withSelection(callers, f.Caller, f.Caller)
 	v.Groups = withSelection(groups, f.Group, unknownGroupLabel)
-	v.Outcomes = []selectOption{{Value: "success", Label: successLabel}, {Value: "error", Label: "Error"}}
+	outcome := func(value, label string) selectOption { return selectOption{value, label, value == f.Outcome} }
+	v.Outcomes = []selectOption{outcome("success", successLabel), outcome("error", "Error")}
 	for _, c := range errorCategories {
-		v.Outcomes = append(v.Outcomes, selectOption{Value: "error:" + c.Key, Label: c.Label})
-	}
-	for i := range v.Outcomes {
-		v.Outcomes[i].Selected = v.Outcomes[i].Value == f.Outcome
+		v.Outcomes = append(v.Outcomes, outcome("error:"+c.Key, c.Label))
 	}
 }
 
