@@ -146,15 +146,13 @@ func (o *observer) pollOnce() {
 	}
 	// A missing directory can be a remount in progress; only a missing file
 	// in an existing directory means the group was deleted.
-	if dirExists {
-		for id := range o.markers {
-			if _, found := slices.BinarySearch(ids, id); !found { // ids are sorted
-				delete(o.markers, id)
-				delete(o.signatures, id)
-				o.reads.forget(id)
-				o.dbs.forget(groupFile(o.dir, id))
-				o.hub.publish("group.deleted", map[string]any{"group_id": id})
-			}
+	for id := range o.markers {
+		if _, found := slices.BinarySearch(ids, id); dirExists && !found { // ids are sorted
+			delete(o.markers, id)
+			delete(o.signatures, id)
+			o.reads.forget(id)
+			o.dbs.forget(groupFile(o.dir, id))
+			o.hub.publish("group.deleted", map[string]any{"group_id": id})
 		}
 	}
 	// An unreadable audit file is compared again next time, but ends the baseline.
