@@ -289,12 +289,11 @@ type storageView struct {
 
 // storageView reads the audit database's size, rows, free pages, retention.
 func (o *observer) storageView(ctx context.Context) storageView {
-	missing := storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
 	unavailable := storageView{Notice: "Audit storage is temporarily unavailable; retry shortly."}
 	a, err := o.readAuditSchema(ctx)
 	switch {
 	case errors.Is(err, errNoDatabase) || err == nil && !a.tables["tool_calls"]:
-		return missing
+		return storageView{Notice: "No audit database exists yet. Enable auditing and make a tool call to create it."}
 	case err != nil:
 		return unavailable
 	}
