@@ -289,10 +289,7 @@ func (d *observeDemo) sendTrickle(ctx context.Context, interval time.Duration) {
 			return
 		case <-ticker.C:
 		}
-		priority := "normal"
-		if i%5 == 4 {
-			priority = "high"
-		}
+		priority := map[bool]string{false: "normal", true: "high"}[i%5 == 4]
 		line := fmt.Sprintf("%s (#%d)", demoLines[i%len(demoLines)], i+1)
 		// A failed call (the session died, say) only pauses the trickle.
 		d.in(members[i%3], "send_message", d.groupIDs[0], map[string]any{"message": line, "priority": priority})
