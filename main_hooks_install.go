@@ -73,11 +73,7 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 		return commandExit(name, hooksHelp, err, stdout, stderr)
 	}
 	cmd := hooksInstallCommand{install: args[0] == "install", target: target, scope: *scope, dryRun: *dryRun, groupsDir: *groupsDir}
-	if err := cmd.run(stdout); err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", name, err)
-		return 1
-	}
-	return 0
+	return commandStatus(name, cmd.run(stdout), stderr)
 }
 
 // run edits the settings file the command names with installHooks or

@@ -131,13 +131,11 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp serve: listen on %s: %v\n", opts.httpAddr, err)
-		return 1
+		return commandStatus("serve", fmt.Errorf("listen on %s: %w", opts.httpAddr, err), stderr)
 	}
 	srv, scheme, err := newHTTPServer(opts, t)
 	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp serve: %v\n", err)
-		return 1
+		return commandStatus("serve", err, stderr)
 	}
 	if warning := cleartextWarning(opts); warning != "" {
 		fmt.Fprintln(stderr, "crosstalk-mcp: warning: "+warning)
@@ -152,9 +150,8 @@ func runHTTPServer(opts serveOptions, stdout, stderr io.Writer) int {
 		}
 	}()
 	select {
-	case err := <-done:
-		fmt.Fprintf(stderr, "crosstalk-mcp serve: %v\n", err)
-		return 1
+	case err := <-done: // never nil: Serve returns only on failure
+		return commandStatus("serve", err, stderr)
 	case <-sig:
 	}
 	// Streams never finish on their own: end the sessions before Shutdown.
@@ -259,11 +256,7 @@ func runTokens(args []string, stdout, stderr io.Writer) int {
 	} else {
 		err = addToken(*path, name, patterns, stdout)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", command, err)
-		return 1
-	}
-	return 0
+	return commandStatus(command, err, stderr)
 }
 
 // listTokens prints each agent's name and patterns.

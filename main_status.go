@@ -53,18 +53,24 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return commandExit("status", statusHelp, err, stdout, stderr)
 	}
-	var text string
+	var text string // "" on failure
 	st, err := openCommandStore("status", *groupsDir, stderr)
 	if err == nil {
 		defer st.close()
 		text, err = memberStatus(st, opts)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp status: %v\n", err)
-		return 1
-	}
 	fmt.Fprint(stdout, text)
-	return 0
+	return commandStatus("status", err, stderr)
+}
+
+// commandStatus is a command's exit status for the outcome err: 0 for nil,
+// else 1 with the error on stderr.
+func commandStatus(command string, err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", command, err)
+	return 1
 }
 
 // memberStatus renders the summary runStatus prints, with the receipts of
@@ -147,14 +153,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	if *dir == "" {
 		var err error
 		if *dir, err = groupsDirFromEnv(); err != nil {
-			fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
-			return 1
+			return commandStatus("doctor", err, stderr)
 		}
 	}
 	findings, checked, err := doctorScan(*dir, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "crosstalk-mcp doctor: %v\n", err)
-		return 1
+		return commandStatus("doctor", err, stderr)
 	}
 	remaining := 0
 	for _, f := range findings {
