@@ -109,10 +109,7 @@ func (p *jsonParser) value(depth int) (*jsonSpan, error) {
 // members parses the object or array v opens at p.pos into v.keys and
 // v.vals, up to and including its closing bracket.
 func (p *jsonParser) members(v *jsonSpan) error {
-	closing := byte('}')
-	if v.kind == '[' {
-		closing = ']'
-	}
+	closing := map[byte]byte{'{': '}', '[': ']'}[v.kind]
 	p.pos++
 	for first := true; ; first = false {
 		p.skip()
