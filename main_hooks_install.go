@@ -265,8 +265,7 @@ func readBackup(name string) *string {
 	if err != nil {
 		return nil
 	}
-	s := string(b)
-	return &s
+	return new(string(b))
 }
 
 // lineDiff shows the changed lines between old and new, without the
