@@ -285,7 +285,7 @@ func claimPending(st *store, contextID string, groups []membership, budget int) 
 	return items, rest, nil
 }
 
-// deliverItems records the printed mail delivered by hook: read when shown
+// deliverItems records what a hook or waiter printed: read when shown
 // whole, unread when cut short. It runs after the answer is written, so
 // mail is never marked read unseen; a racing tool call may see it twice.
 func deliverItems(st *store, contextID string, items []hookItem) error {

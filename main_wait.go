@@ -121,11 +121,8 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = retryBusy(func() error { return st.releaseClaim(n.groupID, opts.contextID, viaWait, []int64{n.messageID}) })
 		return waitWoke
 	}
-	read, previewed := []int64{n.messageID}, []int64(nil)
-	if n.cut {
-		read, previewed = nil, read
-	}
-	if err := retryBusy(func() error { return st.deliverMessages(n.groupID, opts.contextID, read, previewed) }); err != nil {
+	printed := hookItem{pendingMessage{groupID: n.groupID, msg: message{id: n.messageID}}, n.cut}
+	if err := deliverItems(st, opts.contextID, []hookItem{printed}); err != nil {
 		fmt.Fprintf(stderr, "crosstalk-mcp wait: mark the message read: %v\n", err)
 	}
 	return waitWoke
