@@ -378,10 +378,7 @@ func writeSettings(target string, mode fs.FileMode, old []byte, existed bool, te
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.WriteString(text)
-	if err = errors.Join(err, tmp.Close()); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), mode); err != nil {
+	if err = errors.Join(err, tmp.Chmod(mode), tmp.Close()); err != nil {
 		return err
 	}
 	if err := settingsUnchanged(target, old, existed); err != nil {
