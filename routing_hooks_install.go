@@ -152,10 +152,7 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root, err := parseJSONSpans(text)
-	if err != nil {
-		return "", fmt.Errorf("read settings: %w", err)
-	}
+	root, _ := parseJSONSpans(text) // removeHooks returns only text it parsed
 	if root.kind != '{' {
 		return "", errors.New("settings file is not a JSON object")
 	}
