@@ -213,16 +213,13 @@ func appendRaw(text string, container *jsonSpan, item, unit string) jsonEdit {
 // name) with the separator before it, or after it for the first item; the
 // only item goes with all between the brackets.
 func removeItem(container *jsonSpan, i int) jsonEdit {
-	starts := container.vals
-	if container.kind == '{' {
-		starts = container.keys
-	}
 	switch {
 	case len(container.vals) == 1:
 		return jsonEdit{container.start + 1, container.end - 1, ""}
 	case i > 0:
 		return jsonEdit{container.vals[i-1].end, container.vals[i].end, ""}
-	default:
-		return jsonEdit{starts[0].start, starts[1].start, ""}
+	case container.kind == '{':
+		return jsonEdit{container.keys[0].start, container.keys[1].start, ""}
 	}
+	return jsonEdit{container.vals[0].start, container.vals[1].start, ""}
 }
