@@ -177,6 +177,9 @@ func (c hooksInstallCommand) hooksGroupsDir(stdout io.Writer, home, cwd string) 
 		return "", fmt.Errorf("groups directory %s: %w", dir, err)
 	}
 	fmt.Fprintf(stdout, "The hooks read groups directory %s (from %s)\n", abs, from)
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) { // a mistyped path (an unexpanded ~) would leave the hooks silent
+		fmt.Fprintf(stdout, "Note: %s does not exist yet: the hooks print nothing until a server using it has started\n", abs)
+	}
 	return abs, nil
 }
 

@@ -426,6 +426,28 @@ func TestHooksGroupsDir(t *testing.T) {
 	}
 }
 
+// TestHooksGroupsDirMissingIsNoted checks that install says when the
+// groups directory it records does not exist, as after an unexpanded "~".
+func TestHooksGroupsDirMissingIsNoted(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	t.Chdir(project)
+	for _, tc := range []struct {
+		flag string
+		note bool
+	}{
+		{"~/groups", true},
+		{home, false},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			var out strings.Builder
+			c := hooksInstallCommand{target: hookInstallTargets["claude-code"], groupsDir: tc.flag}
+			if _, err := c.hooksGroupsDir(&out, home, project); err != nil || strings.Contains(out.String(), "does not exist yet") != tc.note {
+				t.Errorf("said %q (%v); want the note about a missing directory %v", out.String(), err, tc.note)
+			}
+		})
+	}
+}
+
 // TestHooksUninstallThroughALinkedDirectory keeps the client's settings
 // directory as a link to elsewhere (dotfiles): uninstall still removes the
 // file install created there, leaving it missing as it was.
