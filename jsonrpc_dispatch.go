@@ -46,14 +46,14 @@ func (s *server) dispatchRequest(req request) (any, *rpcError) {
 			return resourceTemplates, nil
 		}
 	case "resources/read":
-		return s.resourcesRead(req)
+		return withResourceURI(req, s.resourcesRead)
 	case "resources/subscribe":
 		if req.version < revModern {
-			return s.resourcesSubscribe(req)
+			return withResourceURI(req, s.resourcesSubscribe)
 		}
 	case "resources/unsubscribe":
 		if req.version < revModern {
-			return s.resourcesUnsubscribe(req)
+			return withResourceURI(req, s.resourcesUnsubscribe)
 		}
 	}
 	return nil, &rpcError{-32601, "Method not found: " + req.method}

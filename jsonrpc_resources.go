@@ -28,17 +28,17 @@ func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 	return object{{"resources", list}}, nil
 }
 
-// resourceURI returns the uri param of a resources/* request.
-func (req request) resourceURI() (string, *rpcError) {
+// withResourceURI runs handle with the uri param of a resources/* request, or refuses it.
+func withResourceURI(req request, handle func(request, string) (any, *rpcError)) (any, *rpcError) {
 	p, err := req.paramsObject()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	uri, ok := p.str("uri")
 	if !ok && p.has("uri") {
-		return "", errInvalidParams("Invalid Crosstalk subscription URI.")
+		return nil, errInvalidParams("Invalid Crosstalk subscription URI.")
 	}
-	return uri, nil
+	return handle(req, uri)
 }
 
 // resourceError maps a domain or storage error of a resources/* request for
@@ -55,11 +55,7 @@ func resourceError(rev protocolRevision, err error) *rpcError {
 }
 
 // resourcesRead returns a snapshot of a group, or of a member's wake events or receipts, as JSON text.
-func (s *server) resourcesRead(req request) (any, *rpcError) {
-	uri, rerr := req.resourceURI()
-	if rerr != nil {
-		return nil, rerr
-	}
+func (s *server) resourcesRead(req request, uri string) (any, *rpcError) {
 	var snapshot object
 	err := retryBusy(func() error {
 		// A receipts URI is authorized as the wakeup URI of the same member.
@@ -115,11 +111,7 @@ func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 }
 
 // resourcesSubscribe starts watching a resource for this session.
-func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
-	uri, rerr := req.resourceURI()
-	if rerr != nil {
-		return nil, rerr
-	}
+func (s *server) resourcesSubscribe(req request, uri string) (any, *rpcError) {
 	if err := retryBusy(func() error { return s.subs.subscribe(uri) }); err != nil {
 		return nil, resourceError(req.version, err)
 	}
@@ -128,11 +120,7 @@ func (s *server) resourcesSubscribe(req request) (any, *rpcError) {
 
 // resourcesUnsubscribe stops a subscription. Unsubscribing a joined
 // context's wakeup resource also leaves the group, as in the original.
-func (s *server) resourcesUnsubscribe(req request) (any, *rpcError) {
-	uri, rerr := req.resourceURI()
-	if rerr != nil {
-		return nil, rerr
-	}
+func (s *server) resourcesUnsubscribe(req request, uri string) (any, *rpcError) {
 	if !isWakeupURI(uri) {
 		s.subs.unsubscribe(uri)
 		return object{}, nil
