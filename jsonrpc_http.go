@@ -201,7 +201,7 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case v != "" && !stateless && !slices.Contains(allProtocolVersions, v):
 		httpRefuse(w, http.StatusBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+".")
 	case r.Method == http.MethodPost:
-		t.post(w, r, id)
+		t.post(w, r, id, stateless)
 	case r.Method == http.MethodGet:
 		t.get(w, r, id)
 	case r.Method == http.MethodDelete:
@@ -247,8 +247,8 @@ func (m httpMessage) answersOnStream() bool {
 	return m.isRequest() && (m.Method == "subscriptions/listen" || m.Method == "tools/call" && waiting != nil && waiting.wait != nil)
 }
 
-// post handles one POSTed JSON-RPC message (or a 2025-03-26 batch).
-func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) {
+// post handles one POSTed JSON-RPC message (or a 2025-03-26 batch); stateless: its version header is past 2025's.
+func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string, stateless bool) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		httpRefuse(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: Content-Type must be application/json.")
 		return
@@ -282,9 +282,8 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string) 
 		return
 	}
 	msg := readHTTPMessage(body)
-	v := r.Header.Get("Mcp-Protocol-Version")
 	switch {
-	case msg.Meta.protocolVersion != "" || (v != "" && v > supportedProtocolVersions[0]):
+	case msg.Meta.protocolVersion != "" || stateless:
 		t.postStateless(w, r, body, msg)
 	case id == "" && msg.Method == "initialize" && msg.isRequest():
 		t.postInitialize(w, r, body)
