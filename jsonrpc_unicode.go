@@ -51,7 +51,7 @@ func escapedUnit(raw []byte, i int) (rune, bool) {
 	return rune(r), err == nil
 }
 
-// rawJSON is JSON text written as it came, such as a request id.
+// rawJSON is valid JSON text written as it came, such as a request id.
 type rawJSON json.RawMessage
 
 // writePyJSON writes r as it came, but a string literal re-escaped as the
@@ -72,12 +72,10 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 		case c == '\\' && i+1 < len(body):
 			switch e := body[i+1]; e {
 			case 'u':
-				if r, ok := escapedUnit(body, i); ok {
-					writePyRune(b, r)
-					i += 6
-					continue
-				}
-				b.WriteString(`\u`)
+				r, _ := escapedUnit(body, i) // in valid JSON four hex digits follow
+				writePyRune(b, r)
+				i += 6
+				continue
 			case '/':
 				b.WriteByte('/')
 			default:
