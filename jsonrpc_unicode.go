@@ -27,10 +27,7 @@ func unicodeJSON(raw []byte) bool {
 			i += 2
 			continue
 		}
-		r, ok := escapedUnit(raw, i)
-		if !ok {
-			return false
-		}
+		r, _ := escapedUnit(raw, i) // in valid JSON four hex digits follow
 		i += 6
 		if utf16.IsSurrogate(r) {
 			// Only a high half followed by an escaped low half decodes.
