@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"database/sql"
 	"encoding/json"
@@ -119,21 +118,15 @@ func auditLen(value any) (int, bool) {
 }
 
 // auditRequestID renders a JSON-RPC id as the original's str() does: a string
-// as-is, an integer as its digits, a fraction as a Python float.
+// as-is, an integer as its digits, a fraction as a Python float. decodeRequest
+// admits no other id, and passes it without the space around it.
 func auditRequestID(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
 	var s string
 	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
 		return s, unicodeJSON(raw) // else NULL, not the id altered
-	}
-	switch string(raw) {
-	case "true":
-		return "True", true
-	case "false":
-		return "False", true
 	}
 	return pyNumber(string(raw)), true
 }
