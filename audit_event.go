@@ -124,8 +124,7 @@ func auditRequestID(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
-	var s string
-	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+	if s, ok := decodeJSONString(raw); ok {
 		return s, unicodeJSON(raw) // else NULL, not the id altered
 	}
 	return pyNumber(string(raw)), true
