@@ -149,10 +149,9 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 	if req.params == nil || json.Unmarshal(req.params, &p) != nil || p.Notifications == nil {
 		return errInvalidParams("subscriptions/listen notifications must be an object.")
 	}
-	subID := rawJSON(req.id)
 	uris := s.listenURIs(p.Notifications.ResourceSubscriptions)
 	return s.inflight.start(req.id, meta.progressToken, func(r *inflightRequest) (any, *rpcError) {
-		tag := object{{metaSubscriptionID, subID}}
+		tag := object{{metaSubscriptionID, rawJSON(req.id)}}
 		ack := object{{"_meta", tag}, {"notifications", object{{"resourceSubscriptions", stringList(uris)}}}}
 		if err := r.notify("notifications/subscriptions/acknowledged", ack); err != nil {
 			return nil, errInternal
