@@ -38,7 +38,7 @@ type wakeupRow struct {
 	Sender, Excerpt     string // of the message that woke the target
 	Priority, Relevance string
 	Steps               []wakeupStep
-	Pending             bool
+	Pending             bool // unacknowledged: no path has delivered it yet
 }
 
 // wakeupStep is one delivery state of a wake event: created, notified,
@@ -154,7 +154,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	out := make([]wakeupRow, 0, len(events))
 	for _, d := range events {
 		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(truncateUTF8(d.contextID, auditValueMaxBytes), "—"), Relevance: d.relevance,
-			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.readAt == nil}
+			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.acknowledgedAt == nil}
 		w.Target = firstNonEmpty(names[d.contextID], w.ContextID)
 		w.Sender, w.Excerpt = excerpts[d.messageID][0], excerpts[d.messageID][1]
 		delivered := "delivered"

@@ -127,7 +127,9 @@ func TestChatWakeupReadOnlyWhenItsMessageIs(t *testing.T) {
 		want        string
 	}{
 		{"read by a read tool", true, "delivered · tool:true,read:true pending=false"},
-		{"acknowledged by a Stop notice, still unread", false, "delivered · hook:true,read:false pending=true"},
+		// Delivered, so no longer waiting, as the Wakeups header and the
+		// Overview count it; not read, since its message is not.
+		{"acknowledged by a Stop notice, still unread", false, "delivered · hook:true,read:false pending=false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newObserveFixture(t)

@@ -85,8 +85,8 @@ func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join strin
 
 // wakeupDeliveries returns the wake events of one group (every member's when
 // contextID is empty), oldest first, with their delivery states; limit caps
-// the newest rows returned (0 means all), counting waiting ones first when
-// waitingFirst. q may be a read-only handle.
+// the newest rows returned (0 means all), counting waiting (unacknowledged)
+// ones first when waitingFirst. q may be a read-only handle.
 func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool) ([]delivery, error) {
 	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id")
 	if err != nil {
@@ -100,7 +100,7 @@ func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool)
 		query += " WHERE w.context_id = ?"
 		args = append(args, contextID)
 	}
-	query += " ORDER BY " + map[bool]string{true: "read_at IS NULL DESC, "}[waitingFirst] + "w.id DESC"
+	query += " ORDER BY " + map[bool]string{true: "w.acknowledged_at IS NULL DESC, "}[waitingFirst] + "w.id DESC"
 	if limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, limit)
