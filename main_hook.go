@@ -126,6 +126,11 @@ func parseHookRequest(client, event, contextID string, stdin io.Reader) (*hookRe
 	if err := json.NewDecoder(stdin).Decode(&payload); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read %s payload: %w", client, err)
 	}
+	// VS Code runs Claude Code's hooks too, sending camelCase fields, and
+	// reads only its own answers: output the model never sees marks nothing read.
+	if _, vscode := payload["hookEventName"]; vscode && client == "claude-code" {
+		c = hookClients["vscode"]
+	}
 	name := cmp.Or(event, payload.str(c.eventKeys...))
 	if name == "" {
 		return nil, fmt.Errorf("no --event and no event name in the %s payload; printing nothing", client)

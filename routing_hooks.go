@@ -85,8 +85,9 @@ func geminiRetry(_, text string) string {
 
 // hookClients are the clients `hook --client` accepts.
 var hookClients = map[string]*hookClient{
-	// Claude Code's hooks also run under VS Code, which sends camelCase.
-	"claude-code": {sessionKeys: []string{"session_id", "sessionId"}, eventKeys: []string{"hook_event_name", "hookEventName"},
+	// Claude Code's hooks also run under VS Code, which sends camelCase and
+	// is answered as "vscode" (parseHookRequest).
+	"claude-code": {sessionKeys: []string{"session_id"}, eventKeys: []string{"hook_event_name"},
 		events: map[string]hookEvent{
 			"SessionStart":     {eventStart, claudeContext},
 			"UserPromptSubmit": {eventContext, claudeContext},

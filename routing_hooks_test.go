@@ -357,6 +357,11 @@ func TestHookAnswersExactly(t *testing.T) {
 func TestHookEventNames(t *testing.T) {
 	f := newHookFixture(t, "sess-1")
 	f.sendAs(t, "@bob hi")
+	// VS Code running Claude Code's hooks: answered as VS Code, whose
+	// UserPromptSubmit output never reaches the model, so it prints nothing.
+	if out, _, _ := runHookCLI(t, []byte(`{"sessionId": "sess-1", "hookEventName": "UserPromptSubmit"}`), "--client", "claude-code"); out != "" {
+		t.Errorf("claude-code under VS Code at UserPromptSubmit printed %q; want nothing, the mail kept unread", out)
+	}
 	out, _, _ := runHookCLI(t, []byte(`{"sessionId": "sess-1", "hookEventName": "PostToolUse"}`), "--client", "claude-code")
 	if !strings.Contains(additionalContext(t, out, true), "@bob hi") {
 		t.Errorf("claude-code with camelCase fields printed %q; want the mail", out)
