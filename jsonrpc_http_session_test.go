@@ -442,7 +442,7 @@ func TestHTTPLargeAnswerReachesSlowReader(t *testing.T) {
 			b := s.client(t, "")
 			b.initialize()
 			b.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob"}, nil)
-			text := strings.Repeat("x", 12<<20) // about 1.2 s at slowReader's pace
+			text := strings.Repeat("x", 6<<20) // about 0.6 s at slowReader's pace, twice the write timeout
 			b.ok("send_message", map[string]any{"group_id": g, "context_id": "ctx-b", "name": "bob", "message": text}, nil)
 			conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
 			if err != nil {
@@ -478,7 +478,9 @@ func TestHTTPLargeAnswerReachesSlowReader(t *testing.T) {
 // the client to initialize again; neither is a connection cut unanswered.
 func TestHTTPLargeBodyFromSlowSender(t *testing.T) {
 	s, a, g := newHTTPMember(t, "uplink")
-	s.t.limits.writeTimeout = 300 * time.Millisecond
+	// Generous beside the refusal's own time under -race on a loaded
+	// machine, which 300 ms was not; still shorter than the body's 2.4 s.
+	s.t.limits.writeTimeout = 1500 * time.Millisecond
 	send := a.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
 		"caller_name": "t", "group_id": g, "context_id": "ctx-a", "name": "alice", "message": strings.Repeat("x", 4<<20)}})
 	tests := []struct {
@@ -498,8 +500,8 @@ func TestHTTPLargeBodyFromSlowSender(t *testing.T) {
 			defer conn.Close()
 			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
 				"Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n", tt.session, len(send))
-			for chunk := range slices.Chunk(send, 256<<10) { // 4 MiB in 16 pieces, 50 ms apart: 0.8 s
-				time.Sleep(50 * time.Millisecond)
+			for chunk := range slices.Chunk(send, 256<<10) { // 4 MiB in 16 pieces, 150 ms apart: 2.4 s
+				time.Sleep(150 * time.Millisecond)
 				conn.Write(chunk)
 			}
 			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
