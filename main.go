@@ -132,6 +132,16 @@ func commandExit(command, help string, err error, stdout, stderr io.Writer) int 
 	return 2
 }
 
+// commandStatus is a command's exit status for the outcome err: 0 for nil,
+// else 1 with the error on stderr.
+func commandStatus(command string, err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", command, err)
+	return 1
+}
+
 // groupsDirFromEnv returns CROSSTALK_GROUPS_DIR, or ~/.cache/crosstalk when it
 // is unset or empty.
 func groupsDirFromEnv() (string, error) {

@@ -63,16 +63,6 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return commandStatus("status", err, stderr)
 }
 
-// commandStatus is a command's exit status for the outcome err: 0 for nil,
-// else 1 with the error on stderr.
-func commandStatus(command string, err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintf(stderr, "crosstalk-mcp %s: %v\n", command, err)
-	return 1
-}
-
 // memberStatus renders the summary runStatus prints, with the receipts of
 // the member's newest opts.events messages in each group.
 func memberStatus(st *store, opts statusOptions) (string, error) {
