@@ -77,7 +77,8 @@ func runHooksInstall(args []string, stdout, stderr io.Writer) int {
 }
 
 // run edits the settings file the command names with installHooks or
-// uninstallHooks and reports what it did on stdout.
+// uninstallHooks and reports what it did on stdout. It is long because it is
+// one sequence (read, edit, back up, write, report) that pieces would scatter.
 func (c hooksInstallCommand) run(stdout io.Writer) error {
 	home, homeErr := os.UserHomeDir()
 	cwd, err := os.Getwd()
