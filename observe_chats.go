@@ -146,7 +146,6 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	if err != nil {
 		return nil, err
 	}
-	slices.Reverse(events) // the query's order again: waiting first, then newest
 	excerpts, err := messageExcerpts(ctx, db, events)
 	if err != nil {
 		return nil, err

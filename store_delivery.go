@@ -70,11 +70,11 @@ const deliveriesTable = `CREATE TABLE IF NOT EXISTS wakeup_deliveries (
 // deliveryColumns returns the delivered_at, delivered_via columns of the
 // message and member that messageCol and contextCol name, and the join that
 // reads them (none while the group has no wakeup_deliveries). A wake event w
-// acknowledged without a row there was delivered by a read tool, or by a
-// Stop hook's notice while its message is unread.
-func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join string, err error) {
-	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', IIF(EXISTS (SELECT 1 FROM member_unread_messages mu WHERE mu.message_id = "+
-		messageCol+" AND mu.context_id = "+contextCol+"), '"+viaHook+"', '"+viaTool+"'))"
+// acknowledged without a row there was delivered by a read tool, or, while
+// unread (the caller's SQL condition that the member has not read it), by a
+// Stop hook's notice.
+func deliveryColumns(q queryer, messageCol, contextCol, unread string) (cols, join string, err error) {
+	at, via := "w.acknowledged_at", "IIF(w.acknowledged_at IS NULL, '', IIF("+unread+", '"+viaHook+"', '"+viaTool+"'))"
 	tables, err := tableNames(context.Background(), q)
 	if err != nil || !tables["wakeup_deliveries"] {
 		return at + ", " + via, "", err
@@ -85,16 +85,17 @@ func deliveryColumns(q queryer, messageCol, contextCol string) (cols, join strin
 
 // wakeupDeliveries returns the wake events of one group (every member's when
 // contextID is empty), oldest first, with their delivery states; limit caps
-// the newest rows returned (0 means all), counting waiting (unacknowledged)
-// ones first when waitingFirst. q may be a read-only handle.
+// the newest rows returned (0 means all). With waitingFirst they come as the
+// dashboard lists them: waiting (unacknowledged) ones first, then newest.
+// q may be a read-only handle.
 func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool) ([]delivery, error) {
-	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id")
+	unread := "EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id)"
+	delivered, join, err := deliveryColumns(q, "w.message_id", "w.context_id", unread)
 	if err != nil {
 		return nil, err
 	}
 	query := "SELECT w.id, w.message_id, w.context_id, w.relevance, w.priority, w.created_at, w.last_notified_at, w.acknowledged_at, " +
-		"IIF(EXISTS (SELECT 1 FROM member_unread_messages u WHERE u.message_id = w.message_id AND u.context_id = w.context_id), NULL, w.acknowledged_at) AS read_at, " +
-		delivered + " FROM wakeup_events w" + join
+		"IIF(" + unread + ", NULL, w.acknowledged_at), " + delivered + " FROM wakeup_events w" + join
 	var args []any
 	if contextID != "" {
 		query += " WHERE w.context_id = ?"
@@ -109,8 +110,9 @@ func wakeupDeliveries(q queryer, contextID string, limit int, waitingFirst bool)
 		return d, row.Scan(&d.id, &d.messageID, &d.contextID, &d.relevance, &d.priority, &d.createdAt,
 			&d.notifiedAt, &d.acknowledgedAt, &d.readAt, &d.deliveredAt, &d.deliveredVia)
 	}, query, args...)
-	// Oldest first reads as a timeline; the query took the newest.
-	slices.Reverse(out)
+	if !waitingFirst { // oldest first reads as a timeline; the query took the newest
+		slices.Reverse(out)
+	}
 	return out, err
 }
 
@@ -389,7 +391,7 @@ func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]r
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	delivered, join, err := deliveryColumns(q, "m.id", "g.context_id")
+	delivered, join, err := deliveryColumns(q, "m.id", "g.context_id", "u.message_id IS NOT NULL")
 	if err != nil {
 		return nil, err
 	}
