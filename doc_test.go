@@ -299,27 +299,12 @@ func TestMarkdownTablesHaveHeaders(t *testing.T) {
 // TestDocListsEveryEnvironmentVariable checks that doc.go's table of
 // environment variables names every variable the program reads.
 func TestDocListsEveryEnvironmentVariable(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, _ := strings.Cut(string(doc), "# Environment variables")
+	table := docSection(t, "# Environment variables", "")
 	read := regexp.MustCompile(`(?:Getenv|LookupEnv|getenv)\("([A-Z0-9_]+)"\)|"(CROSSTALK_[A-Z0-9_]+)"`)
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+	for _, pf := range productionFiles(t, token.NewFileSet()) {
+		for _, m := range read.FindAllStringSubmatch(string(pf.src), -1) {
 			if v := m[1] + m[2]; !strings.Contains(table, "//\t"+v+" ") {
-				t.Errorf("%s reads %s; want it in doc.go's environment variables", name, v)
+				t.Errorf("%s reads %s; want it in doc.go's environment variables", pf.name, v)
 			}
 		}
 	}
@@ -328,26 +313,10 @@ func TestDocListsEveryEnvironmentVariable(t *testing.T) {
 // TestDocListsEveryGoroutine checks that doc.go's goroutine table names the
 // function of every go statement, WaitGroup.Go and AfterFunc in the program.
 func TestDocListsEveryGoroutine(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, _ := strings.Cut(string(doc), "# Goroutines")
-	table, _, _ = strings.Cut(table, "# Timing constants")
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := docSection(t, "# Goroutines", "# Timing constants")
 	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, decl := range f.Decls {
+	for _, pf := range productionFiles(t, fset) {
+		for _, decl := range pf.file.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
 				continue
@@ -374,34 +343,14 @@ func TestDocListsEveryGoroutine(t *testing.T) {
 // every package-level duration: a constant or variable built from time's
 // units, or a field of defaultHTTPLimits set from them.
 func TestDocListsEveryTimingConstant(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, _ := strings.Cut(string(doc), "# Timing constants")
-	table, _, _ = strings.Cut(table, "# Environment variables")
+	table := docSection(t, "# Timing constants", "# Environment variables")
 	unit := regexp.MustCompile(`\btime\.(Nanosecond|Microsecond|Millisecond|Second|Minute|Hour)\b`)
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parser.ParseFile(fset, name, src, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, pf := range productionFiles(t, fset) {
 		text := func(n ast.Node) string {
-			return string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
+			return string(pf.src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
 		}
-		for _, decl := range f.Decls {
+		for _, decl := range pf.file.Decls {
 			gen, ok := decl.(*ast.GenDecl)
 			if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
 				continue
@@ -415,14 +364,61 @@ func TestDocListsEveryTimingConstant(t *testing.T) {
 					if lit, ok := vs.Values[i].(*ast.CompositeLit); ok {
 						for _, e := range lit.Elts {
 							if kv, ok := e.(*ast.KeyValueExpr); ok && unit.MatchString(text(kv.Value)) && !strings.Contains(table, text(kv.Key)+" ") {
-								t.Errorf("%s: %s.%s is a duration; want it in doc.go's timing table", name, id.Name, text(kv.Key))
+								t.Errorf("%s: %s.%s is a duration; want it in doc.go's timing table", pf.name, id.Name, text(kv.Key))
 							}
 						}
 					} else if !regexp.MustCompile(`\b` + id.Name + `\b`).MatchString(table) {
-						t.Errorf("%s: %s is a duration; want it in doc.go's timing table", name, id.Name)
+						t.Errorf("%s: %s is a duration; want it in doc.go's timing table", pf.name, id.Name)
 					}
 				}
 			}
 		}
 	}
+}
+
+// docSection returns doc.go's text from the heading start up to the heading
+// end ("" for the rest of the file).
+func docSection(t *testing.T, start, end string) string {
+	t.Helper()
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), start)
+	if end != "" {
+		section, _, _ = strings.Cut(section, end)
+	}
+	return section
+}
+
+// productionFile is one of the package's non-test files, read and parsed.
+type productionFile struct {
+	name string
+	src  []byte
+	file *ast.File
+}
+
+// productionFiles reads and parses the package's non-test files into fset.
+func productionFiles(t *testing.T, fset *token.FileSet) []productionFile {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []productionFile
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, productionFile{name, src, f})
+	}
+	return out
 }

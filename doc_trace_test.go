@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"os"
 	"os/exec"
@@ -146,18 +145,10 @@ func productionFuncs(t *testing.T) []funcSpan {
 	t.Helper()
 	fset := token.NewFileSet()
 	var out []funcSpan
-	files, _ := filepath.Glob("*.go")
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
+	for _, pf := range productionFiles(t, fset) {
+		for _, d := range pf.file.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok {
-				out = append(out, funcSpan{name, fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line})
+				out = append(out, funcSpan{pf.name, fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line})
 			}
 		}
 	}
