@@ -404,12 +404,8 @@ func TestDoctorLeavesUnreadableGroup(t *testing.T) {
 	}
 	dir := t.TempDir()
 	st := newTestStore(t, dir)
-	g, err := st.createGroup("alice", "team", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := groupFile(dir, newTestGroup(t, st, "team", "alice"))
 	st.close()
-	path := groupFile(dir, g.groupID)
 	old := time.Now().Add(-2 * doctorGracePeriod)
 	if err := errors.Join(os.Chtimes(path, old, old), os.Chmod(path, 0)); err != nil {
 		t.Fatal(err)
@@ -429,14 +425,10 @@ func TestDoctorLeavesUnreadableGroup(t *testing.T) {
 func TestDoctorKeepsGroupWithoutSearchIndex(t *testing.T) {
 	dir := t.TempDir()
 	st := newTestStore(t, dir)
-	g, err := st.createGroup("alice", "team", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := groupFile(dir, newTestGroup(t, st, "team", "alice"))
 	st.close()
-	path := groupFile(dir, g.groupID)
 	db := openSQLite(sqliteDSN(path, "rw"), 1)
-	err = execAll(db, "DROP TRIGGER messages_search_after_insert", "DROP TRIGGER messages_search_after_delete",
+	err := execAll(db, "DROP TRIGGER messages_search_after_insert", "DROP TRIGGER messages_search_after_delete",
 		"DROP TRIGGER messages_search_after_content_update", "DROP TABLE message_search")
 	if err = errors.Join(err, db.Close()); err != nil {
 		t.Fatal(err)
