@@ -61,7 +61,7 @@ func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpL
 	t.done, t.stop = context.WithCancel(context.Background())
 	t.every(limits.sessionIdle/4, nil, func(bool) {
 		cutoff := time.Now().Add(-t.limits.sessionIdle).UnixNano()
-		t.endWhere(func(s *httpSession) bool { return s.busy.Load() == 0 && s.lastUsed.Load() < cutoff })
+		t.endWhere(func(s *httpSession) bool { return s.idleSince(cutoff) })
 	})
 	return t
 }
@@ -136,12 +136,12 @@ func (t *httpTransport) admitSession(w http.ResponseWriter, client string) bool 
 	cutoff, lru := time.Now().Add(-t.limits.sessionReclaim).UnixNano(), (*httpSession)(nil)
 	t.mu.Lock()
 	for _, s := range t.sessions {
-		if s.client == client && s.busy.Load() == 0 && s.lastUsed.Load() < cutoff && (lru == nil || s.lastUsed.Load() < lru.lastUsed.Load()) {
+		if s.client == client && s.idleSince(cutoff) && (lru == nil || s.lastUsed.Load() < lru.lastUsed.Load()) {
 			lru = s
 		}
 	}
 	t.mu.Unlock()
-	t.endWhere(func(s *httpSession) bool { return s == lru && s.busy.Load() == 0 })
+	t.endWhere(func(s *httpSession) bool { return s == lru && s.idleSince(cutoff) })
 	return t.sessionQuota.acquire(w, client)
 }
 
@@ -195,7 +195,7 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The server has no WriteTimeout (SSE streams must outlive one), so each
 	// response gets a deadline of its own, which streams extend per write.
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+	http.NewResponseController(w).SetWriteDeadline(t.limits.deadline(0))
 	id, v := r.Header.Get("Mcp-Session-Id"), r.Header.Get("Mcp-Protocol-Version")
 	switch stateless := r.Method == http.MethodPost && v > supportedProtocolVersions[0]; { // post checks its version against its body
 	case v != "" && !stateless && !slices.Contains(allProtocolVersions, v):
@@ -264,9 +264,9 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string, 
 	var body []byte
 	var err error
 	if rc := http.NewResponseController(w); r.ContentLength <= t.limits.maxBody {
-		rc.SetReadDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(max(r.ContentLength, 0)>>16)*time.Second))
+		rc.SetReadDeadline(t.limits.deadline(int(max(r.ContentLength, 0))))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
-		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+		rc.SetWriteDeadline(t.limits.deadline(0))
 	}
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge || r.ContentLength > t.limits.maxBody {
 		httpRefuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds %d bytes.", t.limits.maxBody))
@@ -342,8 +342,7 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 	// The token may have been revoked while the body came, and endWhere
 	// ran before s was listed.
 	if t.tokens != nil && t.tokens.find(s.owner) == nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
-		httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
+		refuseUnauthorized(w)
 		return
 	}
 	t.exchange(w, r, s, body, msg)

@@ -60,6 +60,13 @@ var defaultHTTPLimits = httpLimits{
 	keepAlive:            15 * time.Second,
 }
 
+// deadline is when a write (or the read of a body) of n bytes must be done:
+// writeTimeout, plus a second per 64 KiB, so that a slow but steady link
+// still moves a large answer or message.
+func (l httpLimits) deadline(n int) time.Time {
+	return time.Now().Add(l.writeTimeout + time.Duration(n>>16)*time.Second)
+}
+
 // httpGuard is the HTTP transport's outer layer: every request passes its
 // Origin, bearer-token and (on a loopback bind without a token) Host checks
 // before any MCP code or storage sees it, so a refused request touches nothing.
@@ -119,8 +126,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.tokens != nil {
 		tok := g.tokens.authenticate(r.Header.Get("Authorization"))
 		if tok == nil {
-			h.Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
-			httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
+			refuseUnauthorized(w)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), bearerKey{}, tok))
@@ -145,6 +151,12 @@ func httpRefuse(w http.ResponseWriter, status int, msg string) {
 		code = -32001
 	}
 	writeHTTPJSON(w, status, pyJSON(errorResponse(nil, &rpcError{code, msg})))
+}
+
+// refuseUnauthorized answers 401 with the challenge a bearer client expects.
+func refuseUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="crosstalk-mcp"`)
+	httpRefuse(w, http.StatusUnauthorized, "Unauthorized: a valid bearer token is required.")
 }
 
 // writeHTTPJSON writes one JSON body, text as pyJSON writes stdio's lines.

@@ -54,6 +54,12 @@ func (s *httpSession) use() (done func()) {
 	}
 }
 
+// idleSince reports whether s has no request or stream in progress and
+// was last used before cutoff (unix nanoseconds): one that may be ended.
+func (s *httpSession) idleSince(cutoff int64) bool {
+	return s.busy.Load() == 0 && s.lastUsed.Load() < cutoff
+}
+
 // end stops the session's poller and ends its streams; it is idempotent.
 func (s *httpSession) end() {
 	s.endOnce.Do(func() {
@@ -201,7 +207,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		// The answer's deadline starts now, not at the request's start: a
 		// send stored after a slow body must still be answered.
 		text := pyJSON(reply)
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(len(text)>>16)*time.Second))
+		http.NewResponseController(w).SetWriteDeadline(t.limits.deadline(len(text)))
 		// An answer ready at once: only in-flight requests use the router.
 		// 2026-07-28's protocol errors have HTTP statuses of their own, as has
 		// an error to a response or notification (202 or an error, never 200).
@@ -247,7 +253,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 	// write sets its deadline before it checks ex, and the cut-off moves it
 	// to the past once ex is done, so no write outlives a cut-off.
 	write := func(text string) error {
-		rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout + time.Duration(len(text)>>16)*time.Second))
+		rc.SetWriteDeadline(t.limits.deadline(len(text)))
 		if err := ex.ctx.Err(); err != nil {
 			return err
 		}
@@ -265,7 +271,7 @@ func (t *httpTransport) stream(w http.ResponseWriter, r *http.Request, ex *httpE
 		if !stopCut() {
 			<-cut
 			// A stream cut while idle still ends whole; a cut write's error is sticky.
-			rc.SetWriteDeadline(time.Now().Add(t.limits.writeTimeout))
+			rc.SetWriteDeadline(t.limits.deadline(0))
 		}
 	}()
 	if write("") != nil { // flushes the headers
