@@ -23,8 +23,8 @@
 //  2. storeSends calls store.sendMessages (store_sendbatch.go) once for the
 //     run, with one 3 s busy window (an HTTP send's, its request's): withHandle
 //     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
-//     queue → storeQueued → writeLocked: the cross-process write queue
-//     (store_writequeue*.go), BEGIN IMMEDIATE, a look that the group's file
+//     queue → storeQueued → writeLocked: BEGIN IMMEDIATE, tried every
+//     millisecond while another process writes, a look that the group's file
 //     is still there, sendBatch.write (membership, route in routing.go,
 //     rows, wake events, revisions), a last look at each send's context,
 //     COMMIT. A line of 16 MiB or more runs alone, holding nothing of its
@@ -44,9 +44,9 @@
 //
 // That path runs through main.go, jsonrpc.go, jsonrpc_session.go,
 // jsonrpc_groupcommit.go, tools.go, tools_messages.go, store.go,
-// store_sqlite.go, store_python.go, store_sendbatch.go, store_writequeue.go,
-// store_writequeue_unix.go, store_messages.go, store_signature.go, routing.go,
-// routing_watch.go, routing_watch_linux.go and routing_subscriptions.go.
+// store_sqlite.go, store_python.go, store_sendbatch.go, store_messages.go,
+// store_signature.go, routing.go, routing_watch.go, routing_watch_linux.go
+// and routing_subscriptions.go.
 // TestSendTrace plays it with a coverage build and holds this list to the
 // files whose functions run for the send; the functions that run are about
 // 1,820 of these files' 3,630 lines.
@@ -91,8 +91,7 @@
 //
 //	busy_timeout 100 ms        store_sqlite.go     SQLite's busy handler is unfair between processes; retry instead
 //	busyRetryWindow 3 s        store_sqlite.go     then answer sqlite_busy; backoff 25 ms doubling to 400 ms, jittered
-//	writeQueueWait 250 ms      store_writequeue.go a longer wait means the holder is stuck; SQLite's lock is still correct
-//	queuePoll 1 ms             store_writequeue_unix.go a blocked flock cannot time out; Go sleeps no shorter on Linux
+//	writeLockWait 250 ms, tried every 1 ms store.go SQLite's busy handler sleeps while the lock sits free; longer means the holder is stuck
 //	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
 //	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
 //	watchCoalesce 2 ms, watchCoalesceMax 16 ms routing_watch.go events of many groups read in one batch under load

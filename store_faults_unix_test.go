@@ -3,14 +3,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,4 +245,101 @@ func TestDoctorRepairKeepsFilesInTheDirectory(t *testing.T) {
 	if moved, _ := filepath.Glob(filepath.Join(outside, "*")); len(moved) > 0 || code != 1 {
 		t.Errorf("doctor --repair with damaged/ a symlink: got exit %d, %q, files moved out %v; want exit 1, none moved", code, out.String(), moved)
 	}
+}
+
+// TestSendsBehindStoppedWriter fires 20 sends, each with its own context,
+// at a group whose write lock another process holds while stopped, and
+// cancels half of them: a cancelled send is never stored, and every send is
+// answered within its own busy window, however many wait beside it.
+func TestSendsBehindStoppedWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		resumeAt time.Duration // when the writer resumes; 0 after every answer
+	}{
+		{"resumed within the window", 2 * time.Second},
+		{"stopped past the window", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newTestStore(t, t.TempDir())
+			g := newTestGroup(t, st, "stopped", "alice", "bob")
+			resume := stoppedWriter(t, st, g)
+			if tc.resumeAt > 0 {
+				time.AfterFunc(tc.resumeAt, resume)
+			}
+			const sends = 20
+			errs, took := make([]error, sends), make([]time.Duration, sends)
+			var wg sync.WaitGroup
+			for i := range sends {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if i%2 == 1 {
+					time.AfterFunc(time.Second, cancel)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Duration(i) * 25 * time.Millisecond)
+					start := time.Now()
+					_, _, errs[i] = st.sendMessages(ctx, g, []outgoing{{contextID: "alice", name: "alice", text: fmt.Sprintf("send %d", i), priority: "normal"}})
+					took[i] = time.Since(start)
+				}()
+			}
+			wg.Wait()
+			resume()
+			db := openTestDB(t, st.groupPath(g), "ro")
+			for i := range sends {
+				stored := queryInt(t, db, "SELECT COUNT(*) FROM messages WHERE content = ?", fmt.Sprintf("send %d", i))
+				switch {
+				case took[i] > 6*time.Second:
+					t.Errorf("send %d answered %v after it started; want within its busy window of %v", i, took[i], busyRetryWindow)
+				case i%2 == 1 && (stored != 0 || !errors.Is(errs[i], context.Canceled)):
+					t.Errorf("cancelled send %d: got %d stored, error %v; want none stored, context.Canceled", i, stored, errs[i])
+				case i%2 == 0 && tc.resumeAt > 0 && (stored != 1 || errs[i] != nil):
+					t.Errorf("send %d: got %d stored, error %v; want it stored once the writer resumed", i, stored, errs[i])
+				case i%2 == 0 && tc.resumeAt == 0 && (stored != 0 || !isBusy(errs[i]) || took[i] < busyRetryWindow-100*time.Millisecond):
+					t.Errorf("send %d: got %d stored, error %v after %v; want busy after its window", i, stored, errs[i], took[i])
+				}
+			}
+			t.Logf("answer times: %v", took)
+		})
+	}
+}
+
+// stoppedWriter starts sqlite3(1) holding an IMMEDIATE transaction on group
+// g's database, stops it with SIGSTOP, and returns the function that resumes
+// it and ends its transaction.
+func stoppedWriter(t *testing.T, st *store, g string) (resume func()) {
+	t.Helper()
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Skip("no sqlite3(1) to hold the group from another process")
+	}
+	holder := exec.Command("sqlite3", st.groupPath(g))
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "BEGIN IMMEDIATE;\nSELECT 'held';\n")
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("sqlite3 holding the group: got %q, %v; want held", line, err)
+	}
+	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			holder.Process.Signal(syscall.SIGCONT)
+			stdin.Close() // sqlite3 rolls back and exits
+			holder.Wait()
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }

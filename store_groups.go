@@ -124,26 +124,16 @@ func (s *store) listGroups() ([]groupMeta, error) {
 }
 
 // groupsOnDisk returns the ids of the group databases in dir, regular files
-// only (opening a FIFO blocks), and removes the write-queue side files that
-// a group deleted by the original, which does not know them, leaves behind.
+// only (opening a FIFO blocks).
 func (s *store) groupsOnDisk() (map[string]bool, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3*"))
+	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
 	if err != nil {
 		return nil, err
 	}
 	onDisk := map[string]bool{}
-	var queues []string
 	for _, name := range names {
-		base := filepath.Base(name)
-		if id, ok := groupIDOfFile(base); ok && s.groupExists(id) {
+		if id, ok := groupIDOfFile(filepath.Base(name)); ok && s.groupExists(id) {
 			onDisk[id] = true
-		} else if id, ok := strings.CutSuffix(base, ".sqlite3"+writeQueueSuffix); ok && validateGroupID(id) == nil {
-			queues = append(queues, id)
-		}
-	}
-	for _, id := range queues {
-		if !onDisk[id] {
-			removeWriteQueue(s.groupPath(id))
 		}
 	}
 	return onDisk, nil
@@ -320,13 +310,11 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// removeDatabaseFiles deletes a database and its -wal, -shm and write-queue
-// side files.
+// removeDatabaseFiles deletes a database, its -wal and -shm files, and the
+// empty -wq lock file that earlier builds of this server kept beside it.
 func removeDatabaseFiles(path string) error {
 	var errs []error
-	// The write queue's side file goes last, after the database: a writer
-	// that finds the database gone never recreates it (lockWriteQueue).
-	for _, p := range []string{path, path + "-wal", path + "-shm", path + writeQueueSuffix} {
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-wq"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

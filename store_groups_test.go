@@ -94,8 +94,12 @@ func TestDeleteGroupRemovesFiles(t *testing.T) {
 	if _, err := os.Stat(path + "-wal"); err != nil {
 		t.Fatalf("expected a -wal file while the group is open: %v", err)
 	}
+	// Earlier builds kept an empty lock file "-wq" beside each group.
+	if err := os.WriteFile(path+"-wq", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustCall(t, s, "delete_group", map[string]any{"group_id": g, "context_id": "alice"})
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-wq"} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: got %v; want it removed", filepath.Base(p), err)
 		}

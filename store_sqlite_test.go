@@ -14,7 +14,8 @@ func TestBusyRetry(t *testing.T) {
 		hold   time.Duration
 		isBusy bool
 	}{
-		{"held 200 ms is retried into success", 200 * time.Millisecond, false},
+		{"held 200 ms is waited for", 200 * time.Millisecond, false},
+		{"held past writeLockWait is retried into success", writeLockWait + 400*time.Millisecond, false},
 		{"held past the retry window is busy", busyRetryWindow + 500*time.Millisecond, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
