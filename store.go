@@ -118,8 +118,8 @@ func (t groupTx) QueryRow(q string, args ...any) rowScanner {
 	return st.QueryRow(args...)
 }
 
-// writeLocked runs fn in one BEGIN IMMEDIATE transaction (inTx says why) on
-// the write connection, whose writeTurn the caller holds.
+// writeLocked runs fn in one BEGIN IMMEDIATE transaction on the write
+// connection, whose writeTurn the caller holds.
 func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 	if h.conn == nil {
 		conn, err := h.db.Conn(context.Background())
