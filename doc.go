@@ -91,7 +91,7 @@
 //
 //	busy_timeout 100 ms        store_sqlite.go     SQLite's busy handler is unfair between processes; retry instead
 //	busyRetryWindow 3 s        store_sqlite.go     then answer sqlite_busy; backoff 25 ms doubling to 400 ms, jittered
-//	writeLockWait 250 ms, tried every 1 ms store.go SQLite's busy handler sleeps while the lock sits free; longer means the holder is stuck
+//	writeLockWait 250 ms       store.go            BEGIN IMMEDIATE tried every 1 ms, as SQLite's busy handler sleeps while the lock sits free; longer means the holder is stuck
 //	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
 //	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
 //	watchCoalesce 2 ms, watchCoalesceMax 16 ms routing_watch.go events of many groups read in one batch under load
