@@ -126,11 +126,6 @@ func (h *groupHandle) writeLocked(fn func(tx groupTx) error) error {
 		if err != nil {
 			return err
 		}
-		// beginImmediate waits for the lock itself.
-		if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 0"); err != nil {
-			conn.Close()
-			return err
-		}
 		h.conn, h.stmts = conn, map[string]*sql.Stmt{}
 	}
 	tx := groupTx{h}
@@ -164,8 +159,14 @@ const writeLockWait = 250 * time.Millisecond
 // while another connection holds the lock. SQLite's busy handler sleeps up
 // to 100 ms between tries, so the lock would sit free while every waiter
 // sleeps (p99 of a burst of 8 processes' sends: about 130 ms, not 30 ms).
-// 1 ms is as soon as Go's timers wake on Linux.
+// 1 ms is as soon as Go's timers wake on Linux. The handler is off only for
+// BEGIN: in a file with a rollback journal (restored from a VACUUM INTO
+// backup, say) COMMIT waits through it for readers to let go.
 func (t groupTx) beginImmediate() error {
+	if _, err := t.Exec("PRAGMA busy_timeout = 0"); err != nil {
+		return err
+	}
+	defer t.Exec("PRAGMA busy_timeout = 100") // the DSN's
 	deadline := time.Now().Add(writeLockWait)
 	for {
 		_, err := t.Exec("BEGIN IMMEDIATE")
