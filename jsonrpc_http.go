@@ -159,12 +159,19 @@ func (t *httpTransport) newSession(id string, r *http.Request) *httpSession {
 	srv := newServerWriting(ctx, t.store, router, cfg)
 	srv.changes = t.changes
 	srv.subs.followWatch(t.changes)
-	s := &httpSession{id: id, client: hostOf(r.RemoteAddr), owner: tok.sum, srv: srv, router: router, stop: stop}
+	s := &httpSession{id: id, client: quotaClient(r), owner: tok.sum, srv: srv, router: router, stop: stop}
 	if t.audit != nil {
 		srv.audit = t.audit.observe
 	}
 	s.lastUsed.Store(time.Now().UnixNano())
 	return s
+}
+
+// quotaClient is whom r's sessions and streams count against: its address
+// and its token, so that agents sharing an address (one machine, one proxy)
+// never end or crowd out one another's sessions.
+func quotaClient(r *http.Request) string {
+	return fmt.Sprintf("%s %x", hostOf(r.RemoteAddr), bearer(r).sum)
 }
 
 // session returns the live session id names if r's token opened it, or
@@ -305,7 +312,7 @@ func accepts(r *http.Request, mediaType string) bool {
 
 // postInitialize starts a 2025-era session, kept only if initialize succeeds.
 func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, body []byte) {
-	if !t.admitSession(w, hostOf(r.RemoteAddr)) {
+	if !t.admitSession(w, quotaClient(r)) {
 		return
 	}
 	s := t.newSession(randomHex(16), r)

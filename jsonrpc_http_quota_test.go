@@ -62,3 +62,23 @@ func TestHTTPSessionQuotaEndsIdlest(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPSessionQuotaPerToken has two agents' tokens share one address (one
+// machine, or one proxy): an agent at its session quota ends only its own
+// idle sessions, never another token's, which belongs to that token alone.
+func TestHTTPSessionQuotaPerToken(t *testing.T) {
+	tokens, _ := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+	s := newHTTPTokensServer(t, tokens, httpLimits{maxSessionsPerClient: 2, sessionReclaim: time.Nanosecond})
+	alice := s.client(t, "alice-secret")
+	alice.initialize()
+	waitUntil(t, "alice's initialize done", func() bool { return s.serving.Load() == 0 })
+	for i := range 3 {
+		bob := s.client(t, "bob-secret")
+		if got, body := statusOf(bob, http.MethodPost, string(bob.request("initialize", map[string]any{"protocolVersion": "2025-11-25"})), nil); got != http.StatusOK {
+			t.Fatalf("bob's session %d: got status %d (%s); want 200", i+1, got, body)
+		}
+	}
+	if got, body := statusOf(alice, http.MethodPost, string(alice.request("tools/list", nil)), nil); got != http.StatusOK {
+		t.Errorf("alice's session after bob's three: got status %d (%s); want 200", got, body)
+	}
+}

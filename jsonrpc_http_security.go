@@ -35,13 +35,13 @@ import (
 const (
 	httpMaxSessions         = 1024 // 2025-era sessions in total
 	httpMaxStreams          = 512  // open SSE streams in total
-	httpMaxStreamsPerClient = 256  // open SSE streams from one remote IP
+	httpMaxStreamsPerClient = 256  // open SSE streams of one client (quotaClient)
 )
 
 // httpLimits are the tunables tests shrink; production uses defaultHTTPLimits.
 type httpLimits struct {
 	maxBody              int64         // bytes in one POST body
-	maxSessionsPerClient int           // sessions from one remote IP
+	maxSessionsPerClient int           // sessions of one client (quotaClient)
 	sessionIdle          time.Duration // a session unused this long is ended
 	sessionReclaim       time.Duration // at a bound, a new session ends one of its client's idle this long
 	writeTimeout         time.Duration // one write to a client, or its body, plus 1 s per 64 KiB; slower is cut off

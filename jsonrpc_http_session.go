@@ -15,7 +15,7 @@ import (
 // 2026-07-28 request, owning a server whose output goes to a router.
 type httpSession struct {
 	id     string // "" for a stateless request
-	client string // remote IP, for the per-client bounds
+	client string // remote IP and token (quotaClient), for the per-client bounds
 	// owner is the SHA-256 of the token that opened the session (zero when
 	// the server requires none): only that token's requests reach it.
 	owner  [sha256.Size]byte
