@@ -92,13 +92,17 @@ func (t *httpTransport) every(period time.Duration, hup <-chan os.Signal, f func
 }
 
 // followTokens reloads t.tokens on SIGHUP (hup) and every tokensPoll until
-// close, and ends the sessions whose token is no longer listed.
+// close, and ends the sessions whose token is no longer listed, or listed
+// under another NAME, which their sends and audited calls would misstate.
 func (t *httpTransport) followTokens(hup <-chan os.Signal) {
 	t.every(tokensPoll, hup, func(force bool) {
 		if changed, err := t.tokens.reload(force); err != nil {
 			logf("%v; keeping the tokens loaded before", err)
 		} else if changed {
-			t.endWhere(func(s *httpSession) bool { return t.tokens.find(s.owner) == nil })
+			t.endWhere(func(s *httpSession) bool {
+				now := t.tokens.find(s.owner)
+				return now == nil || now.name != s.srv.cfg.tokenName
+			})
 		}
 	})
 }

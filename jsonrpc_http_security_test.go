@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -584,5 +585,31 @@ func TestTokensEmptyTokenNeverMatches(t *testing.T) {
 	}
 	if tok := tokens.authenticate("Bearer alice-secret"); tok == nil || tok.name != "alice" {
 		t.Errorf("authenticate alice: got %v; want alice's token", tok)
+	}
+}
+
+// TestTokensRenamedEndSessions renames a token in the tokens file, its
+// digest kept: the sessions it opened are ended, as for a removed line, so
+// that no later send or audited call carries the name it no longer has.
+func TestTokensRenamedEndSessions(t *testing.T) {
+	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"})
+	s := newHTTPTokensServer(t, tokens, httpLimits{})
+	hup := make(chan os.Signal, 1)
+	s.t.followTokens(hup)
+	alice := s.client(t, "alice-secret")
+	alice.initialize()
+	g := alice.createGroup(map[string]any{"context_id": "alice"})
+	alice.ok("join_group", speakerArgs("join_group", g, "alice"), nil)
+	writeTokensFile(t, path, []string{"alice-laptop", "alice-secret", "alice"})
+	hup <- syscall.SIGHUP
+	waitUntil(t, "the renamed token's session ended", func() bool { return s.t.sessionQuota.held() == 0 })
+	if code, body := statusOf(alice, "POST", string(alice.request("tools/list", nil)), nil); code != 404 {
+		t.Fatalf("the renamed token's session: got %d (%s); want 404", code, body)
+	}
+	alice.session = ""
+	alice.initialize()
+	alice.ok("send_message", speakerArgs("send_message", g, "alice"), nil)
+	if got := interopStrings(t, groupFile(s.dir, g), "SELECT token_name FROM message_tokens"); !reflect.DeepEqual(got, []string{"alice-laptop"}) {
+		t.Errorf("message_tokens: got %v; want [alice-laptop]", got)
 	}
 }
