@@ -255,6 +255,7 @@ type tokenTable struct {
 	path   string                        // the tokens file, or ""
 	set    atomic.Pointer[[]*agentToken] // the loaded generation, the shared token first
 	loaded []byte                        // the tokens file's content last read; reload's alone
+	failed bool                          // the last read failed, and was reported; reload's alone
 }
 
 // newTokenTable loads the tokens a server accepts, or is nil when none is required.
@@ -276,7 +277,7 @@ func newTokenTable(shared, path string) (*tokenTable, error) {
 }
 
 // reload reads the tokens file, swaps in a new set when forced or changed, and
-// reports whether it did; a missing file lists nobody, a malformed one changes nothing.
+// reports whether it did; a missing file lists nobody, a malformed or unreadable one changes nothing.
 func (tt *tokenTable) reload(force bool) (bool, error) {
 	var set []*agentToken
 	if tt.shared != nil {
@@ -285,8 +286,13 @@ func (tt *tokenTable) reload(force bool) (bool, error) {
 	if tt.path != "" {
 		data, err := os.ReadFile(tt.path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if tt.failed && !force {
+				return false, nil // reported once, as a malformed file is
+			}
+			tt.failed = true
 			return false, fmt.Errorf("read tokens file: %w", err)
 		}
+		tt.failed = false
 		if !force && bytes.Equal(data, tt.loaded) {
 			return false, nil
 		}

@@ -520,22 +520,29 @@ func TestTokensNarrowedEndWait(t *testing.T) {
 	}
 }
 
-// TestTokensMalformedReportedOnce leaves a malformed tokens file in place
-// across polls: it is reported once, not every two seconds for as long as it
-// stays, and a SIGHUP (a forced reload) reports it again.
+// TestTokensMalformedReportedOnce leaves a malformed or unreadable tokens
+// file in place across polls: it is reported once, not every two seconds for
+// as long as it stays, and a SIGHUP (a forced reload) reports it again.
 func TestTokensMalformedReportedOnce(t *testing.T) {
-	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"})
-	os.WriteFile(path, []byte("alice sha256:nothex alice\n"), 0o600)
-	for i, want := range []struct {
-		force, err bool
-	}{{false, true}, {false, false}, {false, false}, {true, true}} {
-		changed, err := tokens.reload(want.force)
-		if changed || (err != nil) != want.err {
-			t.Errorf("reload %d (forced: %v) of the malformed file: got changed %v, error %v; want changed false, an error: %v", i+1, want.force, changed, err, want.err)
-		}
-	}
-	if tokens.authenticate("Bearer alice-secret") == nil {
-		t.Error("alice after the malformed file: refused; want the tokens loaded before")
+	for name, spoil := range map[string]func(path string){
+		"malformed":  func(path string) { os.WriteFile(path, []byte("alice sha256:nothex alice\n"), 0o600) },
+		"unreadable": func(path string) { os.Remove(path); os.Mkdir(path, 0o700) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"})
+			spoil(path)
+			for i, want := range []struct {
+				force, err bool
+			}{{false, true}, {false, false}, {false, false}, {true, true}} {
+				changed, err := tokens.reload(want.force)
+				if changed || (err != nil) != want.err {
+					t.Errorf("reload %d (forced: %v): got changed %v, error %v; want changed false, an error: %v", i+1, want.force, changed, err, want.err)
+				}
+			}
+			if tokens.authenticate("Bearer alice-secret") == nil {
+				t.Error("alice after the spoiled file: refused; want the tokens loaded before")
+			}
+		})
 	}
 }
 
