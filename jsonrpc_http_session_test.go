@@ -189,8 +189,9 @@ func TestHTTPRefusedWaitTakesNoMail(t *testing.T) {
 	if !b.trySend(gid, "ctx-b", "@alice read me") {
 		t.Fatal("send failed")
 	}
+	client := s.t.sessionByID(a.session).client
 	for range httpMaxStreamsPerClient {
-		if !s.t.streamQuota.acquire(httptest.NewRecorder(), "127.0.0.1") {
+		if !s.t.streamQuota.acquire(httptest.NewRecorder(), client) {
 			t.Fatal("the test's streams exceed the quota")
 		}
 	}
@@ -198,7 +199,7 @@ func TestHTTPRefusedWaitTakesNoMail(t *testing.T) {
 	resp := a.do(t.Context(), http.MethodPost, a.request(req.Method, req.Params), nil)
 	resp.Body.Close()
 	for range httpMaxStreamsPerClient {
-		s.t.streamQuota.release("127.0.0.1")
+		s.t.streamQuota.release(client)
 	}
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("wait_for_messages at the quota: got status %d; want 429", resp.StatusCode)
