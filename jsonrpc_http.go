@@ -330,6 +330,12 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	t.mu.Lock()
 	t.sessions[s.id] = s
 	t.mu.Unlock()
+	// The token may have been revoked while the body came, before s was listed.
+	if t.tokens != nil && t.tokens.find(s.owner) == nil {
+		t.endWhere(func(other *httpSession) bool { return other == s })
+		refuseUnauthorized(w)
+		return
+	}
 	w.Header().Set("Mcp-Session-Id", s.id)
 	writeHTTPJSON(w, http.StatusOK, pyJSON(reply))
 }

@@ -547,35 +547,49 @@ func TestTokensMalformedReportedOnce(t *testing.T) {
 }
 
 // TestTokensRevokedWhileBodyCame removes a token from the file after its
-// 2026-07-28 listen passed the guard but before its body arrived, so the
-// reload's endWhere ran before the request was listed: it must not open a
-// stream that outlives the revocation, carrying the groups' changes.
+// 2026-07-28 listen or 2025-era initialize passed the guard but before its
+// body arrived, so the reload's endWhere ran before the request was listed:
+// it must not open a stream or a session that outlives the revocation.
 func TestTokensRevokedWhileBodyCame(t *testing.T) {
-	tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
-	s := newHTTPTokensServer(t, tokens, httpLimits{})
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
-	body := s.client(t, "bob-secret").request("subscriptions/listen", map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer bob-secret\r\nContent-Type: application/json\r\n"+
-		"Accept: text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n", len(body))
-	waitUntil(t, "bob's request past the guard", func() bool { return s.serving.Load() == 1 })
-	writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
-	if changed, err := tokens.reload(false); !changed || err != nil {
-		t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
-	}
-	s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
-	conn.Write(body)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("bob's listen after bob was removed: got %s; want 401", resp.Status)
+	for _, tt := range []struct {
+		name, method, headers string
+		params                map[string]any
+	}{
+		{"listen", "subscriptions/listen", "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n",
+			map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{}}, "_meta": meta}},
+		{"initialize", "initialize", "", map[string]any{"protocolVersion": "2025-11-25"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tokens, path := newTestTokens(t, "", []string{"alice", "alice-secret", "alice"}, []string{"bob", "bob-secret", "bob"})
+			s := newHTTPTokensServer(t, tokens, httpLimits{})
+			body := s.client(t, "bob-secret").request(tt.method, tt.params)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer bob-secret\r\nContent-Type: application/json\r\n"+
+				"Accept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n\r\n", tt.headers, len(body))
+			waitUntil(t, "bob's request past the guard", func() bool { return s.serving.Load() == 1 })
+			writeTokensFile(t, path, []string{"alice", "alice-secret", "alice"})
+			if changed, err := tokens.reload(false); !changed || err != nil {
+				t.Fatalf("reload: got %v, %v; want true, nil", changed, err)
+			}
+			s.t.endWhere(func(s *httpSession) bool { return tokens.find(s.owner) == nil })
+			conn.Write(body)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("bob's %s after bob was removed: got %s; want 401", tt.method, resp.Status)
+			}
+			if held := s.t.sessionQuota.held(); held != 0 {
+				t.Errorf("sessions held: got %d; want 0", held)
+			}
+		})
 	}
 }
 
