@@ -385,9 +385,11 @@ func (tt *tokenTable) authenticate(header string) *agentToken {
 	return found
 }
 
-// find returns the current set's token whose digest is sum, or nil.
+// find returns the current set's token whose digest is sum, or nil. It looks
+// from the end, so that a shared token the file lists too is the file's, as
+// authenticate (whose last match wins) makes it.
 func (tt *tokenTable) find(sum [sha256.Size]byte) *agentToken {
-	for _, tok := range *tt.set.Load() {
+	for _, tok := range slices.Backward(*tt.set.Load()) {
 		if tok.sum == sum {
 			return tok
 		}

@@ -634,3 +634,20 @@ func TestTokensRenamedEndSessions(t *testing.T) {
 		t.Errorf("message_tokens: got %v; want [alice-laptop]", got)
 	}
 }
+
+// TestTokensSharedListedAsAgent lists the shared token's digest in the
+// tokens file too, as when a shared token is narrowed to one agent: the
+// token is that agent's everywhere, authenticated and allowed alike.
+func TestTokensSharedListedAsAgent(t *testing.T) {
+	tokens, _ := newTestTokens(t, "shared-secret", []string{"alice", "shared-secret", "alice"})
+	tok := tokens.authenticate("Bearer shared-secret")
+	if tok == nil || tok.name != "alice" {
+		t.Fatalf("authenticate: got %v; want alice's token", tok)
+	}
+	speaks := tokens.speaksFor(*tok)
+	for id, want := range map[string]bool{"alice": true, "bob": false} {
+		if got := speaks(id) == nil; got != want {
+			t.Errorf("speaks for %s: got %v; want %v", id, got, want)
+		}
+	}
+}
