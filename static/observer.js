@@ -380,6 +380,11 @@
       var header = current.querySelector('.chat-header');
       if (side) side.replaceWith(fresh.querySelector('.chat-side'));
       if (header) header.replaceWith(fresh.querySelector('.chat-header'));
+      // A read or a delivery also moves the receipts of the messages shown.
+      fresh.querySelectorAll('.message[data-message-id] > footer').forEach(function (footer) {
+        var shown = current.querySelector('.message[data-message-id="' + footer.parentNode.getAttribute('data-message-id') + '"] > footer');
+        if (shown) shown.replaceWith(footer);
+      });
     });
   }
 

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"database/sql"
+	"testing"
+	"time"
+)
+
+// TestOpenChatReceiptsFollowReads: a member reading its mail bumps only the
+// member revision, and the open chat refreshed its side panel ("0 unread")
+// but left every message's receipt saying the member had not read it.
+func TestOpenChatReceiptsFollowReads(t *testing.T) {
+	c := launchBrowser(t)
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	id := fx.group("Receipts", "", now.Add(-time.Hour), fixtureMember{"ann", "Ann"}, fixtureMember{"bob", "Bob"})
+	fx.messages(id, fixtureMessage{Sender: "ann", SenderName: "Ann", Content: "hello", At: now.Add(-time.Minute)})
+	obs := newObserver(fx.dir, 100*time.Millisecond, time.Now, time.Local)
+	c.open(t, "http://"+serveObserver(t, obs)+"/?view=chats&group_id="+id, "chats")
+	receipt := "document.querySelector('#message-list .receipts').textContent"
+	c.waitFor(t, receipt+".includes('Bob unread')", 10*time.Second)
+
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = 'bob'; " +
+			"UPDATE group_members SET unread_count = 0 WHERE context_id = 'bob'; UPDATE group_state SET member_revision = member_revision + 1")
+		return err
+	})
+	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
+	// The side panel and the receipts come in one fragment; allow a frame.
+	var got string
+	for deadline := time.Now().Add(2 * time.Second); got != "receipts: Bob read" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		c.eval(t, receipt, &got)
+	}
+	if want := "receipts: Bob read"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
