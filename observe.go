@@ -93,8 +93,14 @@ func (c observeCommand) run(opts observeOptions) int {
 		fmt.Fprintf(c.stderr, "crosstalk-mcp observe: %v\n", err)
 		return 1
 	}
-	dir, done, err := c.observeGroupsDir(opts)
-	if err != nil {
+	// Signals are caught before a demo directory exists, so that one while
+	// the demo seeds stops it and removes the directory too.
+	ctx, stop := c.stopOn(context.Background())
+	defer stop()
+	dir, done, err := c.observeGroupsDir(ctx, opts)
+	if err != nil && ctx.Err() != nil {
+		return 0 // stopped as asked while the demo started
+	} else if err != nil {
 		return fail(err)
 	}
 	defer done()
@@ -116,7 +122,6 @@ func (c observeCommand) run(opts observeOptions) int {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(observerMemoryLimit)
 	}
-	ctx, stop := c.stopOn(context.Background())
 	// The opener ends with the dashboard: stop kills its command.
 	var opening sync.WaitGroup
 	defer func() { stop(); opening.Wait() }()

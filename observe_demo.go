@@ -55,13 +55,14 @@ const demoTrickleInterval = 4 * time.Second
 var demoAgentNames = []string{"Architect", "Reviewer", "Tester", "On-call"}
 
 // startObserveDemo creates the demo directory, starts an audited MCP session
-// of binary on it, seeds it, and trickles messages every interval until close.
-func startObserveDemo(binary string, keep bool, interval time.Duration) (*observeDemo, error) {
+// of binary on it, seeds it, and trickles messages every interval until close
+// or the end of ctx.
+func startObserveDemo(ctx context.Context, binary string, keep bool, interval time.Duration) (*observeDemo, error) {
 	dir, err := os.MkdirTemp("", "crosstalk-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("create demo directory: %w", err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(ctx)
 	d := &observeDemo{dir: dir, keep: keep, cmd: exec.CommandContext(ctx, binary), stop: stop}
 	for _, name := range demoAgentNames {
 		d.agents = append(d.agents, demoAgent{name, newContextID()})
@@ -81,7 +82,7 @@ func startObserveDemo(binary string, keep bool, interval time.Duration) (*observ
 // observeGroupsDir returns the directory "observe" shows and what to do on
 // exit: with --demo a fresh demo directory (removed then unless --keep),
 // otherwise the configured groups directory.
-func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), error) {
+func (c observeCommand) observeGroupsDir(ctx context.Context, opts observeOptions) (string, func(), error) {
 	if !opts.demo && opts.groupsDir != "" {
 		return opts.groupsDir, func() {}, nil
 	} else if !opts.demo {
@@ -92,7 +93,7 @@ func (c observeCommand) observeGroupsDir(opts observeOptions) (string, func(), e
 	if err != nil {
 		return "", nil, fmt.Errorf("find this binary to run the demo agents: %w", err)
 	}
-	d, err := startObserveDemo(binary, opts.keep, demoTrickleInterval)
+	d, err := startObserveDemo(ctx, binary, opts.keep, demoTrickleInterval)
 	if err != nil {
 		return "", nil, err
 	}

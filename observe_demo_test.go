@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,7 +22,7 @@ func TestObserveDemo(t *testing.T) {
 	binary := builtBinary(t)
 	for _, keep := range []bool{false, true} {
 		t.Run(map[bool]string{false: "removed", true: "kept"}[keep], func(t *testing.T) {
-			d, err := startObserveDemo(binary, keep, 200*time.Millisecond)
+			d, err := startObserveDemo(context.Background(), binary, keep, 200*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,5 +80,42 @@ func TestObserveDemo(t *testing.T) {
 				t.Errorf("got stat error %v after close; want the demo directory removed", err)
 			}
 		})
+	}
+}
+
+// TestObserveDemoStoppedWhileSeeding: the signal handler came only once the
+// demo was seeded, so a Ctrl-C or SIGTERM in its first moments (or while a
+// stuck seeding call waited out its 30 s) killed the process and left the
+// temporary directory behind, databases and all.
+func TestObserveDemoStoppedWhileSeeding(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM on Windows")
+	}
+	free, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	tmp := t.TempDir()
+	cmd := exec.Command(builtBinary(t), "observe", "--demo", "--silent", "--port", fmt.Sprint(port))
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var demo []string
+	for deadline := time.Now().Add(10 * time.Second); len(demo) == 0 && time.Now().Before(deadline); {
+		demo, _ = filepath.Glob(filepath.Join(tmp, "crosstalk-demo-*"))
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if len(demo) == 0 {
+		t.Fatal("the demo directory never appeared")
+	}
+	if err != nil {
+		t.Errorf("got %v; want exit status 0 after a SIGTERM", err)
+	}
+	if _, err := os.Stat(demo[0]); !os.IsNotExist(err) {
+		t.Errorf("got stat error %v after a SIGTERM while seeding; want the demo directory removed", err)
 	}
 }

@@ -134,7 +134,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("CROSSTALK_GROUPS_DIR", tt.env)
-			got, _, err := observeCommand{groupsDir: groupsDirFromEnv}.observeGroupsDir(tt.opts)
+			got, _, err := observeCommand{groupsDir: groupsDirFromEnv}.observeGroupsDir(context.Background(), tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("got %q, %v; want %q", got, err, tt.want)
 			}
@@ -144,7 +144,7 @@ func TestResolveObserveGroupsDir(t *testing.T) {
 		t.Setenv("CROSSTALK_GROUPS_DIR", "")
 		home := t.TempDir()
 		t.Setenv("HOME", home)
-		got, _, err := observeCommand{groupsDir: groupsDirFromEnv}.observeGroupsDir(observeOptions{})
+		got, _, err := observeCommand{groupsDir: groupsDirFromEnv}.observeGroupsDir(context.Background(), observeOptions{})
 		if want := filepath.Join(home, ".cache", "crosstalk"); err != nil || got != want {
 			t.Errorf("got %q, %v; want %q", got, err, want)
 		}
