@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"net"
 	"testing"
 	"time"
 )
@@ -33,6 +35,44 @@ func TestOpenChatReceiptsFollowReads(t *testing.T) {
 		c.eval(t, receipt, &got)
 	}
 	if want := "receipts: Bob read"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
+// TestStorageActionAfterRestart: the page reconnects by itself to an
+// observer restarted on its port, but kept the old process's CSRF token, so
+// both Storage actions were refused as forged until the user reloaded.
+func TestStorageActionAfterRestart(t *testing.T) {
+	c := launchBrowser(t)
+	fx := newObserveFixture(t)
+	seedBasic(fx, time.Now())
+	first, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- newObserver(fx.dir, 100*time.Millisecond, time.Now, time.Local).serve(ctx, first) }()
+	c.open(t, "http://"+addr+"/?view=storage", "storage")
+	stop()
+	<-served
+	c.waitFor(t, "document.getElementById('live-status').dataset.state !== 'open'", 10*time.Second)
+	second, err := net.Listen("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newObserver(fx.dir, 100*time.Millisecond, time.Now, time.Local)
+	ctx, stop = context.WithCancel(context.Background())
+	go func() { served <- obs.serve(ctx, second) }()
+	t.Cleanup(func() { stop(); <-served })
+	c.waitFor(t, "document.getElementById('live-status').dataset.state === 'open'", 15*time.Second)
+	c.eval(t, "document.querySelector('[data-post=\"/api/storage/reclaim\"]').click()", nil)
+	status := "(document.getElementById('maintenance-status') || {}).textContent || ''"
+	c.waitFor(t, status+" !== ''", 10*time.Second)
+	var got string
+	c.eval(t, status, &got)
+	if want := "Reclaimed available audit free pages."; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }

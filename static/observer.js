@@ -292,10 +292,10 @@
   function storageAction(button) {
     var confirmText = button.getAttribute('data-confirm');
     if (confirmText && !window.confirm(confirmText)) return;
-    var headers = { 'X-CSRF-Token': csrfToken };
+    var headers = {};
     if (button.getAttribute('data-post') === '/api/storage/delete-history') headers['X-Crosstalk-Confirm'] = 'DELETE AUDIT HISTORY';
     button.disabled = true;
-    fetchText(button.getAttribute('data-post'), { method: 'POST', headers: headers }).then(function (result) {
+    postWithToken(button.getAttribute('data-post'), headers, false).then(function (result) {
       return loadPanel('/fragments/storage').then(function () {
         var status = document.getElementById('maintenance-status');
         if (status) status.innerHTML = result.text;
@@ -303,6 +303,22 @@
       });
     }).catch(function () {
       button.disabled = false;
+    });
+  }
+
+  // postWithToken posts with the page's CSRF token. An observer restarted
+  // on this port (the page reconnects by itself) has a new one: on a refusal
+  // the current token is read from a fresh page, and the post tried once more.
+  function postWithToken(url, headers, retried) {
+    headers['X-CSRF-Token'] = csrfToken;
+    return fetchText(url, { method: 'POST', headers: headers }).then(function (result) {
+      if (result.status !== 403 || retried) return result;
+      return fetchText('/').then(function (page) {
+        var fresh = /<meta name="csrf-token" content="([^"]*)"/.exec(page.text);
+        if (!fresh || fresh[1] === csrfToken) return result;
+        csrfToken = fresh[1];
+        return postWithToken(url, headers, true);
+      });
     });
   }
 
