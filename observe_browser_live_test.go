@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -74,5 +77,48 @@ func TestStorageActionAfterRestart(t *testing.T) {
 	c.eval(t, status, &got)
 	if want := "Reclaimed available audit free pages."; got != want {
 		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
+// TestLiveAppendDuringSlowFetch: a message.created event that came while
+// the open chat was still fetching earlier messages was dropped, so that
+// message stayed missing until another one arrived.
+func TestLiveAppendDuringSlowFetch(t *testing.T) {
+	c := launchBrowser(t)
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	id := fx.group("Burst", "", now.Add(-time.Hour), fixtureMember{"ann", "Ann"}, fixtureMember{"bob", "Bob"})
+	first := func(content string) int64 {
+		return fx.messages(id, fixtureMessage{Sender: "ann", SenderName: "Ann", Content: content, At: time.Now()})[0]
+	}
+	first("one")
+	obs := newObserver(fx.dir, time.Hour, time.Now, time.Local) // polled by hand below
+	obs.pollOnce()
+	fetching := make(chan struct{}, 16)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fragments/message" {
+			fetching <- struct{}{}
+			time.Sleep(time.Second)
+		}
+		obs.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(slow)
+	t.Cleanup(func() { obs.hub.close(); srv.Close() })
+	c.open(t, srv.URL+"/?view=chats&group_id="+id, "chats")
+	first("two")
+	obs.pollOnce()
+	select {
+	case <-fetching:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new message was never fetched")
+	}
+	third := first("three")
+	obs.pollOnce() // while "two" is still being fetched
+	var shown bool
+	for deadline := time.Now().Add(5 * time.Second); !shown && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c.eval(t, fmt.Sprintf("document.querySelector('#message-list .message[data-message-id=\"%d\"]') !== null", third), &shown)
+	}
+	if !shown {
+		t.Errorf("got message %d missing from the open chat; want it appended", third)
 	}
 }

@@ -343,12 +343,21 @@
   }
 
   // appendMessages fetches every message between the last shown and latest,
-  // so a burst inside one poll interval leaves no gap.
+  // so a burst inside one poll interval leaves no gap. One asked for while
+  // another runs is kept (the newest) and run once that one is done.
   var appending = false;
+  var queued = null;
+  function appendQueued() {
+    appending = false;
+    var next = queued;
+    queued = null;
+    if (next) Promise.resolve().then(function () { appendMessages(next[0], next[1]); });
+  }
   function appendMessages(groupId, latest) {
+    if (appending) { queued = [groupId, latest]; return; }
     var chat = openChat();
     var list = document.getElementById('message-list');
-    if (!chat || !list || chat.getAttribute('data-group-id') !== groupId || appending) return;
+    if (!chat || !list || chat.getAttribute('data-group-id') !== groupId) return;
     var last = lastShownMessageId(list);
     if (!latest || latest <= last) return;
     if (latest - last > 50) { refreshChat(groupId); return; }
@@ -359,7 +368,7 @@
       return fetchText('/fragments/message?group_id=' + encodeURIComponent(groupId) + '&message_id=' + id)
         .then(function (result) { return result.ok ? result.text : ''; });
     })).then(function (fragments) {
-      appending = false;
+      appendQueued();
       var current = document.getElementById('message-list');
       if (current !== list) return;
       var nearBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 80;
@@ -376,7 +385,7 @@
         list.appendChild(article);
       });
       if (nearBottom) list.scrollTop = list.scrollHeight;
-    }).catch(function () { appending = false; });
+    }).catch(appendQueued);
   }
 
   function refreshChatSide(groupId) {
