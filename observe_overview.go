@@ -144,11 +144,12 @@ type groupSummary struct {
 }
 
 // unavailableSummary stands for a group whose summary could not be read,
-// asking checkGroupFile why only on this path; a locked or vanished file, or
-// one whose -wal and -shm this user may not create, is merely unavailable.
+// asking checkGroupFile why only on this path; a locked or vanished file,
+// one this user may not open (another user's group, which doctor leaves in
+// place) or one whose -wal and -shm it may not create, is merely unavailable.
 func (o *observer) unavailableSummary(id string) groupSummary {
 	g := groupSummary{ID: id, Unavailable: true}
-	if err := checkGroupFile(groupFile(o.dir, id)); err != nil && !isReadOnly(err) {
+	if err := checkGroupFile(groupFile(o.dir, id)); err != nil && !isReadOnly(err) && !isCantOpen(err) {
 		if _, statErr := os.Stat(groupFile(o.dir, id)); statErr == nil {
 			g.Damage = err.Error()
 		}

@@ -61,6 +61,13 @@ func isReadOnly(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
 }
 
+// isCantOpen reports whether err is SQLite's SQLITE_CANTOPEN in any extended
+// form: for a file that exists, most often one this user may not read.
+func isCantOpen(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+}
+
 // unlockSidecars gives the -wal and -shm files of a writable database at
 // path its mode: SQLite creates them with the database's, so a spell at 0444
 // left a read-only -wal or -shm that keeps every later connection read-only.
