@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -127,26 +126,5 @@ func TestDamagedGroupRow(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q", want)
 		}
-	}
-}
-
-// TestUnreadableGroupIsNotDamaged: a group file this user cannot open may be
-// another user's healthy group, which doctor --repair leaves in place, but
-// the Overview called it a damaged file and told the user to run it.
-// Root opens every file, so the test needs another user.
-func TestUnreadableGroupIsNotDamaged(t *testing.T) {
-	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
-		t.Skip("needs a user that file modes apply to")
-	}
-	fx := newObserveFixture(t)
-	path := groupFile(fx.dir, fx.group("Theirs", "", time.Now(), fixtureMember{"a", "A"}))
-	if err := os.Chmod(path, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chmod(path, 0o644)
-	obs := newTestObserver(t, fx.dir, time.Second)
-	_, body, _ := get(t, obs, "/fragments/overview")
-	if strings.Contains(body, "Damaged") || !strings.Contains(body, ">Unavailable</span>") {
-		t.Errorf("got an overview calling the file damaged or not unavailable: %q; want it unavailable", body)
 	}
 }

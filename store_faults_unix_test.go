@@ -107,6 +107,27 @@ func TestReadOnlyFileRecovery(t *testing.T) {
 	}
 }
 
+// TestUnreadableGroupIsNotDamaged: a group file this user cannot open may be
+// another user's healthy group, which doctor --repair leaves in place, but
+// the Overview called it a damaged file and told the user to run it.
+func TestUnreadableGroupIsNotDamaged(t *testing.T) {
+	if os.Geteuid() == 0 {
+		runAsNobody(t) // root opens every file
+		return
+	}
+	fx := newObserveFixture(t)
+	path := groupFile(fx.dir, fx.group("Theirs", "", time.Now(), fixtureMember{"a", "A"}))
+	if err := os.Chmod(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(path, 0o644)
+	obs := newTestObserver(t, fx.dir, time.Second)
+	_, body, _ := get(t, obs, "/fragments/overview")
+	if strings.Contains(body, "Damaged") || !strings.Contains(body, ">Unavailable</span>") {
+		t.Errorf("got an overview calling the file damaged or not unavailable: %q; want it unavailable", body)
+	}
+}
+
 // TestObserveReadOnlyDirectoryIsNoDamage: SQLite reads a WAL database only
 // with its -wal and -shm files, which a dashboard that cannot write the
 // groups directory cannot create for an idle group. Such a group is
