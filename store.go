@@ -163,10 +163,10 @@ const writeLockWait = 250 * time.Millisecond
 // BEGIN: in a file with a rollback journal (restored from a VACUUM INTO
 // backup, say) COMMIT waits through it for readers to let go.
 func (t groupTx) beginImmediate() error {
-	if _, err := t.Exec("PRAGMA busy_timeout = 0"); err != nil {
+	if _, err := t.Exec("PRAGMA busy_timeout(0)"); err != nil {
 		return err
 	}
-	defer t.Exec("PRAGMA busy_timeout = 100") // the DSN's
+	defer t.Exec("PRAGMA " + busyTimeout)
 	deadline := time.Now().Add(writeLockWait)
 	for {
 		_, err := t.Exec("BEGIN IMMEDIATE")

@@ -23,9 +23,13 @@ func sqliteDSN(path, mode string) string {
 	if filepath.VolumeName(path) != "" {
 		p = "/" + p
 	}
-	q := url.Values{"mode": {mode}, "_pragma": {"busy_timeout(100)"}, "_txlock": {"immediate"}}
+	q := url.Values{"mode": {mode}, "_pragma": {busyTimeout}, "_txlock": {"immediate"}}
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
 }
+
+// busyTimeout is the busy_timeout of every connection, but for a write
+// connection's BEGIN IMMEDIATE (beginImmediate); busyRetryWindow says why.
+const busyTimeout = "busy_timeout(100)"
 
 // openSQLite returns a pool of at most conns connections, all kept idle, on
 // dsn. It opens no connection yet, and cannot fail: sql.Open checks only
