@@ -49,28 +49,28 @@ const busyRetryWindow = 3 * time.Second
 // isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
 // extended form, or errGroupBusy, a send's spent window.
 func isBusy(err error) bool {
+	code := sqliteCode(err)
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED || errors.Is(err, errGroupBusy)
+}
+
+// sqliteCode returns the primary result code of the SQLite error in err's
+// chain (its extended forms share the low byte), or 0 when there is none.
+func sqliteCode(err error) int {
 	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return errors.Is(err, errGroupBusy)
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
 	}
-	code := se.Code() & 0xff
-	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+	return 0
 }
 
 // isReadOnly reports whether err is SQLite's SQLITE_READONLY in any extended
 // form. A connection SQLite opened read-only (a read-only mount, mode 0444)
 // stays so for good, so its handle must be reopened to write again.
-func isReadOnly(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
-}
+func isReadOnly(err error) bool { return sqliteCode(err) == sqlite3.SQLITE_READONLY }
 
 // isCantOpen reports whether err is SQLite's SQLITE_CANTOPEN in any extended
 // form: for a file that exists, most often one this user may not read.
-func isCantOpen(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
-}
+func isCantOpen(err error) bool { return sqliteCode(err) == sqlite3.SQLITE_CANTOPEN }
 
 // unlockSidecars gives the -wal and -shm files of a writable database at
 // path its mode: SQLite creates them with the database's, so a spell at 0444
