@@ -330,8 +330,7 @@ func (t *httpTransport) postInitialize(w http.ResponseWriter, r *http.Request, b
 	t.mu.Lock()
 	t.sessions[s.id] = s
 	t.mu.Unlock()
-	// The token may have been revoked while the body came, before s was listed.
-	if t.tokens != nil && t.tokens.find(s.owner) == nil {
+	if t.tokenRevoked(s) {
 		t.endWhere(func(other *httpSession) bool { return other == s })
 		refuseUnauthorized(w)
 		return
@@ -356,13 +355,18 @@ func (t *httpTransport) postStateless(w http.ResponseWriter, r *http.Request, bo
 		t.mu.Unlock()
 		s.end() // before the handler returns: end waits for in-flight work
 	}()
-	// The token may have been revoked while the body came, and endWhere
-	// ran before s was listed.
-	if t.tokens != nil && t.tokens.find(s.owner) == nil {
+	if t.tokenRevoked(s) {
 		refuseUnauthorized(w)
 		return
 	}
 	t.exchange(w, r, s, body, msg)
+}
+
+// tokenRevoked reports whether s's token, required, is no longer listed. A
+// new session or request asks once it is listed: the token may have been
+// revoked while its body came, and followTokens ended what was listed then.
+func (t *httpTransport) tokenRevoked(s *httpSession) bool {
+	return t.tokens != nil && t.tokens.find(s.owner) == nil
 }
 
 // checkMirroredHeaders compares the headers 2026-07-28 mirrors with the body.
