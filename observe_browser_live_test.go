@@ -32,14 +32,7 @@ func TestOpenChatReceiptsFollowReads(t *testing.T) {
 	})
 	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
 	// The side panel and the receipts come in one fragment; allow a frame.
-	var got string
-	for deadline := time.Now().Add(2 * time.Second); got != "receipts: Bob read" && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		c.eval(t, receipt, &got)
-	}
-	if want := "receipts: Bob read"; got != want {
-		t.Errorf("got %q; want %q", got, want)
-	}
+	c.waitFor(t, receipt+" === 'receipts: Bob read'", 2*time.Second)
 }
 
 // TestStorageActionAfterRestart: the page reconnects by itself to an
@@ -114,11 +107,5 @@ func TestLiveAppendDuringSlowFetch(t *testing.T) {
 	}
 	third := first("three")
 	obs.pollOnce() // while "two" is still being fetched
-	var shown bool
-	for deadline := time.Now().Add(5 * time.Second); !shown && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		c.eval(t, fmt.Sprintf("document.querySelector('#message-list .message[data-message-id=\"%d\"]') !== null", third), &shown)
-	}
-	if !shown {
-		t.Errorf("got message %d missing from the open chat; want it appended", third)
-	}
+	c.waitFor(t, fmt.Sprintf("document.querySelector('#message-list .message[data-message-id=\"%d\"]') !== null", third), 5*time.Second)
 }
