@@ -35,7 +35,7 @@ func (s *store) createGroup(contextID, name, description string) (groupMeta, err
 	err := s.initGroup(id, contextID, name, description)
 	if err == nil {
 		var meta groupMeta
-		if meta, err = s.catalogGroup(id); err == nil {
+		if meta, err = s.catalogGroup(context.Background(), id); err == nil {
 			return meta, nil
 		}
 		s.forget(id)
@@ -45,13 +45,14 @@ func (s *store) createGroup(contextID, name, description string) (groupMeta, err
 }
 
 // catalogGroup reads group id's metadata and records it in the catalog, an
-// index that listGroups repairs, so a failure to write it is only logged.
-func (s *store) catalogGroup(id string) (groupMeta, error) {
+// index that listGroups repairs, so a failure to write it (within ctx) is
+// only logged.
+func (s *store) catalogGroup(ctx context.Context, id string) (groupMeta, error) {
 	meta, err := s.groupMetadata(id)
 	if err != nil {
 		return groupMeta{}, err
 	}
-	if err := s.catalogExec("INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, COALESCE(?, '')) "+
+	if err := s.catalogExec(ctx, "INSERT INTO groups(group_id, name, description, created_at, updated_at) VALUES (?, ?, ?, ?, COALESCE(?, '')) "+
 		"ON CONFLICT(group_id) DO UPDATE SET name = excluded.name, description = excluded.description, "+
 		"created_at = excluded.created_at, updated_at = excluded.updated_at",
 		meta.groupID, meta.name, meta.description, meta.createdAt, meta.updatedAt); err != nil {
@@ -60,9 +61,13 @@ func (s *store) catalogGroup(id string) (groupMeta, error) {
 	return meta, nil
 }
 
-// catalogExec runs one statement on the catalog, retrying while it is busy.
-func (s *store) catalogExec(query string, args ...any) error {
-	return retryBusy(func() error {
+// catalogExec runs one statement on the catalog, retrying while it is busy
+// until ctx ends; once it has ended, it does not try.
+func (s *store) catalogExec(ctx context.Context, query string, args ...any) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return retryBusyContext(ctx, func() error {
 		cat, err := s.catalog()
 		if err == nil {
 			_, err = cat.Exec(query, args...)
@@ -80,6 +85,9 @@ func (s *store) catalogExec(query string, args ...any) error {
 // far as the catalog can be written: failing that is only logged. The
 // catalog is read first, so a group created or deleted meanwhile is at most
 // missing from its rows (and repaired), never dropped or reported damaged.
+// The repairs share one busy window: the catalog is also the audit log,
+// whose clean-up may hold its write lock for seconds, and a wait for each
+// row would hold list_groups for as many windows.
 func (s *store) listGroups() ([]groupMeta, error) {
 	cat, err := s.catalog()
 	if err != nil {
@@ -95,10 +103,12 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	if err != nil {
 		return nil, err
 	}
+	repair, cancel := context.WithTimeoutCause(context.Background(), busyRetryWindow, errors.New("catalog still locked; repair left to the next list"))
+	defer cancel()
 	groups := make([]groupMeta, 0, len(onDisk))
 	for _, m := range catalog {
 		if !onDisk[m.groupID] {
-			if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", m.groupID); err != nil {
+			if err := s.catalogExec(repair, "DELETE FROM groups WHERE group_id = ?", m.groupID); err != nil {
 				logf("remove stale catalog row %s: %v", m.groupID, err)
 			}
 			continue
@@ -113,7 +123,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 			s.damaged.warn(s.groupPath(id), problem)
 			continue
 		}
-		m, err := s.catalogGroup(id)
+		m, err := s.catalogGroup(repair, id)
 		if err != nil {
 			m = groupMeta{groupID: id}
 		}
@@ -171,7 +181,7 @@ func (s *store) updateGroupMetadata(id, contextID string, name, description *str
 	if err != nil {
 		return groupMeta{}, err
 	}
-	return s.catalogGroup(id)
+	return s.catalogGroup(context.Background(), id)
 }
 
 // deleteGroup removes a group's database, sidecar files and catalog row;
@@ -196,7 +206,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 	if err := removeDatabaseFiles(s.groupPath(id)); err != nil {
 		return fmt.Errorf("delete group %s: %w", id, err)
 	}
-	if err := s.catalogExec("DELETE FROM groups WHERE group_id = ?", id); err != nil {
+	if err := s.catalogExec(context.Background(), "DELETE FROM groups WHERE group_id = ?", id); err != nil {
 		logf("remove catalog row for %s: %v", id, err)
 	}
 	return nil
