@@ -250,6 +250,16 @@ func (m httpMessage) isRequest() bool {
 	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
 }
 
+// carriesRequest reports whether body, one message or a 2025-03-26 batch,
+// holds a request: without one, anything answered is an error.
+func carriesRequest(body []byte) bool {
+	var batch []json.RawMessage
+	if json.Unmarshal(body, &batch) != nil {
+		return readHTTPMessage(body).isRequest()
+	}
+	return slices.ContainsFunc(batch, func(item json.RawMessage) bool { return readHTTPMessage(item).isRequest() })
+}
+
 // answersOnStream reports whether the message is one of the requests the
 // server runs on in its in-flight table, answering on a stream: a waiting
 // tool's call (startWaitingCall) and a listen.

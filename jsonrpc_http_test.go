@@ -531,3 +531,34 @@ func TestHTTPRefusedNonRequestIsAnHTTPError(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPBatchOfNonRequests posts 2025-03-26 batches: one of responses to
+// nothing is refused with an HTTP error, as a lone one is, not answered 200
+// with an array of errors; one of notifications gets 202; one with a request
+// gets its answers.
+func TestHTTPBatchOfNonRequests(t *testing.T) {
+	s := newHTTPTestServer(t, "", httpLimits{})
+	c := s.client(t, "")
+	resp := c.do(context.Background(), http.MethodPost, c.request("initialize", map[string]any{
+		"protocolVersion": "2025-03-26", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "http-test", "version": "1"}}), nil)
+	resp.Body.Close()
+	c.session, c.version = resp.Header.Get("Mcp-Session-Id"), "2025-03-26"
+	const response, notification = `{"jsonrpc":"2.0","id":7,"result":{}}`, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"responses to no request", "[" + response + "," + response + "]", http.StatusBadRequest},
+		{"a response and a notification", "[" + response + "," + notification + "]", http.StatusBadRequest},
+		{"notifications", "[" + notification + "," + notification + "]", http.StatusAccepted},
+		{"a request and a response", `[{"jsonrpc":"2.0","id":1,"method":"ping"},` + response + "]", http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, body := statusOf(c, http.MethodPost, tt.body, nil); got != tt.want {
+				t.Errorf("got status %d (%s); want %d", got, body, tt.want)
+			}
+		})
+	}
+}
