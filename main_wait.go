@@ -52,9 +52,9 @@ const waitHelp = `usage: crosstalk-mcp wait [--client NAME] [--timeout D] [--con
 Block until the member has a wake event nothing has delivered yet, then print
 it on stderr, mark it read and exit 2 (Claude Code's asyncRewake hook); exit 0
 silently at the timeout, when the client exits or a newer waiter of the
-session starts, and at once in a headless Claude Code run. Any failure, a usage
-error included, exits 0 with one line on stderr, since exit 2 would wake the
-agent.
+session starts, and at once in a headless Claude Code run or under VS Code.
+Any failure, a usage error included, exits 0 with one line on stderr, since
+exit 2 would wake the agent.
 
 options:
   --client NAME       whose hook payload stdin holds (default: claude-code)
@@ -84,7 +84,7 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return waitTimedOut
 	}
 	opts, err := parseWaitOptions(*client, *contextID, *timeout, stdin)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errForeground) {
 		return waitTimedOut
 	}
 	if err != nil {
@@ -149,6 +149,9 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 			return waitOptions{}, os.ErrDeadlineExceeded
 		case <-read: // what is no JSON object names no session
 		}
+		if _, vscode := p["hookEventName"]; vscode && client == "claude-code" {
+			return waitOptions{}, errForeground
+		}
 		fromPayload = p.str(c.sessionKeys...)
 	}
 	id := resolveContextID(fromPayload, contextID)
@@ -157,6 +160,11 @@ func parseWaitOptions(client, contextID string, timeout time.Duration, stdin io.
 	}
 	return waitOptions{contextID: id, timeout: timeout - time.Since(start), safetyPoll: watchSafetyPoll, grace: waitGrace}, nil
 }
+
+// errForeground ends a waiter of Claude Code's hooks that VS Code runs, as
+// it does those of Claude Code's settings files, sending camelCase fields:
+// with no asyncRewake it waits for the waiter, holding its session up.
+var errForeground = errors.New("run in the foreground")
 
 // isTerminal reports whether r is an interactive terminal, from which no
 // payload would ever arrive.
