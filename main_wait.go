@@ -215,9 +215,8 @@ func waitForWakeup(st *store, w *changeWatcher, opts waitOptions) (*wakeNotice, 
 				}
 			}
 		}
-		n, err := claimFirstWakeup(st, opts, groups)
-		if err != nil || n != nil {
-			return n, err
+		if n := claimFirstWakeup(st, opts, groups); n != nil {
+			return n, nil
 		}
 		var more bool
 		if only, more = nextCheck(sub, tick, live, deadline, opts); !more {
@@ -260,25 +259,27 @@ func nextCheck(sub *watchSubscription, tick, live *time.Ticker, deadline *time.T
 
 // claimFirstWakeup claims the first claimable wake event in groups, asking
 // opts.alive first: nextCheck asks only every livenessPoll, and a waiter no
-// longer wanted would claim mail no one sees.
-func claimFirstWakeup(st *store, opts waitOptions, groups []membership) (*wakeNotice, error) {
+// longer wanted would claim mail no one sees. A group whose claim fails is
+// passed over, to be tried again at the next check: one read-only or full
+// file, or one deleted or left meanwhile, must not end the wait for the rest.
+func claimFirstWakeup(st *store, opts waitOptions, groups []membership) *wakeNotice {
 	for _, g := range groups {
 		if g.wakeups == 0 {
 			continue
 		}
 		if opts.alive != nil && !opts.alive() {
-			return nil, nil
+			return nil
 		}
 		var n *wakeNotice
 		err := retryBusy(func() (err error) {
 			n, err = st.claimWaitWakeup(g, opts.contextID, st.now().Add(-opts.grace), waitNoticeMaxBytes)
 			return err
 		})
-		if _, gone := errors.AsType[*domainError](err); (err != nil && !gone) || n != nil { // a group deleted or left meanwhile has nothing
-			return n, err
+		if err == nil && n != nil {
+			return n
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // waitNoticeMaxBytes bounds the message text in a wake notice; the agent

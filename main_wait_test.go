@@ -147,7 +147,7 @@ func claimAnyWakeup(st *store, contextID string, only map[string]bool) (*wakeNot
 	if only != nil {
 		groups = slices.DeleteFunc(groups, func(g membership) bool { return !only[g.groupID] })
 	}
-	return claimFirstWakeup(st, waitOptions{contextID: contextID}, groups)
+	return claimFirstWakeup(st, waitOptions{contextID: contextID}, groups), nil
 }
 
 // TestWaitForegroundArgs checks which Claude Code command lines wait for
