@@ -258,17 +258,19 @@ func stopNotice(st *store, contextID string, groups []membership) (string, map[s
 // claims for it; rest counts the messages the pick left out.
 func claimPending(st *store, contextID string, groups []membership, budget int) (items []hookItem, rest int, err error) {
 	var pending []pendingMessage
+	total := 0
 	for _, g := range groups {
 		if g.unread == 0 {
 			continue
 		}
-		p, err := st.pendingMail(g, contextID)
+		p, n, err := st.pendingMail(g, contextID, hookMaxMessages+1) // selectForHook walks no further
 		if err != nil {
 			return nil, 0, err
 		}
-		pending = append(pending, p...)
+		pending, total = append(pending, p...), total+n
 	}
 	items, rest = selectForHook(pending, budget)
+	rest += total - len(pending) // those pendingMail left unread
 	byGroup := map[string][]int64{}
 	for _, p := range items {
 		byGroup[p.groupID] = append(byGroup[p.groupID], p.msg.id)

@@ -461,7 +461,7 @@ func TestHookBigMessage(t *testing.T) {
 			if err != nil || len(groups) != 1 || groups[0].unread != 1 {
 				t.Fatalf("memberships %+v (%v); want one unread", groups, err)
 			}
-			if left, err := f.st.pendingMail(groups[0], "sess-1"); err != nil || len(left) != 0 {
+			if left, _, err := f.st.pendingMail(groups[0], "sess-1", hookMaxMessages+1); err != nil || len(left) != 0 {
 				t.Fatalf("left pending %d (%v); want none, the preview delivered", len(left), err)
 			}
 			f.sendAs(t, "@bob newest")

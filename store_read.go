@@ -295,13 +295,14 @@ type pendingMessage struct {
 	relevance string // the wake event's relevance when wakes
 }
 
-// pendingMail returns a member's unread messages in one group, oldest first,
-// but those already delivered to it (cut short, say): get_unread_messages has them.
-func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, error) {
-	var out []pendingMessage
-	err := s.withGroup(g.groupID, func(db *sql.DB) error {
-		query := "SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, " +
-			"w.relevance FROM member_unread_messages u JOIN messages m ON m.id = u.message_id " +
+// pendingMail returns a member's unread messages in one group but those
+// already delivered to it (cut short, say; get_unread_messages has them):
+// how many in all, and the first limit in the order a hook walks them (with
+// a pending wake event first, each kind oldest first), so that a hook reads
+// a page of a long history joined, not all of it at every tool call.
+func (s *store) pendingMail(g membership, contextID string, limit int) (out []pendingMessage, total int, err error) {
+	err = s.withGroup(g.groupID, func(db *sql.DB) error {
+		from := " FROM member_unread_messages u JOIN messages m ON m.id = u.message_id " +
 			"LEFT JOIN wakeup_events w ON w.message_id = u.message_id AND w.context_id = u.context_id AND w.acknowledged_at IS NULL " +
 			"WHERE u.context_id = ?"
 		tables, err := tableNames(context.Background(), db)
@@ -309,16 +310,20 @@ func (s *store) pendingMail(g membership, contextID string) ([]pendingMessage, e
 			return err
 		}
 		if tables["wakeup_deliveries"] {
-			query += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = u.message_id AND d.context_id = u.context_id)"
+			from += " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = u.message_id AND d.context_id = u.context_id)"
+		}
+		if err := db.QueryRow("SELECT COUNT(*)"+from, contextID).Scan(&total); err != nil {
+			return err
 		}
 		out, err = queryAll(context.Background(), db, func(row rowScanner) (pendingMessage, error) {
 			var relevance sql.NullString
 			msg, err := scanMessage(row, &relevance)
 			return pendingMessage{groupID: g.groupID, groupName: g.groupName, msg: msg, wakes: relevance.Valid, relevance: relevance.String}, err
-		}, query+" ORDER BY m.id ASC", contextID)
+		}, "SELECT m.id, m.sender_context_id, m.sender_name, m.content, m.created_at, m.priority, m.mentions, m.wakeup_targets, m.routing_reason, w.relevance"+
+			from+" ORDER BY w.relevance IS NULL, m.created_at, m.id LIMIT ?", contextID, limit)
 		return err
 	})
-	return out, err
+	return out, total, err
 }
 
 // parseStringList reads a stored JSON list, keeping only its strings, as the
