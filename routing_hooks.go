@@ -244,8 +244,12 @@ func describeGroup(id, name string) string {
 	return fmt.Sprintf("%q (%s)", shortLabel(name), id)
 }
 
-// shortLabel bounds a name a hook prints, which any member may make huge.
+// shortLabel bounds a name a hook prints, which any member may make huge,
+// and quotes one whose line breaks would forge lines of the hook's text.
 func shortLabel(s string) string {
+	if q := fmt.Sprintf("%q", s); q != `"`+s+`"` {
+		s = q
+	}
 	if len(s) <= 200 {
 		return s
 	}
