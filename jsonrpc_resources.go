@@ -93,7 +93,7 @@ func (s *server) resourcesRead(req request, uri string) (any, *rpcError) {
 
 // receiptsSnapshot renders each recipient's state of contextID's newest messages in g.
 func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
-	ids, byMessage, err := s.store.sentReceipts(g, contextID)
+	ids, byMessage, err := s.store.sentReceipts(g, contextID, receiptLimit)
 	messages := make([]any, len(ids))
 	for i, id := range ids {
 		recipients := make([]any, len(byMessage[id]))

@@ -18,7 +18,7 @@ import (
 // statusOptions are `crosstalk-mcp status`'s settings.
 type statusOptions struct {
 	contextID string
-	events    int // wake events listed per group, newest
+	events    int // the newest wake events and sent messages listed per group
 }
 
 const statusHelp = `usage: crosstalk-mcp status [--context-id ID] [--events N] [--groups-dir PATH]
@@ -28,8 +28,8 @@ receipts of the messages it sent.
 
 options:
   --context-id ID     the member's context_id (default: $CROSSTALK_CONTEXT_ID)
-  --events N          wake events and sent messages shown per group, newest
-                      first (default: 5)
+  --events N          show the newest N wake events and sent messages of each
+                      group, oldest first (default: 5)
   --groups-dir PATH   the groups directory (default: $CROSSTALK_GROUPS_DIR, else
                       ~/.cache/crosstalk)
 `
@@ -88,11 +88,11 @@ func memberStatus(st *store, opts statusOptions) (string, error) {
 		for _, d := range ds {
 			b.WriteString("    " + describeDelivery(d) + "\n")
 		}
-		ids, byMessage, err := st.sentReceipts(g.groupID, opts.contextID)
+		ids, byMessage, err := st.sentReceipts(g.groupID, opts.contextID, opts.events)
 		if err != nil {
 			return "", err
 		}
-		for _, id := range ids[max(len(ids)-opts.events, 0):] {
+		for _, id := range ids {
 			fmt.Fprintf(&b, "    sent message %d: %q\n", id, describeReceipts(byMessage[id])) // quoted, as names are anyone's
 		}
 	}

@@ -368,12 +368,12 @@ func receiptsWakeupURI(uri string) (string, bool) {
 // first: a sender asks how its latest messages fared, not for history.
 const receiptLimit = 20
 
-// sentReceipts returns the receipts of sender's newest receiptLimit
-// messages in group id, by message id, oldest message first.
-func (s *store) sentReceipts(id, sender string) (ids []int64, byMessage map[int64][]receipt, err error) {
+// sentReceipts returns the receipts of sender's newest limit messages in
+// group id, by message id, oldest message first.
+func (s *store) sentReceipts(id, sender string, limit int) (ids []int64, byMessage map[int64][]receipt, err error) {
 	err = s.withGroup(id, func(db *sql.DB) error {
 		ctx := context.Background()
-		rows, err := db.QueryContext(ctx, "SELECT id FROM messages WHERE sender_context_id = ? ORDER BY id DESC LIMIT ?", sender, receiptLimit)
+		rows, err := db.QueryContext(ctx, "SELECT id FROM messages WHERE sender_context_id = ? ORDER BY id DESC LIMIT ?", sender, limit)
 		ids, err = collectRows(rows, err, func(row rowScanner) (id int64, err error) { return id, row.Scan(&id) })
 		if err != nil {
 			return err

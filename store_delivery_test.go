@@ -40,7 +40,7 @@ func receiptsFixture(t *testing.T) (*store, string, int64) {
 // sender is not one of them.
 func TestSentReceipts(t *testing.T) {
 	st, g, id := receiptsFixture(t)
-	ids, byMessage, err := st.sentReceipts(g, "alice")
+	ids, byMessage, err := st.sentReceipts(g, "alice", receiptLimit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestStatusEventsCountsSentMessages: --events N shows the receipts of the
+// member's newest N sent messages, as its help says, however many N is;
+// status showed at most 20, the receipts resource's bound.
+func TestStatusEventsCountsSentMessages(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "team", "alice", "bob")
+	for i := 1; i <= 30; i++ {
+		if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: fmt.Sprint("hi ", i), priority: "normal"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ events, first, last int }{{5, 26, 30}, {25, 6, 30}, {40, 1, 30}} {
+		t.Run(fmt.Sprint(tc.events), func(t *testing.T) {
+			text, err := memberStatus(st, statusOptions{contextID: "alice", events: tc.events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, line := range strings.Split(text, "\n") {
+				if _, rest, ok := strings.Cut(line, "sent message "); ok {
+					id, _, _ := strings.Cut(rest, ":")
+					got = append(got, id)
+				}
+			}
+			want := tc.last - tc.first + 1
+			if len(got) != want || got[0] != fmt.Sprint(tc.first) || got[len(got)-1] != fmt.Sprint(tc.last) {
+				t.Errorf("got sent messages %v; want %d, %d to %d, oldest first", got, want, tc.first, tc.last)
+			}
+		})
+	}
+}
