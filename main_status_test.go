@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStatusEventsCountsSentMessages: --events N shows the receipts of the
@@ -33,6 +38,30 @@ func TestStatusEventsCountsSentMessages(t *testing.T) {
 			want := tc.last - tc.first + 1
 			if len(got) != want || got[0] != fmt.Sprint(tc.first) || got[len(got)-1] != fmt.Sprint(tc.last) {
 				t.Errorf("got sent messages %v; want %d, %d to %d, oldest first", got, want, tc.first, tc.last)
+			}
+		})
+	}
+}
+
+// TestDoctorRepairOverwritesNothing: doctor --repair moves a damaged file
+// into damaged/ under a name none of whose files is there yet. Where only a
+// sidecar of an earlier move was left (its main file taken back out to
+// retry, say) it chose that name and replaced the sidecar with this file's.
+func TestDoctorRepairOverwritesNothing(t *testing.T) {
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			name := makeTablelessGroup(t, dir) + ".sqlite3"
+			earlier := filepath.Join(dir, damagedDirName, name+suffix)
+			old := time.Now().Add(-2 * doctorGracePeriod)
+			if err := errors.Join(os.Mkdir(filepath.Dir(earlier), 0o755), os.WriteFile(earlier, []byte("earlier"), 0o644),
+				os.Chtimes(filepath.Join(dir, name), old, old)); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
+			if got, _ := os.ReadFile(earlier); code != 0 || string(got) != "earlier" {
+				t.Errorf("doctor --repair: got exit %d, %q, the earlier %s holding %.20q; want exit 0, it kept", code, out.String(), suffix, got)
 			}
 		})
 	}

@@ -126,16 +126,22 @@ func moveAside(dir, name string) (string, error) {
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return "", err
 	}
+	// A name is free when none of its files is there: a sidecar may outlive
+	// its main file (taken back out, say), and a rename would replace it.
+	suffixes := []string{"", "-wal", "-shm", "-journal"}
+	taken := func(dest string) bool {
+		return slices.ContainsFunc(suffixes, func(s string) bool {
+			_, err := os.Lstat(filepath.Join(target, dest+s))
+			return !errors.Is(err, os.ErrNotExist)
+		})
+	}
 	dest := name
-	for i := 1; ; i++ {
-		if _, err := os.Lstat(filepath.Join(target, dest)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
+	for i := 1; taken(dest); i++ {
 		dest = fmt.Sprintf("%s.%d", name, i)
 	}
 	// The main file goes first: once it is gone no server lists the group,
 	// and a sidecar left by a failure below is harmless.
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+	for _, suffix := range suffixes {
 		err := os.Rename(filepath.Join(dir, name+suffix), filepath.Join(target, dest+suffix))
 		if err != nil && !(suffix != "" && errors.Is(err, os.ErrNotExist)) {
 			return "", err
