@@ -179,11 +179,12 @@ func (s *server) listen(req request, meta requestMeta) *rpcError {
 // group URI of an existing group, or a wakeup URI of a current member,
 // whose check is retried while the database is busy.
 func (s *server) listenURIs(requested []string) []string {
-	uris := []string{}
+	uris, seen := []string{}, map[string]bool{} // a list may be long: no quadratic look
 	for _, uri := range requested {
-		if slices.Contains(uris, uri) {
+		if seen[uri] {
 			continue
 		}
+		seen[uri] = true
 		err := retryBusy(func() error {
 			if isWakeupURI(uri) {
 				_, _, err := s.memberWakeup(uri)
