@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -231,9 +232,13 @@ func formatHookMessage(p hookItem) string {
 		text = fmt.Sprintf("%s [...]\n[Only the first %d of its %d bytes are shown here, and it stays unread: "+
 			"get_unread_messages with group_id %s returns it whole.]", truncateUTF8(text, hookPreviewBytes), hookPreviewBytes, len(text), p.groupID)
 	}
-	b.WriteString("  " + strings.ReplaceAll(text, "\n", "\n  ") + "\n")
+	b.WriteString("  " + hookIndent.Replace(text) + "\n")
 	return b.String()
 }
+
+// hookIndent indents every line of a message's text, at each line break a
+// model may read as one, so that no text passes for a message header.
+var hookIndent = strings.NewReplacer("\r\n", "\n  ", "\n", "\n  ", "\r", "\n  ", "\u0085", "\n  ", "\u2028", "\n  ", "\u2029", "\n  ")
 
 // describeGroup names a group to the agent: its quoted name and its id, or
 // the id alone when it has no name.
@@ -245,10 +250,11 @@ func describeGroup(id, name string) string {
 }
 
 // shortLabel bounds a name a hook prints, which any member may make huge,
-// and quotes one whose line breaks would forge lines of the hook's text.
+// and quotes one with a line break or another unprintable character, which
+// could forge lines of the hook's text.
 func shortLabel(s string) string {
-	if q := fmt.Sprintf("%q", s); q != `"`+s+`"` {
-		s = q
+	if strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		s = strconv.Quote(s)
 	}
 	if len(s) <= 200 {
 		return s
