@@ -286,16 +286,17 @@ func claimFirstWakeup(st *store, opts waitOptions, groups []membership) *wakeNot
 // reads the whole message with get_unread_messages.
 const waitNoticeMaxBytes = 2 << 10
 
-// formatWakeNotice is what `wait` prints on stderr for the agent.
+// formatWakeNotice is what `wait` prints on stderr for the agent, the text
+// indented as a hook's, so that it cannot pass for the notice's last line.
 func formatWakeNotice(contextID string, n *wakeNotice) string {
 	text, read := n.text, "It is now marked read; get_unread_messages returns any other new messages"
 	if n.cut {
 		text = truncateUTF8(text, waitNoticeMaxBytes) + " [...]"
 		read = "It is cut short here and stays unread: read it whole with get_unread_messages"
 	}
-	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n%s\n"+
+	return fmt.Sprintf("Crosstalk: %s wrote in group %s (message %d, priority %s, wakes you: %s):\n  %s\n"+
 		"%s (group_id %s, context_id %s). Reply if needed.",
-		shortLabel(n.sender), describeGroup(n.groupID, n.groupName), n.messageID, n.priority, n.relevance, text, read, n.groupID, contextID)
+		shortLabel(n.sender), describeGroup(n.groupID, n.groupName), n.messageID, n.priority, n.relevance, hookIndent.Replace(text), read, n.groupID, contextID)
 }
 
 // waitGrace is how old a wake event must be before a waiter claims it: a
