@@ -58,11 +58,12 @@ func TestWaitOutlivesAGroupItCannotWrite(t *testing.T) {
 	}
 	w := newChangeWatcher(f.st.dir)
 	defer w.close()
+	waiter := newTestStore(t, f.st.dir) // here: a goroutine may not call t.Fatal
 	got := make(chan error, 1)
 	var n *wakeNotice
 	go func() {
 		var err error
-		n, err = waitForWakeup(newTestStore(t, f.st.dir), w, waitOptions{contextID: "sess-1", timeout: 20 * time.Second, safetyPoll: time.Second})
+		n, err = waitForWakeup(waiter, w, waitOptions{contextID: "sess-1", timeout: 20 * time.Second, safetyPoll: time.Second})
 		got <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the first full check is done
