@@ -250,13 +250,11 @@ func (m httpMessage) isRequest() bool {
 	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
 }
 
-// carriesRequest reports whether body, one message or a 2025-03-26 batch,
-// holds a request: without one, anything answered is an error.
-func carriesRequest(body []byte) bool {
+// batchHasRequest reports whether body is a 2025-03-26 batch holding a
+// request; a lone message is none.
+func batchHasRequest(body []byte) bool {
 	var batch []json.RawMessage
-	if json.Unmarshal(body, &batch) != nil {
-		return readHTTPMessage(body).isRequest()
-	}
+	json.Unmarshal(body, &batch) // not an array: batch stays empty
 	return slices.ContainsFunc(batch, func(item json.RawMessage) bool { return readHTTPMessage(item).isRequest() })
 }
 

@@ -210,11 +210,11 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		http.NewResponseController(w).SetWriteDeadline(t.limits.deadline(len(text)))
 		// An answer ready at once: only in-flight requests use the router.
 		// 2026-07-28's protocol errors have HTTP statuses of their own, as has
-		// an error to responses or notifications, alone or in a batch (202 or
-		// an error, never 200).
+		// an error to responses or notifications, alone (no ex) or in a batch
+		// (202 or an error, never 200).
 		status := http.StatusOK
 		o, _ := reply.(object)
-		if e, _ := o.get("error").(object); ex == nil && !carriesRequest(body) {
+		if e, _ := o.get("error").(object); ex == nil && !batchHasRequest(body) {
 			status = http.StatusBadRequest
 		} else if s.id == "" && e != nil {
 			switch e.get("code") {
