@@ -135,13 +135,13 @@ func TestAuditRetention(t *testing.T) {
 		}
 	})
 
-	t.Run("batches of 1000", func(t *testing.T) {
+	t.Run("batches of auditCleanupBatchSize", func(t *testing.T) {
 		a, db := setup(t, oneDay)
 		tx, err := a.db.Begin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range 2500 {
+		for i := range auditCleanupBatchSize * 5 / 2 {
 			e := event(48*time.Hour+time.Duration(i)*time.Second, "list_groups", "", "")
 			if _, err := tx.Exec("INSERT INTO tool_calls(occurred_at, tool_name, name, outcome, duration_ms) VALUES (?, ?, 'ops', 'success', 3)", e.occurredAt, e.toolName); err != nil {
 				t.Fatal(err)
@@ -161,7 +161,7 @@ func TestAuditRetention(t *testing.T) {
 			}
 			got = append(got, n)
 		}
-		if want := []int{1000, 1000, 500, 0}; !reflect.DeepEqual(got, want) {
+		if want := []int{auditCleanupBatchSize, auditCleanupBatchSize, auditCleanupBatchSize / 2, 0}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("got deletions per call %v; want %v", got, want)
 		}
 		if got := queryInt(t, db, "SELECT COUNT(*) FROM analytics_filter_values"); got != 0 {
