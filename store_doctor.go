@@ -103,6 +103,8 @@ func doctorScan(dir string, now time.Time) ([]doctorFinding, int, error) {
 				// A file this user cannot open may be another user's healthy group.
 				if f, err := os.Open(filepath.Join(dir, name)); errors.Is(err, fs.ErrPermission) {
 					keep = "this user cannot open it (it may be another user's healthy group)"
+				} else if errors.Is(err, fs.ErrNotExist) {
+					continue // deleted while it was checked: no damage
 				} else if err == nil {
 					f.Close()
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -441,5 +443,45 @@ func TestDoctorKeepsGroupWithoutSearchIndex(t *testing.T) {
 	code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
 	if _, err := os.Stat(path); err != nil || code != 0 {
 		t.Errorf("doctor --repair on a group without the search index: got exit %d, %q, stat %v; want it left alone, exit 0", code, out.String(), err)
+	}
+}
+
+// TestDoctorIgnoresGroupDeletedDuringCheck shows that a group file deleted
+// while doctor checks it is not reported: a delete_group running beside
+// doctor is no damage. Healthy groups, each under a new id, are put in
+// place whole by rename and deleted again while doctor scans, so every
+// failed check is such a race.
+func TestDoctorIgnoresGroupDeletedDuringCheck(t *testing.T) {
+	dir := t.TempDir()
+	st := newTestStore(t, dir)
+	id := newTestGroup(t, st, "team", "alice")
+	st.close()
+	healthy, err := os.ReadFile(groupFile(dir, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(groupFile(dir, id)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var churn sync.WaitGroup
+	churn.Add(1)
+	go func() {
+		defer churn.Done()
+		staged := filepath.Join(dir, "staged")
+		for ctx.Err() == nil {
+			path := groupFile(dir, "grp_"+randomHex(16))
+			if os.WriteFile(staged, healthy, 0o644) != nil || os.Rename(staged, path) != nil || os.Remove(path) != nil {
+				return
+			}
+		}
+	}()
+	defer churn.Wait()
+	defer stop()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		findings, _, err := doctorScan(dir, time.Now())
+		if err != nil || len(findings) > 0 {
+			t.Fatalf("doctor beside a group being deleted: got %v, %v; want no findings", findings, err)
+		}
 	}
 }
