@@ -215,14 +215,14 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 		var sender, senderName, content, created, prio, routing, token sql.NullString
 		err := row.Scan(&m.ID, &sender, &senderName, &content, &created, &prio, &routing, &token)
 		m.Sender, m.Content, m.Token = firstNonEmpty(senderName.String, sender.String, "Unknown"), content.String, token.String
-		if utf8.RuneCountInString(m.Content) > chatMessageChars { // substr cut it one character past
+		if utf8.RuneCountInString(m.Content) > chatMessageChars { // read as bytes reaching a character past: substr's characters end at a NUL
 			m.Content = string([]rune(m.Content)[:chatMessageChars]) + " … (cut here: get_all_messages returns the whole message)"
 		}
 		m.Created = o.stampOf(created.String, "")
 		m.Priority, m.Routing = firstNonEmpty(prio.String, "normal"), firstNonEmpty(routing.String, "normal")
 		return m, err
-	}, "SELECT id, sender_context_id, "+shownName("sender_name")+", substr(content, 1, ?), created_at, priority, routing_reason, "+token+
-		" FROM messages "+where, append([]any{chatMessageChars + 1}, args...)...)
+	}, "SELECT id, sender_context_id, "+shownName("sender_name")+", substr(CAST(content AS BLOB), 1, ?), created_at, priority, routing_reason, "+token+
+		" FROM messages "+where, append([]any{4 * (chatMessageChars + 1)}, args...)...)
 	if err != nil || len(out) == 0 {
 		return out, err
 	}

@@ -365,3 +365,21 @@ func TestHugeContextIDsStayBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageTextPastANULIsShown: the chat read each message with substr,
+// which stops at a NUL character, so it hid whatever an agent wrote after
+// one, while the agents' tools return the whole message.
+func TestMessageTextPastANULIsShown(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	id := fx.group("Nul", "", now, fixtureMember{"bo", "Bo"}, fixtureMember{"cy", "Cy"})
+	fx.messages(id, fixtureMessage{Sender: "bo", SenderName: "Bo", Content: "hello\x00 hidden tail", At: now})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	for _, path := range []string{"/fragments/chat?group_id=" + id, "/fragments/messages?group_id=" + id, "/fragments/message?group_id=" + id + "&message_id=1"} {
+		t.Run(path, func(t *testing.T) {
+			if _, body, _ := get(t, obs, path); !strings.Contains(body, "hello\uFFFD hidden tail") {
+				t.Errorf("got no text past the NUL; want %q shown", "hello\uFFFD hidden tail")
+			}
+		})
+	}
+}
