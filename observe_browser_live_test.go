@@ -109,3 +109,31 @@ func TestLiveAppendDuringSlowFetch(t *testing.T) {
 	obs.pollOnce() // while "two" is still being fetched
 	c.waitFor(t, fmt.Sprintf("document.querySelector('#message-list .message[data-message-id=\"%d\"]') !== null", third), 5*time.Second)
 }
+
+// TestOpenChatCatchesUpAfterADroppedStream: the hub drops a stream that
+// lags (a burst of events at scale), and the browser reconnects for a
+// snapshot, which replays nothing; the open chat took only new messages
+// from it, so a read meanwhile left its side panel stale until reloaded.
+func TestOpenChatCatchesUpAfterADroppedStream(t *testing.T) {
+	c := launchBrowser(t)
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	id := fx.group("Dropped", "", now.Add(-time.Hour), fixtureMember{"ann", "Ann"}, fixtureMember{"bob", "Bob"})
+	fx.messages(id, fixtureMessage{Sender: "ann", SenderName: "Ann", Content: "hello", At: now.Add(-time.Minute)})
+	obs := newObserver(fx.dir, time.Hour, time.Now, time.Local) // polled once, at start: the read's event is lost
+	c.open(t, "http://"+serveObserver(t, obs)+"/?view=chats&group_id="+id, "chats")
+	c.waitFor(t, "document.querySelector('.chat-side .has-unread') !== null", 10*time.Second)
+	c.waitFor(t, "document.getElementById('live-status').dataset.state === 'open'", 10*time.Second)
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = 'bob'; " +
+			"UPDATE group_members SET unread_count = 0 WHERE context_id = 'bob'; UPDATE group_state SET member_revision = member_revision + 1")
+		return err
+	})
+	obs.hub.mu.Lock() // drop every stream, as publish drops a lagging one
+	for s := range obs.hub.subs {
+		delete(obs.hub.subs, s)
+		close(s)
+	}
+	obs.hub.mu.Unlock()
+	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
+}

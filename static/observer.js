@@ -441,8 +441,12 @@
     var chatGroup = chat ? chat.getAttribute('data-group-id') : '';
     switch (type) {
       case 'snapshot':
-        if (view === 'overview') refreshView('overview');
-        if (chatGroup && data.groups && data.groups[chatGroup]) appendMessages(chatGroup, data.groups[chatGroup].latest_message_id);
+        // A stream opens with it, also after a drop, and replays nothing: reload what may have changed meanwhile.
+        if (view && view !== 'chats') refreshView(view);
+        if (chatGroup && data.groups && data.groups[chatGroup]) {
+          appendMessages(chatGroup, data.groups[chatGroup].latest_message_id);
+          refreshChatSide(chatGroup);
+        }
         if (chatGroup && data.groups && !data.groups[chatGroup]) refreshChat(chatGroup);
         break;
       case 'message.created':
