@@ -156,11 +156,11 @@ func (o *observer) pollOnce() {
 		}
 	}
 	// An unreadable audit file is compared again next time, but ends the baseline.
-	if latest, ok, err := o.dbs.latestAuditID(o.dir); err == nil {
-		if o.polled && ok && latest != o.latestAudit {
+	if latest, _, err := o.dbs.latestAuditID(o.dir); err == nil {
+		if o.polled && latest != o.latestAudit { // 0 too, once the history is deleted: the views must drop it
 			o.hub.publish("tool_call.completed", map[string]any{"tool_call_id": latest})
 		}
-		o.latestAudit = latest // 0 when ok is false
+		o.latestAudit = latest // 0 without audit rows
 	}
 	o.polled = true
 }

@@ -194,3 +194,29 @@ func TestPollerPastAnUnreadableAuditFile(t *testing.T) {
 		t.Error("no event for a group that appeared after the baseline")
 	}
 }
+
+// TestPollerAnnouncesDeletedAuditHistory: the poller announced a new audit
+// row but not the end of the last one, so after "Delete audit history"
+// every other open Overview and Tool analytics kept showing the deleted
+// calls until an agent made another.
+func TestPollerAnnouncesDeletedAuditHistory(t *testing.T) {
+	fx := newObserveFixture(t)
+	seedBasic(fx, time.Now())
+	obs := newTestObserver(t, fx.dir, time.Second)
+	obs.pollOnce()
+	sub := obs.hub.subscribe()
+	defer obs.hub.unsubscribe(sub)
+	fx.exec(catalogFileName, func(tx *sql.Tx) error {
+		_, err := tx.Exec("DELETE FROM tool_calls")
+		return err
+	})
+	obs.pollOnce()
+	select {
+	case ev := <-sub:
+		if !strings.Contains(string(ev), "event: tool_call.completed") {
+			t.Errorf("got %q; want tool_call.completed", ev)
+		}
+	default:
+		t.Error("got no event for deleted audit history; want tool_call.completed")
+	}
+}
