@@ -193,7 +193,7 @@ func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int
 		err := row.Scan(&id, &sender, &excerpt)
 		out[id] = [2]string{sender.String, excerpt.String}
 		return err
-	}, "SELECT id, "+shownName("sender_name")+", substr(content, 1, 120) FROM messages WHERE "+in, args...)
+	}, "SELECT id, "+shownName("sender_name")+", "+shownText("content", 120)+" FROM messages WHERE "+in, args...)
 	return out, err
 }
 

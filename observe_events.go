@@ -306,7 +306,7 @@ func (o *observer) activityRows(ctx context.Context, g groupSummary, wakeup bool
 	if err != nil {
 		return nil, err
 	}
-	query, what := "SELECT id, created_at, "+shownName("sender_name")+", sender_context_id, substr(content, 1, 180) FROM messages", "messages"
+	query, what := "SELECT id, created_at, "+shownName("sender_name")+", sender_context_id, "+shownText("content", 180)+" FROM messages", "messages"
 	if wakeup {
 		query, what = "SELECT id, created_at, context_id, acknowledged_at, COALESCE(message_id, 0) FROM wakeup_events", "wakeups"
 	}

@@ -167,13 +167,13 @@ func (o *observer) readGroupSummary(ctx context.Context, id string) (groupSummar
 	var name, desc, updated, latestAt sql.NullString
 	var pending, acked sql.NullInt64
 	var response sql.NullFloat64
-	err = db.QueryRowContext(ctx, "SELECT (SELECT "+shownName("name")+" FROM group_metadata WHERE id = 1), (SELECT substr(description, 1, ?) FROM group_metadata WHERE id = 1), "+
+	err = db.QueryRowContext(ctx, "SELECT (SELECT "+shownName("name")+" FROM group_metadata WHERE id = 1), (SELECT "+shownText("description", chatMessageChars)+" FROM group_metadata WHERE id = 1), "+
 		"(SELECT updated_at FROM group_metadata WHERE id = 1), (SELECT created_at FROM messages ORDER BY id DESC LIMIT 1), COUNT(*), "+
 		"SUM(CASE WHEN acknowledged_at IS NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN acknowledged_at IS NOT NULL AND created_at IS NOT NULL "+
 		"THEN MAX(0, (julianday(acknowledged_at) - julianday(created_at)) * 86400) ELSE 0 END) "+
-		"FROM wakeup_events", chatMessageChars).Scan(&name, &desc, &updated, &latestAt, &g.WakeupTotal, &pending, &acked, &response)
+		"FROM wakeup_events").Scan(&name, &desc, &updated, &latestAt, &g.WakeupTotal, &pending, &acked, &response)
 	if err != nil {
 		return g, fmt.Errorf("read summary of %s: %w", id, err)
 	}

@@ -383,3 +383,35 @@ func TestMessageTextPastANULIsShown(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesAndPreviewsPastANULAreShown: names, descriptions and message
+// previews are cut with substr too, which stops at a NUL, so the views hid
+// the rest of "Bo\x00 the admin" as of a message's first line.
+func TestNamesAndPreviewsPastANULAreShown(t *testing.T) {
+	fx := newObserveFixture(t)
+	now := time.Now().UTC()
+	fx.enableAudit(now.Add(-time.Hour))
+	id := fx.group("Group\x00 name tail", "Described\x00 description tail", now.Add(-time.Hour),
+		fixtureMember{"bo", "Bo\x00 member tail"}, fixtureMember{"cy", "Cy"})
+	mid := fx.messages(id, fixtureMessage{Sender: "bo", SenderName: "Bo\x00 member tail", Content: "hello\x00 preview tail", At: now})[0]
+	fx.wakeup(id, mid, "cy", now, time.Time{})
+	fx.calls(fixtureCall{At: now, Tool: "send_message", Group: id, GroupName: "Group\x00 name tail", Caller: "Bo", Duration: 5})
+	obs := newTestObserver(t, fx.dir, time.Second)
+	chat := "/fragments/chat?group_id=" + id
+	for _, tt := range []struct{ path, tail string }{
+		{"/fragments/overview", "name tail"},
+		{"/fragments/overview", "member tail"},
+		{"/fragments/overview", "preview tail"},
+		{"/fragments/chats?group_id=" + id, "name tail"},
+		{chat, "description tail"},
+		{chat, "member tail"},
+		{chat, "member tail: hello\uFFFD preview tail"}, // the wakeup's excerpt
+		{"/fragments/analytics", "name tail"},
+	} {
+		t.Run(tt.path+" "+tt.tail, func(t *testing.T) {
+			if _, body, _ := get(t, obs, tt.path); !strings.Contains(body, "\uFFFD "+tt.tail) {
+				t.Errorf("got no %q; want the text past the NUL shown", tt.tail)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"time"
@@ -185,7 +186,13 @@ func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via str
 
 // shownName selects name column col cut at 1,024 characters: views repeat
 // names on every row, and nothing bounds one.
-func shownName(col string) string { return "substr(" + col + ", 1, 1024)" }
+func shownName(col string) string { return shownText(col, 1024) }
+
+// shownText selects text column col cut at n characters. substr stops at a
+// NUL and would hide the rest, so a text holding one is cut at 4n bytes.
+func shownText(col string, n int) string {
+	return fmt.Sprintf("IIF(instr(%[1]s, char(0)), CAST(substr(CAST(%[1]s AS BLOB), 1, %[2]d) AS TEXT), substr(%[1]s, 1, %[3]d))", col, 4*n, n)
+}
 
 // rowFound reports whether the QueryRow Scan that returned err found its
 // row; sql.ErrNoRows is no error to it.
