@@ -396,7 +396,7 @@ func messageReceipts(ctx context.Context, q queryer, ids []int64) (map[int64][]r
 		return nil, err
 	}
 	in, args := sqlIn("m.id", ids)
-	query := "SELECT m.id, g.context_id, " + shownName("g.name") + ", u.message_id IS NULL, w.acknowledged_at, w.last_notified_at, " + delivered +
+	query := "SELECT m.id, g.context_id, " + shownName("g.name") + ", u.message_id IS NULL, IIF(u.message_id IS NULL, w.acknowledged_at, NULL), w.last_notified_at, " + delivered +
 		" FROM messages m JOIN group_members g ON g.context_id != m.sender_context_id" +
 		" LEFT JOIN member_unread_messages u ON u.message_id = m.id AND u.context_id = g.context_id" +
 		" LEFT JOIN wakeup_events w ON w.message_id = m.id AND w.context_id = g.context_id" + join +

@@ -163,3 +163,34 @@ func TestStatusEscapesNames(t *testing.T) {
 		t.Errorf("got %v:\n%q\nwant the name escaped", err, text)
 	}
 }
+
+// TestReceiptReadOnlyOnceRead checks that a receipt has a read time only
+// when its message was read: a Stop notice acknowledges dave's wake event
+// but leaves the message unread, and the receipts resource showed that
+// acknowledgement as read_at beside the state "delivered".
+func TestReceiptReadOnlyOnceRead(t *testing.T) {
+	st, g, id := receiptsFixture(t)
+	if _, err := st.claimStopWakeups(g, "dave"); err != nil {
+		t.Fatal(err)
+	}
+	_, byMessage, err := st.sentReceipts(g, "alice", receiptLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		contextID, state string
+		read             bool
+	}{
+		{"bob", "read", true},
+		{"carol", "delivered", false},
+		{"dave", "delivered", false},
+	} {
+		t.Run(tc.contextID, func(t *testing.T) {
+			for _, r := range byMessage[id] {
+				if r.contextID == tc.contextID && (r.state() != tc.state || (r.readAt != nil) != tc.read) {
+					t.Errorf("got state %s, read at set %v; want %s, %v", r.state(), r.readAt != nil, tc.state, tc.read)
+				}
+			}
+		})
+	}
+}
