@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -99,10 +98,7 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
-	onDisk, err := s.groupsOnDisk()
-	if err != nil {
-		return nil, err
-	}
+	onDisk := s.groupsOnDisk()
 	repair, cancel := context.WithTimeoutCause(context.Background(), busyRetryWindow, errors.New("catalog still locked; repair left to the next list"))
 	defer cancel()
 	groups := make([]groupMeta, 0, len(onDisk))
@@ -135,18 +131,14 @@ func (s *store) listGroups() ([]groupMeta, error) {
 
 // groupsOnDisk returns the ids of the group databases in dir, regular files
 // only (opening a FIFO blocks).
-func (s *store) groupsOnDisk() (map[string]bool, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
-	if err != nil {
-		return nil, err
-	}
+func (s *store) groupsOnDisk() map[string]bool {
 	onDisk := map[string]bool{}
-	for _, name := range names {
-		if id, ok := groupIDOfFile(filepath.Base(name)); ok && s.groupExists(id) {
+	for _, id := range groupFiles(s.dir) {
+		if s.groupExists(id) {
 			onDisk[id] = true
 		}
 	}
-	return onDisk, nil
+	return onDisk
 }
 
 // groupMetadata reads a group's metadata row.

@@ -360,3 +360,25 @@ func TestGroupsDirectoryRemovedWhileRunning(t *testing.T) {
 		t.Errorf("list_groups: got %+v, %v; want only %s", groups, err, created.groupID)
 	}
 }
+
+// TestGroupsDirectoryWithPatternCharacters keeps groups findable in a
+// directory whose path holds glob pattern characters: globbed, "[team]"
+// matched a directory named "t" and "a[" was a bad pattern, so list_groups
+// answered no groups (and dropped every catalog row as stale) and hooks,
+// status and wait found no memberships.
+func TestGroupsDirectoryWithPatternCharacters(t *testing.T) {
+	for _, name := range []string{"[team]", "a[", "*", "what?"} {
+		t.Run(name, func(t *testing.T) {
+			st := newTestStore(t, filepath.Join(t.TempDir(), name))
+			g := newTestGroup(t, st, "team", "alice")
+			groups, err := st.listGroups()
+			if err != nil || len(groups) != 1 || groups[0].groupID != g {
+				t.Errorf("listGroups: got %v, %v; want the group %s", groups, err, g)
+			}
+			ms, err := st.memberships("alice")
+			if err != nil || len(ms) != 1 || ms[0].groupID != g {
+				t.Errorf("memberships: got %v, %v; want the group %s", ms, err, g)
+			}
+		})
+	}
+}

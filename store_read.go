@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"sort"
 	"time"
 )
 
@@ -254,17 +252,9 @@ type membership struct {
 // joined, sorted by group id. Groups that vanish or are busy are skipped: a
 // hook must answer quickly and the next one will see them.
 func (s *store) memberships(contextID string) ([]membership, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "grp_*.sqlite3"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
 	var out []membership
-	for _, path := range names {
-		id, ok := groupIDOfFile(filepath.Base(path))
-		if !ok {
-			continue
-		}
+	for _, id := range groupFiles(s.dir) {
+		path := s.groupPath(id)
 		m := membership{groupID: id}
 		found := false
 		err := s.withGroup(id, func(db *sql.DB) (err error) {
