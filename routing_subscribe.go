@@ -74,8 +74,10 @@ func (m *subscriptions) subscribe(uri string) error {
 	} else {
 		sub.groupID, err = parseGroupURI(uri)
 	}
-	if err == nil {
-		// Reading the revision also checks that the group exists.
+	// Either read also checks that the group exists; a wakeup needs no revision.
+	if err == nil && sub.wakeup {
+		_, err = m.store.nextWakeupReminder(sub.groupID, sub.contextID)
+	} else if err == nil {
 		sub.revision, err = m.store.messageRevision(sub.groupID)
 	}
 	if err != nil {

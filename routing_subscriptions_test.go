@@ -379,3 +379,25 @@ func TestNextDueSkipsPassedTimes(t *testing.T) {
 		t.Errorf("next due with bob's time passed: got %v, %v; want carol's renotify within %v", d, ok, wakeupRenotifyGap)
 	}
 }
+
+// TestGroupWithoutStateMarker follows the original where a group file
+// lacks its group_state row: join_group (whose wakeup subscription needs no
+// revision) succeeds, and subscribing to the group's resource is refused
+// with the original's "Invalid params" text. The port failed the join as a
+// storage error after storing it, and answered the subscribe "Internal
+// server error".
+func TestGroupWithoutStateMarker(t *testing.T) {
+	s, _ := newTestServer(t)
+	initializeSession(t, s)
+	g := mustCreateGroup(t, s, "alice")
+	if _, err := openTestDB(t, s.store.groupPath(g), "rw").Exec("DELETE FROM group_state"); err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := callTool(t, s, "join_group", map[string]any{"group_id": g, "context_id": "bob", "name": "Bob"}); isErr {
+		t.Errorf("join_group: got %v; want joined", out)
+	}
+	got := exchangeLine(t, s, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"`+groupURI(g)+`"}}`)
+	if want := `"message": "Invalid params: Group state marker is missing."`; !strings.Contains(got, want) {
+		t.Errorf("subscribe: got %s; want %s", got, want)
+	}
+}

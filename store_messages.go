@@ -17,7 +17,7 @@ func (s *store) messageRevision(id string) (int64, error) {
 	err := s.withGroup(id, func(db *sql.DB) error {
 		err := db.QueryRow("SELECT message_revision FROM group_state WHERE id = 1").Scan(&rev)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errors.New("group state marker is missing")
+			return validationErrorf("Group state marker is missing.") // the original's ValueError
 		}
 		return err
 	})
