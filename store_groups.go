@@ -261,7 +261,7 @@ func (s *store) joinGroup(id, contextID, name string) error {
 func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
 	return s.writeGroup(id, func(tx groupTx) error {
 		if checkName {
-			if _, err := requireMember(tx, contextID, name); err != nil {
+			if _, err := requireMember(tx.QueryRow, contextID, name); err != nil {
 				return err
 			}
 		}
@@ -287,12 +287,12 @@ func (s *store) leaveGroup(id, contextID, name string, checkName bool) error {
 	})
 }
 
-// requireMember returns the member's latest sent message id, or the
-// original's authorization errors when contextID has not joined under name.
-func requireMember(tx groupTx, contextID, name string) (int64, error) {
+// requireMember reads with queryRow the member's latest sent message id, or
+// the original's authorization errors when contextID has not joined under name.
+func requireMember(queryRow func(string, ...any) rowScanner, contextID, name string) (int64, error) {
 	var joined string
 	var latest sql.NullInt64
-	err := tx.QueryRow("SELECT name, latest_message_id FROM group_members WHERE context_id = ?", contextID).Scan(&joined, &latest)
+	err := queryRow("SELECT name, latest_message_id FROM group_members WHERE context_id = ?", contextID).Scan(&joined, &latest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, errNotJoined
 	}

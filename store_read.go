@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -38,11 +39,13 @@ func scanMessage(row rowScanner, extra ...any) (m message, err error) {
 
 // readSelection is one way of choosing messages to return and mark read:
 // rows selects them and predicate (over message_id) names the same set for
-// marking, both taking args. allUnread says that set is all of the member's
-// unread messages; via, when set, records them delivered that way.
+// marking, both taking args, as does exists, when set, a cheaper query than
+// rows of whether the set is empty. allUnread says that set is all of the
+// member's unread messages; via, when set, records them delivered that way.
 type readSelection struct {
 	rows      string
 	predicate string
+	exists    string
 	args      []any
 	allUnread bool
 	via       string
@@ -53,17 +56,30 @@ type readSelection struct {
 // transaction so that concurrent senders cannot slip between read and mark.
 // A request that ended meanwhile (requestEnded) rolls back: its answer
 // would reach no one, so its mail stays unread.
-func (s *store) readMessages(ctx context.Context, id, contextID, name string, pick func(tx groupTx, latest int64) (readSelection, error)) ([]message, error) {
+func (s *store) readMessages(ctx context.Context, id, contextID, name string, pick func(latest int64) readSelection) ([]message, error) {
+	// Nothing to return takes no write lock, nor does the original, which
+	// reads first and locks only to mark: a huge send holds it for seconds.
+	// A refusal is read there too; any other failure meets the write.
+	var found bool
+	err := s.withGroup(id, func(db *sql.DB) error {
+		queryRow := func(q string, args ...any) rowScanner { return db.QueryRow(q, args...) }
+		latest, err := requireMember(queryRow, contextID, name)
+		if err == nil {
+			sel := pick(latest)
+			err = queryRow(cmp.Or(sel.exists, "SELECT EXISTS ("+sel.rows+")"), sel.args...).Scan(&found)
+		}
+		return err
+	})
+	if _, refused := errors.AsType[*domainError](err); refused || err == nil && !found {
+		return nil, err
+	}
 	var out []message
-	err := s.writeGroup(id, func(tx groupTx) error {
-		latest, err := requireMember(tx, contextID, name)
+	err = s.writeGroup(id, func(tx groupTx) error {
+		latest, err := requireMember(tx.QueryRow, contextID, name)
 		if err != nil {
 			return err
 		}
-		sel, err := pick(tx, latest)
-		if err != nil {
-			return err
-		}
+		sel := pick(latest)
 		rows, err := tx.Query(sel.rows, sel.args...)
 		if out, err = collectRows(rows, err, func(row rowScanner) (message, error) { return scanMessage(row) }); err != nil || len(out) == 0 {
 			return err
@@ -140,16 +156,12 @@ func (s *store) acknowledgeWakeups(tx groupTx, contextID, predicate string, args
 // messagesAfter returns every message with an id above after and marks them
 // read (get_all_messages with after 0, get_messages_after).
 func (s *store) messagesAfter(ctx context.Context, id, contextID, name string, after int64) ([]message, error) {
-	return s.readMessages(ctx, id, contextID, name, func(groupTx, int64) (readSelection, error) {
-		return afterCursor(after), nil
-	})
+	return s.readMessages(ctx, id, contextID, name, func(int64) readSelection { return afterCursor(after) })
 }
 
 // latestMessages returns the messages after the member's own latest send.
 func (s *store) latestMessages(ctx context.Context, id, contextID, name string) ([]message, error) {
-	return s.readMessages(ctx, id, contextID, name, func(_ groupTx, latest int64) (readSelection, error) {
-		return afterCursor(latest), nil
-	})
+	return s.readMessages(ctx, id, contextID, name, afterCursor)
 }
 
 // afterCursor selects the messages with an id above after.
@@ -164,13 +176,7 @@ func afterCursor(after int64) readSelection {
 // unreadMessages returns the member's unread messages and, when via is set
 // (wait_for_messages), records them delivered that way.
 func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via string) ([]message, error) {
-	var idle bool // nothing unread takes no write lock (nor does the original): a huge send holds it for seconds
-	if s.withGroup(id, func(db *sql.DB) error {
-		return db.QueryRow("SELECT NOT EXISTS (SELECT 1 FROM member_unread_messages WHERE context_id = ?1) FROM group_members WHERE context_id = ?1 AND name = ?2", contextID, name).Scan(&idle)
-	}) == nil && idle {
-		return nil, nil
-	}
-	return s.readMessages(ctx, id, contextID, name, func(groupTx, int64) (readSelection, error) {
+	return s.readMessages(ctx, id, contextID, name, func(int64) readSelection {
 		return readSelection{
 			rows: "SELECT " + messageColumns + " FROM member_unread_messages JOIN messages ON messages.id = member_unread_messages.message_id " +
 				"WHERE member_unread_messages.context_id = ? ORDER BY messages.id ASC",
@@ -178,7 +184,7 @@ func (s *store) unreadMessages(ctx context.Context, id, contextID, name, via str
 			args:      []any{contextID},
 			allUnread: true,
 			via:       via,
-		}, nil
+		}
 	})
 }
 
@@ -217,25 +223,26 @@ func (s *store) unreadCount(id, contextID string) (n int64, member bool, err err
 // %query% (ASCII case-insensitive; % and _ in query are wildcards) through
 // the trigram index, or by a scan where a group lacks the index.
 func (s *store) searchMessages(ctx context.Context, id, contextID, name, query string) ([]message, error) {
-	pattern := "%" + query + "%"
-	return s.readMessages(ctx, id, contextID, name, func(tx groupTx, _ int64) (readSelection, error) {
-		var indexed bool
-		err := tx.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
-		if err != nil {
-			return readSelection{}, err
-		}
-		// The trigram index finds the hits both to list and to mark them
-		// (a scan for the second was most of a search's time); SQLite still
-		// checks LIKE on each candidate, so the set is exactly a scan's.
-		hits := "SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE"
-		if indexed {
-			hits = "SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE"
-		}
+	var indexed bool
+	if err := s.withGroup(id, func(db *sql.DB) error {
+		return db.QueryRow("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'message_search')").Scan(&indexed)
+	}); err != nil {
+		return nil, err
+	}
+	// The trigram index finds the hits both to list and to mark them (a
+	// scan for the second was most of a search's time); SQLite still checks
+	// LIKE on each candidate, so the set is exactly a scan's.
+	hits := "SELECT id FROM messages WHERE content LIKE ? COLLATE NOCASE"
+	if indexed {
+		hits = "SELECT rowid FROM message_search WHERE content LIKE ? COLLATE NOCASE"
+	}
+	return s.readMessages(ctx, id, contextID, name, func(int64) readSelection {
 		return readSelection{
 			rows:      "SELECT " + messageColumns + " FROM messages WHERE id IN (" + hits + ") ORDER BY id ASC",
 			predicate: "message_id IN (" + hits + ")",
-			args:      []any{pattern},
-		}, nil
+			exists:    "SELECT EXISTS (" + hits + ")", // stops at the first hit; rows lists every one first
+			args:      []any{"%" + query + "%"},
+		}
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"regexp"
 	"sort"
@@ -43,5 +44,42 @@ func TestHandleCacheIsBounded(t *testing.T) {
 		if _, err := s.store.users(g); err != nil {
 			t.Errorf("users(%s) after eviction: %v", g, err)
 		}
+	}
+}
+
+// TestEmptyReadsTakeNoWriteLock reads with nothing to return while another
+// process holds the group's write lock, as a huge send or a stopped writer
+// does for seconds. The original reads without the lock and takes it only
+// to mark what it returns, so it answers these at once; the port took the
+// lock first and answered "group is busy" after 3 s. Refusals, also decided
+// by a read, come at once too.
+func TestEmptyReadsTakeNoWriteLock(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	g := newTestGroup(t, st, "team", "alice", "bob")
+	if _, err := st.sendMessage(g, outgoing{contextID: "alice", name: "alice", text: "hello", priority: "normal"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.unreadMessages(context.Background(), g, "bob", "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	holdWriteLock(t, st.groupPath(g))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		read func() ([]message, error)
+		want error
+	}{
+		{"unread", func() ([]message, error) { return st.unreadMessages(ctx, g, "bob", "bob", "") }, nil},
+		{"after the last", func() ([]message, error) { return st.messagesAfter(ctx, g, "bob", "bob", 1) }, nil},
+		{"latest after own", func() ([]message, error) { return st.latestMessages(ctx, g, "alice", "alice") }, nil},
+		{"search without hits", func() ([]message, error) { return st.searchMessages(ctx, g, "bob", "bob", "nothing") }, nil},
+		{"not joined", func() ([]message, error) { return st.messagesAfter(ctx, g, "carol", "carol", 0) }, errNotJoined},
+		{"wrong name", func() ([]message, error) { return st.searchMessages(ctx, g, "bob", "Bob", "hello") }, errNameMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := tc.read(); len(got) != 0 || err != tc.want {
+				t.Errorf("got %d messages, %v; want none, %v", len(got), err, tc.want)
+			}
+		})
 	}
 }
