@@ -391,8 +391,9 @@ func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
 // waiter of a headless Claude Code run gets that the session is ending
 // (the client then waits up to 30 s for its background hooks).
 func endClientWaiters(dir string, pid int) {
-	slots, _ := filepath.Glob(filepath.Join(dir, "waiters", "*"))
-	for _, path := range slots {
+	slots, _ := os.ReadDir(filepath.Join(dir, "waiters")) // not a glob: the path may hold [, * or ?
+	for _, e := range slots {
+		path := filepath.Join(dir, "waiters", e.Name())
 		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), " "+strconv.Itoa(pid)) {
 			os.Remove(path)
 		}

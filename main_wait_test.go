@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -180,9 +181,10 @@ func TestWaitForegroundArgs(t *testing.T) {
 }
 
 // TestWaiterSlot checks that a newer waiter of the session, or the end of
-// its client's MCP server, takes the slot from the running one.
+// its client's MCP server, takes the slot from the running one, in a groups
+// directory whose path holds the characters of a glob pattern.
 func TestWaiterSlot(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "[team]")
 	slot := waiterSlot(dir, "sess-1")
 	release, err := takeWaiterSlot(slot, 4242)
 	if err != nil || !ownsWaiterSlot(slot) {
