@@ -350,18 +350,3 @@ func groupIDOfFile(name string) (id string, ok bool) {
 	id, ok = strings.CutSuffix(name, ".sqlite3")
 	return id, ok && validateGroupID(id) == nil
 }
-
-// groupFiles returns the ids of the group files in dir, sorted. The
-// directory is read, not globbed: filepath.Glob takes a [, * or ? in the
-// directory's own path as a pattern. A directory that cannot be read holds
-// no group, as for Glob and the original's glob.
-func groupFiles(dir string) []string {
-	entries, _ := os.ReadDir(dir)
-	var ids []string
-	for _, e := range entries {
-		if id, ok := groupIDOfFile(e.Name()); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}

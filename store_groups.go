@@ -323,3 +323,18 @@ func removeDatabaseFiles(path string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// groupFiles returns the ids of the group files in dir, sorted. The
+// directory is read, not globbed: filepath.Glob takes a [, * or ? in the
+// directory's own path as a pattern. A directory that cannot be read holds
+// no group, as for Glob and the original's glob.
+func groupFiles(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var ids []string
+	for _, e := range entries {
+		if id, ok := groupIDOfFile(e.Name()); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
