@@ -40,6 +40,11 @@ func (s *httpSession) handle(r *http.Request, body []byte) any {
 	defer cancel()
 	s.handleMu.Lock()
 	defer s.handleMu.Unlock()
+	// A request whose client hung up while it waited here is not run: no
+	// answer would reach it, and a wait_for_messages would take its mail.
+	if r.Context().Err() != nil && readHTTPMessage(body).isRequest() {
+		return nil
+	}
 	s.srv.request, s.srv.remote = ctx, r.RemoteAddr
 	defer func() { s.srv.request = context.Background() }()
 	return s.srv.handleLine(body)
