@@ -121,9 +121,9 @@ func (e *httpExchange) offer(ev httpEvent) {
 }
 
 // expect registers a request about to be handled, by its raw id, so that its
-// messages reach the returned exchange. An id already waiting keeps its own:
-// the server refuses the duplicate (errDuplicateID).
-func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
+// messages reach the returned exchange. An id already waiting keeps its own,
+// and an onStream request then gets nil: its answer would reach no stream.
+func (r *httpRouter) expect(id json.RawMessage, onStream bool) *httpExchange {
 	// Not the session's context: its end (SIGTERM) still answers in-flight
 	// requests here.
 	e := r.newExchange(context.Background(), string(id))
@@ -131,6 +131,8 @@ func (r *httpRouter) expect(id json.RawMessage) *httpExchange {
 	defer r.mu.Unlock()
 	if r.waiting[e.id] == nil {
 		r.waiting[e.id] = e
+	} else if onStream {
+		return nil
 	}
 	return e
 }
@@ -205,7 +207,10 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 	}
 	var ex *httpExchange
 	if msg.isRequest() {
-		ex = s.router.expect(msg.ID)
+		if ex = s.router.expect(msg.ID, msg.answersOnStream()); ex == nil {
+			writeHTTPJSON(w, http.StatusOK, pyJSON(errorResponse(msg.ID, errDuplicateID)))
+			return
+		}
 		defer s.router.forget(ex)
 	}
 	if reply := s.handle(r, body); reply != nil {
