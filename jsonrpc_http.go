@@ -283,7 +283,9 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request, id string, 
 	var body []byte
 	var err error
 	if rc := http.NewResponseController(w); r.ContentLength <= t.limits.maxBody {
-		rc.SetReadDeadline(t.limits.deadline(int(max(r.ContentLength, 0))))
+		allowance := t.limits.deadline(int(max(r.ContentLength, 0)))
+		rc.SetReadDeadline(allowance)
+		rc.SetWriteDeadline(allowance) // HTTP/2 resets a stream at its write deadline, written to or not
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, t.limits.maxBody))
 		rc.SetWriteDeadline(t.limits.deadline(0))
 	}
