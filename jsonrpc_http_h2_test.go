@@ -27,20 +27,30 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+// newHTTP2Session serves a transport with writeTimeout over TLS, where the
+// test's client speaks HTTP/2, and opens a session on it.
+func newHTTP2Session(t *testing.T, writeTimeout time.Duration) (*httpTransport, *httpTestClient) {
+	st := newTestStore(t, t.TempDir())
+	tr := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, withDefaultLimits(httpLimits{writeTimeout: writeTimeout}))
+	srv := httptest.NewUnstartedServer(newHTTPGuard(true, nil, nil, tr))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		tr.close()
+		srv.Close()
+	})
+	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint, hc: srv.Client()}
+	c.initialize()
+	return tr, c
+}
+
 // TestHTTP2LargeBodyFromSlowSender is TestHTTPLargeBodyFromSlowSender over
 // HTTP/2, which clients such as Go's and reqwest's negotiate over TLS: there a
 // write deadline resets the stream when it passes, written to or not, so the
 // body's allowance must cover the response's first write as well as the read.
 func TestHTTP2LargeBodyFromSlowSender(t *testing.T) {
-	st := newTestStore(t, t.TempDir())
-	tr := newHTTPTransport(st, newServerConfig(version, 20*time.Millisecond), nil, withDefaultLimits(httpLimits{writeTimeout: 1500 * time.Millisecond}))
-	defer tr.close()
-	srv := httptest.NewUnstartedServer(newHTTPGuard(true, nil, nil, tr))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	c := &httpTestClient{tb: t, url: srv.URL + httpEndpoint, hc: srv.Client()}
-	c.initialize()
+	_, c := newHTTP2Session(t, 1500*time.Millisecond)
 	g := c.createGroup(map[string]any{"context_id": "ctx-a", "name": "uplink"})
 	c.ok("join_group", map[string]any{"group_id": g, "context_id": "ctx-a", "name": "alice"}, nil)
 	send := c.request("tools/call", map[string]any{"name": "send_message", "arguments": map[string]any{
@@ -62,5 +72,24 @@ func TestHTTP2LargeBodyFromSlowSender(t *testing.T) {
 	}
 	if err != nil || resp.ProtoMajor != 2 || !strings.Contains(string(answer), "message_id") {
 		t.Errorf("a large body sent steadily over HTTP/2: got %.200q, %v; want its answer over HTTP/2", answer, err)
+	}
+}
+
+// TestHTTP2SlowAnswerArrives: over HTTP/2 a request answered after longer
+// than the write timeout (queued here behind its session's request in hand)
+// must still be answered, as over HTTP/1.1: no write was due meanwhile.
+func TestHTTP2SlowAnswerArrives(t *testing.T) {
+	tr, c := newHTTP2Session(t, 300*time.Millisecond)
+	sess := tr.sessionByID(c.session)
+	sess.handleMu.Lock()
+	time.AfterFunc(time.Second, sess.handleMu.Unlock)
+	resp, err := c.tryDo(t.Context(), http.MethodPost, c.request("tools/call", map[string]any{"name": "list_groups", "arguments": map[string]any{"caller_name": "t"}}), nil)
+	var answer []byte
+	if err == nil {
+		defer resp.Body.Close()
+		answer, err = io.ReadAll(resp.Body)
+	}
+	if err != nil || resp.ProtoMajor != 2 || !strings.Contains(string(answer), "groups") {
+		t.Errorf("an answer ready after the write timeout over HTTP/2: got %.200q, %v; want it", answer, err)
 	}
 }

@@ -213,6 +213,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		}
 		defer s.router.forget(ex)
 	}
+	http.NewResponseController(w).SetWriteDeadline(time.Time{}) // none while handled: HTTP/2 resets a stream at one; writes set theirs
 	if reply := s.handle(r, body); reply != nil {
 		// The answer's deadline starts now, not at the request's start: a
 		// send stored after a slow body must still be answered.
@@ -238,6 +239,7 @@ func (t *httpTransport) exchange(w http.ResponseWriter, r *http.Request, s *http
 		return
 	}
 	if !msg.answersOnStream() { // a notification, or a request left unanswered
+		http.NewResponseController(w).SetWriteDeadline(t.limits.deadline(0))
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
