@@ -214,7 +214,7 @@ func mcpServerLists(client, home, cwd string) []mcpServerList {
 }
 
 // mcpGroupsDir returns the CROSSTALK_GROUPS_DIR that a server entry of the
-// client's MCP configuration sets, expanded as Claude Code does, and its
+// client's MCP configuration sets, expanded as the client does, and its
 // file. A file that is missing or not plain JSON is passed over.
 func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 	for _, l := range mcpServerLists(client, home, cwd) {
@@ -232,7 +232,7 @@ func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 			entry, _ := servers[name].(map[string]any)
 			env, _ := entry["env"].(map[string]any)
 			if dir, _ := env["CROSSTALK_GROUPS_DIR"].(string); dir != "" {
-				return os.Expand(dir, expandWithDefault), l.file
+				return os.Expand(dir, func(v string) string { return expandVariable(v, home, cwd) }), l.file
 			}
 		}
 	}
@@ -253,9 +253,14 @@ func linkOnPath(exe string) string {
 	return exe
 }
 
-// expandWithDefault is os.Expand's lookup for "VAR" and "VAR:-default".
-func expandWithDefault(name string) string {
-	name, def, _ := strings.Cut(name, ":-")
+// expandVariable is os.Expand's lookup for the variables of the clients'
+// MCP configurations: Claude Code's "VAR" and "VAR:-default", VS Code's and
+// Cursor's "env:VAR", "userHome" and "workspaceFolder", the project cwd.
+func expandVariable(name, home, cwd string) string {
+	if v, ok := map[string]string{"userHome": home, "workspaceFolder": cwd}[name]; ok {
+		return v
+	}
+	name, def, _ := strings.Cut(strings.TrimPrefix(name, "env:"), ":-")
 	return cmp.Or(os.Getenv(name), def)
 }
 

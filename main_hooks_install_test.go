@@ -1,0 +1,38 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestHooksGroupsDirExpandsClientVariables reads a groups directory that a
+// client's MCP configuration gives with that client's variables: VS Code's
+// and Cursor's ${workspaceFolder}, ${userHome} and ${env:VAR}, Claude
+// Code's ${VAR:-default}. Expanded as blanks, the hooks would read a
+// directory no server uses, and stay silent.
+func TestHooksGroupsDirExpandsClientVariables(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	t.Setenv("CROSSTALK_GROUPS_DIR", "")
+	t.Setenv("CT_TEST_GROUPS", "/from/env")
+	for _, tc := range []struct{ client, file, servers, value, want string }{
+		{"vscode", ".vscode/mcp.json", "servers", "${workspaceFolder}/.crosstalk", filepath.Join(project, ".crosstalk")},
+		{"cursor", ".cursor/mcp.json", "mcpServers", "${userHome}/groups", filepath.Join(home, "groups")},
+		{"cursor", ".cursor/mcp.json", "mcpServers", "${env:CT_TEST_GROUPS}/g", "/from/env/g"},
+		{"claude-code", ".mcp.json", "mcpServers", "${CT_TEST_UNSET:-/default}/g", "/default/g"},
+	} {
+		t.Run(tc.client+" "+tc.value, func(t *testing.T) {
+			path := filepath.Join(project, filepath.FromSlash(tc.file))
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			config := `{"` + tc.servers + `": {"ct": {"command": "crosstalk-mcp", "env": {"CROSSTALK_GROUPS_DIR": "` + tc.value + `"}}}}`
+			if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := hooksInstallCommand{target: hookInstallTargets[tc.client]}
+			if got, err := c.hooksGroupsDir(io.Discard, home, project); err != nil || got != tc.want {
+				t.Errorf("got %q (%v); want %q", got, err, tc.want)
+			}
+		})
+	}
+}
