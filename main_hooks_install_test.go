@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,25 @@ func TestHooksGroupsDirExpandsClientVariables(t *testing.T) {
 				t.Errorf("got %q (%v); want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHooksInstallKeepsWindowsLineEnds installs into settings files whose
+// lines end in CRLF, as Windows editors write them: the lines added end so
+// too, rather than leaving the file with two kinds of line ends.
+func TestHooksInstallKeepsWindowsLineEnds(t *testing.T) {
+	for _, name := range hookClientNames() {
+		h := hookInstallTargets[name]
+		for _, original := range []string{"{}\r\n", "{\r\n  \"model\": \"opus\"\r\n}\r\n", strings.ReplaceAll(oddSettings(h), "\n", "\r\n")} {
+			t.Run(name+" "+strings.TrimSpace(jsonLine(original)), func(t *testing.T) {
+				text, err := installHooks(h, original, hookLauncher{exe: "/opt/bin/crosstalk-mcp"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lf, crlf := strings.Count(text, "\n"), strings.Count(text, "\r\n"); lf != crlf {
+					t.Errorf("got %d line ends, %d of them CRLF; want all CRLF:\n%q", lf, crlf, text)
+				}
+			})
+		}
 	}
 }

@@ -170,15 +170,17 @@ type jsonEdit struct {
 	insert     string
 }
 
-// applyEdits applies non-overlapping edits to text.
+// applyEdits applies non-overlapping edits to text. Inserted lines end
+// in CRLF in a file that has any, as Windows editors write them.
 func applyEdits(text string, edits []jsonEdit) string {
 	var b strings.Builder
 	pos := 0
+	nl := map[bool]string{false: "\n", true: "\r\n"}[strings.Contains(text, "\r\n")]
 	edits = slices.Clone(edits) // sorted stably: edits at one offset keep their order
 	slices.SortStableFunc(edits, func(a, b jsonEdit) int { return a.start - b.start })
 	for _, e := range edits {
 		b.WriteString(text[pos:e.start])
-		b.WriteString(e.insert)
+		b.WriteString(strings.ReplaceAll(e.insert, "\n", nl))
 		pos = e.end
 	}
 	b.WriteString(text[pos:])
