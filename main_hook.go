@@ -92,7 +92,8 @@ func runHook(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // openCommandStore opens the store of a one-shot command on dir, else
 // groupsDirFromEnv's, logging under the command's name. It never creates
-// the directory: a mistyped one must be reported, not answered from empty.
+// the directory: a mistyped one must be reported, not answered from empty,
+// and so must one this user cannot list, whose groups it would not see.
 func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 	if dir == "" {
 		var err error
@@ -100,8 +101,8 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 			return nil, err
 		}
 	}
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("no groups directory %s: point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", dir)
+	if _, err := os.ReadDir(dir); err != nil {
+		return nil, fmt.Errorf("no readable groups directory (%w): point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", err)
 	}
 	st, err := newStore(dir, time.Now)
 	if err != nil {

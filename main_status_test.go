@@ -66,3 +66,21 @@ func TestDoctorRepairOverwritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusRefusesAnUnreadableGroupsDir runs status on a groups directory
+// this user may enter but not list, as another user's: it must fail, not
+// report the member in no group with nothing unread.
+func TestStatusRefusesAnUnreadableGroupsDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "groups")
+	if err := os.Mkdir(dir, 0o311); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) }) // before TempDir's removal, which lists it
+	if _, err := os.ReadDir(dir); err == nil {
+		t.Skip("this user lists any directory (root)")
+	}
+	code, stdout, stderr := runCLI("status", "--context-id", "alice", "--groups-dir", dir)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "permission denied") {
+		t.Errorf("got exit %d, stdout %q, stderr %q; want exit 1 and the error on stderr", code, stdout, stderr)
+	}
+}
