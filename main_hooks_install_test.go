@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,5 +56,25 @@ func TestHooksInstallKeepsWindowsLineEnds(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestShellQuoteIsVerbatim passes paths through the POSIX shell that runs
+// hook commands (Git Bash, for Claude Code on Windows): each must arrive as
+// written. An unquoted backslash is an escape there, and a Windows path
+// C:\Users\... arrived as C:Users...: every hook failed to start.
+func TestShellQuoteIsVerbatim(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, path := range []string{"/opt/bin/crosstalk-mcp", `C:\Users\me\bin\crosstalk-mcp.exe`, "C:/Users/me/bin/crosstalk-mcp.exe",
+		"/opt/my tools/crosstalk-mcp", "/home/o'brien/$HOME/*", `/a\b`, ""} {
+		t.Run(path, func(t *testing.T) {
+			out, err := exec.Command(sh, "-c", "printf %s "+shellQuote(path)).Output()
+			if got := string(out); err != nil || got != path {
+				t.Errorf("sh read %s as %q (%v); want %q", shellQuote(path), got, err, path)
+			}
+		})
 	}
 }

@@ -85,11 +85,12 @@ func (h hookSettings) settingsPath(scope, home, projectDir string) string {
 // the client's environment would not otherwise find.
 type hookLauncher struct{ exe, groupsDir string }
 
-// command is the shell command line of one hook.
+// command is the shell command line of one hook, with forward slashes in
+// its paths: Windows shells, Git Bash (Claude Code's) too, take them as they are.
 func (l hookLauncher) command(e hookEntry) string {
-	cmd := shellQuote(l.exe) + " " + e.args
+	cmd := shellQuote(filepath.ToSlash(l.exe)) + " " + e.args
 	if l.groupsDir != "" {
-		cmd += " --groups-dir " + shellQuote(l.groupsDir)
+		cmd += " --groups-dir " + shellQuote(filepath.ToSlash(l.groupsDir))
 	}
 	return cmd
 }
@@ -116,7 +117,7 @@ func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 // shellQuote quotes a path holding anything but safe characters, so that
 // the hook's shell passes it verbatim, with no splitting or expansion.
 func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:\\") == "" {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:") == "" {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
