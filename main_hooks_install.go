@@ -2,17 +2,14 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -214,25 +211,25 @@ func mcpServerLists(client, home, cwd string) []mcpServerList {
 }
 
 // mcpGroupsDir returns the CROSSTALK_GROUPS_DIR that a server entry of the
-// client's MCP configuration sets, expanded as the client does, and its
-// file. A file that is missing or not plain JSON is passed over.
+// client's MCP configuration sets, the first in the file, expanded as the
+// client does, and its file. A file that is missing or not JSON (comments
+// and trailing commas allowed, as VS Code's mcp.json has them) is passed over.
 func mcpGroupsDir(client, home, cwd string) (dir, file string) {
 	for _, l := range mcpServerLists(client, home, cwd) {
 		raw, err := os.ReadFile(l.file)
-		var v any
-		if err != nil || json.Unmarshal(raw, &v) != nil {
+		if err != nil {
 			continue
 		}
+		servers, _ := parseJSONSpans(string(raw)) // nil when it is not JSON
 		for _, k := range l.keys {
-			m, _ := v.(map[string]any)
-			v = m[k]
+			servers = servers.member(k)
 		}
-		servers, _ := v.(map[string]any)
-		for _, name := range slices.Sorted(maps.Keys(servers)) {
-			entry, _ := servers[name].(map[string]any)
-			env, _ := entry["env"].(map[string]any)
-			if dir, _ := env["CROSSTALK_GROUPS_DIR"].(string); dir != "" {
-				return os.Expand(dir, func(v string) string { return expandVariable(v, home, cwd) }), l.file
+		if servers == nil || servers.kind != '{' {
+			continue
+		}
+		for _, entry := range servers.vals {
+			if d := entry.member("env").member("CROSSTALK_GROUPS_DIR"); d != nil && d.kind == '"' && d.str != "" {
+				return os.Expand(d.str, func(v string) string { return expandVariable(v, home, cwd) }), l.file
 			}
 		}
 	}

@@ -78,3 +78,28 @@ func TestShellQuoteIsVerbatim(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksGroupsDirReadsCommentedConfiguration reads the groups directory
+// from MCP configurations with comments and trailing commas, as VS Code
+// reads its mcp.json (its documentation's examples carry comments): passed
+// over, the hooks would read the default directory, not the server's.
+func TestHooksGroupsDirReadsCommentedConfiguration(t *testing.T) {
+	t.Setenv("CROSSTALK_GROUPS_DIR", "")
+	for _, tc := range []struct{ client, file, config string }{
+		{"vscode", ".vscode/mcp.json", "{\n  // crosstalk\n  \"servers\": {\n    \"ct\": {\"command\": \"crosstalk-mcp\", \"env\": {\"CROSSTALK_GROUPS_DIR\": \"/shared/groups\"},},\n  },\n}\n"},
+		{"cursor", ".cursor/mcp.json", "{\"mcpServers\": {/* ours */ \"ct\": {\"env\": {\"CROSSTALK_GROUPS_DIR\": \"/shared/groups\"}}}}"},
+	} {
+		t.Run(tc.client, func(t *testing.T) {
+			home, project := t.TempDir(), t.TempDir()
+			path := filepath.Join(project, filepath.FromSlash(tc.file))
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if err := os.WriteFile(path, []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := hooksInstallCommand{target: hookInstallTargets[tc.client]}
+			if got, err := c.hooksGroupsDir(io.Discard, home, project); err != nil || got != "/shared/groups" {
+				t.Errorf("got %q (%v); want /shared/groups", got, err)
+			}
+		})
+	}
+}
