@@ -26,7 +26,10 @@
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
 // Codex); d, mail arriving during a turn, so that Stop finds it pending;
 // e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken
-// while idle.
+// while idle; f and g, --resume (scenarios_test.go); h, the model reading
+// its receipts (receipts_test.go); i, Claude Code connected to `serve
+// --http` with a per-agent token, which may not speak as another context_id
+// (http_test.go).
 //
 // Run it with `make conformance-clients` from the repository root, or by
 // hand:
@@ -337,9 +340,16 @@ func (s *session) hookLines() string {
 	return strings.Join(out, "\n")
 }
 
-// resultOf returns the content of the tool_result the client sent for the
-// model's last call of the named tool, as JSON, or "".
-func (s *session) resultOf(tool string) string {
+// toolResult is what the client gave the model back for one tool call.
+type toolResult struct {
+	content string // the tool_result's content, as JSON
+	isError bool
+}
+
+// resultsOf returns, in call order, the tool_results the client sent for
+// the model's calls of the named tool, from the latest main request that
+// carries any.
+func (s *session) resultsOf(tool string) []toolResult {
 	reqs := s.model.snapshot()
 	for i := len(reqs) - 1; i >= 0; i-- {
 		var body struct {
@@ -351,7 +361,7 @@ func (s *session) resultOf(tool string) string {
 			continue
 		}
 		ids := map[string]bool{}
-		var found string
+		var found []toolResult
 		for _, m := range body.Messages {
 			var blocks []struct {
 				Type      string          `json:"type"`
@@ -359,6 +369,7 @@ func (s *session) resultOf(tool string) string {
 				Name      string          `json:"name"`
 				ToolUseID string          `json:"tool_use_id"`
 				Content   json.RawMessage `json:"content"`
+				IsError   bool            `json:"is_error"`
 			}
 			if json.Unmarshal(m.Content, &blocks) != nil {
 				continue
@@ -368,13 +379,22 @@ func (s *session) resultOf(tool string) string {
 					ids[b.ID] = true
 				}
 				if b.Type == "tool_result" && ids[b.ToolUseID] {
-					found = string(b.Content)
+					found = append(found, toolResult{string(b.Content), b.IsError})
 				}
 			}
 		}
-		if found != "" {
+		if len(found) > 0 {
 			return found
 		}
+	}
+	return nil
+}
+
+// resultOf returns the content of the tool_result the client sent for the
+// model's last call of the named tool, as JSON, or "".
+func (s *session) resultOf(tool string) string {
+	if r := s.resultsOf(tool); len(r) > 0 {
+		return r[len(r)-1].content
 	}
 	return ""
 }

@@ -30,7 +30,7 @@ const (
 
 // runBounded runs Claude Code to its end or until limit, reporting whether
 // it hung.
-func runBounded(t *testing.T, s *session, args []string, limit time.Duration) (hung bool) {
+func runBounded(t *testing.T, s *session, name string, args []string, limit time.Duration) (hung bool) {
 	cmd := s.command(args...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -44,7 +44,7 @@ func runBounded(t *testing.T, s *session, args []string, limit time.Duration) (h
 		if err != nil {
 			t.Logf("claude exited: %v; stderr: %s", err, errb.String())
 		}
-		s.checkWaiters("a headless -p")
+		s.checkWaiters(name)
 	case <-time.After(limit):
 		hung = true
 	}
@@ -61,7 +61,7 @@ func TestHeadlessPromptWithPendingMail(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, textOnly)
 	sent := s.group.send(s.marker)
-	hung := runBounded(t, s, s.claudeArgs("-p", "Say hello."), 60*time.Second)
+	hung := runBounded(t, s, "a headless -p, mail pending at start", s.claudeArgs("-p", "Say hello."), 60*time.Second)
 	o := outcome{result: "passed"}
 	if hung {
 		o.result = "hung"
@@ -78,7 +78,7 @@ func TestHeadlessWithoutPrintFlag(t *testing.T) {
 	s := newSession(t, textOnly)
 	sent := s.group.send(s.marker)
 	o := outcome{result: "passed"}
-	if runBounded(t, s, s.claudeArgs("Say hello."), 60*time.Second) {
+	if runBounded(t, s, "a2 headless, output redirected, no -p", s.claudeArgs("Say hello."), 60*time.Second) {
 		o.result = "hung"
 		t.Errorf("claude with its output redirected did not finish within 60 s (%d model requests); its hooks:\n%s", len(s.model.snapshot()), s.hookLines())
 	}
@@ -343,13 +343,13 @@ func TestResumeDeliversOnce(t *testing.T) {
 	s := newSession(t, textOnly)
 	sent := s.group.send(s.marker)
 	o := outcome{result: "passed"}
-	if runBounded(t, s, s.claudeArgs("-p", "Say hello."), 60*time.Second) {
+	if runBounded(t, s, "f the first -p", s.claudeArgs("-p", "Say hello."), 60*time.Second) {
 		o.result = "hung"
 		t.Errorf("claude -p did not finish within 60 s")
 	}
 	first := len(s.model.snapshot())
 	resume := []string{"--resume", s.id, "--dangerously-skip-permissions", "--debug-file", s.debugLog(), "-p", "Again."}
-	if runBounded(t, s, resume, 60*time.Second) {
+	if runBounded(t, s, "f --resume -p", resume, 60*time.Second) {
 		o.result = "hung"
 		t.Errorf("claude --resume -p did not finish within 60 s")
 	}
@@ -409,7 +409,7 @@ func TestKilledTurnShownOnResume(t *testing.T) {
 	close(release)
 	o := outcome{result: "passed"}
 	resume := []string{"--resume", s.id, "--dangerously-skip-permissions", "--debug-file", s.debugLog(), "-p", "Again."}
-	if runBounded(t, s, resume, 60*time.Second) {
+	if runBounded(t, s, "g --resume -p", resume, 60*time.Second) {
 		o.result = "hung"
 		t.Errorf("claude --resume -p did not finish within 60 s")
 	}
