@@ -118,6 +118,41 @@ func toolNamed(r modelRequest, name string) string {
 	return name
 }
 
+// codexResultOf returns the output Codex gave the model for its last call
+// of the named tool (a Responses function_call, the MCP server's name in
+// its namespace), from the latest request that carries one, or "".
+func (s *session) codexResultOf(tool string) string {
+	reqs := s.model.snapshot()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		var body struct {
+			Input []struct {
+				Type   string `json:"type"`
+				Name   string `json:"name"`
+				CallID string `json:"call_id"`
+				Output any    `json:"output"`
+			} `json:"input"`
+		}
+		if !reqs[i].main || json.Unmarshal(reqs[i].body, &body) != nil {
+			continue
+		}
+		calls := map[string]bool{}
+		var found string
+		for _, it := range body.Input {
+			switch {
+			case it.Type == "function_call" && it.Name == tool:
+				calls[it.CallID] = true
+			case it.Type == "function_call_output" && calls[it.CallID]:
+				b, _ := json.Marshal(it.Output)
+				found = string(b)
+			}
+		}
+		if found != "" {
+			return found
+		}
+	}
+	return ""
+}
+
 // startCodexExec runs `codex exec prompt` in s's project and returns a
 // channel closed when it exits; the test's end kills it and logs its
 // output.
@@ -188,6 +223,11 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 	case <-time.After(exitLimit):
 		o.result = "hung"
 		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+	}
+	// Codex's hooks show mail too (PostToolUse right after this call): the
+	// mail must have come as the tool's result.
+	if got := s.codexResultOf("wait_for_messages"); !strings.Contains(got, s.marker) {
+		t.Errorf("wait_for_messages's output did not carry the mail: %.400s", got)
 	}
 	s.report("c Codex model calls wait_for_messages", sent, o)
 }

@@ -61,6 +61,8 @@ func TestCodexModelReadsReceipts(t *testing.T) {
 			bob = "codex-bob"
 			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
 				bob = m[1]
+			} else {
+				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
 			}
 		}
 		as := map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}
