@@ -24,7 +24,9 @@
 // its output redirected, which is as headless); b, a
 // stream-json session getting mail between turns; c, the model calling
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
-// Codex); d, mail arriving during a turn, so that Stop finds it pending;
+// Codex); d, mail arriving during a turn, so that Stop finds it pending
+// (Codex: mail arriving before the model's next tool call, which Codex's
+// PostToolUse hook shows);
 // e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken
 // while idle; f and g, --resume (scenarios_test.go); h, the model reading
 // its receipts (receipts_test.go); i, Claude Code connected to `serve

@@ -231,3 +231,57 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 	}
 	s.report("c Codex model calls wait_for_messages", sent, o)
 }
+
+// TestCodexMailAfterTool is scenario d for Codex: mail arrives while the
+// model works on its turn; Codex's PostToolUse hook must show it with the
+// next tool's result, once, and the turn then end without a Stop
+// continuation.
+func TestCodexMailAfterTool(t *testing.T) {
+	t.Parallel()
+	var s *session
+	sentAt := make(chan time.Time, 1)
+	bob := "codex-bob"
+	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
+		switch n {
+		case 0:
+			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
+				bob = m[1]
+			} else {
+				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
+			}
+			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}}
+		case 1:
+			s.group.bob = bob
+			sentAt <- s.group.send(s.marker)
+			return modelReply{toolName: toolNamed(r, "get_group_metadata"), toolInput: map[string]any{"group_id": s.group.id, "caller_name": "bob"}}
+		}
+		return modelReply{text: "Done."}
+	})
+	s.group = newGroup(t, crosstalkBin, s.env, "")
+	done := startCodexExec(t, s, "Look at the Crosstalk group.")
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v", startLimit)
+	}
+	select {
+	case <-done:
+	case <-time.After(exitLimit):
+		o.result = "hung"
+		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+	}
+	var sent time.Time
+	select {
+	case sent = <-sentAt:
+	default:
+	}
+	// The hook, not a tool: the metadata call's output does not carry it,
+	// and it stands in the request right after that call.
+	if got := s.codexResultOf("get_group_metadata"); strings.Contains(got, s.marker) {
+		t.Errorf("the mail came as get_group_metadata's output, not from the hook: %.400s", got)
+	}
+	if d := s.model.delivered(s.marker); len(d.perMain) < 3 || d.perMain[2] != 1 {
+		t.Errorf("marker per main request %v; want it first in the third, the one after the tool call", d.perMain)
+	}
+	s.report("d Codex mail during a turn, PostToolUse", sent, o)
+}
