@@ -25,6 +25,7 @@
 // stream-json session getting mail between turns; c, the model calling
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
 // Codex); d, mail arriving during a turn, so that Stop finds it pending
+// (d2: under -p, where only the Stop hook can deliver it)
 // (Codex: mail arriving before the model's next tool call, which Codex's
 // PostToolUse hook shows);
 // e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken

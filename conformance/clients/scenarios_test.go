@@ -251,7 +251,9 @@ func TestModelWaitsForMessages(t *testing.T) {
 }
 
 // TestStopWithMailPending is scenario d: mail arrives while the model
-// works on its turn; the Stop hook must block once and deliver it once.
+// works on its turn of a stream-json session; it must reach the model
+// once. The Stop hook or the waiter armed at session start may deliver it
+// (the run passes with the Stop hook removed): d2 pins the Stop path.
 func TestStopWithMailPending(t *testing.T) {
 	t.Parallel()
 	sentAt := make(chan time.Time, 1)
@@ -277,6 +279,40 @@ func TestStopWithMailPending(t *testing.T) {
 	}
 	s.report("d Stop with mail pending", sent, o)
 	c.end(s, "d Stop with mail pending")
+}
+
+// TestHeadlessStopWithMailPending is scenario d under `claude -p`, where
+// no waiter runs, so that only the Stop hook can deliver: it must block
+// once with its notice, the model's get_unread_messages must carry the
+// mail, and the next Stop must let the run end (three model requests, no
+// loop). In the stream-json scenario d a waiter could deliver instead.
+func TestHeadlessStopWithMailPending(t *testing.T) {
+	t.Parallel()
+	sentAt := make(chan time.Time, 1)
+	var s *session
+	s = newSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			sentAt <- s.group.send(s.marker)
+		}
+		return modelReply{text: "Done."}
+	})
+	o := outcome{result: "passed"}
+	if runBounded(t, s, "d2 headless -p, Stop with mail pending", s.claudeArgs("-p", "Say hello."), 60*time.Second) {
+		o.result = "hung"
+		t.Errorf("claude -p did not finish within 60 s (%d model requests); its hooks:\n%s", len(s.model.snapshot()), s.hookLines())
+	}
+	if got := s.resultOf("mcp__crosstalk__get_unread_messages"); !strings.Contains(got, s.marker) {
+		t.Errorf("no get_unread_messages the Stop notice asked for carried the mail (%.300s); hooks:\n%s", got, s.hookLines())
+	}
+	if d := s.model.delivered(s.marker); len(d.perMain) != 3 {
+		t.Errorf("marker per main request %v; want 3 requests: the turn, the read the Stop notice asks for, its answer", d.perMain)
+	}
+	var sent time.Time
+	select {
+	case sent = <-sentAt:
+	default:
+	}
+	s.report("d2 headless -p, Stop with mail pending", sent, o)
 }
 
 // TestInteractiveIdleWake is scenario e: an interactive session in a
