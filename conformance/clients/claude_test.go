@@ -25,9 +25,8 @@
 // stream-json session getting mail between turns; c, the model calling
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
 // Codex); d, mail arriving during a turn, so that Stop finds it pending
-// (d2: under -p, where only the Stop hook can deliver it)
-// (Codex: mail arriving before the model's next tool call, which Codex's
-// PostToolUse hook shows);
+// (d2: under -p, where only the Stop hook can deliver it; for Codex, mail
+// arriving before the model's next tool call, which PostToolUse shows);
 // e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken
 // while idle; f and g, --resume (scenarios_test.go); h, the model reading
 // its receipts (receipts_test.go); i, Claude Code connected to `serve
@@ -46,8 +45,10 @@
 // read from their payload: Claude Code is started with --session-id, and
 // the fake Codex model reads its id from the SessionStart hook's text.
 // Nothing leaves loopback: the environment turns off Claude Code's
-// telemetry, updates and other nonessential traffic, and the fake API
-// answers every path it is asked. The scenarios run in parallel; a run
+// telemetry, updates and other nonessential traffic; Codex's config.toml
+// turns off its plugin and app sync (github.com, chatgpt.com) and its
+// metrics export (ab.chatgpt.com); and the fake API answers every path it
+// is asked. (Checked with strace -e connect,sendto on both clients.) The scenarios run in parallel; a run
 // takes about 25 s (40 s with make's build and npm ci).
 package clients
 

@@ -79,6 +79,11 @@ trust_level = "trusted"
 
 [features]
 hooks = true
+plugins = false
+apps = false
+
+[otel]
+metrics_exporter = "none"
 `, s.model.url, crosstalkBin, s.groups, s.project)
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
