@@ -107,9 +107,10 @@ func TestHTTPAgentTokenIdentity(t *testing.T) {
 	s.writeJSON(filepath.Join(s.project, ".mcp.json"), map[string]any{"mcpServers": map[string]any{
 		"crosstalk": map[string]any{"type": "http", "url": url, "headers": map[string]any{"Authorization": "Bearer " + token}}}})
 
-	// `claude -p`: in stream-json mode, Claude Code 2.1.332 with an HTTP
-	// server does not exit when its input closes (nor when the server
-	// stops), with no request of it open; -p exits at once.
+	// `claude -p`, where no waiter runs. A stream-json session here exits
+	// only 30 s after its input closes: Claude Code waits for its
+	// asyncRewake waiter, which only the stdio server's exit ends
+	// (endClientWaiters), and over HTTP there is none.
 	if runBounded(t, s, "i HTTP per-agent token", s.claudeArgs("-p", "Send alice a message."), 60*time.Second) {
 		t.Fatalf("claude -p did not finish within 60 s (%d model requests); hooks:\n%s", len(s.model.snapshot()), s.hookLines())
 	}
