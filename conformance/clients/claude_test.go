@@ -25,8 +25,9 @@
 // stream-json session getting mail between turns; c, the model calling
 // wait_for_messages with the mail arriving 3 s later (Claude Code and
 // Codex); d, mail arriving during a turn, so that Stop finds it pending
-// (d2: under -p, where only the Stop hook can deliver it; for Codex, mail
-// arriving before the model's next tool call, which PostToolUse shows);
+// (d2: under -p, where only the Stop hook can deliver it; for Codex, d is
+// mail arriving before the model's next tool call, which PostToolUse
+// shows, and d2 mail arriving during its last answer, which Stop tells of);
 // e, an interactive session in a pseudo-terminal (pty_linux_test.go) woken
 // while idle; f and g, --resume (scenarios_test.go); h, the model reading
 // its receipts (receipts_test.go); i, Claude Code connected to `serve

@@ -290,3 +290,62 @@ func TestCodexMailAfterTool(t *testing.T) {
 	}
 	s.report("d Codex mail during a turn, PostToolUse", sent, o)
 }
+
+// TestCodexStopWithMailPending is scenario d2 for Codex: mail arrives
+// while the model writes its last answer, with no tool call after it; the
+// Stop hook must keep the turn going once with its notice, the model's
+// get_unread_messages must carry the mail, exactly once, and the next Stop
+// must let codex exec end (Codex has no waiter, so only Stop can deliver).
+func TestCodexStopWithMailPending(t *testing.T) {
+	t.Parallel()
+	var s *session
+	sentAt := make(chan time.Time, 1)
+	bob := "codex-bob"
+	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
+		var body struct {
+			Input []json.RawMessage `json:"input"`
+		}
+		json.Unmarshal(r.body, &body)
+		if k := len(body.Input); k > 0 && strings.Contains(string(body.Input[k-1]), stopNoticeText) {
+			return modelReply{toolName: toolNamed(r, "get_unread_messages"), toolInput: map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}}
+		}
+		switch n {
+		case 0:
+			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
+				bob = m[1]
+			} else {
+				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
+			}
+			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}}
+		case 1:
+			s.group.bob = bob
+			sentAt <- s.group.send(s.marker)
+		}
+		return modelReply{text: "Done."}
+	})
+	s.group = newGroup(t, crosstalkBin, s.env, "")
+	done := startCodexExec(t, s, "Join the Crosstalk group.")
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v", startLimit)
+	}
+	select {
+	case <-done:
+	case <-time.After(exitLimit):
+		o.result = "hung"
+		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+	}
+	var sent time.Time
+	select {
+	case sent = <-sentAt:
+	default:
+	}
+	if got := s.codexResultOf("get_unread_messages"); !strings.Contains(got, s.marker) {
+		t.Errorf("no get_unread_messages the Stop notice asked for carried the mail: %.400s", got)
+	}
+	if d := s.model.delivered(s.marker); len(d.perMain) != 4 {
+		t.Errorf("marker per main request %v; want 4 requests: join, the answer, the read the Stop notice asks for, its answer", d.perMain)
+	}
+	s.report("d2 Codex Stop with mail pending", sent, o)
+}
