@@ -238,6 +238,17 @@ type outcome struct {
 	result string // passed, failed or hung
 }
 
+// sentBy returns the time a scenario's model handler sent its mail on
+// sentAt, or the zero time if it never did (report then shows no latency).
+func sentBy(sentAt <-chan time.Time) time.Time {
+	select {
+	case sent := <-sentAt:
+		return sent
+	default:
+		return time.Time{}
+	}
+}
+
 // report logs the scenario's figures and, on a wrong count, what the
 // model saw around each marker.
 func (s *session) report(name string, sent time.Time, o outcome) {

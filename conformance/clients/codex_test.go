@@ -97,6 +97,29 @@ func goarch() string { return runtime.GOARCH }
 // as a model reads it.
 var contextIDSaid = regexp.MustCompile(`your context_id is ([A-Za-z0-9_-]+)`)
 
+// codexContextID returns the context_id the SessionStart hook told the
+// model in r, its first request. Without one the test fails but goes on as
+// "codex-bob", so that the tool path is still measured.
+func codexContextID(t *testing.T, r modelRequest) string {
+	if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
+		return m[1]
+	}
+	t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
+	return "codex-bob"
+}
+
+// awaitCodexExit reports whether codex exec, whose end closes done, exits
+// within exitLimit, failing the test if it does not.
+func awaitCodexExit(t *testing.T, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-time.After(exitLimit):
+		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
+		return false
+	}
+}
+
 // toolNamed returns the name under which a Responses request offers the
 // tool, since clients name MCP tools differently: a namespaced tool
 // (Codex's MCP servers) comes back as "namespace/name".
@@ -190,12 +213,7 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
 		switch n {
 		case 0:
-			id := "codex-bob" // joins all the same, so the tool path is still measured
-			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
-				id = m[1]
-			} else {
-				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
-			}
+			id := codexContextID(t, r)
 			bob <- id
 			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": id, "name": "bob", "caller_name": "bob"}}
 		case 1:
@@ -223,11 +241,8 @@ func TestCodexModelWaitsForMessages(t *testing.T) {
 		t.Errorf("no model request carried the mail within %v of the send", wakeLimit)
 	}
 	s.settle()
-	select {
-	case <-done:
-	case <-time.After(exitLimit):
+	if !awaitCodexExit(t, done) {
 		o.result = "hung"
-		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
 	}
 	// Codex's hooks show mail too (PostToolUse right after this call): the
 	// mail must have come as the tool's result.
@@ -245,15 +260,11 @@ func TestCodexMailAfterTool(t *testing.T) {
 	t.Parallel()
 	var s *session
 	sentAt := make(chan time.Time, 1)
-	bob := "codex-bob"
+	var bob string
 	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
 		switch n {
 		case 0:
-			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
-				bob = m[1]
-			} else {
-				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
-			}
+			bob = codexContextID(t, r)
 			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}}
 		case 1:
 			s.group.bob = bob
@@ -269,17 +280,10 @@ func TestCodexMailAfterTool(t *testing.T) {
 		o.result = "failed"
 		t.Errorf("no model request carried the mail within %v", startLimit)
 	}
-	select {
-	case <-done:
-	case <-time.After(exitLimit):
+	if !awaitCodexExit(t, done) {
 		o.result = "hung"
-		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
 	}
-	var sent time.Time
-	select {
-	case sent = <-sentAt:
-	default:
-	}
+	sent := sentBy(sentAt)
 	// The hook, not a tool: the metadata call's output does not carry it,
 	// and it stands in the request right after that call.
 	if got := s.codexResultOf("get_group_metadata"); strings.Contains(got, s.marker) {
@@ -300,7 +304,7 @@ func TestCodexStopWithMailPending(t *testing.T) {
 	t.Parallel()
 	var s *session
 	sentAt := make(chan time.Time, 1)
-	bob := "codex-bob"
+	var bob string
 	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
 		var body struct {
 			Input []json.RawMessage `json:"input"`
@@ -311,11 +315,7 @@ func TestCodexStopWithMailPending(t *testing.T) {
 		}
 		switch n {
 		case 0:
-			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
-				bob = m[1]
-			} else {
-				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
-			}
+			bob = codexContextID(t, r)
 			return modelReply{toolName: toolNamed(r, "join_group"), toolInput: map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}}
 		case 1:
 			s.group.bob = bob
@@ -330,17 +330,10 @@ func TestCodexStopWithMailPending(t *testing.T) {
 		o.result = "failed"
 		t.Errorf("no model request carried the mail within %v", startLimit)
 	}
-	select {
-	case <-done:
-	case <-time.After(exitLimit):
+	if !awaitCodexExit(t, done) {
 		o.result = "hung"
-		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
 	}
-	var sent time.Time
-	select {
-	case sent = <-sentAt:
-	default:
-	}
+	sent := sentBy(sentAt)
 	if got := s.codexResultOf("get_unread_messages"); !strings.Contains(got, s.marker) {
 		t.Errorf("no get_unread_messages the Stop notice asked for carried the mail: %.400s", got)
 	}

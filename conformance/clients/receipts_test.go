@@ -64,12 +64,7 @@ func TestCodexModelReadsReceipts(t *testing.T) {
 	bob := ""
 	s = newCodexSession(t, func(n int, r modelRequest) modelReply {
 		if n == 0 {
-			bob = "codex-bob"
-			if m := contextIDSaid.FindStringSubmatch(string(r.body)); m != nil {
-				bob = m[1]
-			} else {
-				t.Errorf("the model's first request does not carry the SessionStart hook's context_id")
-			}
+			bob = codexContextID(t, r)
 		}
 		as := map[string]any{"group_id": s.group.id, "context_id": bob, "name": "bob", "caller_name": "bob"}
 		switch n {
@@ -94,9 +89,5 @@ func TestCodexModelReadsReceipts(t *testing.T) {
 	if !ok {
 		t.Errorf("no model request carried alice's receipt in state read")
 	}
-	select {
-	case <-done:
-	case <-time.After(exitLimit):
-		t.Errorf("codex exec did not exit within %v of its last turn", exitLimit)
-	}
+	awaitCodexExit(t, done)
 }

@@ -250,12 +250,10 @@ func TestModelWaitsForMessages(t *testing.T) {
 	c.end(s, "c model calls wait_for_messages")
 }
 
-// TestStopWithMailPending is scenario d: mail arrives while the model
-// works on its turn of a stream-json session; it must reach the model
-// once. The Stop hook or the waiter armed at session start may deliver it
-// (the run passes with the Stop hook removed): d2 pins the Stop path.
-func TestStopWithMailPending(t *testing.T) {
-	t.Parallel()
+// newSessionMailedAtFirstRequest returns a session whose model, when first
+// asked, has the group send the session's marker, reporting the time on
+// sentAt, and otherwise only answers "Done.".
+func newSessionMailedAtFirstRequest(t *testing.T) (*session, <-chan time.Time) {
 	sentAt := make(chan time.Time, 1)
 	var s *session
 	s = newSession(t, func(n int, r modelRequest) modelReply {
@@ -264,6 +262,16 @@ func TestStopWithMailPending(t *testing.T) {
 		}
 		return modelReply{text: "Done."}
 	})
+	return s, sentAt
+}
+
+// TestStopWithMailPending is scenario d: mail arrives while the model
+// works on its turn of a stream-json session; it must reach the model
+// once. The Stop hook or the waiter armed at session start may deliver it
+// (the run passes with the Stop hook removed): d2 pins the Stop path.
+func TestStopWithMailPending(t *testing.T) {
+	t.Parallel()
+	s, sentAt := newSessionMailedAtFirstRequest(t)
 	c := startStream(t, s)
 	c.say("Say hello.")
 	o := outcome{result: "passed"}
@@ -272,11 +280,7 @@ func TestStopWithMailPending(t *testing.T) {
 		t.Errorf("no model request carried the mail within %v; hooks:\n%s", startLimit, s.hookLines())
 	}
 	s.settle()
-	var sent time.Time
-	select {
-	case sent = <-sentAt:
-	default:
-	}
+	sent := sentBy(sentAt)
 	s.report("d Stop with mail pending", sent, o)
 	c.end(s, "d Stop with mail pending")
 }
@@ -288,14 +292,7 @@ func TestStopWithMailPending(t *testing.T) {
 // loop). In the stream-json scenario d a waiter could deliver instead.
 func TestHeadlessStopWithMailPending(t *testing.T) {
 	t.Parallel()
-	sentAt := make(chan time.Time, 1)
-	var s *session
-	s = newSession(t, func(n int, r modelRequest) modelReply {
-		if n == 0 {
-			sentAt <- s.group.send(s.marker)
-		}
-		return modelReply{text: "Done."}
-	})
+	s, sentAt := newSessionMailedAtFirstRequest(t)
 	o := outcome{result: "passed"}
 	if runBounded(t, s, "d2 headless -p, Stop with mail pending", s.claudeArgs("-p", "Say hello."), 60*time.Second) {
 		o.result = "hung"
@@ -307,11 +304,7 @@ func TestHeadlessStopWithMailPending(t *testing.T) {
 	if d := s.model.delivered(s.marker); len(d.perMain) != 3 {
 		t.Errorf("marker per main request %v; want 3 requests: the turn, the read the Stop notice asks for, its answer", d.perMain)
 	}
-	var sent time.Time
-	select {
-	case sent = <-sentAt:
-	default:
-	}
+	sent := sentBy(sentAt)
 	s.report("d2 headless -p, Stop with mail pending", sent, o)
 }
 
