@@ -96,6 +96,19 @@ func newHTTPMember(tb testing.TB, groupName string) (*httpTestServer, *httpTestC
 	return s, a, g
 }
 
+// newHTTPMemberWithMail is newHTTPMember with one message to alice from
+// another member, ctx-b: mail that a wait_for_messages would take.
+func newHTTPMemberWithMail(tb testing.TB, groupName string) (*httpTestServer, *httpTestClient, string) {
+	tb.Helper()
+	s, a, g := newHTTPMember(tb, groupName)
+	b := s.client(tb, "")
+	b.initialize()
+	if !b.trySend(g, "ctx-b", "@alice read me") {
+		tb.Fatal("send failed")
+	}
+	return s, a, g
+}
+
 // httpTestClient is a minimal Streamable HTTP client: JSON or SSE answers,
 // a session id once initialized.
 type httpTestClient struct {

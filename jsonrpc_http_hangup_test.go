@@ -31,12 +31,7 @@ func (w lateWriter) Flush() {
 // must not run once its turn comes: no stream would carry the mail it took
 // before the stream found the client gone.
 func TestHTTPQueuedWaitOfGoneClientTakesNoMail(t *testing.T) {
-	s, a, gid := newHTTPMember(t, "queued")
-	b := s.client(t, "")
-	b.initialize()
-	if !b.trySend(gid, "ctx-b", "@alice read me") {
-		t.Fatal("send failed")
-	}
+	s, a, gid := newHTTPMemberWithMail(t, "queued")
 	unread := func() int64 {
 		n, _, _ := s.t.store.unreadCount(gid, "ctx-a")
 		return n
@@ -67,12 +62,7 @@ func TestHTTPQueuedWaitOfGoneClientTakesNoMail(t *testing.T) {
 // at once, not run with its answer addressed to the other request's
 // response, leaving its own stream open and the mail it took unread by no one.
 func TestHTTPDuplicateIDOfWaitIsRefused(t *testing.T) {
-	s, a, gid := newHTTPMember(t, "duplicate")
-	b := s.client(t, "")
-	b.initialize()
-	if !b.trySend(gid, "ctx-b", "@alice read me") {
-		t.Fatal("send failed")
-	}
+	s, a, gid := newHTTPMemberWithMail(t, "duplicate")
 	sess := s.t.sessionByID(a.session)
 	sess.handleMu.Lock() // the first request with id 77 waits its turn
 	unlock := sync.OnceFunc(sess.handleMu.Unlock)

@@ -183,12 +183,7 @@ func TestHTTPCloseEndsStreams(t *testing.T) {
 // streams all open: the 429 comes before the call runs, so the mail it
 // would have taken stays unread.
 func TestHTTPRefusedWaitTakesNoMail(t *testing.T) {
-	s, a, gid := newHTTPMember(t, "quota")
-	b := s.client(t, "")
-	b.initialize()
-	if !b.trySend(gid, "ctx-b", "@alice read me") {
-		t.Fatal("send failed")
-	}
+	s, a, gid := newHTTPMemberWithMail(t, "quota")
 	client := s.t.sessionByID(a.session).client
 	for range httpMaxStreamsPerClient {
 		if !s.t.streamQuota.acquire(httptest.NewRecorder(), client) {
@@ -327,12 +322,7 @@ func TestHTTPVanishedWaitTakesNoMail(t *testing.T) {
 func TestHTTPWaitInEndedSessionTakesNoMail(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		t.Run(map[bool]string{false: "2025-era session", true: "2026-07-28 request"}[modern], func(t *testing.T) {
-			s, a, gid := newHTTPMember(t, "ended")
-			b := s.client(t, "")
-			b.initialize()
-			if !b.trySend(gid, "ctx-b", "@alice read me") {
-				t.Fatal("send failed")
-			}
+			s, a, gid := newHTTPMemberWithMail(t, "ended")
 			req := toolRequest("wait_for_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice", "timeout_seconds": 1})
 			r := httptest.NewRequest(http.MethodPost, httpEndpoint, nil)
 			sess := s.t.sessionByID(a.session)

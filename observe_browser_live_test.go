@@ -11,6 +11,17 @@ import (
 	"time"
 )
 
+// readAllAsBob marks every message of group id read for bob, as his
+// get_unread_messages does: his unread rows and count go, and the member
+// revision moves.
+func readAllAsBob(fx *observeFixture, id string) {
+	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
+		_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = 'bob'; " +
+			"UPDATE group_members SET unread_count = 0 WHERE context_id = 'bob'; UPDATE group_state SET member_revision = member_revision + 1")
+		return err
+	})
+}
+
 // TestOpenChatReceiptsFollowReads: a member reading its mail bumps only the
 // member revision, and the open chat refreshed its side panel ("0 unread")
 // but left every message's receipt saying the member had not read it.
@@ -25,11 +36,7 @@ func TestOpenChatReceiptsFollowReads(t *testing.T) {
 	receipt := "document.querySelector('#message-list .receipts').textContent"
 	c.waitFor(t, receipt+".includes('Bob unread')", 10*time.Second)
 
-	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
-		_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = 'bob'; " +
-			"UPDATE group_members SET unread_count = 0 WHERE context_id = 'bob'; UPDATE group_state SET member_revision = member_revision + 1")
-		return err
-	})
+	readAllAsBob(fx, id)
 	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
 	// The side panel and the receipts come in one fragment; allow a frame.
 	c.waitFor(t, receipt+" === 'receipts: Bob read'", 2*time.Second)
@@ -124,11 +131,7 @@ func TestOpenChatCatchesUpAfterADroppedStream(t *testing.T) {
 	c.open(t, "http://"+serveObserver(t, obs)+"/?view=chats&group_id="+id, "chats")
 	c.waitFor(t, "document.querySelector('.chat-side .has-unread') !== null", 10*time.Second)
 	c.waitFor(t, "document.getElementById('live-status').dataset.state === 'open'", 10*time.Second)
-	fx.exec(id+".sqlite3", func(tx *sql.Tx) error {
-		_, err := tx.Exec("DELETE FROM member_unread_messages WHERE context_id = 'bob'; " +
-			"UPDATE group_members SET unread_count = 0 WHERE context_id = 'bob'; UPDATE group_state SET member_revision = member_revision + 1")
-		return err
-	})
+	readAllAsBob(fx, id)
 	obs.hub.mu.Lock() // drop every stream, as publish drops a lagging one
 	for s := range obs.hub.subs {
 		delete(obs.hub.subs, s)
