@@ -120,10 +120,7 @@ func (s *server) storeSends(run []pendingSend) []toolResult {
 	if len(run[0].msg.text) >= hugeLine {
 		debug.FreeOSMemory() // the line, now unreferenced: see hugeLine
 	}
-	msgs := make([]outgoing, len(run))
-	for i, p := range run {
-		msgs[i] = p.msg
-	}
+	msgs := mapSlice(run, func(p pendingSend) outgoing { return p.msg })
 	outs, errs, err := s.store.sendMessages(context.Background(), run[0].groupID, msgs)
 	results := make([]toolResult, len(run))
 	for i := range run {

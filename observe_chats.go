@@ -182,11 +182,7 @@ func (o *observer) wakeupStep(name string, at *string) wakeupStep {
 // messageExcerpts reads the sender and start of each wake event's message.
 func messageExcerpts(ctx context.Context, q queryer, events []delivery) (map[int64][2]string, error) {
 	out := make(map[int64][2]string, len(events))
-	ids := make([]int64, len(events))
-	for i, d := range events {
-		ids[i] = d.messageID
-	}
-	in, args := sqlIn("id", ids)
+	in, args := sqlIn("id", mapSlice(events, func(d delivery) int64 { return d.messageID }))
 	err := eachRow(ctx, q, func(row rowScanner) error {
 		var id int64
 		var sender, excerpt sql.NullString
@@ -226,10 +222,7 @@ func (o *observer) readMessages(ctx context.Context, id, where string, args ...a
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
-	ids := make([]int64, len(out))
-	for i, m := range out {
-		ids[i] = m.ID
-	}
+	ids := mapSlice(out, func(m messageRow) int64 { return m.ID })
 	// Receipts that cannot be read leave the messages shown without them.
 	if receipts, err := messageReceipts(ctx, db, ids); err == nil {
 		for i := range out {

@@ -43,10 +43,7 @@ func route(others []recipient, text, priority string, wakeIDs []string) routing 
 			}
 		}
 	}
-	r.mentions = make([]string, len(mentioned))
-	for i, m := range mentioned {
-		r.mentions[i] = m.contextID
-	}
+	r.mentions = mapSlice(mentioned, func(m recipient) string { return m.contextID })
 	var explicit []recipient
 	for _, m := range others {
 		if slices.Contains(wakeIDs, m.contextID) {

@@ -191,10 +191,7 @@ func (f *watchFollower) regroup() {
 func (m *subscriptions) poll(ctx context.Context, only map[string]bool) {
 	m.mu.Lock()
 	uris := append([]string(nil), m.order...)
-	subs := make([]subscription, len(uris))
-	for i, u := range uris {
-		subs[i] = *m.subs[u]
-	}
+	subs := mapSlice(uris, func(u string) subscription { return *m.subs[u] })
 	m.mu.Unlock()
 	for i, uri := range uris {
 		if ctx.Err() != nil {

@@ -311,11 +311,7 @@ func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error
 		if err != nil || len(out) == 0 {
 			return err
 		}
-		ids := make([]int64, len(out))
-		for i, w := range out {
-			ids[i] = w.messageID
-		}
-		in, args := sqlIn("message_id", ids)
+		in, args := sqlIn("message_id", mapSlice(out, func(w wakeNotice) int64 { return w.messageID }))
 		return s.acknowledgeWakeups(tx, contextID, in, args)
 	})
 	return out, err

@@ -207,10 +207,7 @@ func (s *store) deleteGroup(id, contextID string) error {
 // bumpRevisions advances by one each of the named group_state counters,
 // which observers poll.
 func bumpRevisions(tx groupTx, columns ...string) error {
-	set := make([]string, len(columns))
-	for i, c := range columns {
-		set[i] = c + " = " + c + " + 1"
-	}
+	set := mapSlice(columns, func(c string) string { return c + " = " + c + " + 1" })
 	_, err := tx.Exec("UPDATE group_state SET " + strings.Join(set, ", ") + " WHERE id = 1")
 	return err
 }

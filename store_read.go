@@ -85,11 +85,7 @@ func (s *store) readMessages(ctx context.Context, id, contextID, name string, pi
 			return err
 		}
 		if sel.via != "" {
-			ids := make([]int64, len(out))
-			for i, m := range out {
-				ids[i] = m.id
-			}
-			if err := s.recordDeliveries(tx, contextID, sel.via, ids); err != nil {
+			if err := s.recordDeliveries(tx, contextID, sel.via, mapSlice(out, func(m message) int64 { return m.id })); err != nil {
 				return err
 			}
 		}

@@ -273,10 +273,7 @@ func (b sendBatch) routed(members []recipient, m outgoing) (routedSend, error) {
 	}
 	others := slices.Concat(members[:i], members[i+1:])
 	r := route(others, m.text, m.priority, m.wake)
-	ids := make([]string, len(r.targets))
-	for j, t := range r.targets {
-		ids[j] = t.contextID
-	}
+	ids := mapSlice(r.targets, func(t target) string { return t.contextID })
 	return routedSend{msg: m, others: others, route: r, ids: ids, now: b.now()}, nil
 }
 

@@ -138,3 +138,13 @@ func collectRows[T any](rows *sql.Rows, err error, scan func(row rowScanner) (T,
 	}
 	return out, nil
 }
+
+// mapSlice returns f of each item of s, in order, as make and a loop would:
+// empty, not nil, for an empty s. The slices package has no map.
+func mapSlice[T, V any](s []T, f func(T) V) []V {
+	out := make([]V, len(s))
+	for i, v := range s {
+		out[i] = f(v)
+	}
+	return out
+}
