@@ -225,9 +225,7 @@ const maxTopRows = 25
 func newTopList(label, noun string, counts map[string]int64) topList {
 	names, total := rankCounts(counts)
 	l := topList{Label: label, Noun: noun, Total: total}
-	for _, name := range names {
-		l.Rows = append(l.Rows, topRow{Name: name, Value: counts[name]})
-	}
+	l.Rows = mapSlice(names, func(name string) topRow { return topRow{Name: name, Value: counts[name]} })
 	if len(l.Rows) > maxTopRows {
 		other := topRow{Other: len(l.Rows) - (maxTopRows - 1)}
 		for _, r := range l.Rows[maxTopRows-1:] {

@@ -64,9 +64,7 @@ func startObserveDemo(ctx context.Context, binary string, keep bool, interval ti
 	}
 	ctx, stop := context.WithCancel(ctx)
 	d := &observeDemo{dir: dir, keep: keep, cmd: exec.CommandContext(ctx, binary), stop: stop}
-	for _, name := range demoAgentNames {
-		d.agents = append(d.agents, demoAgent{name, newContextID()})
-	}
+	d.agents = mapSlice(demoAgentNames, func(name string) demoAgent { return demoAgent{name, newContextID()} })
 	if err := d.startSession(); err != nil {
 		d.close()
 		return nil, err

@@ -118,10 +118,7 @@ func overviewFigures(v *overviewView, summaries []groupSummary) {
 		{Label: "Error rate", Value: rel.ErrorRate, Alert: rel.Available && rel.ErrorRate != "0.0%"},
 		{Label: "Wakeup response", Value: average},
 	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(priorities)) {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, priorities[k]))
-	}
+	parts := mapSlice(slices.Sorted(maps.Keys(priorities)), func(k string) string { return fmt.Sprintf("%s: %d", k, priorities[k]) })
 	v.PriorityNote = strings.Join(parts, " · ")
 }
 

@@ -38,11 +38,9 @@ type hookEntry struct {
 
 // hookEntries is one `hook --client` entry of client for each event.
 func hookEntries(client string, timeout int, events ...string) []hookEntry {
-	var out []hookEntry
-	for _, ev := range events {
-		out = append(out, hookEntry{event: ev, args: "hook --client " + client, timeout: timeout})
-	}
-	return out
+	return mapSlice(events, func(ev string) hookEntry {
+		return hookEntry{event: ev, args: "hook --client " + client, timeout: timeout}
+	})
 }
 
 // hookInstallTargets are the clients `hooks install` knows; the paths and
@@ -207,10 +205,7 @@ func addHookEdits(h hookSettings, text string, hooks *jsonSpan, l hookLauncher, 
 		if arr.kind != '[' {
 			return nil, fmt.Errorf("settings hooks.%s is not an array", ev)
 		}
-		var items []string
-		for _, v := range missing[ev] {
-			items = append(items, renderJSON(v, arr.depth+1, unit))
-		}
+		items := mapSlice(missing[ev], func(v any) string { return renderJSON(v, arr.depth+1, unit) })
 		edits = append(edits, appendRaw(text, arr, strings.Join(items, ",\n"+strings.Repeat(unit, arr.depth+1)), unit))
 	}
 	if len(members) > 0 {
