@@ -217,14 +217,12 @@ func addHookEdits(h hookSettings, text string, hooks *jsonSpan, l hookLauncher, 
 
 // hasCommand reports whether an event array already holds command cmd.
 func hasCommand(h hookSettings, arr *jsonSpan, cmd string) bool {
-	for _, item := range arr.vals {
-		for _, handler := range handlersOf(h, item) {
-			if c := handler.member("command"); c != nil && c.str == cmd {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(arr.vals, func(item *jsonSpan) bool {
+		return slices.ContainsFunc(handlersOf(h, item), func(handler *jsonSpan) bool {
+			c := handler.member("command")
+			return c != nil && c.str == cmd
+		})
+	})
 }
 
 // handlersOf lists the handlers an event-array item holds.
