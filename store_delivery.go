@@ -182,6 +182,17 @@ type wakeNotice struct {
 // once, whichever of hook, wait, channel or tool gets there first.
 const undelivered = " AND NOT EXISTS (SELECT 1 FROM wakeup_deliveries d WHERE d.message_id = w.message_id AND d.context_id = w.context_id)"
 
+// writeDeliveries runs fn in a write transaction of group id once
+// wakeup_deliveries exists there, as every claim reads it.
+func (s *store) writeDeliveries(id string, fn func(tx groupTx) error) error {
+	return s.writeGroup(id, func(tx groupTx) error {
+		if _, err := tx.Exec(deliveriesTable); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // claimWaitWakeup claims the oldest unacknowledged, undelivered wake event
 // of contextID in group g created before notBefore, records it delivered by
 // wait and returns it, nil when there is none; cut is set when its text is
@@ -218,10 +229,7 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 		return nil, err
 	}
 	var claimed *wakeNotice
-	err = s.writeGroup(g.groupID, func(tx groupTx) (err error) {
-		if _, err = tx.Exec(deliveriesTable); err != nil {
-			return err
-		}
+	err = s.writeDeliveries(g.groupID, func(tx groupTx) (err error) {
 		if claimed, err = find(tx.QueryRow, true); err != nil || claimed == nil {
 			return err
 		}
@@ -235,11 +243,8 @@ func (s *store) claimWaitWakeup(g membership, contextID string, notBefore time.T
 // so that a waiter or another hook racing it stays silent about them.
 func (s *store) claimForHook(groupID, contextID string, ids []int64) (map[int64]bool, error) {
 	claimed := map[int64]bool{}
-	err := s.writeGroup(groupID, func(tx groupTx) error {
+	err := s.writeDeliveries(groupID, func(tx groupTx) error {
 		clear(claimed)
-		if _, err := tx.Exec(deliveriesTable); err != nil {
-			return err
-		}
 		now := s.timestamp()
 		for _, id := range ids {
 			res, err := tx.Exec("INSERT INTO wakeup_deliveries(message_id, context_id, delivered_at, delivered_via) "+
@@ -273,11 +278,8 @@ func (s *store) releaseClaim(groupID, contextID, via string, ids []int64) error 
 // acknowledged, its message read or already delivered by some path.
 func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wakeNotice, error) {
 	var claimed *wakeNotice
-	err := s.writeGroup(groupID, func(tx groupTx) error {
+	err := s.writeDeliveries(groupID, func(tx groupTx) error {
 		claimed = nil
-		if _, err := tx.Exec(deliveriesTable); err != nil {
-			return err
-		}
 		n := wakeNotice{groupID: groupID}
 		found, err := rowFound(tx.QueryRow("SELECT w.message_id, w.priority, m.sender_name, m.content, COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
 			"FROM wakeup_events w JOIN messages m ON m.id = w.message_id WHERE w.id = ?1 AND w.context_id = ?2 AND w.acknowledged_at IS NULL "+
@@ -299,10 +301,7 @@ func (s *store) claimForChannel(groupID, contextID string, eventID int64) (*wake
 // the hook only tells the agent to read them.
 func (s *store) claimStopWakeups(groupID, contextID string) ([]wakeNotice, error) {
 	var out []wakeNotice
-	err := s.writeGroup(groupID, func(tx groupTx) error {
-		if _, err := tx.Exec(deliveriesTable); err != nil {
-			return err
-		}
+	err := s.writeDeliveries(groupID, func(tx groupTx) error {
 		rows, err := tx.Query("SELECT w.message_id, m.sender_name, w.relevance FROM wakeup_events w JOIN messages m ON m.id = w.message_id "+
 			"WHERE w.context_id = ? AND w.acknowledged_at IS NULL"+undelivered+" ORDER BY w.id", contextID)
 		out, err = collectRows(rows, err, func(row rowScanner) (w wakeNotice, err error) {
