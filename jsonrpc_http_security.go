@@ -82,10 +82,7 @@ type httpGuard struct {
 // defence where one is required: a rebinding page does not have it, and a
 // reverse proxy on the same machine passes its own public Host.
 func newHTTPGuard(loopback bool, tokens *tokenTable, origins []string, next http.Handler) http.Handler {
-	g := &httpGuard{tokens: tokens, origins: map[string]bool{}, next: next}
-	for _, o := range origins {
-		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
-	}
+	g := &httpGuard{tokens: tokens, origins: setOf(mapSlice(origins, originKey)), next: next}
 	if !loopback || tokens != nil {
 		return g
 	}
@@ -108,7 +105,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if origin := r.Header.Get("Origin"); origin != "" && !g.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] && !loopbackOrigin(origin) {
+	if origin := r.Header.Get("Origin"); origin != "" && !g.origins[originKey(origin)] && !loopbackOrigin(origin) {
 		httpRefuse(w, http.StatusForbidden, "Forbidden: cross-origin request from "+origin+".")
 		return
 	} else if origin != "" {
@@ -133,6 +130,10 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g.next.ServeHTTP(w, r)
 }
+
+// originKey is how --allow-origin values and Origin headers compare:
+// without case or a trailing slash.
+func originKey(origin string) string { return strings.ToLower(strings.TrimSuffix(origin, "/")) }
 
 type bearerKey struct{} // the request context key of its *agentToken
 

@@ -143,10 +143,7 @@ func installHooks(h hookSettings, text string, l hookLauncher) (string, error) {
 	if strings.TrimSpace(text) == "" {
 		text = h.emptySettings()
 	}
-	want := map[string]bool{}
-	for _, e := range h.entries {
-		want[l.command(e)] = true
-	}
+	want := setOf(mapSlice(h.entries, l.command))
 	text, err := removeHooks(h, text, func(cmd string) bool { return !want[cmd] }, func(string) bool { return false })
 	if err != nil {
 		return "", err

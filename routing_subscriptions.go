@@ -146,7 +146,7 @@ func (m *subscriptions) run(ctx context.Context) {
 			if groups, all := f.sub.take(); all {
 				m.poll(ctx, nil)
 			} else if groups != nil {
-				m.poll(ctx, groupSet(groups))
+				m.poll(ctx, setOf(groups))
 			}
 		case <-t.C:
 			m.poll(ctx, nil)
@@ -183,7 +183,7 @@ func (f *watchFollower) regroup() {
 			f.sub.w.changed(g)
 		}
 	}
-	f.groups = groupSet(groups)
+	f.groups = setOf(groups)
 }
 
 // poll checks every subscription once, in subscription order: those of

@@ -186,23 +186,11 @@ func (w *changeWatcher) subscribeTo(groups []string) *watchSubscription {
 	return s
 }
 
-// groupSet is the set of groups, nil when groups is nil (every group).
-func groupSet(groups []string) map[string]bool {
-	if groups == nil {
-		return nil
-	}
-	set := make(map[string]bool, len(groups))
-	for _, g := range groups {
-		set[g] = true
-	}
-	return set
-}
-
 // watchGroups replaces the groups the subscription cares about (every
 // group, when groups is nil).
 func (s *watchSubscription) watchGroups(groups []string) {
 	s.w.reconfigure(func() {
-		s.want = groupSet(groups)
+		s.want = setOf(groups) // nil: every group
 		s.w.subs[s] = struct{}{}
 	})
 }

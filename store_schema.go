@@ -194,11 +194,7 @@ func nameSet(ctx context.Context, q queryer, what, query string, args ...any) (m
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	names := make(map[string]bool, len(list))
-	for _, name := range list {
-		names[name] = true
-	}
-	return names, nil
+	return setOf(list), nil
 }
 
 // execAll runs queries on db in order, stopping at the first failure.

@@ -148,3 +148,16 @@ func mapSlice[T, V any](s []T, f func(T) V) []V {
 	}
 	return out
 }
+
+// setOf is the set of keys: nil for nil keys, so that where a nil list
+// means every one (a watch of every group), its set does too.
+func setOf[K comparable](keys []K) map[K]bool {
+	if keys == nil {
+		return nil
+	}
+	set := make(map[K]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}
