@@ -52,11 +52,12 @@ const httpEndpoint = "/mcp"
 func newHTTPTransport(st *store, cfg serverConfig, audit *auditLog, limits httpLimits) *httpTransport {
 	t := &httpTransport{
 		store: st, cfg: cfg, audit: audit, limits: limits,
-		sessionQuota: newHTTPQuota(httpMaxSessions, limits.maxSessionsPerClient, "60",
-			"Too many sessions: end one (DELETE) or wait for idle ones to expire."),
-		streamQuota: newHTTPQuota(httpMaxStreams, httpMaxStreamsPerClient, "10", "Too many open streams."),
-		sessions:    map[string]*httpSession{},
-		requests:    map[*httpSession]bool{},
+		sessionQuota: &httpQuota{total: httpMaxSessions, perClient: limits.maxSessionsPerClient, byClient: map[string]int{},
+			retryAfter: "60", refusal: "Too many sessions: end one (DELETE) or wait for idle ones to expire."},
+		streamQuota: &httpQuota{total: httpMaxStreams, perClient: httpMaxStreamsPerClient, byClient: map[string]int{},
+			retryAfter: "10", refusal: "Too many open streams."},
+		sessions: map[string]*httpSession{},
+		requests: map[*httpSession]bool{},
 	}
 	t.done, t.stop = context.WithCancel(context.Background())
 	t.every(limits.sessionIdle/4, nil, func(bool) {

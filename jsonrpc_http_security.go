@@ -207,10 +207,6 @@ type httpQuota struct {
 	retryAfter, refusal   string // the 429 answer past a bound
 }
 
-func newHTTPQuota(total, perClient int, retryAfter, refusal string) *httpQuota {
-	return &httpQuota{total: total, perClient: perClient, byClient: map[string]int{}, retryAfter: retryAfter, refusal: refusal}
-}
-
 // acquire takes one unit for client, or reports false at either bound (answering 429 on w unless it is nil).
 func (q *httpQuota) acquire(w http.ResponseWriter, client string) bool {
 	q.mu.Lock()
