@@ -187,10 +187,7 @@ var errSendEnded = errors.New("a send's request ended before its commit")
 // answer it would have got alone; busy goes to all, each retrying in its
 // own window.
 func (h *groupHandle) storeQueued(s *store, id string, batch []*queuedSend) {
-	var all []outgoing
-	for _, q := range batch {
-		all = append(all, q.msgs...)
-	}
+	all := slices.Concat(mapSlice(batch, func(q *queuedSend) []outgoing { return q.msgs })...)
 	var outs []sent
 	var errs []error
 	err := h.writeLocked(func(tx groupTx) (err error) {
