@@ -27,11 +27,11 @@ func unicodeJSON(raw []byte) bool {
 			i += 2
 			continue
 		}
-		r, _ := escapedUnit(raw, i) // in valid JSON four hex digits follow
+		r := escapedUnit(raw, i) // in valid JSON four hex digits follow
 		i += 6
 		if utf16.IsSurrogate(r) {
 			// Only a high half followed by an escaped low half decodes.
-			if low, _ := escapedUnit(raw, i); utf16.DecodeRune(r, low) == utf8.RuneError {
+			if utf16.DecodeRune(r, escapedUnit(raw, i)) == utf8.RuneError {
 				return false
 			}
 			i += 6
@@ -39,13 +39,13 @@ func unicodeJSON(raw []byte) bool {
 	}
 }
 
-// escapedUnit decodes the UTF-16 code unit of the \uXXXX escape at raw[i:].
-func escapedUnit(raw []byte, i int) (rune, bool) {
+// escapedUnit decodes the UTF-16 code unit of the \uXXXX escape at raw[i:], 0 without one.
+func escapedUnit(raw []byte, i int) rune {
 	if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-		return 0, false
+		return 0
 	}
-	r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
-	return rune(r), err == nil
+	r, _ := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16) // 0 for a bad digit
+	return rune(r)
 }
 
 // rawJSON is valid JSON text written as it came, such as a request id.
@@ -69,8 +69,7 @@ func (r rawJSON) writePyJSON(b *strings.Builder, _ jsonStyle) {
 		case c == '\\' && i+1 < len(body):
 			switch e := body[i+1]; e {
 			case 'u':
-				r, _ := escapedUnit(body, i) // in valid JSON four hex digits follow
-				writePyRune(b, r)
+				writePyRune(b, escapedUnit(body, i)) // in valid JSON four hex digits follow
 				i += 6
 				continue
 			case '/':
@@ -209,11 +208,10 @@ func decodeJSONString(lit []byte) (string, bool) {
 		body = body[j:]
 		n := 2
 		if body[1] == 'u' {
-			r, _ := escapedUnit(body, 0)
+			r := escapedUnit(body, 0)
 			n = 6
 			if utf16.IsSurrogate(r) {
-				low, _ := escapedUnit(body, 6)
-				r, n = utf16.DecodeRune(r, low), 12
+				r, n = utf16.DecodeRune(r, escapedUnit(body, 6)), 12
 			}
 			b.WriteRune(r)
 		} else if k := strings.IndexByte(`bfnrt`, body[1]); k >= 0 {
