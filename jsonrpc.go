@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sync"
 )
 
@@ -144,12 +145,7 @@ func (s *server) handleLine(line []byte) any {
 	if e := s.batchRefusal(batch); e != nil {
 		return errorResponse(nil, e)
 	}
-	var replies []any
-	for _, item := range batch {
-		if r := s.handle(item); r != nil {
-			replies = append(replies, r)
-		}
-	}
+	replies := slices.DeleteFunc(mapSlice(batch, s.handle), func(r any) bool { return r == nil }) // notifications have none
 	if len(replies) == 0 {
 		return nil
 	}
