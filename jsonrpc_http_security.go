@@ -348,10 +348,8 @@ func parseTokenLine(fields []string) (*agentToken, error) {
 		return nil, fmt.Errorf("%s: the second field must be sha256: and 64 hex digits", tok.name)
 	}
 	copy(tok.sum[:], sum)
-	for _, p := range tok.patterns {
-		if strings.Contains(strings.TrimSuffix(p, "*"), "*") {
-			return nil, fmt.Errorf("%s: pattern %q may have '*' only at its end", tok.name, p)
-		}
+	if i := slices.IndexFunc(tok.patterns, func(p string) bool { return strings.Contains(strings.TrimSuffix(p, "*"), "*") }); i >= 0 {
+		return nil, fmt.Errorf("%s: pattern %q may have '*' only at its end", tok.name, tok.patterns[i])
 	}
 	return tok, nil
 }
