@@ -83,11 +83,14 @@ func encodeEvent(event string, payload any) []byte {
 
 // serveEvents streams server-sent events: a snapshot, then live changes.
 func (o *observer) serveEvents(w http.ResponseWriter, r *http.Request) {
-	sub := o.hub.subscribe()
-	defer o.hub.unsubscribe(sub)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead { // a HEAD request has headers, never a stream to hold open
+		return
+	}
+	sub := o.hub.subscribe()
+	defer o.hub.unsubscribe(sub)
 	flusher := http.NewResponseController(w)
 	send := func(data []byte) bool { // false when the client is gone or cannot stream
 		_, err := w.Write(data)

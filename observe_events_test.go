@@ -159,6 +159,31 @@ func TestEventsStream(t *testing.T) {
 	}
 }
 
+// TestEventsHeadAnswersAtOnce asks for /events with HEAD, which has no body
+// to stream: it gets the stream's headers, its answer ends, and the same
+// keep-alive connection then serves the next request.
+func TestEventsHeadAnswersAtOnce(t *testing.T) {
+	fx := newObserveFixture(t)
+	obs := newTestObserver(t, fx.dir, 50*time.Millisecond)
+	addr := serveObserver(t, obs)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	resp, err := client.Head("http://" + addr + "/events")
+	if err != nil {
+		t.Fatalf("HEAD /events: %v", err)
+	}
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Errorf("got %d %q; want 200 text/event-stream", resp.StatusCode, ct)
+	}
+	if resp, err = client.Get("http://" + addr + "/"); err != nil {
+		t.Fatalf("GET / on the HEAD's connection: %v", err)
+	}
+	resp.Body.Close()
+	if n := obs.hub.subscriberCount(); n != 0 {
+		t.Errorf("got %d event subscribers after HEAD; want 0", n)
+	}
+}
+
 // TestPollerPastAnUnreadableAuditFile starts the dashboard on a directory
 // whose audit file is not a database: the first poll still ends the
 // baseline, so a group that appears afterwards is announced.
