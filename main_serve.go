@@ -99,6 +99,9 @@ func parseServeOptions(args []string, getenv func(string) string) (serveOptions,
 // runServe runs "crosstalk-mcp serve": stdio without --http.
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts, err := parseServeOptions(args, os.Getenv)
+	if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) { // a file it names, not the command line
+		return commandStatus("serve", err, stderr)
+	}
 	if err != nil {
 		return commandExit("serve", serveHelp, err, stdout, stderr)
 	}

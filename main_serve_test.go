@@ -114,7 +114,7 @@ func TestServeHTTPOverTLS(t *testing.T) {
 }
 
 // TestServeHTTPRefusesToStart checks that serve --http fails before it
-// announces a URL when its certificate cannot be read or
+// announces a URL when its certificate or token file cannot be read or
 // CROSSTALK_MAX_MESSAGE_BYTES is invalid (validated at start-up, as the
 // stdio server does), with the exit status and error each calls for.
 func TestServeHTTPRefusesToStart(t *testing.T) {
@@ -127,6 +127,8 @@ func TestServeHTTPRefusesToStart(t *testing.T) {
 	}{
 		{"unreadable certificate", []string{"--tls-cert", filepath.Join(dir, "missing.pem"), "--tls-key", filepath.Join(dir, "missing.key")},
 			nil, 1, "TLS certificate"},
+		{"unreadable token file", []string{"--token-file", filepath.Join(dir, "missing.token")}, nil, 1, "read token file"},
+		{"unreadable tokens file", []string{"--tokens-file", filepath.Join(dir, "missing.tokens")}, nil, 1, "missing.tokens"},
 		{"invalid message limit", nil, []string{"CROSSTALK_MAX_MESSAGE_BYTES=lots"}, 2, "CROSSTALK_MAX_MESSAGE_BYTES"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
