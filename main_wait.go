@@ -84,15 +84,13 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return waitTimedOut
 	}
 	opts, err := parseWaitOptions(*client, *contextID, *timeout, stdin)
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errForeground) {
+	pid := clientPID()
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errForeground) ||
+		*client == "claude-code" && foregroundArgs(processArgs(pid), os.Getenv) {
 		return waitTimedOut
 	}
 	if err != nil {
 		return fail(err)
-	}
-	pid := clientPID()
-	if *client == "claude-code" && foregroundArgs(processArgs(pid), os.Getenv) {
-		return waitTimedOut
 	}
 	st, err := openCommandStore("wait", *groupsDir, stderr)
 	if err != nil {
@@ -320,28 +318,18 @@ func clientPID() int {
 func foregroundArgs(args []string, getenv func(string) string) bool {
 	// Claude Code says unattended for any run but an interactive one, and for its background sessions, which have a terminal.
 	printMode := getenv("CLAUDE_CODE_SESSION_ATTENDED") == "0" && getenv("CLAUDE_CODE_SESSION_KIND") == ""
-	streaming := false
-	for i, a := range args {
-		switch {
-		case a == "-p" || a == "--print":
-			printMode = true
-		case a == "--input-format=stream-json", a == "--input-format" && i+1 < len(args) && args[i+1] == "stream-json":
-			streaming = true
-		}
-	}
-	return printMode && !streaming
+	i := slices.Index(args, "--input-format")
+	streaming := slices.Contains(args, "--input-format=stream-json") || i >= 0 && i+1 < len(args) && args[i+1] == "stream-json"
+	return (printMode || slices.Contains(args, "-p") || slices.Contains(args, "--print")) && !streaming
 }
 
 // processArgs is the command line of process pid, from /proc where there is
-// one and from ps elsewhere; nil when neither can tell.
+// one and from ps elsewhere; empty when neither can tell.
 func processArgs(pid int) []string {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	}
-	out, err := exec.Command("ps", "-ww", "-o", "args=", "-p", strconv.Itoa(pid)).Output()
-	if err != nil {
-		return nil
-	}
+	out, _ := exec.Command("ps", "-ww", "-o", "args=", "-p", strconv.Itoa(pid)).Output()
 	return strings.Fields(string(out))
 }
 
