@@ -106,6 +106,7 @@
 //	defaultWaitTimeout 55 min  main_wait.go        a little before the hour hooks install lets Claude Code run it
 //	waitGrace 0.5 s            main_wait.go        fresh mail is left to the session's own tool or hook first
 //	livenessPoll 1 s           main_wait.go        a waiter ends within a second of its client or a newer waiter
+//	clientEndReach 10 s        main_wait.go        a waiter Claude Code starts as it closes its stdio server still ends with it
 //	auditLinger 10 ms          audit.go            audit rows are written in batches, off the call's path
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
 //	sessionReclaim 1 min       jsonrpc_http_security.go at a bound, spares sessions just opened, which a burst of new clients would end unused

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,6 +160,57 @@ func TestE2EWaitEndsOnSIGTERM(t *testing.T) {
 	}
 	if _, err := os.Stat(slot); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("slot file after SIGTERM: %v; want it removed", err)
+	}
+}
+
+// TestE2EWaitEndsWithItsClientsServer runs a waiter whose client is this
+// test process, as CLAUDE_PID says, and ends the client's stdio server
+// while the waiter waits, or before it starts, as Claude Code may when its
+// input closes during a turn: either way the waiter exits 0 within a few
+// seconds, and takes its slot file with it.
+func TestE2EWaitEndsWithItsClientsServer(t *testing.T) {
+	const within = 3*livenessPoll + 2*time.Second
+	for _, tc := range []struct {
+		name        string
+		serverFirst bool
+	}{
+		{"server ends while it waits", false},
+		{"server ended before it started", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			server := startSession(t, "the client's server", dir)
+			if tc.serverFirst {
+				server.close()
+			}
+			cmd := exec.Command(builtBinary(t), "wait", "--context-id", "sess-end", "--timeout", "60s")
+			cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir, "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ATTENDED=1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			slot := waiterSlot(dir, "sess-end")
+			if !tc.serverFirst {
+				waitUntil(t, "the waiter's slot file", func() bool { _, err := os.Stat(slot); return err == nil })
+				server.close()
+			}
+			start := time.Now()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("wait: %v; want exit 0", err)
+				}
+			case <-time.After(within):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("the waiter still ran %v after its client's server ended; want it ended", within)
+			}
+			t.Logf("the waiter ended %v after its client's server", time.Since(start).Round(time.Millisecond))
+			if _, err := os.Stat(slot); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("slot file after the waiter ended: %v; want it removed", err)
+			}
+		})
 	}
 }
 

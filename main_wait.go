@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,9 +30,9 @@ type waitOptions struct {
 	stop       <-chan os.Signal // SIGINT or SIGTERM: end as at the timeout, giving up the slot
 }
 
-// livenessPoll is how often a waiter checks that its client still runs and
-// that it is still the session's waiter: a stale waiter would claim mail no
-// one sees. One kill(2) and one small read a second cost nothing.
+// livenessPoll is how often a waiter checks that its client and its stdio
+// server run and that it is still the session's waiter: a stale one would
+// claim mail no one sees. A kill(2), a stat and a read a second cost nothing.
 const livenessPoll = time.Second
 
 // Exit statuses of `wait`, Claude Code's asyncRewake contract: 2 wakes the
@@ -98,12 +97,12 @@ func runWait(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 	slot := waiterSlot(st.dir, opts.contextID)
-	release, err := takeWaiterSlot(slot, pid)
+	release, err := takeWaiterSlot(slot)
 	if err != nil {
 		return fail(err)
 	}
 	defer release()
-	opts.alive = func() bool { return processAlive(pid) && ownsWaiterSlot(slot) }
+	opts.alive = func() bool { return ownsWaiterSlot(slot) && !clientEnded(st.dir, pid) }
 	opts.stop = stopSignals()
 	w := newChangeWatcher(st.dir)
 	defer w.close()
@@ -333,17 +332,6 @@ func processArgs(pid int) []string {
 	return strings.Fields(string(out))
 }
 
-// processAlive reports whether process pid still runs. Windows has no
-// signal 0, where a process found is taken as running.
-func processAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	defer p.Release()
-	return runtime.GOOS == "windows" || !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
-}
-
 // waiterSlot is the file naming a session's one waiter, in the groups
 // directory's waiters subdirectory, which no group scan reads.
 func waiterSlot(dir, contextID string) string {
@@ -352,15 +340,15 @@ func waiterSlot(dir, contextID string) string {
 }
 
 // takeWaiterSlot makes this process the session's waiter by writing its
-// pid and its client's in the slot file at path; the waiter it replaces
-// sees that within livenessPoll and exits, so waiters re-armed at every
-// Stop never pile up. release removes the file if still ours.
-func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
+// pid in the slot file at path; the waiter it replaces sees that within
+// livenessPoll and exits, so waiters re-armed at every Stop never pile up.
+// release removes the file if still ours.
+func takeWaiterSlot(path string) (release func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("waiter slot: %w", err)
 	}
 	tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d", os.Getpid(), clientPID)), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return nil, fmt.Errorf("waiter slot: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -374,22 +362,45 @@ func takeWaiterSlot(path string, clientPID int) (release func(), err error) {
 	}, nil
 }
 
-// endClientWaiters ends the waiters of client process pid by removing
-// their slot files; the stdio server calls it as it stops, the one sign a
-// waiter of a headless Claude Code run gets that the session is ending
-// (the client then waits up to 30 s for its background hooks).
+// clientEndReach is how long the end of a client's stdio server still ends
+// the client's waiters that start after it: Claude Code may start a Stop
+// hook's waiter as it closes its servers, a client reusing the pid later.
+const clientEndReach = 10 * time.Second
+
+// endClientWaiters ends the waiters of client process pid with a marker
+// file that clientEnded reads, removing those older than clientEndReach. The
+// stdio server calls it as it stops, the one sign a waiter of a headless
+// Claude Code run gets that its session ends (the client waits 30 s for it).
 func endClientWaiters(dir string, pid int) {
-	slots, _ := os.ReadDir(filepath.Join(dir, "waiters")) // not a glob: the path may hold [, * or ?
-	for _, e := range slots {
-		path := filepath.Join(dir, "waiters", e.Name())
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), " "+strconv.Itoa(pid)) {
-			os.Remove(path)
+	ended := filepath.Join(dir, "waiters", "ended")
+	os.MkdirAll(ended, 0o700)
+	os.WriteFile(filepath.Join(ended, strconv.Itoa(pid)), []byte("ended"), 0o600) // a rewrite renews its time
+	markers, _ := os.ReadDir(ended)                                               // not a glob: the path may hold [, * or ?
+	for _, e := range markers {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= clientEndReach {
+			os.Remove(filepath.Join(ended, e.Name()))
 		}
 	}
+}
+
+// clientEnded reports whether client process pid's stdio server ended
+// within clientEndReach, or the process is gone; Windows has no signal 0,
+// where a process found is taken as running.
+func clientEnded(dir string, pid int) bool {
+	info, err := os.Stat(filepath.Join(dir, "waiters", "ended", strconv.Itoa(pid)))
+	if err == nil && time.Since(info.ModTime()) < clientEndReach {
+		return true
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return true
+	}
+	defer p.Release()
+	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // ownsWaiterSlot reports whether the slot file still names this process.
 func ownsWaiterSlot(path string) bool {
 	b, err := os.ReadFile(path)
-	return err == nil && strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" ")
+	return err == nil && string(b) == strconv.Itoa(os.Getpid())
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,33 +182,77 @@ func TestWaitForegroundArgs(t *testing.T) {
 	}
 }
 
-// TestWaiterSlot checks that a newer waiter of the session, or the end of
-// its client's MCP server, takes the slot from the running one, in a groups
-// directory whose path holds the characters of a glob pattern.
+// TestWaiterSlot checks that a newer waiter of the session takes the slot
+// from the running one, in a groups directory whose path holds the
+// characters of a glob pattern.
 func TestWaiterSlot(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "[team]")
 	slot := waiterSlot(dir, "sess-1")
-	release, err := takeWaiterSlot(slot, 4242)
+	release, err := takeWaiterSlot(slot)
 	if err != nil || !ownsWaiterSlot(slot) {
 		t.Fatalf("take: %v, owns %v; want the slot", err, ownsWaiterSlot(slot))
 	}
-	endClientWaiters(dir, 4243)
-	if !ownsWaiterSlot(slot) {
-		t.Fatal("another client's server ended this waiter")
-	}
-	endClientWaiters(dir, 4242)
-	if ownsWaiterSlot(slot) {
-		t.Fatal("its client's server ending left the waiter its slot")
-	}
 	release()
-	if _, err := takeWaiterSlot(slot, 4242); err != nil {
+	if _, err := os.Stat(slot); !os.IsNotExist(err) {
+		t.Fatalf("slot after release: %v; want it removed", err)
+	}
+	if _, err := takeWaiterSlot(slot); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(slot, []byte("1 4242"), 0o600); err != nil { // a newer waiter
+	if err := os.WriteFile(slot, []byte("1"), 0o600); err != nil { // a newer waiter
 		t.Fatal(err)
 	}
 	if ownsWaiterSlot(slot) {
 		t.Error("a newer waiter's slot still reads as this one's")
+	}
+}
+
+// TestClientEnded checks which ends of a client's stdio server end its
+// waiters: its own within clientEndReach, before or after they start, and
+// not another client's, nor one older than that, which the next end of a
+// server removes; and that a client gone ends them too.
+func TestClientEnded(t *testing.T) {
+	gone := exec.Command(os.Args[0], "-test.run=^$")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	client, other := os.Getpid(), os.Getppid()
+	for _, tc := range []struct {
+		name  string
+		ended []int         // clients whose servers end
+		age   time.Duration // how long ago they did
+		pid   int
+		want  bool
+	}{
+		{"no server ended", nil, 0, client, false},
+		{"another client's server ended", []int{other}, 0, client, false},
+		{"its server ended", []int{other, client}, 0, client, true},
+		{"its server ended a while ago", []int{client}, clientEndReach / 2, client, true},
+		{"its server ended longer ago than clientEndReach", []int{client}, clientEndReach + time.Second, client, false},
+		{"the client is gone", nil, 0, gone.Process.Pid, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "[team]")
+			for _, pid := range tc.ended {
+				endClientWaiters(dir, pid)
+				then := time.Now().Add(-tc.age)
+				if err := os.Chtimes(filepath.Join(dir, "waiters", "ended", strconv.Itoa(pid)), then, then); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := clientEnded(dir, tc.pid); got != tc.want {
+				t.Errorf("got %v; want %v", got, tc.want)
+			}
+			endClientWaiters(dir, 1)
+			markers, err := os.ReadDir(filepath.Join(dir, "waiters", "ended"))
+			want := len(tc.ended) + 1
+			if tc.age > clientEndReach {
+				want = 1
+			}
+			if err != nil || len(markers) != want {
+				t.Errorf("markers after another server's end: %d (%v); want %d, those older than clientEndReach removed", len(markers), err, want)
+			}
+		})
 	}
 }
 
