@@ -32,7 +32,8 @@
 // while idle; f and g, --resume (scenarios_test.go); h, the model reading
 // its receipts (receipts_test.go); i, Claude Code connected to `serve
 // --http` with a per-agent token, which may not speak as another context_id
-// (http_test.go).
+// (http_test.go); j, a stream-json session whose input closes during a
+// turn, whose last waiter may start after the stdio server has ended.
 //
 // Run it with `make conformance-clients` from the repository root, or by
 // hand:

@@ -47,9 +47,8 @@ func TestModelReadsReceipts(t *testing.T) {
 	if !strings.Contains(plain, `"context_id": "alice", "name": "alice", "state": "read"`) {
 		t.Errorf("ReadMcpResourceTool's result: got %.600s; want alice's receipt in state read", got)
 	}
-	// The result arrives mid-turn: closing the input before the turn ends
-	// would race its Stop hooks, which arm a waiter after the stdio server
-	// has gone, and that waiter holds Claude Code for 30 s.
+	// The result arrives mid-turn: the turn ends before the input closes,
+	// as in scenario b (scenario j closes it during a turn).
 	if !c.waitTurns(1, wakeLimit) {
 		t.Errorf("the turn did not finish within %v of the resource's result", wakeLimit)
 	}

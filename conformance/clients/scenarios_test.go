@@ -457,3 +457,29 @@ func TestKilledTurnShownOnResume(t *testing.T) {
 		s.report("g killed mid-request, then --resume", sent, o) // shows what the model saw
 	}
 }
+
+// TestHeadlessStreamInputClosedMidTurn is scenario j: a stream-json
+// session's input closes during a turn, as an SDK host's may right after
+// its last message. Claude Code finishes the turn, whose Stop hooks arm a
+// waiter as it closes its stdio server: the waiter may take its slot
+// after the server has ended, and must still end, so that the client exits
+// within exitLimit, not 30 s later.
+func TestHeadlessStreamInputClosedMidTurn(t *testing.T) {
+	t.Parallel()
+	var s *session
+	s = newSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			return modelReply{toolName: "mcp__crosstalk__wait_for_messages", toolInput: s.group.waitArgs(1)}
+		}
+		return modelReply{text: "Done."}
+	})
+	c := startStream(t, s)
+	c.say("Wait a second for a Crosstalk message.")
+	if !s.model.waitMains(1, startLimit) {
+		t.Fatalf("no model request within %v; hooks:\n%s", startLimit, s.hookLines())
+	}
+	c.end(s, "j input closed during a turn")
+	if c.turns() != 1 {
+		t.Errorf("%d turns finished; want the one under way when the input closed", c.turns())
+	}
+}
