@@ -176,6 +176,7 @@ func runStdio(stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer sv.close()
+	os.Remove(clientEndMarker(sv.store.dir, os.Getppid()))
 	defer endClientWaiters(sv.store.dir, os.Getppid())
 	// A pinned member stops a per-agent server speaking for another.
 	if pinned := os.Getenv("CROSSTALK_CONTEXT_ID"); pinned != "" {

@@ -214,6 +214,35 @@ func TestE2EWaitEndsWithItsClientsServer(t *testing.T) {
 	}
 }
 
+// TestE2EWaitOutlivesAReconnect ends the client's stdio server and starts
+// another, as a client reconnecting its server does: a waiter that starts
+// after that waits on, and ends with the new server.
+func TestE2EWaitOutlivesAReconnect(t *testing.T) {
+	dir := t.TempDir()
+	startSession(t, "the client's first server", dir).close()
+	server := startSession(t, "the client's second server", dir)
+	cmd := exec.Command(builtBinary(t), "wait", "--context-id", "sess-reconnect", "--timeout", "60s")
+	cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir, "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ATTENDED=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("the waiter ended (%v) while the client's second server ran; want it waiting", err)
+	case <-time.After(3 * livenessPoll):
+	}
+	server.close()
+	select {
+	case <-done:
+	case <-time.After(3*livenessPoll + 2*time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the waiter still ran after the second server ended; want it ended")
+	}
+}
+
 // TestE2EClosedOutputs checks that the built binary is not killed by
 // SIGPIPE when the client has closed the output it answers on: hook exits
 // 0 and leaves the mail unread, wait still exits 2.

@@ -372,10 +372,10 @@ const clientEndReach = 10 * time.Second
 // stdio server calls it as it stops, the one sign a waiter of a headless
 // Claude Code run gets that its session ends (the client waits 30 s for it).
 func endClientWaiters(dir string, pid int) {
-	ended := filepath.Join(dir, "waiters", "ended")
+	ended := filepath.Dir(clientEndMarker(dir, pid))
 	os.MkdirAll(ended, 0o700)
-	os.WriteFile(filepath.Join(ended, strconv.Itoa(pid)), []byte("ended"), 0o600) // a rewrite renews its time
-	markers, _ := os.ReadDir(ended)                                               // not a glob: the path may hold [, * or ?
+	os.WriteFile(clientEndMarker(dir, pid), []byte("ended"), 0o600) // a rewrite renews its time
+	markers, _ := os.ReadDir(ended)                                 // not a glob: the path may hold [, * or ?
 	for _, e := range markers {
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) >= clientEndReach {
 			os.Remove(filepath.Join(ended, e.Name()))
@@ -383,11 +383,18 @@ func endClientWaiters(dir string, pid int) {
 	}
 }
 
+// clientEndMarker is the file by which endClientWaiters ends client pid's
+// waiters; a stdio server that starts removes its client's, as a client
+// reconnecting its server is not ending.
+func clientEndMarker(dir string, pid int) string {
+	return filepath.Join(dir, "waiters", "ended", strconv.Itoa(pid))
+}
+
 // clientEnded reports whether client process pid's stdio server ended
 // within clientEndReach, or the process is gone; Windows has no signal 0,
 // where a process found is taken as running.
 func clientEnded(dir string, pid int) bool {
-	info, err := os.Stat(filepath.Join(dir, "waiters", "ended", strconv.Itoa(pid)))
+	info, err := os.Stat(clientEndMarker(dir, pid))
 	if err == nil && time.Since(info.ModTime()) < clientEndReach {
 		return true
 	}
