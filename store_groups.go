@@ -309,16 +309,15 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// removeDatabaseFiles deletes a database, its -wal and -shm files, and the
-// empty -wq lock file that earlier builds of this server kept beside it.
+// removeDatabaseFiles deletes a database, its -wal and -shm files and the -wq lock file of earlier
+// builds. Like the original, it stops at the first it cannot remove, so a kept database keeps its -wal.
 func removeDatabaseFiles(path string) error {
-	var errs []error
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-wq"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+			return err
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // groupFiles returns the ids of the group files in dir, sorted. The

@@ -382,3 +382,29 @@ func TestGroupsDirectoryWithPatternCharacters(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveDatabaseFilesStopsAtFirstFailure shows that a database file that
+// cannot be removed keeps its -wal and -shm files, as in the original, whose
+// delete_group stops at the first file it cannot unlink: the -wal may hold
+// commits another process has not yet written into the database.
+func TestRemoveDatabaseFilesStopsAtFirstFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "grp_"+strings.Repeat("ab", 16)+".sqlite3")
+	// A directory with an entry stands for a file this process may not
+	// remove (root may remove any file).
+	if err := os.MkdirAll(filepath.Join(path, "entry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeDatabaseFiles(path); err == nil {
+		t.Fatal("got no error; want the database file's")
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: got %v; want it kept", filepath.Base(p), err)
+		}
+	}
+}
