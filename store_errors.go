@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -65,7 +66,6 @@ func groupNotFound(id string) *domainError {
 func classify(toolName string, err error) *domainError {
 	var de *domainError
 	var se *sqlite.Error
-	var pe *fs.PathError
 	switch {
 	case errors.As(err, &de):
 		return de
@@ -73,10 +73,18 @@ func classify(toolName string, err error) *domainError {
 		return errGroupBusy
 	case errors.As(err, &se):
 		return &domainError{category: categoryInternal, msg: "Database error while processing " + toolName + ": " + sqliteMessage(se)}
-	case errors.As(err, &pe):
-		return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pe.Error()}
 	}
-	return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + err.Error()}
+	return &domainError{category: categoryInternal, msg: "Storage error while processing " + toolName + ": " + pyOSError(err)}
+}
+
+// pyOSError words a file error as the original's Python OSError does: "[Errno 1] Operation not permitted: '/path'".
+func pyOSError(err error) string {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	if !errors.As(err, &pe) || !errors.As(pe.Err, &errno) {
+		return err.Error()
+	}
+	return fmt.Sprintf("[Errno %d] %s: '%s'", int(errno), strings.ToUpper(errno.Error()[:1])+errno.Error()[1:], pe.Path)
 }
 
 // sqliteCodeSuffix is what the driver appends to SQLite's message.

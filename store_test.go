@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -79,6 +84,36 @@ func TestEmptyReadsTakeNoWriteLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, err := tc.read(); len(got) != 0 || err != tc.want {
 				t.Errorf("got %d messages, %v; want none, %v", len(got), err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStorageErrorText shows that a file error reaches the agent in the
+// words of Python's OSError, as the original reports it.
+func TestStorageErrorText(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Python reports Windows errors as [WinError N]")
+	}
+	path := "/groups/grp_" + strings.Repeat("ab", 16) + ".sqlite3"
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"not permitted", fmt.Errorf("delete group: %w", &fs.PathError{Op: "remove", Path: path, Err: syscall.EPERM}),
+			"Storage error while processing delete_group: [Errno 1] Operation not permitted: '" + path + "'"},
+		{"permission denied", &fs.PathError{Op: "remove", Path: path + "-wal", Err: syscall.EACCES},
+			"Storage error while processing delete_group: [Errno 13] Permission denied: '" + path + "-wal'"},
+		{"read-only", &fs.PathError{Op: "remove", Path: path, Err: syscall.EROFS},
+			"Storage error while processing delete_group: [Errno 30] Read-only file system: '" + path + "'"},
+		{"not a file error", errors.New("rename failed"), "Storage error while processing delete_group: rename failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			de := classify("delete_group", tt.err)
+			if de.msg != tt.want || de.category != categoryInternal {
+				t.Errorf("got %q (%s); want %q (internal)", de.msg, de.category, tt.want)
 			}
 		})
 	}
