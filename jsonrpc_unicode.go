@@ -187,14 +187,14 @@ func stringEnd(raw []byte, i int) int {
 
 // decodeJSONString decodes a valid JSON string literal with one allocation
 // (json.Unmarshal makes two); text that is not valid Unicode takes its path.
-func decodeJSONString(lit []byte) (string, bool) {
+func decodeJSONString(lit []byte) (s string, ok bool) {
 	if len(lit) < 2 || lit[0] != '"' {
 		return "", false
 	}
 	body := lit[1 : len(lit)-1]
 	if !unicodeJSON(lit) {
-		var s string
-		return s, json.Unmarshal(lit, &s) == nil
+		ok = json.Unmarshal(lit, &s) == nil // before s is read: a return's operands have no order
+		return s, ok
 	}
 	var b strings.Builder
 	b.Grow(len(body))

@@ -123,6 +123,7 @@ func TestSplitObjectMatchesUnmarshal(t *testing.T) {
 		`{}`, ` { } `, `{"a":1}`, `{"a" : [1, {"b": "}"}] , "c":"x\"y", "d": null, "e": -1.5e3}`,
 		`{"a":1,"a":2}`, `{"\u0063ontext_id":"x"}`, `{"k":"\\"}`, `{"k":{"n":{"m":[[],{}]}},"z":true}`,
 		`{"é":"\ud83c\udf89 é \n\t\/"}`, `[1]`, `"s"`, `3`,
+		`{"lone":"\ud800x","low first":"\udc00\ud800"}`, // not Unicode: encoding/json's U+FFFD
 	}
 	for _, raw := range objects {
 		var want map[string]json.RawMessage
