@@ -152,11 +152,8 @@ func (s *server) dispatchNotification(req request) bool {
 	if req.method != "notifications/cancelled" || req.id != nil {
 		return false
 	}
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if req.params != nil && json.Unmarshal(req.params, &p) == nil && len(p.RequestID) > 0 {
-		s.inflight.cancel(p.RequestID)
+	if p, _ := splitObject(req.params); len(p["requestId"]) > 0 {
+		s.inflight.cancel(p["requestId"])
 	}
 	return true
 }

@@ -241,13 +241,10 @@ type toolArgs struct {
 	tokenName       string
 }
 
-// parseArgs decodes a JSON object; absent (nil) raw is an empty one. ok is
-// false when raw is anything else.
+// parseArgs decodes a valid JSON object; absent (nil) raw is an empty one.
+// ok is false when raw is anything else.
 func parseArgs(raw json.RawMessage) (a toolArgs, ok bool) {
-	if json.Valid(raw) {
-		a.values, ok = splitObject(raw) // values stay in raw: see splitObject
-	}
-	if !ok {
+	if a.values, ok = splitObject(raw); !ok { // values stay in raw: see splitObject
 		return toolArgs{values: map[string]json.RawMessage{}}, raw == nil
 	}
 	a.raw = raw
@@ -279,8 +276,7 @@ func (a toolArgs) str(key string) (v string, ok bool) {
 // isNull reports whether the argument is absent or JSON null, which the
 // original treats alike for optional arguments.
 func (a toolArgs) isNull(key string) bool {
-	raw, ok := a.values[key]
-	return !ok || string(raw) == "null"
+	return a.values[key] == nil || string(a.values[key]) == "null"
 }
 
 // nonEmpty returns a string argument that must contain more than

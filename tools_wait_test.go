@@ -239,6 +239,20 @@ func TestWaitForMessagesCancel(t *testing.T) {
 	}
 }
 
+// TestCancelKeyIsExact shows that notifications/cancelled names its request
+// by the exact key requestId: JSON keys are case-sensitive, so a cancel with
+// "RequestID" leaves the wait running, and it answers with the mail.
+func TestCancelKeyIsExact(t *testing.T) {
+	w := newWaitSession(t, 20*time.Millisecond)
+	w.startWait(t, 4, map[string]any{"timeout_seconds": 30}, nil)
+	exchangeLine(t, w.s, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"RequestID":4}}`)
+	mustSend(t, w.s, w.gid, "ctx-a", "alice", "still waited for", nil)
+	lines := w.awaitAnswer(t, 4, "")
+	if v, isError := waitAnswer(t, lines[len(lines)-1]); isError || len(messageTexts(v)) != 1 {
+		t.Errorf("answer: got %v (isError %v); want the message", v, isError)
+	}
+}
+
 // TestWaitForMessagesCancelWhileBusy cancels a wait whose read is retrying
 // on a group another process is writing: once the lock is free, the read
 // must not mark the mail read, since no answer will carry it.
