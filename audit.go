@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +26,7 @@ type auditLog struct {
 	config auditConfig
 
 	// groupName and memberName are set by readNamesFrom.
-	groupName  func(groupID string) (string, error)
+	groupName  func(groupID string) string // "" when it cannot be read
 	memberName func(groupID, contextID string) string
 	now        func() time.Time // the retention clock
 
@@ -37,7 +37,7 @@ type auditLog struct {
 	// closing guards queue against sends after close.
 	closing sync.RWMutex
 	closed  bool
-	dropped atomic.Bool // set, without mu, when observe first drops an event
+	dropped sync.Once // the warning, without mu, when observe first drops an event
 
 	// mu serializes use of the database handle and the retention state.
 	mu          sync.Mutex
@@ -45,7 +45,7 @@ type auditLog struct {
 	file        os.FileInfo // the file prepared, nil until then or after a failure
 	nextCleanup time.Time
 	warn        io.Writer
-	warned      bool
+	warned      sync.Once
 }
 
 // auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
@@ -108,11 +108,9 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer, now func() tim
 	path := filepath.Join(dir, catalogFileName)
 	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: now,
 		queue: make(chan auditEvent, auditQueueSize)}
-	a.mu.Lock()
-	if err := a.prepare(); err != nil {
+	if err := a.prepare(); err != nil { // before the writer starts, so without a.mu
 		a.report(err)
 	}
-	a.mu.Unlock()
 	a.writer.Go(a.writeRows)
 	return a
 }
@@ -137,9 +135,7 @@ func (a *auditLog) close() error {
 		close(a.queue)
 	}
 	a.closing.Unlock()
-	a.writer.Wait()
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.writer.Wait() // and with it every use of the handle
 	return a.db.Close()
 }
 
@@ -178,13 +174,11 @@ func (a *auditLog) writeRows() {
 }
 
 // report writes the first audit failure to stderr; later ones are silent so a
-// broken audit database cannot flood the log. Callers hold a.mu.
+// broken audit database cannot flood the log.
 func (a *auditLog) report(err error) {
-	if a.warned {
-		return
-	}
-	a.warned = true
-	fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
+	a.warned.Do(func() {
+		fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
+	})
 }
 
 // attach makes srv record every completed tools/call, reading names from
@@ -203,16 +197,14 @@ func (a *auditLog) readNamesFrom(st *store) {
 	if a == nil {
 		return
 	}
-	a.groupName = func(id string) (string, error) {
-		meta, err := st.groupMetadata(id)
-		return meta.name, err
+	a.groupName = func(id string) string {
+		meta, _ := st.groupMetadata(id) // "" if it fails
+		return meta.name
 	}
 	a.memberName = func(id, contextID string) string {
 		members, _ := st.users(id)
-		for _, m := range members {
-			if m.contextID == contextID {
-				return m.name
-			}
+		if i := slices.IndexFunc(members, func(m member) bool { return m.contextID == contextID }); i >= 0 {
+			return members[i].name
 		}
 		return ""
 	}
@@ -234,9 +226,7 @@ func (a *auditLog) observe(c toolCall) {
 	// A name read ahead of the record (delete_group's, before the group was
 	// destroyed, or a pipelined run's) is kept rather than read again.
 	if !c.groupNameRead && e.groupID.String != "" && a.groupName != nil {
-		if name, err := a.groupName(e.groupID.String); err == nil {
-			e.groupName = truncateUTF8(name, auditValueMaxBytes)
-		}
+		e.groupName = truncateUTF8(a.groupName(e.groupID.String), auditValueMaxBytes)
 	}
 	a.closing.RLock()
 	defer a.closing.RUnlock()
@@ -246,8 +236,8 @@ func (a *auditLog) observe(c toolCall) {
 	select {
 	case a.queue <- e:
 	default:
-		if a.dropped.CompareAndSwap(false, true) {
+		a.dropped.Do(func() {
 			fmt.Fprintln(a.warn, "crosstalk-mcp: audit writer is behind; dropping audit events (reported once)")
-		}
+		})
 	}
 }

@@ -72,26 +72,28 @@ func auditRollupStatements(nameColumn, groupLabel, where string, sign int) []str
 	return out
 }
 
-// auditExpiredRows is the rows one cleanup batch removes, given its end.
-const auditExpiredRows = "occurred_at <= ?"
-
 // auditLatestLabel labels a group as its latest row did: SQLite takes a bare
 // column from the row that holds MAX(id).
 const auditLatestLabel = "COALESCE(group_name, group_id)"
 
 // auditRecordRollups counts a batch inserted from the argument's id on;
-// auditExpireRollups takes off the rows of a cleanup batch. Both are built on
-// first use, as the audit log is opt-in.
+// auditExpire takes the rows of a cleanup batch, up to the argument's time,
+// off the rollups and deletes them. Both are built on first use, as the
+// audit log is opt-in.
 var (
 	auditRecordRollups = sync.OnceValue(func() []string { return auditRollupStatements("name", auditLatestLabel, "id >= ?", 1) })
-	auditExpireRollups = sync.OnceValue(func() []string { return auditRollupStatements("name", auditLatestLabel, auditExpiredRows, -1) })
+	auditExpire        = sync.OnceValue(func() []string {
+		return append(auditRollupStatements("name", auditLatestLabel, "occurred_at <= ?", -1),
+			"DELETE FROM tool_call_group_names WHERE tool_call_id IN (SELECT id FROM tool_calls WHERE occurred_at <= ?)",
+			"DELETE FROM tool_calls WHERE occurred_at <= ?")
+	})
 )
 
 // auditApplyRollups runs statements, from auditRollupStatements, with args.
 func auditApplyRollups(ctx context.Context, tx *sql.Tx, statements []string, args ...any) error {
 	for _, q := range statements {
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("update audit rollups: %w", err)
+			return fmt.Errorf("update audit rows and rollups: %w", err)
 		}
 	}
 	return nil
@@ -162,11 +164,11 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 // deletes the oldest auditCleanupBatchSize expired rows and takes them off the
 // rollups in one IMMEDIATE transaction, so no reader sees counts that disagree
 // with the rows; an unfinished pass goes on after the writer's next batch. It
-// returns the number of rows deleted.
+// returns the number of expired rows the batch took (rows tied with the
+// last go too, uncounted).
 func (a *auditLog) cleanup(ctx context.Context) (int, error) {
-	days := a.config.days
 	now := a.now().UTC()
-	if days == 0 || now.Before(a.nextCleanup) {
+	if a.config.days == 0 || now.Before(a.nextCleanup) {
 		return 0, nil
 	}
 	tx, err := a.db.BeginTx(ctx, nil)
@@ -182,26 +184,17 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 		a.nextCleanup = t.Add(24 * time.Hour)
 		return 0, nil
 	}
-	cutoff := formatTimestamp(now.AddDate(0, 0, -days))
+	cutoff := formatTimestamp(now.AddDate(0, 0, -a.config.days))
 	// The batch is the oldest expired rows up to the last one's time (rows
 	// tied with it go too): one bound, so SQLite searches the index by it.
-	var expired int
-	var end sql.NullString
+	expired, end := 0, sql.NullString{}
 	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*), MAX(occurred_at) FROM (SELECT occurred_at FROM tool_calls "+
 		"WHERE occurred_at < ? ORDER BY occurred_at LIMIT ?)", cutoff, auditCleanupBatchSize).Scan(&expired, &end); err != nil {
 		return 0, fmt.Errorf("read expired audit rows: %w", err)
 	}
 	done := expired < auditCleanupBatchSize
-	if err := auditApplyRollups(ctx, tx, auditExpireRollups(), end.String); err != nil {
+	if err := auditApplyRollups(ctx, tx, auditExpire(), end.String); err != nil {
 		return 0, err
-	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM tool_call_group_names WHERE tool_call_id IN "+
-		"(SELECT id FROM tool_calls WHERE "+auditExpiredRows+")", end.String); err != nil {
-		return 0, fmt.Errorf("delete expired audit group names: %w", err)
-	}
-	deleted, err := tx.ExecContext(ctx, "DELETE FROM tool_calls WHERE "+auditExpiredRows, end.String)
-	if err != nil {
-		return 0, fmt.Errorf("delete expired audit rows: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM analytics_filter_values WHERE count <= 0"); err != nil {
 		return 0, fmt.Errorf("drop audit filter values: %w", err)
@@ -217,8 +210,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 	if done {
 		a.nextCleanup = now.Add(24 * time.Hour)
 	}
-	n, _ := deleted.RowsAffected()
-	return int(n), nil
+	return expired, nil
 }
 
 // pyFromISOFormat reads a stored ISO 8601 timestamp as the original's

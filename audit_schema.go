@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -106,11 +104,12 @@ func auditRollupSchema() string {
 	return b.String()
 }
 
-// prepare creates the directory, sets the file's modes (incremental
-// auto-vacuum while it is still empty, and WAL) and creates or upgrades the
-// version-2 schema. It is a no-op while the path names the file it prepared;
-// otherwise it opens the path afresh, as the file was deleted or replaced
-// (rows written to the old one would be lost) or a write failed.
+// prepare creates the directory and, unless the file is at version 2 with
+// every table (so a lock held elsewhere holds up no start), sets its modes
+// (auto-vacuum, which SQLite records only while the file has no tables, and
+// WAL) and creates or upgrades the schema. It is a no-op while the path names the file it
+// prepared; otherwise it opens the path afresh, as the file was deleted or
+// replaced (rows written to the old one would be lost) or a write failed.
 func (a *auditLog) prepare() error {
 	if info, err := os.Stat(a.path); a.file != nil && err == nil && os.SameFile(info, a.file) {
 		return nil
@@ -122,35 +121,21 @@ func (a *auditLog) prepare() error {
 	if err := os.MkdirAll(filepath.Dir(a.path), 0o755); err != nil {
 		return fmt.Errorf("create audit directory: %w", err)
 	}
-	var pages int64
-	if err := a.db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-		return fmt.Errorf("read audit database size: %w", err)
-	}
-	if pages == 0 {
-		// The mode is recorded in the header only while the file has no tables.
-		if _, err := a.db.ExecContext(ctx, "PRAGMA auto_vacuum=INCREMENTAL"); err != nil {
-			return fmt.Errorf("set audit auto_vacuum: %w", err)
-		}
-	}
-	if _, err := a.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
-		return fmt.Errorf("set audit journal mode: %w", err)
-	}
-	var version int
-	if err := a.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	var current bool
+	if err := a.db.QueryRowContext(ctx, "SELECT (SELECT user_version FROM pragma_user_version) = ? AND (SELECT COUNT(*) FROM sqlite_master "+
+		"WHERE type = 'table' AND name IN ('"+strings.Join(auditTables, "', '")+"')) = ?", auditSchemaVersion, len(auditTables)).Scan(&current); err != nil {
 		return fmt.Errorf("read audit schema version: %w", err)
 	}
-	tables, err := tableNames(ctx, a.db)
-	if err != nil {
-		return err
-	}
-	missing := slices.ContainsFunc(auditTables, func(name string) bool { return !tables[name] })
-	if version != auditSchemaVersion || missing {
+	if !current {
+		if _, err := a.db.ExecContext(ctx, "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL"); err != nil {
+			return fmt.Errorf("set audit file modes: %w", err)
+		}
 		if err := a.migrate(ctx); err != nil {
 			return err
 		}
 	}
-	a.file, err = os.Stat(a.path)
-	return err
+	a.file, _ = os.Stat(a.path) // nil, so prepared again, if it has gone since
+	return nil
 }
 
 // migrate creates the version-2 schema, or upgrades an older one, in one
@@ -180,9 +165,8 @@ func (a *auditLog) migrate(ctx context.Context) error {
 	if err := auditUpgrade(ctx, tx, tables); err != nil {
 		return err
 	}
-	version := strconv.Itoa(auditSchemaVersion)
-	_, err = tx.ExecContext(ctx, "UPDATE metadata SET schema_version = "+version+" WHERE id = 1; PRAGMA user_version = "+version)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("UPDATE metadata SET schema_version = %[1]d WHERE id = 1; "+
+		"PRAGMA user_version = %[1]d", auditSchemaVersion)); err != nil {
 		return fmt.Errorf("record audit schema version: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

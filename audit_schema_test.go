@@ -224,3 +224,20 @@ func TestAuditUpgradeFromV1(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditRepairsVersion2MissingTable opens a file marked version 2 that
+// has lost a table: it is created again, not left to fail every write.
+func TestAuditRepairsVersion2MissingTable(t *testing.T) {
+	dir := t.TempDir()
+	openAuditLog(dir, auditInf, io.Discard, time.Now).close()
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+	if _, err := db.Exec("DROP TABLE analytics_1h"); err != nil {
+		t.Fatal(err)
+	}
+	a := openAuditLog(dir, auditInf, io.Discard, time.Now)
+	a.observe(auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, ""))
+	a.close()
+	if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_1h"); got != 1 {
+		t.Fatalf("got %d calls in analytics_1h; want 1", got)
+	}
+}

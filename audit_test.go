@@ -171,11 +171,8 @@ func TestAuditObserveLookups(t *testing.T) {
 	names := map[string]string{"grp_a": "Alpha"}
 	members := map[[2]string]string{{"grp_a", "c1"}: "joined-name"}
 	a, dir := newTestAudit(t, auditInf, time.Now)
-	a.groupName = func(id string) (string, error) {
-		if n, ok := names[id]; ok {
-			return n, nil
-		}
-		return "", errors.New("not found")
+	a.groupName = func(id string) string {
+		return names[id] // "" when not found
 	}
 	a.memberName = func(id, ctx string) string {
 		return members[[2]string{id, ctx}]
@@ -184,7 +181,7 @@ func TestAuditObserveLookups(t *testing.T) {
 		c := auditTestCall(tool, args, `1`, payload, isError, "validation")
 		if tool == "delete_group" {
 			// As the tools/call path does: read the name, then delete.
-			c.groupName = names["grp_a"]
+			c.groupName, c.groupNameRead = names["grp_a"], true
 			delete(names, "grp_a")
 		}
 		a.observe(c)
@@ -231,7 +228,7 @@ func TestAuditLookedUpNamesBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, dir := newTestAudit(t, auditInf, time.Now)
 			a.memberName = func(string, string) string { return huge }
-			a.groupName = func(string) (string, error) { return huge, nil }
+			a.groupName = func(string) string { return huge }
 			c := auditTestCall(tt.tool, tt.args, `1`, `{"users":[]}`, false, "")
 			if tt.tool == "delete_group" {
 				c.groupName, c.groupNameRead = huge, true
@@ -281,6 +278,21 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 		observeOne(a)
 		if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 1 {
 			t.Fatalf("got %d rows after the lock was released; want 1", got)
+		}
+	})
+	t.Run("a current file opens without a write", func(t *testing.T) {
+		// Another process's lock must not hold up a server's start.
+		dir := t.TempDir()
+		openAuditLog(dir, auditInf, io.Discard, time.Now).close()
+		release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
+		defer release()
+		var stderr bytes.Buffer
+		start := time.Now()
+		a := openAuditLog(dir, auditInf, &stderr, time.Now)
+		opened := time.Since(start)
+		a.close()
+		if opened > writeLockWait/2 || stderr.Len() != 0 {
+			t.Fatalf("opening took %v and warned %q; want no wait and no warning", opened, stderr.String())
 		}
 	})
 	t.Run("corrupt", func(t *testing.T) {
