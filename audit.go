@@ -46,6 +46,9 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      sync.Once
+	// lockWait is how long a write waits for the lock: writeLockWait at start-up, then
+	// busyRetryWindow, but one try after a failed batch, so a stuck lock costs one wait.
+	lockWait time.Duration
 }
 
 // auditConfig is the validated CROSSTALK_OBSERVABILITY_RETENTION_DAYS.
@@ -107,8 +110,8 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer, now func() tim
 	}
 	path := filepath.Join(dir, catalogFileName)
 	a := &auditLog{path: path, config: config, db: openAuditDB(path), warn: warn, now: now,
-		queue: make(chan auditEvent, auditQueueSize)}
-	if err := a.prepare(); err != nil { // before the writer starts, so without a.mu
+		queue: make(chan auditEvent, auditQueueSize), lockWait: writeLockWait}
+	if err := a.prepareWaiting(); err != nil { // before the writer starts, so without a.mu
 		a.report(err)
 	}
 	a.writer.Go(a.writeRows)
@@ -158,15 +161,17 @@ func (a *auditLog) writeRows() {
 			batch = append(batch, <-a.queue)
 		}
 		a.mu.Lock()
-		err := a.prepare()
+		err := a.prepareWaiting()
 		if err == nil {
 			if err = a.record(context.Background(), batch...); err == nil {
 				_, err = a.cleanup(context.Background())
 			}
 		}
+		a.lockWait = busyRetryWindow
 		if err != nil {
 			a.file = nil // the next batch opens the file afresh: a read-only handle stays so
 			a.report(err)
+			a.lockWait = 0
 		}
 		a.mu.Unlock()
 		lastWrite = time.Now()
@@ -179,6 +184,34 @@ func (a *auditLog) report(err error) {
 	a.warned.Do(func() {
 		fmt.Fprintf(a.warn, "crosstalk-mcp: audit write failed, tool calls are unaffected (further failures are not reported): %v\n", err)
 	})
+}
+
+// prepareWaiting is prepare, tried again for up to a.lockWait while the
+// database is busy: setting a new file's modes takes its lock too.
+func (a *auditLog) prepareWaiting() error {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), a.lockWait, errors.New("audit database still locked"))
+	defer cancel()
+	return retryBusyContext(ctx, a.prepare)
+}
+
+// begin starts an IMMEDIATE transaction, trying every millisecond for up to
+// a.lockWait with SQLite's busy handler off, as beginImmediate does: the
+// handler sleeps up to 100 ms between tries, so waiters rarely saw it free.
+func (a *auditLog) begin(ctx context.Context) (*sql.Tx, error) {
+	a.db.ExecContext(ctx, "PRAGMA busy_timeout(0)") // on the handle's one connection; if this fails, so does BEGIN
+	deadline := time.Now().Add(a.lockWait)
+	for {
+		tx, err := a.db.BeginTx(ctx, nil)
+		if err == nil {
+			tx.ExecContext(ctx, "PRAGMA "+busyTimeout) // for COMMIT, which in a rollback-journal file waits for readers
+			return tx, nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			a.db.ExecContext(ctx, "PRAGMA "+busyTimeout)
+			return nil, err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // attach makes srv record every completed tools/call, reading names from

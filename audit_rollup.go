@@ -120,7 +120,7 @@ func (a *auditLog) record(ctx context.Context, events ...auditEvent) error {
 	if len(events) == 0 {
 		return nil // and so the rollups never count rows from id 0 on
 	}
-	tx, err := a.db.BeginTx(ctx, nil)
+	tx, err := a.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin audit write: %w", err)
 	}
@@ -171,7 +171,7 @@ func (a *auditLog) cleanup(ctx context.Context) (int, error) {
 	if a.config.days == 0 || now.Before(a.nextCleanup) {
 		return 0, nil
 	}
-	tx, err := a.db.BeginTx(ctx, nil)
+	tx, err := a.begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin audit cleanup: %w", err)
 	}

@@ -142,7 +142,7 @@ func (a *auditLog) prepare() error {
 // transaction, and records the version. A new file is upgraded from the
 // bare tables, its backfill counting no rows.
 func (a *auditLog) migrate(ctx context.Context) error {
-	tx, err := a.db.BeginTx(ctx, nil)
+	tx, err := a.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin audit schema transaction: %w", err)
 	}

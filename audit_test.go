@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -295,6 +296,32 @@ func TestAuditFailedWriteIsBoundedAndSilent(t *testing.T) {
 			t.Fatalf("opening took %v and warned %q; want no wait and no warning", opened, stderr.String())
 		}
 	})
+	t.Run("a lock held through exit", func(t *testing.T) {
+		// The first batch waits busyRetryWindow for the lock; the rest, at
+		// exit, each try once rather than wait as long again.
+		dir := t.TempDir()
+		start := time.Now()
+		a := openAuditLog(dir, auditInf, io.Discard, time.Now)
+		if opened := time.Since(start); opened > busyRetryWindow/2 {
+			t.Fatalf("opening took %v; want well under %v", opened, busyRetryWindow)
+		}
+		call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `9`, `{"groups":[]}`, false, "")
+		a.observe(call)
+		auditFlush(t, a)
+		release := holdWriteLock(t, filepath.Join(dir, catalogFileName))
+		defer release()
+		for range 3 * auditMaxBatch {
+			a.observe(call)
+			if len(a.queue) == 0 {
+				time.Sleep(time.Millisecond) // so that the batches are several
+			}
+		}
+		start = time.Now()
+		a.close()
+		if took := time.Since(start); took > 2*busyRetryWindow {
+			t.Fatalf("close took %v with the lock held; want under %v", took, 2*busyRetryWindow)
+		}
+	})
 	t.Run("corrupt", func(t *testing.T) {
 		var stderr bytes.Buffer
 		dir := t.TempDir()
@@ -398,5 +425,32 @@ func TestAuditWritesTheFileItsPathNames(t *testing.T) {
 	db := openTestDB(t, path, "rw")
 	if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != 3 {
 		t.Fatalf("got %d rows in the file the path names; want 3 (2 of this writer's since the delete, 1 of the other's)", got)
+	}
+}
+
+// TestAuditConcurrentWritersLoseNothing runs eight audit writers on one
+// file, as eight stdio servers do, each recording a stream of small batches.
+// With SQLite's busy handler, which sleeps up to 100 ms between tries, the
+// waiters rarely saw the lock free: about half the batches were lost.
+func TestAuditConcurrentWritersLoseNothing(t *testing.T) {
+	const writers, calls = 8, 150
+	dir := t.TempDir()
+	call := auditTestCall("list_groups", `{"caller_name":"ops"}`, `1`, `{"groups":[]}`, false, "")
+	var stderr syncBuffer
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			a := openAuditLog(dir, auditInf, &stderr, time.Now)
+			for range calls {
+				a.observe(call)
+				time.Sleep(2 * time.Millisecond)
+			}
+			a.close()
+		})
+	}
+	wg.Wait()
+	db := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc")
+	if got := queryInt(t, db, "SELECT COUNT(*) FROM tool_calls"); got != writers*calls {
+		t.Fatalf("got %d rows; want %d (stderr %q)", got, writers*calls, stderr.String())
 	}
 }
