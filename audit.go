@@ -197,21 +197,14 @@ func (a *auditLog) prepareWaiting() error {
 // begin starts an IMMEDIATE transaction, trying every millisecond for up to
 // a.lockWait with SQLite's busy handler off, as beginImmediate does: the
 // handler sleeps up to 100 ms between tries, so waiters rarely saw it free.
-func (a *auditLog) begin(ctx context.Context) (*sql.Tx, error) {
+func (a *auditLog) begin(ctx context.Context) (tx *sql.Tx, err error) {
 	a.db.ExecContext(ctx, "PRAGMA busy_timeout(0)") // on the handle's one connection; if this fails, so does BEGIN
-	deadline := time.Now().Add(a.lockWait)
-	for {
-		tx, err := a.db.BeginTx(ctx, nil)
-		if err == nil {
-			tx.ExecContext(ctx, "PRAGMA "+busyTimeout) // for COMMIT, which in a rollback-journal file waits for readers
-			return tx, nil
-		}
-		if !isBusy(err) || time.Now().After(deadline) {
-			a.db.ExecContext(ctx, "PRAGMA "+busyTimeout)
-			return nil, err
-		}
-		time.Sleep(time.Millisecond)
+	if err = pollLock(a.lockWait, func() (err error) { tx, err = a.db.BeginTx(ctx, nil); return err }); err != nil {
+		a.db.ExecContext(ctx, "PRAGMA "+busyTimeout)
+		return nil, err
 	}
+	tx.ExecContext(ctx, "PRAGMA "+busyTimeout) // for COMMIT, which in a rollback-journal file waits for readers
+	return tx, nil
 }
 
 // attach makes srv record every completed tools/call, reading names from

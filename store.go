@@ -167,9 +167,16 @@ func (t groupTx) beginImmediate() error {
 		return err
 	}
 	defer t.Exec("PRAGMA " + busyTimeout)
-	deadline := time.Now().Add(writeLockWait)
+	return pollLock(writeLockWait, func() error { _, err := t.Exec("BEGIN IMMEDIATE"); return err })
+}
+
+// pollLock calls begin every millisecond while it answers busy, for up to
+// wait, and returns its last answer; beginImmediate says why not SQLite's
+// busy handler.
+func pollLock(wait time.Duration, begin func() error) error {
+	deadline := time.Now().Add(wait)
 	for {
-		_, err := t.Exec("BEGIN IMMEDIATE")
+		err := begin()
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
