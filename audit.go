@@ -67,8 +67,8 @@ const (
 	auditRetentionVar = "CROSSTALK_OBSERVABILITY_RETENTION_DAYS"
 	// auditMaxRetentionDays is past the start of any clock's calendar.
 	auditMaxRetentionDays = 1_000_000
-	// auditQueueSize bounds the events waiting for the writer; at a few
-	// hundred bytes each this is well under a megabyte.
+	// auditQueueSize bounds the events waiting for the writer: a few hundred
+	// bytes each, about 7 KB with every field at its cap (28 MB in all).
 	auditQueueSize = 4096
 	// auditMaxBatch bounds the events written in one transaction, and so how
 	// long the write lock is held.
