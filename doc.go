@@ -137,6 +137,7 @@
 //	CROSSTALK_ALLOW_NETWORK_FS             1 silences the network-filesystem warning
 //	CROSSTALK_CHANNELS                     1 pushes due wakeups to Claude Code as channel events
 //	CROSSTALK_CONTEXT_ID                   the member a hook or wait command acts for; pins a stdio server to it
+//	CLAUDE_CONFIG_DIR                      Claude Code's settings directory (CODEX_HOME: Codex's), where hooks install writes
 //	CLAUDE_PID                             set by Claude Code: the client whose exit ends a wait (else the parent)
 //	CLAUDE_CODE_SESSION_ATTENDED           set by Claude Code: 0 (with no _KIND) is a headless run, where wait exits at once
 //	CLAUDE_CODE_SESSION_KIND               set by Claude Code for its background sessions, which are unattended yet interactive

@@ -195,7 +195,7 @@ func mcpServerLists(client, home, cwd string) []mcpServerList {
 	servers := []string{"mcpServers"}
 	switch client {
 	case "claude-code": // local, project, then user scope
-		claude := filepath.Join(home, ".claude.json")
+		claude := filepath.Join(cmp.Or(os.Getenv("CLAUDE_CONFIG_DIR"), home), ".claude.json")
 		return []mcpServerList{{claude, []string{"projects", cwd, "mcpServers"}}, {filepath.Join(cwd, ".mcp.json"), servers}, {claude, servers}}
 	case "gemini":
 		return []mcpServerList{{filepath.Join(cwd, ".gemini", "settings.json"), servers}, {filepath.Join(home, ".gemini", "settings.json"), servers}}
@@ -267,11 +267,10 @@ func readBackup(name string) *string {
 	if info, err := os.Lstat(name); err != nil || !info.Mode().IsRegular() {
 		return nil
 	}
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return nil
+	if b, err := os.ReadFile(name); err == nil {
+		return new(string(b))
 	}
-	return new(string(b))
+	return nil
 }
 
 // lineDiff shows the changed lines between old and new, without the

@@ -103,3 +103,38 @@ func TestHooksGroupsDirReadsCommentedConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksInstallFollowsConfigDirVariable installs into the directory
+// that CODEX_HOME or CLAUDE_CONFIG_DIR names when set, as the client then
+// reads its hooks there only: the file below home would never run.
+func TestHooksInstallFollowsConfigDirVariable(t *testing.T) {
+	for _, tc := range []struct{ client, variable, file string }{
+		{"codex", "CODEX_HOME", "hooks.json"},
+		{"claude-code", "CLAUDE_CONFIG_DIR", "settings.json"},
+	} {
+		t.Run(tc.client, func(t *testing.T) {
+			home, dir := t.TempDir(), t.TempDir()
+			t.Setenv(tc.variable, dir)
+			h := hookInstallTargets[tc.client]
+			if got, want := h.settingsPath("user", home, "/p"), filepath.Join(dir, tc.file); got != want {
+				t.Errorf("got %s; want %s", got, want)
+			}
+			if got, want := h.settingsPath("project", home, "/p"), filepath.Join("/p", filepath.Dir(filepath.FromSlash(h.user)), tc.file); got != want {
+				t.Errorf("project scope: got %s; want %s", got, want)
+			}
+			if tc.client != "claude-code" {
+				return
+			}
+			// Claude Code keeps its MCP configuration there too.
+			config := `{"mcpServers": {"ct": {"command": "crosstalk-mcp", "env": {"CROSSTALK_GROUPS_DIR": "/shared/groups"}}}}`
+			if err := os.WriteFile(filepath.Join(dir, ".claude.json"), []byte(config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("CROSSTALK_GROUPS_DIR", "")
+			c := hooksInstallCommand{target: h}
+			if got, err := c.hooksGroupsDir(io.Discard, home, "/p"); err != nil || got != "/shared/groups" {
+				t.Errorf("groups directory: got %q (%v); want /shared/groups", got, err)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 type hookSettings struct {
 	client        string
 	user, project string // the settings file below home and project directory
+	dirEnv        string // the variable that, set, names the user file's directory instead
 	// grouped entries are {"hooks": [handler]} groups (Claude Code, Codex,
 	// Gemini CLI); otherwise an entry is the handler itself.
 	grouped bool
@@ -47,12 +48,12 @@ func hookEntries(client string, timeout int, events ...string) []hookEntry {
 // shapes are those in testdata/hooks/README.md's documentation pages.
 var hookInstallTargets = map[string]hookSettings{
 	"claude-code": {client: "claude-code", user: ".claude/settings.json", project: ".claude/settings.json", grouped: true, section: "hooks",
-		entries: append(hookEntries("claude-code", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
+		dirEnv: "CLAUDE_CONFIG_DIR", entries: append(hookEntries("claude-code", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
 			// The background waiter that wakes an idle session (exit 2),
 			// re-armed at every session start and every stop.
 			hookEntry{event: "SessionStart", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true},
 			hookEntry{event: "Stop", args: "wait --client claude-code --timeout 55m", timeout: 3600, asyncRewake: true})},
-	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", grouped: true, section: "hooks",
+	"codex": {client: "codex", user: ".codex/hooks.json", project: ".codex/hooks.json", dirEnv: "CODEX_HOME", grouped: true, section: "hooks",
 		entries: hookEntries("codex", 10, "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")},
 	"gemini": {client: "gemini", user: ".gemini/settings.json", project: ".gemini/settings.json", grouped: true, section: "hooks",
 		entries: hookEntries("gemini", 10000, "SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")},
@@ -69,11 +70,13 @@ var hookInstallTargets = map[string]hookSettings{
 }
 
 // settingsPath is the settings file of a scope: below the home directory
-// for "user" and below the project directory for "project".
+// (or dirEnv's) for "user" and below the project directory for "project".
 func (h hookSettings) settingsPath(scope, home, projectDir string) string {
 	base, file := home, h.user
 	if scope == "project" {
 		base, file = projectDir, h.project
+	} else if dir := os.Getenv(h.dirEnv); h.dirEnv != "" && dir != "" {
+		base, file = dir, filepath.Base(h.user)
 	}
 	return filepath.Join(base, filepath.FromSlash(file))
 }
@@ -99,10 +102,7 @@ func (h hookSettings) entry(e hookEntry, l hookLauncher) any {
 	if h.cursor {
 		return map[string]any{"command": l.command(e)}
 	}
-	v := map[string]any{"type": "command", "command": l.command(e)}
-	if e.timeout > 0 {
-		v["timeout"] = e.timeout
-	}
+	v := map[string]any{"type": "command", "command": l.command(e), "timeout": e.timeout}
 	if e.asyncRewake {
 		v["asyncRewake"] = true
 	}

@@ -511,7 +511,7 @@ func TestHooksInstallNamesTheLinkOnPath(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			home := t.TempDir()
 			cmd := exec.Command(link, "hooks", "install", "--client", "claude-code", "--groups-dir", filepath.Join(home, "groups"))
-			cmd.Env = append(os.Environ(), "HOME="+home, tt.path)
+			cmd.Env = append(os.Environ(), "HOME="+home, "CLAUDE_CONFIG_DIR=", tt.path)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("hooks install: %v\n%s", err, out)
 			}
