@@ -167,7 +167,7 @@ func (c hooksInstallCommand) hooksGroupsDir(stdout io.Writer, home, cwd string) 
 		dir, from = mcpGroupsDir(c.target.client, home, cwd)
 	}
 	if dir == "" {
-		fmt.Fprintln(stdout, "No groups directory given or found in the client's MCP configuration: the hooks read the default, ~/.cache/crosstalk; pass --groups-dir if the server uses another")
+		fmt.Fprintln(stdout, "No groups directory given or found in the client's JSON MCP configuration (Codex's TOML is not read): the hooks read the default, ~/.cache/crosstalk; pass --groups-dir if the server uses another")
 		return "", nil
 	}
 	abs, err := filepath.Abs(dir)

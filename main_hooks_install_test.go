@@ -138,3 +138,22 @@ func TestHooksInstallFollowsConfigDirVariable(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksGroupsDirSaysCodexConfigIsNotRead installs Codex's hooks with
+// the groups directory only in ~/.codex/config.toml, as the README's Codex
+// set-up has it: the note must not claim the configuration was searched,
+// or the hooks silently read the default directory.
+func TestHooksGroupsDirSaysCodexConfigIsNotRead(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("CROSSTALK_GROUPS_DIR", "")
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+	config := "[mcp_servers.crosstalk]\ncommand = \"crosstalk-mcp\"\n\n[mcp_servers.crosstalk.env]\nCROSSTALK_GROUPS_DIR = \"/shared/groups\"\n"
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c := hooksInstallCommand{target: hookInstallTargets["codex"]}
+	if got, err := c.hooksGroupsDir(&out, home, t.TempDir()); err != nil || got != "" || !strings.Contains(out.String(), "Codex's TOML is not read") {
+		t.Errorf("got %q (%v), said %q; want \"\" and a note that Codex's TOML is not read", got, err, out.String())
+	}
+}
