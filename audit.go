@@ -74,8 +74,8 @@ const (
 	// long the write lock is held.
 	auditMaxBatch = 256
 	// auditLinger is how long, during a run of calls, the writer waits to
-	// gather a batch; it is also the most a row lags behind its call then.
-	auditLinger = 10 * time.Millisecond
+	// gather a batch: each commit holds a lock the original waits 100 ms for.
+	auditLinger = 100 * time.Millisecond
 )
 
 // auditDaysPattern is the original's accepted form of a number of days.

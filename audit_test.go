@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"io"
@@ -362,6 +363,33 @@ func TestAuditWriterQueue(t *testing.T) {
 		}
 		if got := queryInt(t, db, "SELECT SUM(call_count) FROM analytics_1d"); got != 50 {
 			t.Fatalf("got %d calls in analytics_1d; want 50", got)
+		}
+	})
+	t.Run("a busy writer commits a few times a second", func(t *testing.T) {
+		// Each commit holds observability.sqlite3's write lock, which the
+		// original's servers wait on for only 100 ms: past that a tool call
+		// leaves a group without its catalog row and a server fails to start.
+		a, dir := newTestAudit(t, auditInf, time.Now)
+		conn, err := openTestDB(t, filepath.Join(dir, catalogFileName), "rwc").Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		version := func() (v int64) {
+			if err := conn.QueryRowContext(context.Background(), "PRAGMA data_version").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		commits, last := 0, version()
+		for start := time.Now(); time.Since(start) < time.Second; time.Sleep(time.Millisecond) {
+			a.observe(call) // a server answering a call every millisecond or two
+			if v := version(); v != last {
+				commits, last = commits+1, v
+			}
+		}
+		if commits > 20 {
+			t.Fatalf("got %d audit commits in a second of calls; want at most 20", commits)
 		}
 	})
 	t.Run("a stalled writer drops, never blocks", func(t *testing.T) {
