@@ -147,11 +147,12 @@ func (a *auditLog) close() error {
 // failure loses that batch only: a batch costs little more than one event,
 // because the same rollup and index pages are written once. After a quiet
 // spell the first event is written at once; while calls keep coming, it
-// lingers auditLinger to gather a batch.
+// lingers auditLinger to gather a batch, unless a whole one is waiting (as
+// at exit, which then does not wait auditLinger a batch).
 func (a *auditLog) writeRows() {
 	var lastWrite time.Time
 	for e := range a.queue {
-		if time.Since(lastWrite) < auditLinger {
+		if time.Since(lastWrite) < auditLinger && len(a.queue) < auditMaxBatch-1 {
 			time.Sleep(auditLinger)
 		}
 		// The writer is the queue's only receiver, so what len counts is

@@ -365,6 +365,21 @@ func TestAuditWriterQueue(t *testing.T) {
 			t.Fatalf("got %d calls in analytics_1d; want 50", got)
 		}
 	})
+	t.Run("a full queue is written at exit without lingering", func(t *testing.T) {
+		a, dir := newTestAudit(t, auditInf, time.Now)
+		for range auditQueueSize {
+			a.observe(call)
+		}
+		start := time.Now()
+		a.close()
+		// Lingering between its full batches alone would take this long.
+		if took, lingering := time.Since(start), time.Duration(auditQueueSize/auditMaxBatch-1)*auditLinger; took >= lingering {
+			t.Errorf("close took %v; want less than %v", took, lingering)
+		}
+		if n := countRows(t, dir, "tool_calls"); n != auditQueueSize {
+			t.Errorf("got %d rows after close; want %d", n, auditQueueSize)
+		}
+	})
 	t.Run("a busy writer commits a few times a second", func(t *testing.T) {
 		// Each commit holds observability.sqlite3's write lock, which the
 		// original's servers wait on for only 100 ms: past that a tool call
