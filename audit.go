@@ -46,7 +46,7 @@ type auditLog struct {
 	nextCleanup time.Time
 	warn        io.Writer
 	warned      sync.Once
-	// lockWait is how long a write waits for the lock: writeLockWait at start-up, then
+	// lockWait is how long a write waits for the lock: writeLockWait while opening, then
 	// busyRetryWindow, but one try after a failed batch, so a stuck lock costs one wait.
 	lockWait time.Duration
 }
@@ -114,6 +114,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer, now func() tim
 	if err := a.prepareWaiting(); err != nil { // before the writer starts, so without a.mu
 		a.report(err)
 	}
+	a.lockWait = busyRetryWindow // the writer's, off the call path: its first batch too
 	a.writer.Go(a.writeRows)
 	return a
 }

@@ -108,7 +108,7 @@
 //	livenessPoll 1 s           main_wait.go        a waiter ends within a second of its client or a newer waiter
 //	clientEndReach 10 s        main_wait.go        a waiter Claude Code starts as it closes its stdio server still ends with it
 //	auditLinger 100 ms         audit.go            audit rows are written in batches: the original waits 100 ms for the lock
-//	auditLog.lockWait 3 s      audit.go            busyRetryWindow, BEGIN tried every 1 ms as for writeLockWait: many servers audit at once; 250 ms at start-up; one try after a failed batch, so a stuck lock delays exit once
+//	auditLog.lockWait 3 s      audit.go            busyRetryWindow, BEGIN tried every 1 ms as for writeLockWait: many servers audit at once; 250 ms while opening; one try after a failed batch, so a stuck lock delays exit once
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
 //	sessionReclaim 1 min       jsonrpc_http_security.go at a bound, spares sessions just opened, which a burst of new clients would end unused
 //	writeTimeout 30 s          jsonrpc_http_security.go a client that stops reading is cut off, not waited on
