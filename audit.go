@@ -120,7 +120,7 @@ func openAuditLog(dir string, config auditConfig, warn io.Writer, now func() tim
 }
 
 // openAuditDB opens the audit database's handle: busy_timeout(100) bounds
-// how long one audit attempt can wait for a lock; synchronous(NORMAL) is
+// a statement's wait for a lock (begin polls for BEGIN's); synchronous(NORMAL) is
 // durable in WAL mode against process crashes and saves an fsync per write,
 // which analytics do not need. It has one connection: there is one writer
 // anyway.
@@ -144,8 +144,8 @@ func (a *auditLog) close() error {
 }
 
 // writeRows is the writer goroutine. It records waiting events in batches of
-// up to auditMaxBatch, one attempt per batch in one transaction, whose
-// failure loses that batch only: a batch costs little more than one event,
+// up to auditMaxBatch, one transaction per batch (begin waits a.lockWait for
+// the lock), whose failure loses that batch only: a batch costs little more than one event,
 // because the same rollup and index pages are written once. After a quiet
 // spell the first event is written at once; while calls keep coming, it
 // lingers auditLinger to gather a batch, unless a whole one is waiting (as
