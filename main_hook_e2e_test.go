@@ -163,6 +163,21 @@ func TestE2EWaitEndsOnSIGTERM(t *testing.T) {
 	}
 }
 
+// startClientWaiter starts the built waiter of contextID on dir, in an
+// attended session whose client, as CLAUDE_PID says, is this test process;
+// done receives its exit.
+func startClientWaiter(t *testing.T, dir, contextID string) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(builtBinary(t), "wait", "--context-id", contextID, "--timeout", "60s")
+	cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir, "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ATTENDED=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done
+}
+
 // TestE2EWaitEndsWithItsClientsServer runs a waiter whose client is this
 // test process, as CLAUDE_PID says, and ends the client's stdio server
 // while the waiter waits, or before it starts, as Claude Code may when its
@@ -183,13 +198,7 @@ func TestE2EWaitEndsWithItsClientsServer(t *testing.T) {
 			if tc.serverFirst {
 				server.close()
 			}
-			cmd := exec.Command(builtBinary(t), "wait", "--context-id", "sess-end", "--timeout", "60s")
-			cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir, "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ATTENDED=1")
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			cmd, done := startClientWaiter(t, dir, "sess-end")
 			slot := waiterSlot(dir, "sess-end")
 			if !tc.serverFirst {
 				waitUntil(t, "the waiter's slot file", func() bool { _, err := os.Stat(slot); return err == nil })
@@ -221,13 +230,7 @@ func TestE2EWaitOutlivesAReconnect(t *testing.T) {
 	dir := t.TempDir()
 	startSession(t, "the client's first server", dir).close()
 	server := startSession(t, "the client's second server", dir)
-	cmd := exec.Command(builtBinary(t), "wait", "--context-id", "sess-reconnect", "--timeout", "60s")
-	cmd.Env = envWithout("CROSSTALK_", "CROSSTALK_GROUPS_DIR="+dir, "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ATTENDED=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, done := startClientWaiter(t, dir, "sess-reconnect")
 	select {
 	case err := <-done:
 		t.Fatalf("the waiter ended (%v) while the client's second server ran; want it waiting", err)

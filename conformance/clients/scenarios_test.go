@@ -218,18 +218,25 @@ func TestHeadlessStreamMailWhileRunning(t *testing.T) {
 	c.end(s, "b headless stream-json, mail while running")
 }
 
+// newWaitingSession is a session whose model first calls wait_for_messages
+// for seconds, then answers "Done.".
+func newWaitingSession(t *testing.T, seconds int) *session {
+	var s *session
+	s = newSession(t, func(n int, r modelRequest) modelReply {
+		if n == 0 {
+			return modelReply{toolName: "mcp__crosstalk__wait_for_messages", toolInput: s.group.waitArgs(seconds)}
+		}
+		return modelReply{text: "Done."}
+	})
+	return s
+}
+
 // TestModelWaitsForMessages is scenario c: the model calls
 // wait_for_messages and the mail arrives 3 s later; the tool's result
 // must carry it, and nothing else again.
 func TestModelWaitsForMessages(t *testing.T) {
 	t.Parallel()
-	var s *session
-	s = newSession(t, func(n int, r modelRequest) modelReply {
-		if n == 0 {
-			return modelReply{toolName: "mcp__crosstalk__wait_for_messages", toolInput: s.group.waitArgs(30)}
-		}
-		return modelReply{text: "Done."}
-	})
+	s := newWaitingSession(t, 30)
 	c := startStream(t, s)
 	c.say("Wait for a Crosstalk message.")
 	if _, ok := s.model.waitFor(startLimit, func(r modelRequest) bool { return r.main }); !ok {
@@ -466,13 +473,7 @@ func TestKilledTurnShownOnResume(t *testing.T) {
 // within exitLimit, not 30 s later.
 func TestHeadlessStreamInputClosedMidTurn(t *testing.T) {
 	t.Parallel()
-	var s *session
-	s = newSession(t, func(n int, r modelRequest) modelReply {
-		if n == 0 {
-			return modelReply{toolName: "mcp__crosstalk__wait_for_messages", toolInput: s.group.waitArgs(1)}
-		}
-		return modelReply{text: "Done."}
-	})
+	s := newWaitingSession(t, 1)
 	c := startStream(t, s)
 	c.say("Wait a second for a Crosstalk message.")
 	if !s.model.waitMains(1, startLimit) {
