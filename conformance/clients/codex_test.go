@@ -181,8 +181,24 @@ func (s *session) codexResultOf(tool string) string {
 	return ""
 }
 
+// awaitCodexMail waits for a model request carrying s's marker and for
+// codex exec to exit, and returns the outcome so far and when the mail was
+// sent.
+func awaitCodexMail(t *testing.T, s *session, done <-chan struct{}, sentAt <-chan time.Time) (outcome, time.Time) {
+	o := outcome{result: "passed"}
+	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
+		o.result = "failed"
+		t.Errorf("no model request carried the mail within %v", startLimit)
+	}
+	if !awaitCodexExit(t, done) {
+		o.result = "hung"
+	}
+	return o, sentBy(sentAt)
+}
+
 // startCodexExec runs `codex exec prompt` in s's project and returns a
 // channel closed when it exits; the test's end kills it and logs its
+
 // output.
 func startCodexExec(t *testing.T, s *session, prompt string) <-chan struct{} {
 	cmd := exec.Command(codexBin(t), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust", prompt)
@@ -275,15 +291,7 @@ func TestCodexMailAfterTool(t *testing.T) {
 	})
 	s.group = newGroup(t, crosstalkBin, s.env, "")
 	done := startCodexExec(t, s, "Look at the Crosstalk group.")
-	o := outcome{result: "passed"}
-	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
-		o.result = "failed"
-		t.Errorf("no model request carried the mail within %v", startLimit)
-	}
-	if !awaitCodexExit(t, done) {
-		o.result = "hung"
-	}
-	sent := sentBy(sentAt)
+	o, sent := awaitCodexMail(t, s, done, sentAt)
 	// The hook, not a tool: the metadata call's output does not carry it,
 	// and it stands in the request right after that call.
 	if got := s.codexResultOf("get_group_metadata"); strings.Contains(got, s.marker) {
@@ -325,15 +333,7 @@ func TestCodexStopWithMailPending(t *testing.T) {
 	})
 	s.group = newGroup(t, crosstalkBin, s.env, "")
 	done := startCodexExec(t, s, "Join the Crosstalk group.")
-	o := outcome{result: "passed"}
-	if _, ok := s.model.waitFor(startLimit, s.hasMarker); !ok {
-		o.result = "failed"
-		t.Errorf("no model request carried the mail within %v", startLimit)
-	}
-	if !awaitCodexExit(t, done) {
-		o.result = "hung"
-	}
-	sent := sentBy(sentAt)
+	o, sent := awaitCodexMail(t, s, done, sentAt)
 	if got := s.codexResultOf("get_unread_messages"); !strings.Contains(got, s.marker) {
 		t.Errorf("no get_unread_messages the Stop notice asked for carried the mail: %.400s", got)
 	}
