@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -139,4 +141,41 @@ func TestOpenChatCatchesUpAfterADroppedStream(t *testing.T) {
 	}
 	obs.hub.mu.Unlock()
 	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
+}
+
+// TestLiveRefreshKeepsAFocusedChart: a live refresh already fetching when
+// the user focused a chart replaced the panel when its answer came, taking
+// the chart's keyboard focus and tooltip with it.
+func TestLiveRefreshKeepsAFocusedChart(t *testing.T) {
+	c := launchBrowser(t)
+	fx := newObserveFixture(t)
+	seedShowcase(fx, time.Now())
+	obs := newObserver(fx.dir, time.Hour, time.Now, time.Local) // polled once: the only refresh is the stream's snapshot
+	obs.pollOnce()
+	fetching, held := make(chan struct{}, 16), make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fragments/analytics" {
+			fetching <- struct{}{}
+			<-held
+		}
+		obs.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { release(); obs.hub.close(); srv.Close() })
+	c.open(t, srv.URL+"/?view=analytics", "analytics")
+	select {
+	case <-fetching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's snapshot never refreshed the analytics view")
+	}
+	c.eval(t, "document.querySelector('svg.chart-line').focus()", nil)
+	before := tipText(t, c)
+	release()
+	c.waitFor(t, "performance.getEntriesByType('resource').some(e => e.name.includes('/fragments/analytics') && e.responseEnd > 0)", 10*time.Second)
+	c.eval(t, "new Promise(done => setTimeout(() => done(true), 200))", nil) // the answer's handler runs after its body
+	var focused bool
+	c.eval(t, "document.activeElement === document.querySelector('svg.chart-line')", &focused)
+	if after := tipText(t, c); !focused || !strings.Contains(before, " calls") || after != before {
+		t.Errorf("after the refresh: chart focused %v, tooltip %q then %q; want the focused chart and its tooltip kept", focused, before, after)
+	}
 }

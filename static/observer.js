@@ -135,6 +135,15 @@
   var loadSerial = 0;
   var navigating = 0;
 
+  // userIsReading reports whether the user is on a chart's marks or in the
+  // analytics filters by keyboard. A live refresh leaves the panel alone
+  // then, also when it arrives after the user got there; the next event
+  // refreshes.
+  function userIsReading() {
+    var active = document.activeElement;
+    return Boolean(active && active.closest && panel.contains(active) && active.closest('[data-chart], form[data-get-form]'));
+  }
+
   // loadPanel replaces the whole view; a later load wins over an earlier one.
   // A live refresh (keepScroll) is skipped while the user's own navigation
   // is in flight, so it can never bring back the view the user just left.
@@ -151,7 +160,7 @@
     }
     return fetchText(url).then(function (result) {
       settle();
-      if (serial !== loadSerial) return;
+      if (serial !== loadSerial || (keepScroll && userIsReading())) return;
       panel.innerHTML = result.text;
       panel.classList.remove('is-stale');
       failedURL = '';
@@ -418,10 +427,8 @@
     soon(name, function () {
       if (currentView() !== name) return;
       if (name === 'analytics') {
+        if (userIsReading()) return;
         var form = panel.querySelector('form[data-get-form]');
-        if (form && form.contains(document.activeElement)) return;
-        // Keep a chart the user is reading by keyboard; the next event refreshes.
-        if (document.activeElement && document.activeElement.closest('[data-chart]')) return;
         if (form) { loadPanel(form.getAttribute('data-get-form') + '?' + new URLSearchParams(new FormData(form)).toString(), true); return; }
       }
       loadPanel('/fragments/' + name, true);
