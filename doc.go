@@ -81,6 +81,7 @@
 //	settle timers (AfterFunc)    changeWatcher.changed          stopped by the watch's stop; joined by changeWatcher.close (WaitGroup)
 //	inotify or kqueue reader     watchDirectory, for the first subscription naming a group  the last one leaves (RmWatch, WaitGroup)
 //	tokens-file watcher          httpTransport.followTokens     transport close (context, WaitGroup)
+//	membership readers           store.memberships (store_read.go) the directory's last group read; joined before it returns
 //	audit writer                 openAuditLog (audit.go)        auditLog.close: the queue closed, it drains it and ends (WaitGroup)
 //	dashboard server, poller     observer.serve (observe.go)    its context; Shutdown, 2 s
 //	browser opener               observeCommand.run             the dashboard's context (WaitGroup)

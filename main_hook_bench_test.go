@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -10,14 +11,15 @@ import (
 	"time"
 )
 
-// reportPercentiles adds p50 and p99 of samples, in milliseconds.
-func reportPercentiles(b *testing.B, samples []time.Duration) {
+// reportPercentiles adds p50 and p99 of samples, in milliseconds, as
+// metrics named with prefix.
+func reportPercentiles(b *testing.B, prefix string, samples []time.Duration) {
 	slices.Sort(samples)
 	at := func(q float64) float64 {
 		return float64(samples[int(q*float64(len(samples)-1))].Microseconds()) / 1000
 	}
-	b.ReportMetric(at(0.5), "p50-ms")
-	b.ReportMetric(at(0.99), "p99-ms")
+	b.ReportMetric(at(0.5), prefix+"p50-ms")
+	b.ReportMetric(at(0.99), prefix+"p99-ms")
 }
 
 // BenchmarkWakeupLatency measures, between two server processes, the time
@@ -60,7 +62,7 @@ func BenchmarkWakeupLatency(b *testing.B) {
 				// waits wakeupRenotifyGap before notifying again.
 				a.ok("get_unread_messages", map[string]any{"group_id": gid, "context_id": "ctx-a", "name": "alice"}, nil)
 			}
-			reportPercentiles(b, samples)
+			reportPercentiles(b, "", samples)
 		})
 	}
 }
@@ -88,31 +90,48 @@ func BenchmarkIdleSession100Groups(b *testing.B) {
 }
 
 // BenchmarkHookNothingPending runs the built binary as a UserPromptSubmit
-// hook for a member of ten groups with nothing unread.
+// hook for a member of ten groups with nothing unread, in a directory of 10
+// or 300 groups, none of them held open by a server. With
+// CROSSTALK_BENCH_BEFORE naming another build, each run of this one is
+// followed by a run of that one (before-p50-ms, before-p99-ms).
+//
+//	go test -run '^$' -bench HookNothingPending -benchtime=40x .
 func BenchmarkHookNothingPending(b *testing.B) {
-	dir := b.TempDir()
-	st := newTestStore(b, dir)
-	for range 10 {
-		meta, err := st.createGroup("x", "g", "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := st.joinGroup(meta.groupID, "sess", "bob"); err != nil {
-			b.Fatal(err)
-		}
+	for _, groups := range []int{10, 300} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			dir := b.TempDir()
+			st := newTestStore(b, dir)
+			for i := range groups {
+				members := []string{"x"}
+				if i%(groups/10) == 0 {
+					members = append(members, "sess")
+				}
+				newTestGroup(b, st, "g", members...)
+			}
+			st.close() // no server holds the groups open
+			hook := func(bin string) time.Duration {
+				cmd := exec.Command(bin, "hook", "--client", "claude-code")
+				cmd.Env = []string{"CROSSTALK_GROUPS_DIR=" + dir}
+				cmd.Stdin = strings.NewReader(`{"session_id": "sess", "hook_event_name": "UserPromptSubmit"}`)
+				start := time.Now()
+				out, err := cmd.Output()
+				if err != nil || len(out) != 0 {
+					b.Fatalf("hook: %v, %q", err, out)
+				}
+				return time.Since(start)
+			}
+			bin, before := builtBinary(b), os.Getenv("CROSSTALK_BENCH_BEFORE")
+			var samples, samplesBefore []time.Duration
+			for range b.N {
+				samples = append(samples, hook(bin))
+				if before != "" {
+					samplesBefore = append(samplesBefore, hook(before))
+				}
+			}
+			reportPercentiles(b, "", samples)
+			if before != "" {
+				reportPercentiles(b, "before-", samplesBefore)
+			}
+		})
 	}
-	payload := `{"session_id": "sess", "hook_event_name": "UserPromptSubmit"}`
-	var samples []time.Duration
-	for i := 0; i < b.N; i++ {
-		cmd := exec.Command(builtBinary(b), "hook", "--client", "claude-code")
-		cmd.Env = []string{"CROSSTALK_GROUPS_DIR=" + dir}
-		cmd.Stdin = strings.NewReader(payload)
-		start := time.Now()
-		out, err := cmd.Output()
-		samples = append(samples, time.Since(start))
-		if err != nil || len(out) != 0 {
-			b.Fatalf("hook: %v, %q", err, out)
-		}
-	}
-	reportPercentiles(b, samples)
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -380,6 +382,36 @@ func TestGroupsDirectoryWithPatternCharacters(t *testing.T) {
 				t.Errorf("memberships: got %v, %v; want the group %s", ms, err, g)
 			}
 		})
+	}
+}
+
+// TestMembershipsReadsManyGroups reads more groups than membershipReaders,
+// a member of every third with as many unread messages as its place, and a
+// damaged file among them: each membership comes once, in group id order,
+// with its own counts, and the damaged file is skipped.
+func TestMembershipsReadsManyGroups(t *testing.T) {
+	st := newTestStore(t, t.TempDir())
+	var want []membership
+	for i := range 5 * membershipReaders {
+		if i%3 != 0 {
+			newTestGroup(t, st, fmt.Sprint("other ", i), "bob")
+			continue
+		}
+		g := newTestGroup(t, st, fmt.Sprint("team ", i), "bob", "alice")
+		for range i {
+			if _, err := st.sendMessage(g, outgoing{contextID: "bob", name: "bob", text: "hi", priority: "normal"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, membership{groupID: g, groupName: fmt.Sprint("team ", i), name: "alice", unread: int64(i), wakeups: int64(i)}) // a group of two wakes for every message
+	}
+	slices.SortFunc(want, func(a, b membership) int { return cmp.Compare(a.groupID, b.groupID) })
+	if err := os.WriteFile(filepath.Join(st.dir, "grp_"+strings.Repeat("7", 32)+".sqlite3"), []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.memberships("alice")
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, %v;\nwant %+v", got, err, want)
 	}
 }
 

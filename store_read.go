@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -251,38 +253,68 @@ type membership struct {
 	wakeups   int64 // unacknowledged wake events
 }
 
+// membershipReaders bounds how many groups memberships reads at once. A
+// hook runs after every tool call and reads every group in the directory,
+// and opening a group's database is CPU and file-system calls: at 300
+// groups a hook took 0.23 s reading one group at a time and 0.12 s with 8
+// readers on 2 cores. A few more readers than cores keep the cores busy
+// while one waits on the file system.
+const membershipReaders = 8
+
 // memberships lists every group in the store's directory that contextID has
-// joined, sorted by group id. Groups that vanish or are busy are skipped: a
-// hook must answer quickly and the next one will see them.
+// joined, sorted by group id, reading up to membershipReaders groups at
+// once. Groups that vanish or are busy are skipped: a hook must answer
+// quickly and the next one will see them.
 func (s *store) memberships(contextID string) ([]membership, error) {
-	var out []membership
-	for _, id := range groupFiles(s.dir) {
-		path := s.groupPath(id)
-		m := membership{groupID: id}
-		found := false
-		err := s.withGroup(id, func(db *sql.DB) (err error) {
-			found, err = rowFound(db.QueryRow("SELECT name, unread_count, "+
-				"(SELECT COUNT(*) FROM wakeup_events WHERE context_id = ?1 AND acknowledged_at IS NULL), "+
-				"COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
-				"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName))
-			return err
-		})
-		if _, refused := errors.AsType[*domainError](err); refused || isBusy(err) {
-			continue
-		}
-		if err != nil {
-			// A file no server can use must not silence every member's hooks.
-			if problem := checkGroupFile(path); problem != nil {
-				s.damaged.warn(path, problem)
-				continue
+	ids := groupFiles(s.dir)
+	found, errs := make([]membership, len(ids)), make([]error, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(membershipReaders, len(ids)) {
+		wg.Go(func() {
+			for i := range next {
+				found[i], errs[i] = s.membershipIn(ids[i], contextID)
 			}
-			return nil, err
-		}
-		if found {
-			out = append(out, m)
-		}
+		})
 	}
-	return out, nil
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := cmp.Or(errs...); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(found, func(m membership) bool { return m.groupID == "" }), nil
+}
+
+// membershipIn returns contextID's membership of group id, or none (no
+// groupID) when it has not joined or the group cannot be read now.
+func (s *store) membershipIn(id, contextID string) (membership, error) {
+	m := membership{groupID: id}
+	found := false
+	err := s.withGroup(id, func(db *sql.DB) (err error) {
+		found, err = rowFound(db.QueryRow("SELECT name, unread_count, "+
+			"(SELECT COUNT(*) FROM wakeup_events WHERE context_id = ?1 AND acknowledged_at IS NULL), "+
+			"COALESCE((SELECT name FROM group_metadata WHERE id = 1), '') "+
+			"FROM group_members WHERE context_id = ?1", contextID).Scan(&m.name, &m.unread, &m.wakeups, &m.groupName))
+		return err
+	})
+	if _, refused := errors.AsType[*domainError](err); refused || isBusy(err) {
+		return membership{}, nil
+	}
+	if err != nil {
+		// A file no server can use must not silence every member's hooks.
+		if problem := checkGroupFile(s.groupPath(id)); problem != nil {
+			s.damaged.warn(s.groupPath(id), problem)
+			return membership{}, nil
+		}
+		return membership{}, err
+	}
+	if !found {
+		return membership{}, nil
+	}
+	return m, nil
 }
 
 // pendingMessage is one unread message of a member, with its wake event
