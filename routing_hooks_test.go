@@ -512,6 +512,7 @@ func TestHookCommandsSkipDamagedGroups(t *testing.T) {
 			if err := os.WriteFile(bad, content, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			agePastGrace(t, bad)
 			f.sendAs(t, "@bob still here")
 			var out, errOut bytes.Buffer
 			if code := run([]string{"status", "--context-id", "sess-1"}, nil, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 unread message") ||

@@ -71,8 +71,14 @@ func checkGroupFile(path string) error {
 // reported, so that list_groups, polled by agents, warns once per file.
 type damagedWarnings struct{ seen sync.Map } // path → true
 
-// warn writes one stderr line for path the first time it is reported.
+// warn writes one stderr line for path the first time it is reported, and
+// none while the file is younger than doctorGracePeriod: the original's
+// create_group adds its tables milliseconds after the file appears, and
+// doctor spares such a file too.
 func (w *damagedWarnings) warn(path string, problem error) {
+	if info, err := os.Stat(path); err == nil && time.Since(info.ModTime()) < doctorGracePeriod {
+		return
+	}
 	if _, reported := w.seen.LoadOrStore(path, true); !reported {
 		logf("skipping damaged group file %s: %v (run `crosstalk-mcp doctor --repair` to move it aside)", filepath.Base(path), problem)
 	}

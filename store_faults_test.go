@@ -311,16 +311,33 @@ func makeTablelessGroup(t *testing.T, dir string) string {
 	return id
 }
 
+// agePastGrace sets the files' times to twice doctorGracePeriod ago, so that
+// doctor and the damaged-file warning no longer take them for files being
+// created.
+func agePastGrace(t *testing.T, paths ...string) {
+	t.Helper()
+	old := time.Now().Add(-2 * doctorGracePeriod)
+	for _, p := range paths {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestDamagedGroupsAreSkipped shows that a table-less group file is left out
 // of list_groups and resources/list with one warning on stderr, instead of
-// being listed forever as a group on which every tool fails.
+// being listed forever as a group on which every tool fails. A file changed
+// within doctorGracePeriod is skipped without a warning: the original's
+// create_group adds the tables milliseconds after the file appears.
 func TestDamagedGroupsAreSkipped(t *testing.T) {
 	logs := captureLog(t)
 	s, _ := newTestServer(t)
 	initializeSession(t, s)
 	good := mustCreateGroup(t, s, "alice")
 	bad := makeTablelessGroup(t, s.store.dir)
-	if err := os.WriteFile(groupFile(s.store.dir, "grp_"+strings.Repeat("0", 31)+"1"), []byte("not a database at all, not at all"), 0o644); err != nil {
+	agePastGrace(t, groupFile(s.store.dir, bad))
+	fresh := "grp_" + strings.Repeat("0", 31) + "1"
+	if err := os.WriteFile(groupFile(s.store.dir, fresh), []byte("not a database at all, not at all"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -336,6 +353,9 @@ func TestDamagedGroupsAreSkipped(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), bad); n != 1 {
 		t.Errorf("warnings naming %s: got %d in %q; want exactly 1", bad, n, logs.String())
+	}
+	if strings.Contains(logs.String(), fresh) {
+		t.Errorf("got a warning for %s, written just now: %q; want none", fresh, logs.String())
 	}
 	if err := checkGroupFile(groupFile(s.store.dir, bad)); err == nil {
 		t.Errorf("checkGroupFile of a table-less file: got nil; want an error")
