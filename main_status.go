@@ -168,7 +168,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "damaged %s: %s%s\n", f.name, f.problem, note)
 		remaining++
 	}
-	fmt.Fprintf(stdout, "%d group files checked in %s, %d unusable, %d left\n", checked, *dir, len(findings), remaining)
+	fmt.Fprintf(stdout, "%s checked in %s, %d unusable, %d left\n", plural(int64(checked), "group file"), *dir, len(findings), remaining)
 	if remaining > 0 {
 		return 1
 	}

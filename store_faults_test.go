@@ -411,8 +411,8 @@ func TestDoctor(t *testing.T) {
 	if err := checkGroupFile(groupFile(dir, good.groupID)); err != nil {
 		t.Errorf("healthy group after repair: %v", err)
 	}
-	if code, out = run(); code != 0 {
-		t.Errorf("doctor after repair: got exit %d, %q; want 0", code, out)
+	if code, out = run(); code != 0 || !strings.HasPrefix(out, "1 group file checked in ") {
+		t.Errorf("doctor after repair: got exit %d, %q; want 0 and \"1 group file checked\"", code, out)
 	}
 }
 
