@@ -16,16 +16,14 @@ func (s *server) resourcesList(rev protocolRevision) (any, *rpcError) {
 		logf("resources/list: %v", err)
 		return nil, errInternal
 	}
-	list := make([]any, len(groups))
-	for i, g := range groups {
+	return object{{"resources", mapSlice(groups, func(g groupMeta) any {
 		r := object{{"uri", groupURI(g.groupID)}, {"name", "Crosstalk " + g.groupID}}
 		if rev >= revTyped {
 			r = append(r, field{"title", "Group " + g.groupID})
 		}
-		list[i] = append(r, field{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
+		return append(r, field{"description", "Group-change signal. A change may not be relevant to this AI; call get_unread_messages to check."},
 			field{"mimeType", "application/json"})
-	}
-	return object{{"resources", list}}, nil
+	})}}, nil
 }
 
 // withResourceURI runs handle with the uri param of a resources/* request, or refuses it.
@@ -69,12 +67,10 @@ func (s *server) resourcesRead(req request, uri string) (any, *rpcError) {
 				return err
 			}
 			events, err := s.store.wakeups(g, c, 0)
-			list := make([]any, len(events))
-			for i, w := range events {
-				list[i] = object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
+			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", mapSlice(events, func(w delivery) any {
+				return object{{"event_id", w.id}, {"message_id", w.messageID}, {"relevance", w.relevance}, {"priority", w.priority},
 					{"created_at", w.createdAt}, {"acknowledged_at", w.acknowledgedAt}, {"last_notified_at", w.notifiedAt}}
-			}
-			snapshot = object{{"group_id", g}, {"context_id", c}, {"wakeups", list}}
+			})}}
 			return err
 		}
 		g, err := parseGroupURI(uri)
@@ -94,19 +90,16 @@ func (s *server) resourcesRead(req request, uri string) (any, *rpcError) {
 // receiptsSnapshot renders each recipient's state of contextID's newest messages in g.
 func (s *server) receiptsSnapshot(g, contextID string) (object, error) {
 	ids, byMessage, err := s.store.sentReceipts(g, contextID, receiptLimit)
-	messages := make([]any, len(ids))
-	for i, id := range ids {
-		recipients := make([]any, len(byMessage[id]))
-		for k, r := range byMessage[id] {
+	messages := mapSlice(ids, func(id int64) any {
+		return object{{"message_id", id}, {"recipients", mapSlice(byMessage[id], func(r receipt) any {
 			var via any // JSON null for ""
 			if r.deliveredVia != "" {
 				via = r.deliveredVia
 			}
-			recipients[k] = object{{"context_id", r.contextID}, {"name", r.name}, {"state", r.state()},
+			return object{{"context_id", r.contextID}, {"name", r.name}, {"state", r.state()},
 				{"notified_at", r.notifiedAt}, {"delivered_at", r.deliveredAt}, {"delivered_via", via}, {"read_at", r.readAt}}
-		}
-		messages[i] = object{{"message_id", id}, {"recipients", recipients}}
-	}
+		})}}
+	})
 	return object{{"group_id", g}, {"context_id", contextID}, {"messages", messages}}, err
 }
 

@@ -416,14 +416,12 @@ func describeReceipts(rs []receipt) string {
 	if len(rs) == 0 {
 		return "no recipients"
 	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = r.name + " " + r.state()
+	return strings.Join(mapSlice(rs, func(r receipt) string {
 		if r.state() == "delivered" {
-			parts[i] += " by " + r.deliveredVia
+			return r.name + " delivered by " + r.deliveredVia
 		}
-	}
-	return strings.Join(parts, ", ")
+		return r.name + " " + r.state()
+	}), ", ")
 }
 
 // wakeups lists a member's newest limit wake events (0: all), oldest first.

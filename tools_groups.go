@@ -22,11 +22,7 @@ func toolListGroups(s *server, _ toolArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := make([]any, len(groups))
-	for i, g := range groups {
-		list[i] = metaObject(g)
-	}
-	return object{{"groups", list}}, nil
+	return object{{"groups", mapSlice(groups, func(g groupMeta) any { return metaObject(g) })}}, nil
 }
 
 func toolGetGroupMetadata(s *server, a toolArgs) (any, error) {
@@ -60,11 +56,9 @@ func toolGetUsers(s *server, a toolArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := make([]any, len(members))
-	for i, m := range members {
-		list[i] = object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
-	}
-	return object{{"users", list}}, nil
+	return object{{"users", mapSlice(members, func(m member) any {
+		return object{{"context_id", m.contextID}, {"name", m.name}, {"joined_at", m.joinedAt}, {"latest_message_id", m.latestMessageID}}
+	})}}, nil
 }
 
 func toolDeleteGroup(s *server, a toolArgs) (any, error) {

@@ -20,8 +20,7 @@ type toolSchema struct {
 
 // toolList is the tools/list result for 2025-03-26 and earlier, rendered once.
 var toolList = func() object {
-	list := make([]any, len(tools))
-	for i, t := range tools {
+	return object{{"tools", mapSlice(tools, func(t tool) any {
 		required := field{"required", stringList(append(append([]string{}, t.required...), "caller_name"))}
 		schema := object{{"type", "object"}, {"properties", withProps(t.properties, callerName)}, required, {"additionalProperties", false}}
 		if len(t.required) == 0 {
@@ -35,9 +34,8 @@ var toolList = func() object {
 		if t.name == "delete_group" {
 			def = append(def, field{"annotations", object{{"destructiveHint", true}}})
 		}
-		list[i] = append(def, field{"inputSchema", schema})
-	}
-	return object{{"tools", list}}
+		return append(def, field{"inputSchema", schema})
+	})}}
 }()
 
 // callerName is the audit-only argument every listed schema requires, as

@@ -131,11 +131,9 @@ func sentObject(out sent) object {
 // messagesObject is the result of the message retrieval tools, each message
 // with the original's keys and order.
 func messagesObject(msgs []message) object {
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		list[i] = object{{"id", m.id}, {"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
+	return object{{"messages", mapSlice(msgs, func(m message) any {
+		return object{{"id", m.id}, {"context_id", m.contextID}, {"name", m.name}, {"message", m.text}, {"priority", m.priority},
 			{"mentions", stringList(m.mentions)}, {"wakeup_targets", stringList(m.wakeupTargets)},
 			{"routing_reason", m.routingReason}, {"sent_at", m.sentAt}}
-	}
-	return object{{"messages", list}}
+	})}}
 }
