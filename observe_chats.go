@@ -150,8 +150,7 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wakeupRow, 0, len(events))
-	for _, d := range events {
+	return mapSlice(events, func(d delivery) wakeupRow {
 		w := wakeupRow{MessageID: d.messageID, ContextID: firstNonEmpty(truncateUTF8(d.contextID, auditValueMaxBytes), "—"), Relevance: d.relevance,
 			Priority: firstNonEmpty(d.priority, "normal"), Pending: d.acknowledgedAt == nil}
 		w.Target = firstNonEmpty(names[d.contextID], w.ContextID)
@@ -166,9 +165,8 @@ func (o *observer) readWakeups(ctx context.Context, id string, names map[string]
 			o.wakeupStep(delivered, d.deliveredAt),
 			o.wakeupStep("read", d.readAt),
 		}
-		out = append(out, w)
-	}
-	return out, nil
+		return w
+	}), nil
 }
 
 // wakeupStep is one delivery state, reached when at is set.

@@ -342,8 +342,7 @@ func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEve
 		return nil
 	}
 	calls, _ := o.readToolCalls(ctx, a, auditFilter{}, overviewEventLimit) // none on an error
-	out := make([]activityEvent, 0, len(calls))
-	for _, c := range calls {
+	return mapSlice(calls, func(c toolCallRow) activityEvent {
 		e := activityEvent{Kind: "success", Badge: "Tool success", Title: c.Tool, GroupName: c.GroupLabel,
 			Text: fmt.Sprintf("Completed in %d ms", c.Duration), At: c.At, when: c.when}
 		if c.GroupID == "" {
@@ -353,7 +352,6 @@ func (o *observer) toolEvents(ctx context.Context, a *auditSchema) []activityEve
 			e.Kind, e.Badge = "error", "Tool error"
 			e.Text = fmt.Sprintf("%s · %d ms", errorCategoryLabel(c.Category), c.Duration)
 		}
-		out = append(out, e)
-	}
-	return out
+		return e
+	})
 }
