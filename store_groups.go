@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -98,7 +98,8 @@ func (s *store) listGroups() ([]groupMeta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog: %w", err)
 	}
-	onDisk := s.groupsOnDisk()
+	// The group databases in dir, regular files only (opening a FIFO blocks).
+	onDisk := setOf(slices.DeleteFunc(groupFiles(s.dir), func(id string) bool { return !s.groupExists(id) }))
 	repair, cancel := context.WithTimeoutCause(context.Background(), busyRetryWindow, errors.New("catalog still locked; repair left to the next list"))
 	defer cancel()
 	groups := make([]groupMeta, 0, len(onDisk))
@@ -125,20 +126,8 @@ func (s *store) listGroups() ([]groupMeta, error) {
 		}
 		groups = append(groups, m)
 	}
-	sort.Slice(groups, func(i, j int) bool { return groups[i].groupID < groups[j].groupID })
+	slices.SortFunc(groups, func(a, b groupMeta) int { return strings.Compare(a.groupID, b.groupID) })
 	return groups, nil
-}
-
-// groupsOnDisk returns the ids of the group databases in dir, regular files
-// only (opening a FIFO blocks).
-func (s *store) groupsOnDisk() map[string]bool {
-	onDisk := map[string]bool{}
-	for _, id := range groupFiles(s.dir) {
-		if s.groupExists(id) {
-			onDisk[id] = true
-		}
-	}
-	return onDisk
 }
 
 // groupMetadata reads a group's metadata row.
