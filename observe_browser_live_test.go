@@ -143,39 +143,86 @@ func TestOpenChatCatchesUpAfterADroppedStream(t *testing.T) {
 	c.waitFor(t, "document.querySelector('.chat-side').textContent.includes('0 unread') && !document.querySelector('.chat-side .has-unread')", 10*time.Second)
 }
 
-// TestLiveRefreshKeepsAFocusedChart: a live refresh already fetching when
-// the user focused a chart replaced the panel when its answer came, taking
-// the chart's keyboard focus and tooltip with it.
-func TestLiveRefreshKeepsAFocusedChart(t *testing.T) {
+// TestLiveRefreshWaitsForAChartReader: a live refresh replaced the analytics
+// panel while the user read a chart, by keyboard or by hovering a mark,
+// taking the focus and the tooltip with it; with agents at work, analytics
+// refreshes a few times a second, so no tooltip stayed up. A refresh now
+// waits, also one whose answer arrives while the user reads, and runs once
+// the user is done: focus gone, pointer off the chart or off the page.
+func TestLiveRefreshWaitsForAChartReader(t *testing.T) {
 	c := launchBrowser(t)
 	fx := newObserveFixture(t)
 	seedShowcase(fx, time.Now())
-	obs := newObserver(fx.dir, time.Hour, time.Now, time.Local) // polled once: the only refresh is the stream's snapshot
+	obs := newObserver(fx.dir, time.Hour, time.Now, time.Local) // polled once: the refreshes are the stream's snapshots
 	obs.pollOnce()
-	fetching, held := make(chan struct{}, 16), make(chan struct{})
-	release := sync.OnceFunc(func() { close(held) })
+	fetching := make(chan struct{}, 16)
+	var mu sync.Mutex
+	held := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/fragments/analytics" {
+			mu.Lock()
+			gate := held
+			mu.Unlock()
 			fetching <- struct{}{}
-			<-held
+			<-gate
 		}
 		obs.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() { release(); obs.hub.close(); srv.Close() })
-	c.open(t, srv.URL+"/?view=analytics", "analytics")
-	select {
-	case <-fetching:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream's snapshot never refreshed the analytics view")
+	release := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-held:
+		default:
+			close(held)
+		}
 	}
-	c.eval(t, "document.querySelector('svg.chart-line').focus()", nil)
-	before := tipText(t, c)
-	release()
-	c.waitFor(t, "performance.getEntriesByType('resource').some(e => e.name.includes('/fragments/analytics') && e.responseEnd > 0)", 10*time.Second)
-	c.eval(t, "new Promise(done => setTimeout(() => done(true), 200))", nil) // the answer's handler runs after its body
-	var focused bool
-	c.eval(t, "document.activeElement === document.querySelector('svg.chart-line')", &focused)
-	if after := tipText(t, c); !focused || !strings.Contains(before, " calls") || after != before {
-		t.Errorf("after the refresh: chart focused %v, tooltip %q then %q; want the focused chart and its tooltip kept", focused, before, after)
+	t.Cleanup(func() { release(); obs.hub.close(); srv.Close() })
+	awaitFetch := func(t *testing.T, what string) {
+		t.Helper()
+		select {
+		case <-fetching:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no analytics refresh %s", what)
+		}
+	}
+	for _, tc := range []struct {
+		name, engage, leave string
+		away                float64 // where the pointer goes when done
+	}{
+		{"keyboard focus", "document.querySelector('svg.chart-line').focus()", "document.activeElement.blur(); window.crosstalkTips.hide(true)", 0},
+		{"mouse hover", "", "", 1},
+		{"mouse leaves the page", "", "", -10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			held = make(chan struct{})
+			mu.Unlock()
+			c.open(t, srv.URL+"/?view=analytics", "analytics")
+			awaitFetch(t, "after the stream opened")
+			if tc.engage != "" {
+				c.eval(t, tc.engage, nil)
+			} else {
+				x, y := c.center(t, ".point.mark")
+				c.call(t, false, "Input.dispatchMouseEvent", map[string]any{"type": "mouseMoved", "x": x, "y": y}, nil)
+			}
+			c.eval(t, "document.querySelector('svg.chart-line').dataset.read = 'yes'", nil)
+			before := tipText(t, c)
+			release()
+			c.waitFor(t, "performance.getEntriesByType('resource').some(e => e.name.includes('/fragments/analytics') && e.responseEnd > 0)", 10*time.Second)
+			c.eval(t, "new Promise(done => setTimeout(() => done(true), 200))", nil) // the answer's handler runs after its body
+			var kept bool
+			c.eval(t, "document.querySelector('svg.chart-line').dataset.read === 'yes'", &kept)
+			if after := tipText(t, c); !kept || !strings.Contains(before, " calls") || after != before {
+				t.Errorf("while reading: chart kept %v, tooltip %q then %q; want the chart and its tooltip kept", kept, before, after)
+			}
+			if tc.leave != "" {
+				c.eval(t, tc.leave, nil)
+			} else {
+				c.call(t, false, "Input.dispatchMouseEvent", map[string]any{"type": "mouseMoved", "x": tc.away, "y": tc.away}, nil)
+			}
+			awaitFetch(t, "once the user was done")
+			c.waitFor(t, "document.querySelector('svg.chart-line') && document.querySelector('svg.chart-line').dataset.read === undefined", 10*time.Second)
+		})
 	}
 }

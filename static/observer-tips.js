@@ -163,6 +163,12 @@
     else if (owner) hide();
   });
 
+  // The pointer leaving the page takes its tooltip along, which also lets
+  // a live refresh that waits for the user (observer.js) go ahead.
+  document.addEventListener('pointerout', function (event) {
+    if (event.pointerType === 'mouse' && !event.relatedTarget && owner && !tip.classList.contains('is-interactive')) hide(true);
+  });
+
   // A tap on a mark shows its value; a tap elsewhere hides it.
   document.addEventListener('pointerdown', function (event) {
     if (event.pointerType === 'mouse' || tip.contains(event.target)) return;

@@ -135,13 +135,15 @@
   var loadSerial = 0;
   var navigating = 0;
 
-  // userIsReading reports whether the user is on a chart's marks or in the
-  // analytics filters by keyboard. A live refresh leaves the panel alone
-  // then, also when it arrives after the user got there; the next event
-  // refreshes.
+  // userIsReading reports whether the user is reading a chart's value (its
+  // tooltip shows, or the chart has keyboard focus) or is in the analytics
+  // filters. A live refresh waits until the user is done, also one whose
+  // answer arrives meanwhile: replacing the panel would take the tooltip,
+  // the focus or a half-set filter with it.
   function userIsReading() {
     var active = document.activeElement;
-    return Boolean(active && active.closest && panel.contains(active) && active.closest('[data-chart], form[data-get-form]'));
+    return Boolean(panel.querySelector('[data-chart] .is-tipped') ||
+      (active && active.closest && panel.contains(active) && active.closest('[data-chart], form[data-get-form]')));
   }
 
   // loadPanel replaces the whole view; a later load wins over an earlier one.
@@ -160,7 +162,8 @@
     }
     return fetchText(url).then(function (result) {
       settle();
-      if (serial !== loadSerial || (keepScroll && userIsReading())) return;
+      if (serial !== loadSerial) return;
+      if (keepScroll && userIsReading()) { refreshView(currentView()); return; }
       panel.innerHTML = result.text;
       panel.classList.remove('is-stale');
       failedURL = '';
@@ -427,7 +430,7 @@
     soon(name, function () {
       if (currentView() !== name) return;
       if (name === 'analytics') {
-        if (userIsReading()) return;
+        if (userIsReading()) { refreshView(name); return; } // look again soon
         var form = panel.querySelector('form[data-get-form]');
         if (form) { loadPanel(form.getAttribute('data-get-form') + '?' + new URLSearchParams(new FormData(form)).toString(), true); return; }
       }
