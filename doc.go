@@ -24,11 +24,10 @@
 //     run, with one 3 s busy window (an HTTP send's, its request's): withHandle
 //     → acquire (store.go) → groupHandle.sendQueued, the handle's in-process
 //     queue → storeQueued → writeLocked: BEGIN IMMEDIATE, tried every
-//     millisecond while another process writes, a look that the group's file
-//     is still there, sendBatch.write (membership, route in routing.go,
-//     rows, wake events, revisions), a last look at each send's context,
-//     COMMIT. A line of 16 MiB or more runs alone, holding nothing of its
-//     line (detach).
+//     millisecond while another process writes, a look that the group's file is
+//     still there, sendBatch.write (membership, route in routing.go, rows, wake
+//     events, revisions), a last look at each send's context, COMMIT. A line of
+//     16 MiB or more runs alone, holding nothing of its line (detach).
 //  3. sentObject renders the answer and tool.result (tools.go) wraps it;
 //     finishCall hands the call to the audit log (audit.go, when enabled) and
 //     lineWriter writes one pyJSON (store_python.go) line.
@@ -93,8 +92,7 @@
 //	busy_timeout 100 ms        store_sqlite.go     SQLite's busy handler is unfair between processes; retry instead
 //	busyRetryWindow 3 s        store_sqlite.go     then answer sqlite_busy; backoff 25 ms doubling to 400 ms, jittered
 //	writeLockWait 250 ms       store.go            BEGIN IMMEDIATE tried every 1 ms, as SQLite's busy handler sleeps while the lock sits free; longer means the holder is stuck
-//	watchQuietPeriod 3 ms      routing_watch.go    a commit writes the -wal several times; announce once
-//	watchRecheck 30, 150 ms    routing_watch.go    a commit's last writes can land after the first announcement
+//	watchQuietPeriod 3 ms, watchRecheck 30, 150 ms routing_watch.go a commit writes the -wal several times: announce once, and again for its last writes, which can land after that
 //	watchCoalesce 2 ms, watchCoalesceMax 16 ms routing_watch.go events of many groups read in one batch under load
 //	watchSafetyPoll 2 s        routing_subscriptions.go a missed event (network filesystem, overflow) costs at most this
 //	wakeupRenotifyGap 1 s      routing_subscriptions.go one notification a second per member while it does not read
@@ -111,7 +109,7 @@
 //	auditLinger 100 ms         audit.go            audit rows are written in batches: the original waits 100 ms for the lock
 //	auditLog.lockWait 3 s      audit.go            busyRetryWindow, BEGIN tried every 1 ms as for writeLockWait: many servers audit at once; 250 ms while opening; one try after a failed batch, so a stuck lock delays exit once
 //	sessionIdle 30 min         jsonrpc_http_security.go an HTTP session nobody uses is closed
-//	sessionReclaim 1 min       jsonrpc_http_security.go at a bound, spares sessions just opened, which a burst of new clients would end unused
+//	sessionReclaim 1 min       jsonrpc_http_security.go at a bound, spares sessions just opened, which a burst of new clients would end unused; hence the 429's Retry-After 60 s (10 s at the stream bound, jsonrpc_http.go)
 //	writeTimeout 30 s          jsonrpc_http_security.go a client that stops reading is cut off, not waited on
 //	keepAlive 15 s             jsonrpc_http_security.go, observe_events.go a comment on quiet event streams keeps proxies from closing them
 //	IdleTimeout 2 min          main_serve.go       an idle keep-alive connection holds a descriptor
@@ -126,6 +124,8 @@
 //	audit cleanup 24 h         audit_rollup.go     retention deletes run at most once a day by any process (metadata records it)
 //	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a read costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
+//	ttlMs 1 h                  jsonrpc_dispatch.go 2026-07-28 clients may cache tools, templates and server/discover, which only a new binary changes
+//	hook timeout 10 s, 1 h     routing_hooks_install.go what hooks install grants: a hook answers in milliseconds, so a stuck one holds its client no longer; the waiter's outlasts its 55 min
 //
 // # Environment variables
 //
