@@ -376,6 +376,28 @@ func TestDocListsEveryTimingConstant(t *testing.T) {
 	}
 }
 
+// TestDocListsTimingHints checks that doc.go's timing table names the
+// durations the program hands to others rather than waits on itself, which
+// TestDocListsEveryTimingConstant cannot see: none is a time.Duration.
+func TestDocListsTimingHints(t *testing.T) {
+	table := docSection(t, "# Timing constants", "# Environment variables")
+	hints := []struct{ code, doc string }{
+		{`{"ttlMs", `, "ttlMs "},           // 2026-07-28 cache hints
+		{"retryAfter: ", "Retry-After "},   // a 429's
+		{`hookEntries("`, "hook timeout "}, // the hook entries hooks install writes
+	}
+	files := productionFiles(t, token.NewFileSet())
+	for _, h := range hints {
+		t.Run(h.doc, func(t *testing.T) {
+			for _, pf := range files {
+				if bytes.Contains(pf.src, []byte(h.code)) && !strings.Contains(table, h.doc) {
+					t.Errorf("%s holds %q; got no %q in doc.go's timing table, want one", pf.name, h.code, h.doc)
+				}
+			}
+		})
+	}
+}
+
 // docSection returns doc.go's text from the heading start up to the heading
 // end ("" for the rest of the file).
 func docSection(t *testing.T, start, end string) string {
