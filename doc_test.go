@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/build"
+	"go/constant"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -17,8 +18,10 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // layerRule forbids files of one prefix from naming identifiers declared in
@@ -369,6 +372,65 @@ func TestDocListsEveryTimingConstant(t *testing.T) {
 						}
 					} else if !regexp.MustCompile(`\b` + id.Name + `\b`).MatchString(table) {
 						t.Errorf("%s: %s is a duration; want it in doc.go's timing table", pf.name, id.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDocTimingValues checks the value doc.go's timing table gives each
+// package-level time.Duration, or field of one's literal, against the code:
+// "writeLockWait 250 ms" must be 250 * time.Millisecond.
+func TestDocTimingValues(t *testing.T) {
+	table := docSection(t, "# Timing constants", "# Environment variables")
+	ctx := build.Default
+	fset := token.NewFileSet()
+	files, err := parseLayerFiles(&ctx, fset, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}}
+	if _, err := (&types.Config{Importer: &exportImporter{dir: "."}}).Check("main", fset, files, info); err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	check := func(name string, value ast.Expr) {
+		tv := info.Types[value]
+		if tv.Value == nil || tv.Type.String() != "time.Duration" {
+			return
+		}
+		ns, _ := constant.Int64Val(tv.Value)
+		t.Run(name, func(t *testing.T) {
+			m := regexp.MustCompile(`\b` + name + ` ([0-9.]+) (ms|s|min|h|d)\b`).FindStringSubmatch(table)
+			if m == nil {
+				t.Fatalf("got no %q row with a value and unit in doc.go's timing table; want one", name)
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			if got, want := time.Duration(v*float64(units[m[2]])), time.Duration(ns); got != want {
+				t.Errorf("doc.go's timing table gives %s as %s %s; got %v, want %v", name, m[1], m[2], got, want)
+			}
+		})
+	}
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					check(id.Name, vs.Values[i])
+					if lit, ok := vs.Values[i].(*ast.CompositeLit); ok {
+						for _, e := range lit.Elts {
+							if kv, ok := e.(*ast.KeyValueExpr); ok {
+								check(fmt.Sprint(kv.Key), kv.Value)
+							}
+						}
 					}
 				}
 			}
