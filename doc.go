@@ -120,7 +120,7 @@
 //	checkGroupFile 5 s         store_doctor.go     a check of a damaged file never hangs the dashboard or doctor
 //	demoTrickleInterval 4 s    observe_demo.go     the live view visibly moves without flooding the chat
 //	demoTimeout 30 s           observe_demo.go     a demo tool call slower than this means its child is stuck
-//	auditCleanupBatchSize 250  audit_rollup.go     rows per retention transaction: other writers' 100 ms busy_timeout
+//	auditCleanupBatchSize 250  audit_rollup.go     rows per retention transaction: the original's audit writers wait 100 ms for its lock
 //	audit cleanup 24 h         audit_rollup.go     retention deletes run at most once a day by any process (metadata records it)
 //	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a read costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
