@@ -32,8 +32,8 @@ back the very bytes install found (and removes the file install created).
 options:
   --client NAME    antigravity, claude-code, codex, cursor, vscode, or
                    gemini: retired (Gemini CLI, use antigravity)
-  --scope SCOPE    user (the file in your home directory; the default) or
-                   project (the file in the current directory)
+  --scope SCOPE    user (the default: the file below ~, or $CLAUDE_CONFIG_DIR
+                   or $CODEX_HOME) or project (below the current directory)
   --dry-run        print the change without writing it
   --groups-dir PATH
                    the groups directory the hook commands pass on (default:

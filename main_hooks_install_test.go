@@ -157,3 +157,19 @@ func TestHooksGroupsDirSaysCodexConfigIsNotRead(t *testing.T) {
 		t.Errorf("got %q (%v), said %q; want \"\" and a note that Codex's TOML is not read", got, err, out.String())
 	}
 }
+
+// TestHooksHelpNamesConfigDirs checks that hooks --help, describing the user
+// scope, names every variable that moves a client's user settings file away
+// from the home directory.
+func TestHooksHelpNamesConfigDirs(t *testing.T) {
+	for client, h := range hookInstallTargets {
+		if h.dirEnv == "" {
+			continue
+		}
+		t.Run(client, func(t *testing.T) {
+			if !strings.Contains(hooksHelp, "$"+h.dirEnv) {
+				t.Errorf("got hooks --help without $%s; want the user scope to name it, as install writes there when it is set", h.dirEnv)
+			}
+		})
+	}
+}
