@@ -125,7 +125,7 @@
 //	tokensPoll 2 s             jsonrpc_http_security.go an edited tokens file applies within it; a read costs microseconds
 //	doctorGracePeriod 1 min    store_doctor.go     a file changed that recently may still be being created
 //	ttlMs 1 h                  jsonrpc_dispatch.go 2026-07-28 clients may cache tools, templates and server/discover, which only a new binary changes
-//	hook timeout 10 s, 1 h     routing_hooks_install.go what hooks install grants: a hook answers in milliseconds, so a stuck one holds its client no longer; the waiter's outlasts its 55 min
+//	hook timeout 10 s, 1 h     routing_hooks_install.go what hooks install grants: a hook answers in milliseconds, so this bounds a stuck one's hold on its client; the waiter's outlasts its 55 min
 //
 // # Environment variables
 //
