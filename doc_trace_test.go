@@ -171,3 +171,29 @@ func docTraceFiles(t *testing.T) []string {
 	}
 	return files
 }
+
+// TestSendTraceLineCount checks the figure doc.go gives for the lines of the
+// files the send path runs through, which a change to any of them moves; it
+// needs no coverage build, so it runs where TestSendTrace is skipped.
+func TestSendTraceLineCount(t *testing.T) {
+	total := 0
+	for _, file := range docTraceFiles(t) {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += strings.Count(string(src), "\n")
+	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`these\s+//\s+files' ([0-9,]+) lines|these files' ([0-9,]+) lines`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal(`doc.go: got no "these files' N lines"; want the trace's line count`)
+	}
+	got, _ := strconv.Atoi(strings.ReplaceAll(string(m[1])+string(m[2]), ",", ""))
+	if got != total {
+		t.Errorf("got %d in doc.go's count of the trace files' lines; want %d, their count", got, total)
+	}
+}
