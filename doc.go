@@ -10,8 +10,8 @@
 // holds the rules between them, with no exceptions: the store names no other
 // layer but routing.go's pure decision; routing names no jsonrpc; the
 // dashboard names no jsonrpc or main; audit names no observe; nothing outside
-// main names main. Foundations used by several layers live in the lowest:
-// the Python emulations of stored values in store_python.go, logf in
+// main names main. The foundations every layer uses live in the store: the
+// Python emulations of stored values in store_python.go, logf in
 // store_doctor.go, mapSlice and setOf in store_sqlite.go.
 //
 // # One stdio send_message, as it runs by default
