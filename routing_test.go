@@ -24,6 +24,8 @@ func TestHasMention(t *testing.T) {
 		{"@bobby", "bob", false},
 		{"@bob-1", "bob", false},
 		{"@bob's", "bob", false},
+		{"(cc @bob)", "bob", false}, // as the original: ")" ends no mention
+		{"@bob\u00a0x", "bob", false}, // nor does a no-break space
 		{"email bob@bob.com", "bob", true},
 		{"@bobby and @bob", "bob", true},
 		{"bob", "bob", false},
