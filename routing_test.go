@@ -24,7 +24,7 @@ func TestHasMention(t *testing.T) {
 		{"@bobby", "bob", false},
 		{"@bob-1", "bob", false},
 		{"@bob's", "bob", false},
-		{"(cc @bob)", "bob", false}, // as the original: ")" ends no mention
+		{"(cc @bob)", "bob", false},   // as the original: ")" ends no mention
 		{"@bob\u00a0x", "bob", false}, // nor does a no-break space
 		{"email bob@bob.com", "bob", true},
 		{"@bobby and @bob", "bob", true},
