@@ -353,26 +353,36 @@ func TestDocListsEveryTimingConstant(t *testing.T) {
 		text := func(n ast.Node) string {
 			return string(pf.src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
 		}
-		for _, decl := range pf.file.Decls {
-			gen, ok := decl.(*ast.GenDecl)
-			if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
-				continue
+		eachPackageValue(pf.file, func(id *ast.Ident, value ast.Expr) {
+			if !unit.MatchString(text(value)) {
+				return
 			}
-			for _, spec := range gen.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if i >= len(vs.Values) || !unit.MatchString(text(vs.Values[i])) {
-						continue
+			if lit, ok := value.(*ast.CompositeLit); ok {
+				for _, e := range lit.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok && unit.MatchString(text(kv.Value)) && !strings.Contains(table, text(kv.Key)+" ") {
+						t.Errorf("%s: %s.%s is a duration; want it in doc.go's timing table", pf.name, id.Name, text(kv.Key))
 					}
-					if lit, ok := vs.Values[i].(*ast.CompositeLit); ok {
-						for _, e := range lit.Elts {
-							if kv, ok := e.(*ast.KeyValueExpr); ok && unit.MatchString(text(kv.Value)) && !strings.Contains(table, text(kv.Key)+" ") {
-								t.Errorf("%s: %s.%s is a duration; want it in doc.go's timing table", pf.name, id.Name, text(kv.Key))
-							}
-						}
-					} else if !regexp.MustCompile(`\b` + id.Name + `\b`).MatchString(table) {
-						t.Errorf("%s: %s is a duration; want it in doc.go's timing table", pf.name, id.Name)
-					}
+				}
+			} else if !regexp.MustCompile(`\b` + id.Name + `\b`).MatchString(table) {
+				t.Errorf("%s: %s is a duration; want it in doc.go's timing table", pf.name, id.Name)
+			}
+		})
+	}
+}
+
+// eachPackageValue calls fn with each package-level constant or variable
+// of file that is given a value, and that value.
+func eachPackageValue(file *ast.File, fn func(id *ast.Ident, value ast.Expr)) {
+	for _, decl := range file.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, id := range vs.Names {
+				if i < len(vs.Values) {
+					fn(id, vs.Values[i])
 				}
 			}
 		}
@@ -413,28 +423,16 @@ func TestDocTimingValues(t *testing.T) {
 		})
 	}
 	for _, f := range files {
-		for _, decl := range f.Decls {
-			gen, ok := decl.(*ast.GenDecl)
-			if !ok || (gen.Tok != token.CONST && gen.Tok != token.VAR) {
-				continue
-			}
-			for _, spec := range gen.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					check(id.Name, vs.Values[i])
-					if lit, ok := vs.Values[i].(*ast.CompositeLit); ok {
-						for _, e := range lit.Elts {
-							if kv, ok := e.(*ast.KeyValueExpr); ok {
-								check(fmt.Sprint(kv.Key), kv.Value)
-							}
-						}
+		eachPackageValue(f, func(id *ast.Ident, value ast.Expr) {
+			check(id.Name, value)
+			if lit, ok := value.(*ast.CompositeLit); ok {
+				for _, e := range lit.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok {
+						check(fmt.Sprint(kv.Key), kv.Value)
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
