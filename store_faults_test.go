@@ -390,12 +390,7 @@ func TestDoctor(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "left in place") {
 		t.Fatalf("doctor --repair on fresh files: got exit %d, %q; want them left in place, exit 1", code, out)
 	}
-	old := time.Now().Add(-2 * doctorGracePeriod)
-	for _, p := range []string{groupFile(dir, bad), leftover} {
-		if err := os.Chtimes(p, old, old); err != nil {
-			t.Fatal(err)
-		}
-	}
+	agePastGrace(t, groupFile(dir, bad), leftover)
 	code, out = run("--repair")
 	if code != 0 {
 		t.Fatalf("doctor --repair: got exit %d, %q; want 0", code, out)
@@ -455,10 +450,7 @@ func TestDoctorKeepsGroupWithoutSearchIndex(t *testing.T) {
 	if err = errors.Join(err, db.Close()); err != nil {
 		t.Fatal(err)
 	}
-	old := time.Now().Add(-2 * doctorGracePeriod)
-	if err := os.Chtimes(path, old, old); err != nil {
-		t.Fatal(err)
-	}
+	agePastGrace(t, path)
 	var out bytes.Buffer
 	code := runDoctor([]string{"--repair", "--groups-dir", dir}, &out, &out)
 	if _, err := os.Stat(path); err != nil || code != 0 {
