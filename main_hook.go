@@ -101,8 +101,8 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 			return nil, err
 		}
 	}
-	if _, err := os.ReadDir(dir); err != nil {
-		return nil, fmt.Errorf("no readable groups directory (%w): point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", err)
+	if err := groupsDirReadable(dir); err != nil {
+		return nil, err
 	}
 	st, err := newStore(dir, time.Now)
 	if err != nil {
@@ -112,6 +112,15 @@ func openCommandStore(command, dir string, stderr io.Writer) (*store, error) {
 	log.SetFlags(0)
 	log.SetPrefix("crosstalk-mcp " + command + ": ")
 	return st, nil
+}
+
+// groupsDirReadable returns nil when dir can be listed, else an error that
+// names the settings that point a command at the server's directory.
+func groupsDirReadable(dir string) error {
+	if _, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("no readable groups directory (%w): point CROSSTALK_GROUPS_DIR or --groups-dir at the server's", err)
+	}
+	return nil
 }
 
 // parseHookRequest reads the payload for the command line's client, event

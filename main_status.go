@@ -146,6 +146,9 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 			return commandStatus("doctor", err, stderr)
 		}
 	}
+	if err := groupsDirReadable(*dir); err != nil {
+		return commandStatus("doctor", err, stderr)
+	}
 	findings, checked, err := doctorScan(*dir, time.Now())
 	if err != nil {
 		return commandStatus("doctor", err, stderr)

@@ -534,9 +534,10 @@ func TestHookCommandsSkipDamagedGroups(t *testing.T) {
 	}
 }
 
-// TestHookCommandsNeedTheGroupsDirectory checks that hook, wait and status
-// never create a missing groups directory, from the environment or
-// --groups-dir, and say so in one line; hook and wait still exit 0.
+// TestHookCommandsNeedTheGroupsDirectory checks that hook, wait, status and
+// doctor never create a missing groups directory, from the environment or
+// --groups-dir, and say so in one line that names the settings to fix; hook
+// and wait still exit 0.
 func TestHookCommandsNeedTheGroupsDirectory(t *testing.T) {
 	t.Setenv("CROSSTALK_CONTEXT_ID", "sess-1")
 	payload := `{"session_id": "sess-1", "hook_event_name": "UserPromptSubmit"}`
@@ -548,6 +549,7 @@ func TestHookCommandsNeedTheGroupsDirectory(t *testing.T) {
 		{"hook", []string{"hook", "--client", "claude-code"}, 0},
 		{"wait", []string{"wait", "--timeout", "5s"}, 0},
 		{"status", []string{"status"}, 1},
+		{"doctor", []string{"doctor"}, 1},
 	} {
 		for _, viaFlag := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/flag=%v", tc.name, viaFlag), func(t *testing.T) {
@@ -560,8 +562,9 @@ func TestHookCommandsNeedTheGroupsDirectory(t *testing.T) {
 				}
 				var out, errOut bytes.Buffer
 				code := run(args, strings.NewReader(payload), &out, &errOut)
-				if code != tc.code || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), missing) {
-					t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, one line naming the directory", code, out.String(), errOut.String(), tc.code)
+				if code != tc.code || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), missing) ||
+					!strings.Contains(errOut.String(), "point CROSSTALK_GROUPS_DIR or --groups-dir at the server's") {
+					t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, one line naming the directory and the settings", code, out.String(), errOut.String(), tc.code)
 				}
 				if _, err := os.Stat(missing); err == nil {
 					t.Errorf("%s created %s", tc.name, missing)
