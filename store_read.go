@@ -305,8 +305,9 @@ func (s *store) membershipIn(id, contextID string) (membership, error) {
 	}
 	if err != nil {
 		// A file no server can use must not silence every member's hooks.
-		if problem := checkGroupFile(s.groupPath(id)); problem != nil {
-			s.damaged.warn(s.groupPath(id), problem)
+		path := s.groupPath(id)
+		if problem := checkGroupFile(path); problem != nil {
+			s.damaged.warn(path, problem)
 			return membership{}, nil
 		}
 		return membership{}, err
